@@ -1,0 +1,46 @@
+# The habits of this project, one target each. `make help` lists them.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PG_URI ?= postgresql://postgres@127.0.0.1:5432/test
+
+.DEFAULT_GOAL := help
+.PHONY: help install test lint demo record bench docs clean
+
+help: ## list the targets
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP) ## create .venv and install the project with its test extras
+
+test: $(STAMP) ## run the whole suite offline (cassettes replayed, loopback only)
+	LANGGRAPH_STRICT_MSGPACK=true \
+	LANGGRAPH_REFINE_TEST_POSTGRES_URI=$${LANGGRAPH_REFINE_TEST_POSTGRES_URI:-$(PG_URI)} \
+	$(BIN)/pytest --disable-socket --allow-hosts=127.0.0.1,localhost,::1 --record-mode=none $(ARGS)
+
+lint: $(STAMP) ## ruff and mypy (strict)
+	$(BIN)/ruff check src tests examples
+	$(BIN)/ruff format --check src
+	$(BIN)/mypy
+
+demo: $(STAMP) ## a real refinement loop on the local model (or OPENAI_API_KEY's model)
+	$(BIN)/python -m langgraph_refine.demo
+
+record: $(STAMP) ## re-record every cassette against a freshly started local model
+	$(BIN)/python -m langgraph_refine.local_model run -- \
+		$(BIN)/pytest -m "not postgres and not server" --record-mode=rewrite tests/test_examples.py tests/test_recorded.py
+
+bench: $(STAMP) ## run the benchmarks and write benchmarks/RESULTS.md (BENCH=name for one)
+	$(BIN)/python -m benchmarks $(BENCH)
+
+docs: $(STAMP) ## build the documentation site, warnings as errors
+	$(BIN)/mkdocs build --strict
+
+clean: ## remove the virtualenv and caches
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site
