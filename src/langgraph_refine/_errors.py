@@ -1,0 +1,32 @@
+"""The exceptions this package raises, rooted in one `RefineError`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from langgraph_refine._result import RefineResult
+
+
+class RefineError(Exception):
+    """Base class for errors raised by langgraph-refine."""
+
+
+class BudgetExhaustedError(RefineError):
+    """A budget limit was reached and `on_budget_exhausted="raise"` was set.
+
+    Attributes:
+        result: The best `RefineResult` reached before the budget ran out.
+    """
+
+    def __init__(self, message: str, result: RefineResult) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+class ReviewInputError(RefineError, ValueError):
+    """A human-review resume value was malformed; the review interrupt stays pending."""
+
+
+class JudgeOutputError(RefineError):
+    """An LLM judge's reply could not be parsed into a verdict, score and feedback."""

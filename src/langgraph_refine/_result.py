@@ -1,0 +1,116 @@
+"""What a finished loop returns, and the best-result rule that picks its value."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from langgraph_refine._state import (
+    CONVERGED_REASONS,
+    Attempt,
+    RefineState,
+    StopReason,
+    Usage,
+    Verdict,
+)
+
+
+def _rank(attempt: Attempt) -> tuple[bool, float]:
+    evaluation = attempt.evaluation
+    assert evaluation is not None
+    return (evaluation.verdict == "PASS", evaluation.score)
+
+
+def best_attempt(attempts: Sequence[Attempt]) -> Attempt | None:
+    """Pick the best evaluated attempt.
+
+    A `"PASS"` verdict outranks any other; otherwise the higher score wins; ties go to
+    the earlier attempt, so a later regression (or an equal score) never replaces the best.
+
+    Args:
+        attempts: Attempts in the order they were generated.
+
+    Returns:
+        The best evaluated attempt, or None if none has been evaluated.
+    """
+    best: Attempt | None = None
+    for attempt in attempts:
+        if attempt.evaluation is None:
+            continue
+        if best is None or _rank(attempt) > _rank(best):
+            best = attempt
+    return best
+
+
+class RefineResult(BaseModel):
+    """The outcome of one refinement loop.
+
+    Attributes:
+        value: The best response (or the human-approved / edited one).
+        score: The best attempt's score (None if nothing was evaluated).
+        verdict: The best attempt's verdict, if its evaluator gave one.
+        feedback: The best attempt's feedback.
+        stop_reason: Why the loop stopped.
+        iterations: Refinement rounds run (number of attempts - 1).
+        converged: True when `stop_reason` is passed, target_reached or approved.
+        score_history: One score per evaluated attempt, in order.
+        attempts: Every attempt, in order.
+        usage: Model calls, tokens and seconds spent.
+        metadata: `iterations`, `converged`, `score_history`, `stop_reason`, `best_index`
+            and `usage` as plain values, for logging and serialisation.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    value: str
+    score: float | None
+    verdict: Verdict | None
+    feedback: str
+    stop_reason: StopReason
+    iterations: int
+    converged: bool
+    score_history: list[float]
+    attempts: list[Attempt]
+    usage: Usage
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @classmethod
+    def from_state(cls, state: RefineState | dict[str, Any]) -> RefineResult:
+        """Build the result from a loop's state (final or, for budget errors, current)."""
+        attempts = list(state.get("attempts") or [])
+        pending = state.get("pending")
+        if pending is not None and all(a.index != pending.index for a in attempts):
+            attempts.append(pending)
+        best = best_attempt(attempts)
+        stop_reason = state.get("stop_reason") or "budget_exhausted"
+        value = state.get("response")
+        if stop_reason not in ("approved", "edited") or value is None:
+            # Every other stop returns the best evaluated attempt (the contract's rule).
+            value = best.response if best is not None else (attempts[-1].response if attempts else "")
+        evaluation = best.evaluation if best is not None else None
+        score_history = [a.evaluation.score for a in attempts if a.evaluation is not None]
+        iterations = max(len(attempts) - 1, 0)
+        converged = stop_reason in CONVERGED_REASONS
+        usage = state.get("usage") or Usage()
+        return cls(
+            value=value,
+            score=evaluation.score if evaluation else None,
+            verdict=evaluation.verdict if evaluation else None,
+            feedback=evaluation.feedback if evaluation else "",
+            stop_reason=stop_reason,
+            iterations=iterations,
+            converged=converged,
+            score_history=score_history,
+            attempts=attempts,
+            usage=usage,
+            metadata={
+                "iterations": iterations,
+                "converged": converged,
+                "score_history": score_history,
+                "stop_reason": stop_reason,
+                "best_index": best.index if best is not None else None,
+                "usage": usage.model_dump(),
+            },
+        )

@@ -1,0 +1,93 @@
+"""Retry policy for model-calling steps: retry transient provider errors, never other 4xx."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from email.utils import parsedate_to_datetime
+
+
+from langgraph.types import RetryPolicy
+
+RETRYABLE_STATUS = frozenset({408, 409, 429})
+MAX_RETRY_AFTER_SECONDS = 60.0
+
+
+def status_code(exc: BaseException) -> int | None:
+    """The HTTP status an exception carries (openai, httpx and similar clients), if any."""
+    for candidate in (exc, getattr(exc, "response", None)):
+        code = getattr(candidate, "status_code", None)
+        if isinstance(code, int):
+            return code
+    return None
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True for errors worth retrying: connection errors, timeouts, HTTP 408/409/429/5xx."""
+    code = status_code(exc)
+    if code is not None:
+        return code in RETRYABLE_STATUS or code >= 500
+    if isinstance(exc, ConnectionError | TimeoutError):
+        return True
+    # Client libraries wrap transport failures in their own types; match them by name
+    # so that no client library is a hard dependency.
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    return bool(names & {"APIConnectionError", "APITimeoutError", "TransportError", "TimeoutException"})
+
+
+def retry_after_seconds(exc: BaseException) -> float | None:
+    """Seconds a `Retry-After` header on the exception's response asks to wait, if any."""
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    value = headers.get("retry-after-ms")
+    if value is not None:
+        try:
+            return min(float(value) / 1000.0, MAX_RETRY_AFTER_SECONDS)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            seconds = parsedate_to_datetime(value).timestamp() - time.time()
+        except (TypeError, ValueError):
+            return None
+    return max(0.0, min(seconds, MAX_RETRY_AFTER_SECONDS))
+
+
+def honour_retry_after(exc: BaseException) -> None:
+    """Sleep for the server's `Retry-After` before the retry policy re-runs the step."""
+    delay = retry_after_seconds(exc) if is_transient(exc) else None
+    if delay:
+        time.sleep(delay)
+
+
+async def ahonour_retry_after(exc: BaseException) -> None:
+    """Async twin of `honour_retry_after`."""
+    delay = retry_after_seconds(exc) if is_transient(exc) else None
+    if delay:
+        await asyncio.sleep(delay)
+
+
+DEFAULT_RETRY_POLICY = RetryPolicy(
+    initial_interval=0.5,
+    backoff_factor=2.0,
+    max_interval=10.0,
+    max_attempts=4,
+    jitter=True,
+    retry_on=is_transient,
+)
+"""Up to 4 attempts with exponential backoff from 0.5 s, on transient errors only."""
+
+
+def describe_status(exc: BaseException) -> str | None:
+    """A short 'HTTP 401' style label for errors that carry a status, else None."""
+    code = status_code(exc)
+    return f"HTTP {code}" if code is not None else None
+
+

@@ -1,0 +1,175 @@
+"""The loop's state: the pydantic models stored in it, the state schemas and their reducers."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal, TypeAlias
+
+from langchain_core.messages import AnyMessage
+from langgraph.graph.message import add_messages
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from typing_extensions import NotRequired, TypedDict
+
+Verdict: TypeAlias = Literal["PASS", "NEEDS_IMPROVEMENT", "FAIL"]
+"""The three verdicts an evaluator may give."""
+
+StopReason: TypeAlias = Literal[
+    "passed",
+    "target_reached",
+    "max_iterations",
+    "plateau",
+    "budget_exhausted",
+    "approved",
+    "edited",
+    "rejected",
+]
+"""Why a loop stopped."""
+
+CONVERGED_REASONS: frozenset[str] = frozenset({"passed", "target_reached", "approved"})
+
+
+class Evaluation(BaseModel):
+    """An evaluator's judgement of one response.
+
+    Attributes:
+        score: Quality in [0, 1]; higher is better.
+        feedback: What to change, addressed to the generator.
+        verdict: Optional categorical verdict; `"PASS"` stops the loop.
+        details: Evaluator-specific extras (per-part scores, raw judge reply, ...).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    score: float
+    feedback: str = ""
+    verdict: Verdict | None = None
+    details: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("score")
+    @classmethod
+    def _score_in_unit_interval(cls, value: float) -> float:
+        if math.isnan(value) or not 0.0 <= value <= 1.0:
+            raise ValueError(
+                f"score must be a number in [0, 1], got {value!r}; "
+                "normalise your evaluator's scale (e.g. divide a 0-10 score by 10)"
+            )
+        return float(value)
+
+
+class Usage(BaseModel):
+    """Model calls and tokens spent, and seconds spent in model-calling nodes.
+
+    Attributes:
+        calls: Model calls made (generator invocations and LLM-judge calls).
+        input_tokens: Prompt tokens reported by the models' usage metadata.
+        output_tokens: Completion tokens reported by the models' usage metadata.
+        total_tokens: Sum of input and output tokens.
+        seconds: Wall time spent inside the generate and evaluate steps.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    seconds: float = 0.0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            calls=self.calls + other.calls,
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            total_tokens=self.total_tokens + other.total_tokens,
+            seconds=self.seconds + other.seconds,
+        )
+
+
+class Attempt(BaseModel):
+    """One generated response and, once evaluated, its evaluation.
+
+    Attributes:
+        index: Position in the loop, counting from 0 (0 is the first generation).
+        response: The generated text.
+        evaluation: The evaluation, or None if the loop stopped before evaluating it.
+        instruction: Reviewer feedback this attempt was asked to address, if any.
+        usage: Model usage spent producing and evaluating this attempt.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    index: int
+    response: str
+    evaluation: Evaluation | None = None
+    instruction: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+
+    @property
+    def score(self) -> float | None:
+        """The evaluation's score, or None if not evaluated."""
+        return self.evaluation.score if self.evaluation is not None else None
+
+
+def merge_attempts(left: list[Attempt] | None, right: Attempt | Sequence[Attempt]) -> list[Attempt]:
+    """Reducer for `attempts`: append new attempts, replacing any with the same index.
+
+    Replacing by index keeps the history free of duplicates when a step is replayed
+    after a crash or a retry.
+    """
+    merged = list(left or [])
+    new = [right] if isinstance(right, Attempt) else list(right)
+    positions = {attempt.index: i for i, attempt in enumerate(merged)}
+    for attempt in new:
+        if attempt.index in positions:
+            merged[positions[attempt.index]] = attempt
+        else:
+            positions[attempt.index] = len(merged)
+            merged.append(attempt)
+    return merged
+
+
+def add_usage(left: Usage | None, right: Usage) -> Usage:
+    """Reducer for `usage`: nodes write what they spent; the channel holds the total."""
+    return (left or Usage()) + right
+
+
+class RefineInput(TypedDict):
+    """What the loop reads from its caller: a `task`, or `messages` ending in a human message."""
+
+    task: NotRequired[str]
+    messages: NotRequired[Annotated[list[AnyMessage], add_messages]]
+
+
+class RefineOutput(TypedDict):
+    """What the loop writes back to its caller (and to a parent graph)."""
+
+    response: str
+    messages: NotRequired[Annotated[list[AnyMessage], add_messages]]
+
+
+class RefineState(TypedDict):
+    """The loop's full state.
+
+    Attributes:
+        task: What the generator is asked to do.
+        attempts: Every generated attempt, in order, with its evaluation.
+        response: The best (or human-approved) response, set when the loop stops.
+        messages: Conversation of a `MessagesState` parent; the task is taken from
+            its last human message when no `task` is given.
+        pending: The attempt generated but not yet evaluated.
+        stop_reason: Why the loop stops; set by the step that decides it.
+        reviewer_feedback: Feedback from a human `"revise"` action for the next generation.
+        usage: Model calls, tokens and seconds spent so far.
+        from_messages: True when the task came from `messages` (the answer goes back there).
+    """
+
+    task: str
+    attempts: Annotated[list[Attempt], merge_attempts]
+    response: NotRequired[str]
+    messages: NotRequired[Annotated[list[AnyMessage], add_messages]]
+    pending: NotRequired[Attempt | None]
+    stop_reason: NotRequired[StopReason | None]
+    reviewer_feedback: NotRequired[str | None]
+    usage: NotRequired[Annotated[Usage, add_usage]]
+    from_messages: NotRequired[bool]

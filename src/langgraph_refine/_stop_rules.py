@@ -1,0 +1,96 @@
+"""Stop rules: after each evaluation, decide whether the loop stops and why."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from langgraph_refine._state import Attempt, StopReason
+
+
+@dataclass(frozen=True)
+class StopRules:
+    """The rules checked after every evaluation, first match wins.
+
+    1. `"passed"`: the verdict is `"PASS"`;
+    2. `"target_reached"`: the score is at least `target_score`;
+    3. `"max_iterations"`: `1 + max_iterations` attempts have been generated;
+    4. `"plateau"`: the last `patience` refinement rounds each failed to raise the best
+       score by more than `min_delta` (`patience=None` disables this rule).
+
+    Args:
+        target_score: Score in [0, 1] that counts as good enough.
+        max_iterations: Refinement rounds allowed after the first generation (>= 0).
+        patience: Consecutive non-improving refinement rounds tolerated (>= 1), or None.
+        min_delta: Improvement of the best score that counts as progress (>= 0).
+
+    Raises:
+        ValueError: If an option is outside its allowed range.
+    """
+
+    target_score: float = 0.9
+    max_iterations: int = 4
+    patience: int | None = 2
+    min_delta: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not _is_number(self.target_score) or not 0.0 <= self.target_score <= 1.0:
+            raise ValueError(f"target_score must be in [0, 1], got {self.target_score!r}")
+        if not _is_int(self.max_iterations) or self.max_iterations < 0:
+            raise ValueError(
+                f"max_iterations must be an integer >= 0, got {self.max_iterations!r}"
+            )
+        if self.patience is not None and (not _is_int(self.patience) or self.patience < 1):
+            raise ValueError(
+                f"patience must be an integer >= 1, or None to disable, got {self.patience!r}"
+            )
+        if not _is_number(self.min_delta) or self.min_delta < 0:
+            raise ValueError(f"min_delta must be a number >= 0, got {self.min_delta!r}")
+
+    def decide(self, attempts: Sequence[Attempt]) -> StopReason | None:
+        """Apply the rules to the attempts so far; the last one was just evaluated.
+
+        Args:
+            attempts: Every attempt in order; the last must carry an evaluation.
+
+        Returns:
+            The stop reason, or None if the loop should refine again.
+        """
+        latest = attempts[-1].evaluation
+        if latest is None:
+            return None
+        if latest.verdict == "PASS":
+            return "passed"
+        if latest.score >= self.target_score:
+            return "target_reached"
+        if len(attempts) >= 1 + self.max_iterations:
+            return "max_iterations"
+        if self.patience is not None and self.stalled_rounds(attempts) >= self.patience:
+            return "plateau"
+        return None
+
+    def stalled_rounds(self, attempts: Sequence[Attempt]) -> int:
+        """Count the trailing refinement rounds that did not raise the best score enough."""
+        stalled = 0
+        best: float | None = None
+        for attempt in attempts:
+            if attempt.evaluation is None:
+                continue
+            score = attempt.evaluation.score
+            if best is None:
+                best = score
+                continue
+            if score > best + self.min_delta:
+                stalled = 0
+            else:
+                stalled += 1
+            best = max(best, score)
+        return stalled
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value == value
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

@@ -1,0 +1,115 @@
+"""`combine`: a weighted mean of several evaluators, with labelled feedback."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from langgraph_refine._evaluation import BaseEvaluator, EvaluatorLike, as_evaluator
+from langgraph_refine._state import Evaluation, Verdict
+
+
+class CombinedEvaluator(BaseEvaluator):
+    """Evaluates with every part and reports the weighted mean of their scores."""
+
+    name = "combined"
+
+    def __init__(self, parts: Sequence[BaseEvaluator], weights: Sequence[float]) -> None:
+        self.parts = list(parts)
+        self.weights = [float(w) for w in weights]
+        self.calls_model = any(part.calls_model for part in self.parts)
+
+    def evaluate(self, response: str, state: Mapping[str, Any]) -> Evaluation:
+        return self._merge([part.evaluate(response, state) for part in self.parts])
+
+    async def aevaluate(self, response: str, state: Mapping[str, Any]) -> Evaluation:
+        results = await asyncio.gather(*(p.aevaluate(response, state) for p in self.parts))
+        return self._merge(list(results))
+
+    def _merge(self, results: list[Evaluation]) -> Evaluation:
+        total = sum(self.weights)
+        score = sum(w * r.score for w, r in zip(self.weights, results, strict=True)) / total
+        labels = _labels(self.parts)
+        feedback = "\n".join(
+            f"[{label}] score {r.score:.2f}: {r.feedback.strip() or 'no issues'}"
+            for label, r in zip(labels, results, strict=True)
+        )
+        parts = [
+            {
+                "name": label,
+                "score": r.score,
+                "weight": w,
+                "verdict": r.verdict,
+                "feedback": r.feedback,
+                "details": r.details,
+            }
+            for label, w, r in zip(labels, self.weights, results, strict=True)
+        ]
+        return Evaluation(
+            score=min(1.0, max(0.0, score)),
+            feedback=feedback,
+            verdict=_combined_verdict(results),
+            details={"parts": parts},
+        )
+
+
+def _labels(parts: Sequence[BaseEvaluator]) -> list[str]:
+    """Part names, made unique (`word_count`, `word_count#2`) so feedback stays unambiguous."""
+    seen: dict[str, int] = {}
+    labels = []
+    for part in parts:
+        seen[part.name] = seen.get(part.name, 0) + 1
+        labels.append(part.name if seen[part.name] == 1 else f"{part.name}#{seen[part.name]}")
+    return labels
+
+
+def _combined_verdict(results: Sequence[Evaluation]) -> Verdict | None:
+    """PASS only if some part says PASS and every other part passes too (PASS or a perfect
+    score); FAIL if any part says FAIL; otherwise NEEDS_IMPROVEMENT if any part gave a
+    verdict, else None (the score alone decides)."""
+    verdicts = [r.verdict for r in results]
+    if not any(verdicts):
+        return None
+    if "FAIL" in verdicts:
+        return "FAIL"
+    if all(r.verdict == "PASS" or (r.verdict is None and r.score >= 1.0) for r in results):
+        return "PASS"
+    return "NEEDS_IMPROVEMENT"
+
+
+def combine(*evaluators: EvaluatorLike, weights: Sequence[float] | None = None) -> CombinedEvaluator:
+    """Combine evaluators into one whose score is the weighted mean of theirs.
+
+    Args:
+        *evaluators: Two or more evaluators in any accepted form.
+        weights: One non-negative weight per evaluator (not all zero); equal by default.
+
+    Returns:
+        An evaluator whose feedback holds each part's feedback, labelled with its name,
+        and whose `details["parts"]` lists each part's score, weight and verdict.
+
+    Raises:
+        ValueError: If no evaluator is given or the weights do not fit.
+
+    Example:
+        >>> from langgraph_refine import evaluators
+        >>> ev = evaluators.combine(lambda r, s: 1.0, lambda r, s: 0.0, weights=[3, 1])
+        >>> ev.evaluate("text", {"task": "t"}).score
+        0.75
+    """
+    if not evaluators:
+        raise ValueError("combine() needs at least one evaluator")
+    parts = [as_evaluator(e, option=f"combine() part {i + 1}") for i, e in enumerate(evaluators)]
+    if weights is None:
+        weights = [1.0] * len(parts)
+    weights = list(weights)
+    if len(weights) != len(parts):
+        raise ValueError(
+            f"combine() got {len(parts)} evaluators but {len(weights)} weights; give one each"
+        )
+    if any(not isinstance(w, int | float) or w < 0 for w in weights) or sum(weights) <= 0:
+        raise ValueError(
+            f"combine() weights must be non-negative numbers, not all zero; got {weights!r}"
+        )
+    return CombinedEvaluator(parts, weights)
