@@ -2,7 +2,8 @@
 
 The default, `"best_and_last"`, is bounded: the prompt holds at most two attempts
 whatever the round number, yet the generator always sees the best attempt so far
-(what to keep) and the latest one with its feedback (what to fix next).
+(what to keep) and the latest one with its feedback (what to fix next). When the
+latest attempt is the best, the attempt before it is shown beside it.
 """
 
 from __future__ import annotations
@@ -56,7 +57,12 @@ def select_attempts(attempts: Sequence[Attempt], memory: MemoryPolicy) -> list[t
         chosen = [latest]
     elif memory == "best_and_last":
         best = best_attempt(attempts)
-        chosen = [latest] if best is None or best.index == latest.index else [best, latest]
+        if best is None or best.index == latest.index:
+            # The latest is the best: show the one before it instead, so the prompt keeps
+            # the same shape (and size) from the second refinement on.
+            chosen = list(attempts[-2:])
+        else:
+            chosen = [best, latest]
     else:
         chosen = list(attempts[-int(memory) :])
     best = best_attempt(attempts)

@@ -16,6 +16,10 @@ from langgraph_refine._evaluation import EvaluatorLike
 from langgraph_refine._graph import GeneratorLike, create_refine_graph
 from langgraph_refine._result import RefineResult
 
+# Without a checkpointer there is no state to read back, so ask invoke for the loop's
+# own channels instead of the output schema.
+_RESULT_KEYS = ["task", "attempts", "response", "pending", "stop_reason", "usage"]
+
 Reviewer = Callable[[dict[str, Any]], Mapping[str, Any]]
 """Answers a human-review payload with a resume value such as `{"action": "approve"}`."""
 AsyncReviewer = Callable[[dict[str, Any]], Mapping[str, Any] | Awaitable[Mapping[str, Any]]]
@@ -119,7 +123,7 @@ def refine(
     graph, run_config = _prepare_run(
         generator, task, evaluator, options, checkpointer, thread_id, reviewer, config
     )
-    values = graph.invoke(_resume_input(graph, run_config, task), run_config)
+    values = graph.invoke(_resume_input(graph, run_config, task), run_config, output_keys=_RESULT_KEYS)
     while (payload := _pending_review(graph, run_config)) is not None:
         assert reviewer is not None
         values = graph.invoke(Command(resume=dict(reviewer(payload))), run_config)
@@ -146,7 +150,7 @@ async def arefine(
         generator, task, evaluator, options, checkpointer, thread_id, reviewer, config
     )
     snapshot_input = await _aresume_input(graph, run_config, task)
-    values = await graph.ainvoke(snapshot_input, run_config)
+    values = await graph.ainvoke(snapshot_input, run_config, output_keys=_RESULT_KEYS)
     while (payload := await _apending_review(graph, run_config)) is not None:
         assert reviewer is not None
         answer = reviewer(payload)
