@@ -80,7 +80,7 @@ class ScriptedChatModel(BaseChatModel):
             try:
                 parsed: Any = schema.model_validate(json.loads(str(raw.content)))
                 error = None
-            except Exception as exc:  # noqa: BLE001 - mirrors LangChain's include_raw
+            except Exception as exc:  # mirrors LangChain's include_raw
                 parsed, error = None, exc
             if include_raw:
                 return {"raw": raw, "parsed": parsed, "parsing_error": error}

@@ -31,7 +31,9 @@ async def test_arefine_with_sync_callables() -> None:
 
 
 async def test_arefine_with_chat_model_and_judge() -> None:
-    model = ScriptedChatModel(replies=["a1", judge_reply(0.4, feedback="add detail"), "a2", judge_reply(0.9, "PASS")])
+    model = ScriptedChatModel(
+        replies=["a1", judge_reply(0.4, feedback="add detail"), "a2", judge_reply(0.9, "PASS")]
+    )
     result = await arefine(model, "t", None)
     assert result.stop_reason == "passed"
     assert result.value == "a2"

@@ -68,7 +68,9 @@ def test_max_seconds_counts_time_spent_generating() -> None:
         time.sleep(0.05)
         return "x"
 
-    result = refine(slow, "t", scores(0.1), budget=Budget(max_seconds=0.12), patience=None, max_iterations=50)
+    result = refine(
+        slow, "t", scores(0.1), budget=Budget(max_seconds=0.12), patience=None, max_iterations=50
+    )
     assert 2 <= len(result.attempts) <= 4
     assert result.stop_reason == "budget_exhausted"
 
@@ -91,7 +93,9 @@ def test_raise_mode_carries_best_result() -> None:
 
 
 def test_budget_limits_that_are_not_reached_do_not_stop() -> None:
-    result = refine(lambda s: "x", "t", scores(0.1, 0.95), budget=Budget(max_calls=10, max_tokens=10**6))
+    result = refine(
+        lambda s: "x", "t", scores(0.1, 0.95), budget=Budget(max_calls=10, max_tokens=10**6)
+    )
     assert result.stop_reason == "target_reached"
 
 

@@ -16,7 +16,12 @@ def test_strict_msgpack_is_on_in_the_suite() -> None:
 
 def test_state_round_trips_without_warnings(checkpointer: Any, thread: Any) -> None:
     model = ScriptedChatModel(replies=["one", "two"])
-    ev = lambda r, s: Evaluation(score=0.5, feedback="f", verdict="NEEDS_IMPROVEMENT", details={"k": [1, 2]})  # noqa: E731
+
+    def ev(response: str, state: Any) -> Evaluation:
+        return Evaluation(
+            score=0.5, feedback="f", verdict="NEEDS_IMPROVEMENT", details={"k": [1, 2]}
+        )
+
     graph = create_refine_graph(model, ev, max_iterations=1).compile(checkpointer=checkpointer)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -26,7 +31,9 @@ def test_state_round_trips_without_warnings(checkpointer: Any, thread: Any) -> N
     assert len(history) > 3
     attempts = state["attempts"]
     assert all(isinstance(a, Attempt) for a in attempts)
-    assert attempts[1].evaluation == Evaluation(score=0.5, feedback="f", verdict="NEEDS_IMPROVEMENT", details={"k": [1, 2]})
+    assert attempts[1].evaluation == Evaluation(
+        score=0.5, feedback="f", verdict="NEEDS_IMPROVEMENT", details={"k": [1, 2]}
+    )
     assert isinstance(state["usage"], Usage) and state["usage"].calls == 2
     assert state["response"] == "one"
 
@@ -38,7 +45,9 @@ def test_async_savers_round_trip(tmp_path: Any) -> None:
 
     async def main() -> Any:
         async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "a.sqlite")) as saver:
-            graph = create_refine_graph(lambda s: "x", scores(0.2, 0.95)).compile(checkpointer=saver)
+            graph = create_refine_graph(lambda s: "x", scores(0.2, 0.95)).compile(
+                checkpointer=saver
+            )
             cfg = {"configurable": {"thread_id": "a"}}
             await graph.ainvoke({"task": "t"}, cfg)
             return (await graph.aget_state(cfg)).values

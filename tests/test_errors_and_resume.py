@@ -1,4 +1,4 @@
-"""Errors in user code name the attempt; with a checkpointer the loop resumes from the failed step."""
+"""Errors in user code name the attempt; with a checkpointer the loop resumes the failed step."""
 
 from __future__ import annotations
 
@@ -39,7 +39,9 @@ def test_generator_exception_names_the_attempt() -> None:
             raise RuntimeError("model fell over")
         return "x"
 
-    with pytest.raises(RuntimeError, match="generator failed on attempt 2 in node 'generate': model fell over"):
+    with pytest.raises(
+        RuntimeError, match="generator failed on attempt 2 in node 'generate': model fell over"
+    ):
         refine(gen, "t", scores(0.1), patience=None)
 
 
@@ -53,7 +55,9 @@ def test_evaluator_exception_names_the_attempt() -> None:
         refine(lambda s: "x", "t", ev, patience=None)
 
 
-def test_failure_resumes_from_the_failed_step_without_losing_evaluated_attempts(checkpointer: Any, thread: Any) -> None:
+def test_failure_resumes_from_the_failed_step_without_losing_evaluated_attempts(
+    checkpointer: Any, thread: Any
+) -> None:
     generated: list[int] = []
     evaluated: list[str] = []
     fail = {"evaluate": True}

@@ -34,7 +34,9 @@ def test_first_generation_is_attempt_zero_and_every_attempt_is_evaluated() -> No
 
 def test_at_most_one_plus_max_iterations_generations() -> None:
     gen = counter_generator()
-    result = refine(gen, "task", scores(0.1, 0.2, 0.3, 0.4, 0.5, 0.6), max_iterations=4, patience=None)
+    result = refine(
+        gen, "task", scores(0.1, 0.2, 0.3, 0.4, 0.5, 0.6), max_iterations=4, patience=None
+    )
     assert len(gen.calls) == 5
     assert result.iterations == 4
 
@@ -96,7 +98,12 @@ def test_plateau_counter_resets_on_improvement() -> None:
 
 def test_min_delta_requires_improvement_larger_than_delta() -> None:
     result = refine(
-        counter_generator(), "t", scores(0.5, 0.55, 0.58), max_iterations=10, patience=2, min_delta=0.1
+        counter_generator(),
+        "t",
+        scores(0.5, 0.55, 0.58),
+        max_iterations=10,
+        patience=2,
+        min_delta=0.1,
     )
     assert result.stop_reason == "plateau"
     assert len(result.attempts) == 3
@@ -109,14 +116,18 @@ def test_patience_none_disables_plateau() -> None:
 
 
 def test_best_result_is_kept_after_regression() -> None:
-    result = refine(counter_generator(), "t", scores(0.3, 0.8, 0.4), max_iterations=2, patience=None)
+    result = refine(
+        counter_generator(), "t", scores(0.3, 0.8, 0.4), max_iterations=2, patience=None
+    )
     assert result.value == "draft 1"
     assert result.score == 0.8
     assert result.metadata["best_index"] == 1
 
 
 def test_ties_go_to_the_earlier_attempt() -> None:
-    result = refine(counter_generator(), "t", scores(0.6, 0.6, 0.6), max_iterations=2, patience=None)
+    result = refine(
+        counter_generator(), "t", scores(0.6, 0.6, 0.6), max_iterations=2, patience=None
+    )
     assert result.value == "draft 0"
 
 
@@ -155,11 +166,16 @@ def test_graph_is_uncompiled_state_graph_with_named_nodes() -> None:
     assert isinstance(builder, StateGraph)
     assert {"prepare", "generate", "evaluate", "finalize"} <= set(builder.nodes)
     assert "review" not in builder.nodes
-    assert "review" in create_refine_graph(counter_generator(), scores(1.0), human_review="final").nodes
+    assert (
+        "review"
+        in create_refine_graph(counter_generator(), scores(1.0), human_review="final").nodes
+    )
 
 
 def test_graph_output_is_the_best_response() -> None:
-    graph = create_refine_graph(counter_generator(), scores(0.3, 0.7, 0.1), max_iterations=2).compile()
+    graph = create_refine_graph(
+        counter_generator(), scores(0.3, 0.7, 0.1), max_iterations=2
+    ).compile()
     out = graph.invoke({"task": "t"})
     assert out["response"] == "draft 1"
 
@@ -229,7 +245,9 @@ def test_empty_task_through_the_graph_raises_before_any_model_call() -> None:
 def test_thread_reuse_starts_a_fresh_loop() -> None:
     from langgraph.checkpoint.memory import InMemorySaver
 
-    graph = create_refine_graph(counter_generator(), scores(0.95)).compile(checkpointer=InMemorySaver())
+    graph = create_refine_graph(counter_generator(), scores(0.95)).compile(
+        checkpointer=InMemorySaver()
+    )
     cfg = {"configurable": {"thread_id": "t1"}}
     graph.invoke({"task": "first"}, cfg)
     graph.invoke({"task": "second"}, cfg)

@@ -1,4 +1,4 @@
-"""Memory policies: what earlier attempts the refinement prompt shows, and that the default is bounded."""
+"""Memory policies: which earlier attempts the refinement prompt shows; the default is bounded."""
 
 from __future__ import annotations
 
@@ -10,7 +10,11 @@ from langgraph_refine._memory import select_attempts, validate_memory
 
 def attempts(*score_values: float) -> list[Attempt]:
     return [
-        Attempt(index=i, response=f"answer-{i} " + "x" * 600, evaluation=Evaluation(score=s, feedback=f"feedback-{i} " + "y" * 150))
+        Attempt(
+            index=i,
+            response=f"answer-{i} " + "x" * 600,
+            evaluation=Evaluation(score=s, feedback=f"feedback-{i} " + "y" * 150),
+        )
         for i, s in enumerate(score_values)
     ]
 
@@ -66,7 +70,11 @@ def test_default_memory_is_bounded() -> None:
 
 def test_reviewer_feedback_is_in_the_prompt() -> None:
     node = GeneratorNode(lambda s: "")
-    text = str(node.prompt({"task": "T", "attempts": attempts(0.5), "reviewer_feedback": "use bullet points"})[-1].content)
+    text = str(
+        node.prompt(
+            {"task": "T", "attempts": attempts(0.5), "reviewer_feedback": "use bullet points"}
+        )[-1].content
+    )
     assert "use bullet points" in text
 
 

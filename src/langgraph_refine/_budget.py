@@ -50,7 +50,7 @@ class Budget:
         return None
 
 
-class BudgetStop(Exception):  # noqa: N818 - a control-flow signal, not an error
+class BudgetStop(Exception):
     """Raised inside a step when the budget forbids the next model call."""
 
 

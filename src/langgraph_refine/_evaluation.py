@@ -76,15 +76,19 @@ def to_evaluation(value: Any, *, source: str) -> Evaluation:
     )
 
 
+def is_async_callable(fn: object) -> bool:
+    """True for async functions and objects whose `__call__` is async."""
+    call = getattr(type(fn), "__call__", None)  # noqa: B004 - looking for an async __call__
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(call)
+
+
 class CallableEvaluator(BaseEvaluator):
     """Adapts a user function `(response, state) -> float | Evaluation` (sync or async)."""
 
     def __init__(self, fn: Callable[..., Any], name: str | None = None) -> None:
         self.fn = fn
         self.name = name or getattr(fn, "__name__", None) or type(fn).__name__
-        self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-            getattr(fn, "__call__", None)  # noqa: B004 - async callable objects
-        )
+        self.is_async = is_async_callable(fn)
 
     def evaluate(self, response: str, state: Mapping[str, Any]) -> Evaluation:
         if self.is_async:

@@ -95,15 +95,23 @@ def create_refine_graph(
     stop_rules = StopRules(target_score, max_iterations, patience, min_delta)
     validate_memory(memory)
     if on_budget_exhausted not in BUDGET_MODES:
-        raise ValueError(f"on_budget_exhausted must be 'stop' or 'raise', got {on_budget_exhausted!r}")
+        raise ValueError(
+            f"on_budget_exhausted must be 'stop' or 'raise', got {on_budget_exhausted!r}"
+        )
     if human_review is not None and human_review not in REVIEW_MODES:
-        raise ValueError(f"human_review must be None, 'final' or 'every_round'; got {human_review!r}")
+        raise ValueError(
+            f"human_review must be None, 'final' or 'every_round'; got {human_review!r}"
+        )
     if budget is not None and not isinstance(budget, Budget):
         raise ValueError(f"budget must be a Budget or None, got {type(budget).__name__}")
     if not isinstance(name, str) or not name:
         raise ValueError(f"name must be a non-empty string, got {name!r}")
 
-    gen = resolve_chat_model(generator, option="generator") if isinstance(generator, str) else generator
+    gen = (
+        resolve_chat_model(generator, option="generator")
+        if isinstance(generator, str)
+        else generator
+    )
     if evaluator is None:
         judge = judge_model if judge_model is not None else gen
         if not isinstance(judge, BaseChatModel | str):
@@ -120,13 +128,15 @@ def create_refine_graph(
 
     builder = StateGraph(RefineState, input_schema=RefineInput, output_schema=RefineOutput)
     builder.add_node("prepare", prepare)
-    builder.add_node(
+    # The nodes accept any mapping with the RefineState keys (so they fit custom states);
+    # add_node's type variable wants the exact state type.
+    builder.add_node(  # type: ignore[type-var]
         "generate",
         GeneratorNode(gen, memory=memory, budget=budget, name=name),
         retry_policy=retry_policy,
         metadata={"refine_loop": name},
     )
-    builder.add_node(
+    builder.add_node(  # type: ignore[type-var]
         "evaluate",
         EvaluatorNode(
             evaluator,

@@ -26,7 +26,9 @@ def resolve_chat_model(model: BaseChatModel | str, *, option: str) -> BaseChatMo
     if isinstance(model, BaseChatModel):
         return model
     if not model.strip():
-        raise ValueError(f"{option} must be a chat model or a 'provider:model' string, got {model!r}")
+        raise ValueError(
+            f"{option} must be a chat model or a 'provider:model' string, got {model!r}"
+        )
     try:
         from langchain.chat_models import init_chat_model
     except ImportError as exc:  # pragma: no cover - depends on the environment

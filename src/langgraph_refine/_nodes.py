@@ -8,6 +8,7 @@ update. They work in any graph whose state has the `RefineState` keys.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 from collections.abc import Callable, Mapping
@@ -23,7 +24,7 @@ from langgraph.types import Overwrite, interrupt
 
 from langgraph_refine._budget import Budget, BudgetStop, UsageMeter, metering
 from langgraph_refine._errors import BudgetExhaustedError, RefineError, ReviewInputError
-from langgraph_refine._evaluation import EvaluatorLike, as_evaluator
+from langgraph_refine._evaluation import EvaluatorLike, as_evaluator, is_async_callable
 from langgraph_refine._memory import DEFAULT_MEMORY, MemoryPolicy, select_attempts, validate_memory
 from langgraph_refine._models import message_text
 from langgraph_refine._prompts import refinement_prompt
@@ -56,7 +57,9 @@ def _annotate(exc: BaseException, what: str, index: int, node: str) -> None:
     if isinstance(exc, GraphBubbleUp) or getattr(exc, "_langgraph_refine_annotated", False):
         return
     status = describe_status(exc)
-    context = f"{what} failed on attempt {index} in node {node!r}" + (f" ({status})" if status else "")
+    context = f"{what} failed on attempt {index} in node {node!r}" + (
+        f" ({status})" if status else ""
+    )
     if exc.args and isinstance(exc.args[0], str):
         exc.args = (f"{context}: {exc.args[0]}", *exc.args[1:])
     elif not exc.args:
@@ -65,10 +68,8 @@ def _annotate(exc: BaseException, what: str, index: int, node: str) -> None:
         exc.add_note(context)
     if hasattr(exc, "message") and isinstance(exc.message, str):
         exc.message = f"{context}: {exc.message}"
-    try:
+    with contextlib.suppress(AttributeError):  # exceptions with __slots__
         exc._langgraph_refine_annotated = True  # type: ignore[attr-defined]
-    except AttributeError:  # pragma: no cover - exceptions with __slots__
-        pass
 
 
 def _next_index(state: Mapping[str, Any]) -> int:
@@ -134,7 +135,9 @@ class GeneratorNode(Runnable[Mapping[str, Any], dict[str, Any]]):
         )
         return [HumanMessage(text)]
 
-    def _config(self, config: RunnableConfig | None, index: int, state: Mapping[str, Any]) -> RunnableConfig:
+    def _config(
+        self, config: RunnableConfig | None, index: int, state: Mapping[str, Any]
+    ) -> RunnableConfig:
         best = best_attempt(state.get("attempts") or [])
         return merge_configs(
             config,
@@ -155,7 +158,9 @@ class GeneratorNode(Runnable[Mapping[str, Any], dict[str, Any]]):
         meter.before_call()
         return index, meter
 
-    def _finish(self, state: Mapping[str, Any], output: Any, index: int, meter: UsageMeter) -> dict[str, Any]:
+    def _finish(
+        self, state: Mapping[str, Any], output: Any, index: int, meter: UsageMeter
+    ) -> dict[str, Any]:
         if not isinstance(output, str | BaseMessage):
             raise TypeError(
                 f"generator returned {type(output).__name__} on attempt {index}; "
@@ -172,7 +177,9 @@ class GeneratorNode(Runnable[Mapping[str, Any], dict[str, Any]]):
         logger.debug("attempt %d generated (%d chars)", index, len(attempt.response))
         return {"pending": attempt, "usage": usage, "reviewer_feedback": None}
 
-    def invoke(self, input: Mapping[str, Any], config: RunnableConfig | None = None, **kwargs: Any) -> dict[str, Any]:
+    def invoke(
+        self, input: Mapping[str, Any], config: RunnableConfig | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
         """Generate the next attempt (sync)."""
         try:
             index, meter = self._begin(input)
@@ -180,7 +187,9 @@ class GeneratorNode(Runnable[Mapping[str, Any], dict[str, Any]]):
             return _budget_stop(stop, _next_index(input))
         try:
             if isinstance(self.generator, BaseChatModel):
-                output = self.generator.invoke(self.prompt(input), self._config(config, index, input))
+                output = self.generator.invoke(
+                    self.prompt(input), self._config(config, index, input)
+                )
             else:
                 output = self._call_sync(input)
         except Exception as exc:
@@ -189,7 +198,9 @@ class GeneratorNode(Runnable[Mapping[str, Any], dict[str, Any]]):
             raise
         return self._finish(input, output, index, meter)
 
-    async def ainvoke(self, input: Mapping[str, Any], config: RunnableConfig | None = None, **kwargs: Any) -> dict[str, Any]:
+    async def ainvoke(
+        self, input: Mapping[str, Any], config: RunnableConfig | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
         """Generate the next attempt (async)."""
         try:
             index, meter = self._begin(input)
@@ -197,7 +208,9 @@ class GeneratorNode(Runnable[Mapping[str, Any], dict[str, Any]]):
             return _budget_stop(stop, _next_index(input))
         try:
             if isinstance(self.generator, BaseChatModel):
-                output = await self.generator.ainvoke(self.prompt(input), self._config(config, index, input))
+                output = await self.generator.ainvoke(
+                    self.prompt(input), self._config(config, index, input)
+                )
             else:
                 output = await self._call_async(input)
         except Exception as exc:
@@ -207,26 +220,24 @@ class GeneratorNode(Runnable[Mapping[str, Any], dict[str, Any]]):
         return self._finish(input, output, index, meter)
 
     def _call_sync(self, state: Mapping[str, Any]) -> Any:
-        if _is_async_callable(self.generator):
+        if is_async_callable(self.generator):
             raise TypeError("the generator is async; run the loop with ainvoke() or arefine()")
         output = self.generator(state)  # type: ignore[operator]
         if inspect.isawaitable(output):
             if inspect.iscoroutine(output):
                 output.close()
-            raise TypeError("the generator returned an awaitable; run the loop with ainvoke() or arefine()")
+            raise TypeError(
+                "the generator returned an awaitable; run the loop with ainvoke() or arefine()"
+            )
         return output
 
     async def _call_async(self, state: Mapping[str, Any]) -> Any:
-        if _is_async_callable(self.generator):
+        if is_async_callable(self.generator):
             return await self.generator(state)  # type: ignore[operator]
         output = await run_in_executor(None, self.generator, state)  # type: ignore[arg-type]
         if inspect.isawaitable(output):
             output = await output
         return output
-
-
-def _is_async_callable(fn: Any) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004
 
 
 class EvaluatorNode(Runnable[Mapping[str, Any], dict[str, Any]]):
@@ -271,7 +282,9 @@ class EvaluatorNode(Runnable[Mapping[str, Any], dict[str, Any]]):
             )
         return pending, UsageMeter(self.budget, state.get("usage") or Usage())
 
-    def invoke(self, input: Mapping[str, Any], config: RunnableConfig | None = None, **kwargs: Any) -> dict[str, Any]:
+    def invoke(
+        self, input: Mapping[str, Any], config: RunnableConfig | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
         """Evaluate the pending attempt (sync)."""
         pending, meter = self._begin(input)
         try:
@@ -285,7 +298,9 @@ class EvaluatorNode(Runnable[Mapping[str, Any], dict[str, Any]]):
             raise
         return self._finish(input, pending, evaluation, meter)
 
-    async def ainvoke(self, input: Mapping[str, Any], config: RunnableConfig | None = None, **kwargs: Any) -> dict[str, Any]:
+    async def ainvoke(
+        self, input: Mapping[str, Any], config: RunnableConfig | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
         """Evaluate the pending attempt (async)."""
         pending, meter = self._begin(input)
         try:
@@ -303,13 +318,22 @@ class EvaluatorNode(Runnable[Mapping[str, Any], dict[str, Any]]):
         logger.info("budget exhausted before evaluating attempt %d: %s", pending.index, stop)
         usage = meter.delta()
         attempt = pending.model_copy(update={"usage": pending.usage + usage})
-        return {"attempts": [attempt], "pending": None, "usage": usage, "stop_reason": "budget_exhausted"}
+        return {
+            "attempts": [attempt],
+            "pending": None,
+            "usage": usage,
+            "stop_reason": "budget_exhausted",
+        }
 
-    def _finish(self, state: Mapping[str, Any], pending: Attempt, evaluation: Evaluation, meter: UsageMeter) -> dict[str, Any]:
+    def _finish(
+        self, state: Mapping[str, Any], pending: Attempt, evaluation: Evaluation, meter: UsageMeter
+    ) -> dict[str, Any]:
         if not isinstance(evaluation, Evaluation):  # a custom BaseEvaluator returned something else
             raise TypeError(f"evaluator returned {type(evaluation).__name__}; return an Evaluation")
         usage = meter.delta()
-        attempt = pending.model_copy(update={"evaluation": evaluation, "usage": pending.usage + usage})
+        attempt = pending.model_copy(
+            update={"evaluation": evaluation, "usage": pending.usage + usage}
+        )
         attempts = [*(state.get("attempts") or []), attempt]
         stop_reason = self.stop_rules.decide(attempts)
         best = best_attempt(attempts)
@@ -382,13 +406,19 @@ class ReviewNode:
         name: The loop's name, included in the payload.
     """
 
-    def __init__(self, mode: HumanReview, *, on_budget_exhausted: str = "stop", name: str = "refine") -> None:
+    def __init__(
+        self, mode: HumanReview, *, on_budget_exhausted: str = "stop", name: str = "refine"
+    ) -> None:
         if mode not in REVIEW_MODES:
-            raise ValueError(f"human_review must be one of None, 'final', 'every_round'; got {mode!r}")
+            raise ValueError(
+                f"human_review must be one of None, 'final', 'every_round'; got {mode!r}"
+            )
         self.mode = mode
         self.on_budget_exhausted = on_budget_exhausted
         self.loop_name = name
-        self.actions = ["approve", "edit", "reject", "revise"] + (["continue"] if mode == "every_round" else [])
+        self.actions = ["approve", "edit", "reject", "revise"] + (
+            ["continue"] if mode == "every_round" else []
+        )
 
     def payload(self, state: Mapping[str, Any]) -> dict[str, Any]:
         """What the reviewer is shown: the best attempt (final) or the latest (every_round)."""
@@ -449,7 +479,10 @@ class ReviewNode:
         if action == "reject":
             return {"stop_reason": "rejected"}
         if action == "revise":
-            return {"stop_reason": None, "reviewer_feedback": _required_text(value, "feedback", action)}
+            return {
+                "stop_reason": None,
+                "reviewer_feedback": _required_text(value, "feedback", action),
+            }
         return {}  # continue: the stop rules' decision stands
 
 

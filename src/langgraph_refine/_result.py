@@ -88,7 +88,9 @@ class RefineResult(BaseModel):
         value = state.get("response")
         if stop_reason not in ("approved", "edited") or value is None:
             # Every other stop returns the best evaluated attempt (the contract's rule).
-            value = best.response if best is not None else (attempts[-1].response if attempts else "")
+            value = (
+                best.response if best is not None else (attempts[-1].response if attempts else "")
+            )
         evaluation = best.evaluation if best is not None else None
         score_history = [a.evaluation.score for a in attempts if a.evaluation is not None]
         iterations = max(len(attempts) - 1, 0)

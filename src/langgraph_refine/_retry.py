@@ -6,7 +6,6 @@ import asyncio
 import time
 from email.utils import parsedate_to_datetime
 
-
 from langgraph.types import RetryPolicy
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})
@@ -32,7 +31,9 @@ def is_transient(exc: BaseException) -> bool:
     # Client libraries wrap transport failures in their own types; match them by name
     # so that no client library is a hard dependency.
     names = {cls.__name__ for cls in type(exc).__mro__}
-    return bool(names & {"APIConnectionError", "APITimeoutError", "TransportError", "TimeoutException"})
+    return bool(
+        names & {"APIConnectionError", "APITimeoutError", "TransportError", "TimeoutException"}
+    )
 
 
 def retry_after_seconds(exc: BaseException) -> float | None:
@@ -89,5 +90,3 @@ def describe_status(exc: BaseException) -> str | None:
     """A short 'HTTP 401' style label for errors that carry a status, else None."""
     code = status_code(exc)
     return f"HTTP {code}" if code is not None else None
-
-

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 
 def route_after_evaluation(state: Mapping[str, Any]) -> Literal["refine", "stop"]:
-    """`"stop"` once a stop reason is set (by the stop rules, the budget or a reviewer), else `"refine"`.
+    """`"stop"` once a stop reason is set (stop rules, budget or reviewer), else `"refine"`.
 
     Also the router after a human review: `revise` clears the stop reason (refine again),
     `approve`/`edit`/`reject` set one (stop).

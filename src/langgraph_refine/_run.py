@@ -60,7 +60,9 @@ def _prepare_run(
     return graph, run_config
 
 
-def _resume_input(graph: CompiledStateGraph[Any, Any, Any, Any], config: RunnableConfig, task: str) -> Any:
+def _resume_input(
+    graph: CompiledStateGraph[Any, Any, Any, Any], config: RunnableConfig, task: str
+) -> Any:
     """`None` to continue an unfinished run of the same task on this thread, else a fresh input."""
     if graph.checkpointer is None:
         return {"task": task}
@@ -70,7 +72,9 @@ def _resume_input(graph: CompiledStateGraph[Any, Any, Any, Any], config: Runnabl
     return {"task": task}
 
 
-def _result(graph: CompiledStateGraph[Any, Any, Any, Any], config: RunnableConfig, values: Any) -> RefineResult:
+def _result(
+    graph: CompiledStateGraph[Any, Any, Any, Any], config: RunnableConfig, values: Any
+) -> RefineResult:
     if graph.checkpointer is not None:
         values = graph.get_state(config).values
     return RefineResult.from_state(values)
@@ -123,7 +127,9 @@ def refine(
     graph, run_config = _prepare_run(
         generator, task, evaluator, options, checkpointer, thread_id, reviewer, config
     )
-    values = graph.invoke(_resume_input(graph, run_config, task), run_config, output_keys=_RESULT_KEYS)
+    values = graph.invoke(
+        _resume_input(graph, run_config, task), run_config, output_keys=_RESULT_KEYS
+    )
     while (payload := _pending_review(graph, run_config)) is not None:
         assert reviewer is not None
         values = graph.invoke(Command(resume=dict(reviewer(payload))), run_config)
@@ -162,7 +168,9 @@ async def arefine(
     return RefineResult.from_state(values)
 
 
-async def _aresume_input(graph: CompiledStateGraph[Any, Any, Any, Any], config: RunnableConfig, task: str) -> Any:
+async def _aresume_input(
+    graph: CompiledStateGraph[Any, Any, Any, Any], config: RunnableConfig, task: str
+) -> Any:
     if graph.checkpointer is None:
         return {"task": task}
     snapshot = await graph.aget_state(config)
@@ -171,10 +179,10 @@ async def _aresume_input(graph: CompiledStateGraph[Any, Any, Any, Any], config: 
     return {"task": task}
 
 
-async def _apending_review(graph: CompiledStateGraph[Any, Any, Any, Any], config: RunnableConfig) -> Any:
+async def _apending_review(
+    graph: CompiledStateGraph[Any, Any, Any, Any], config: RunnableConfig
+) -> Any:
     if graph.checkpointer is None:
         return None
     interrupts = (await graph.aget_state(config)).interrupts
     return interrupts[0].value if interrupts else None
-
-

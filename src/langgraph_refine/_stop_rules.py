@@ -37,9 +37,7 @@ class StopRules:
         if not _is_number(self.target_score) or not 0.0 <= self.target_score <= 1.0:
             raise ValueError(f"target_score must be in [0, 1], got {self.target_score!r}")
         if not _is_int(self.max_iterations) or self.max_iterations < 0:
-            raise ValueError(
-                f"max_iterations must be an integer >= 0, got {self.max_iterations!r}"
-            )
+            raise ValueError(f"max_iterations must be an integer >= 0, got {self.max_iterations!r}")
         if self.patience is not None and (not _is_int(self.patience) or self.patience < 1):
             raise ValueError(
                 f"patience must be an integer >= 1, or None to disable, got {self.patience!r}"
