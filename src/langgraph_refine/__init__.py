@@ -21,6 +21,7 @@ from langgraph_refine._router import route_after_evaluation, route_after_generat
 from langgraph_refine._run import arefine, refine
 from langgraph_refine._state import (
     Attempt,
+    Candidate,
     Evaluation,
     RefineInput,
     RefineOutput,
@@ -36,6 +37,7 @@ __all__ = [
     "Attempt",
     "Budget",
     "BudgetExhaustedError",
+    "Candidate",
     "Evaluation",
     "EvaluatorNode",
     "GeneratorNode",

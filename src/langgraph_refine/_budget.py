@@ -88,6 +88,18 @@ class UsageMeter:
         if reason is not None:
             raise BudgetStop(reason)
 
+    def allowance(self, wanted: int) -> int:
+        """How many of `wanted` calls may be made now (at least 1), checking every limit.
+
+        Raises:
+            BudgetStop: If a limit is already reached.
+        """
+        self.before_call()
+        if self.budget is None or self.budget.max_calls is None:
+            return wanted
+        left = self.budget.max_calls - (self.spent_before.calls + self.calls)
+        return max(1, min(wanted, left))
+
     def record(self, message: Any = None) -> None:
         """Count one model call and the tokens in `message.usage_metadata`, if any."""
         self.calls += 1

@@ -45,6 +45,7 @@ def create_refine_graph(
     memory: MemoryPolicy = DEFAULT_MEMORY,
     human_review: HumanReview | None = None,
     name: str = "refine",
+    candidates: int = 1,
     retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = DEFAULT_RETRY_POLICY,
 ) -> StateGraph[RefineState, None, RefineInput, RefineOutput]:
     """Build the refine loop as an uncompiled `StateGraph`.
@@ -74,6 +75,9 @@ def create_refine_graph(
         human_review: None, `"final"` (interrupt when the loop would stop) or
             `"every_round"` (interrupt after every evaluation). Needs a checkpointer.
         name: The loop's name, used in run names, tags and stream events.
+        candidates: Responses sampled per round (>= 1). Each is evaluated and the best
+            becomes the round's attempt, with its feedback driving the next round.
+            Every candidate is a model call (and a judge call with an LLM judge).
         retry_policy: Retry policy of the model-calling nodes; by default transient
             provider errors are retried with backoff and other errors fail at once.
 
@@ -132,7 +136,7 @@ def create_refine_graph(
     # add_node's type variable wants the exact state type.
     builder.add_node(  # type: ignore[type-var]
         "generate",
-        GeneratorNode(gen, memory=memory, budget=budget, name=name),
+        GeneratorNode(gen, memory=memory, budget=budget, name=name, candidates=candidates),
         retry_policy=retry_policy,
         metadata={"refine_loop": name},
     )

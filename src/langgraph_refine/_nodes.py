@@ -8,6 +8,7 @@ update. They work in any graph whose state has the `RefineState` keys.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
 import logging
@@ -30,7 +31,7 @@ from langgraph_refine._models import message_text
 from langgraph_refine._prompts import refinement_prompt
 from langgraph_refine._result import RefineResult, best_attempt
 from langgraph_refine._retry import ahonour_retry_after, describe_status, honour_retry_after
-from langgraph_refine._state import Attempt, Evaluation, RefineState, Usage
+from langgraph_refine._state import Attempt, Candidate, Evaluation, RefineState, Usage
 from langgraph_refine._stop_rules import StopRules
 
 logger = logging.getLogger("langgraph_refine")
@@ -95,6 +96,8 @@ class GeneratorNode(Runnable[Mapping[str, Any], dict[str, Any]]):
         memory: Which earlier attempts the refinement prompt shows.
         budget: Limits checked before the call.
         name: The loop's name, used in run names and tags.
+        candidates: Responses sampled per round from the same prompt (>= 1); the
+            evaluator keeps the best. Each one is a model call.
 
     Example:
         >>> node = GeneratorNode(lambda state: "draft")
@@ -109,7 +112,10 @@ class GeneratorNode(Runnable[Mapping[str, Any], dict[str, Any]]):
         memory: MemoryPolicy = DEFAULT_MEMORY,
         budget: Budget | None = None,
         name: str = "refine",
+        candidates: int = 1,
     ) -> None:
+        if not isinstance(candidates, int) or isinstance(candidates, bool) or candidates < 1:
+            raise ValueError(f"candidates must be an integer >= 1, got {candidates!r}")
         if not isinstance(generator, BaseChatModel) and not callable(generator):
             raise ValueError(
                 "generator must be a chat model, a 'provider:model' string or a callable "
@@ -119,6 +125,7 @@ class GeneratorNode(Runnable[Mapping[str, Any], dict[str, Any]]):
         self.memory = validate_memory(memory)
         self.budget = budget
         self.loop_name = name
+        self.candidates = candidates
 
     def prompt(self, state: Mapping[str, Any]) -> list[BaseMessage]:
         """The messages a chat-model generator is sent for the next attempt."""
@@ -152,29 +159,32 @@ class GeneratorNode(Runnable[Mapping[str, Any], dict[str, Any]]):
             },
         )
 
-    def _begin(self, state: Mapping[str, Any]) -> tuple[int, UsageMeter]:
+    def _begin(self, state: Mapping[str, Any]) -> tuple[int, UsageMeter, int]:
         index = _next_index(state)
         meter = UsageMeter(self.budget, state.get("usage") or Usage())
-        meter.before_call()
-        return index, meter
+        return index, meter, meter.allowance(self.candidates)
 
     def _finish(
-        self, state: Mapping[str, Any], output: Any, index: int, meter: UsageMeter
+        self, state: Mapping[str, Any], outputs: list[Any], index: int, meter: UsageMeter
     ) -> dict[str, Any]:
-        if not isinstance(output, str | BaseMessage):
-            raise TypeError(
-                f"generator returned {type(output).__name__} on attempt {index}; "
-                "return a string or an AIMessage"
-            )
-        meter.record(output)
+        texts = []
+        for output in outputs:
+            if not isinstance(output, str | BaseMessage):
+                raise TypeError(
+                    f"generator returned {type(output).__name__} on attempt {index}; "
+                    "return a string or an AIMessage"
+                )
+            meter.record(output)
+            texts.append(message_text(output))
         usage = meter.delta()
         attempt = Attempt(
             index=index,
-            response=message_text(output),
+            response=texts[0],
             instruction=state.get("reviewer_feedback"),
             usage=usage,
+            candidates=[Candidate(response=t) for t in texts] if len(texts) > 1 else [],
         )
-        logger.debug("attempt %d generated (%d chars)", index, len(attempt.response))
+        logger.debug("attempt %d generated (%d candidate(s))", index, len(texts))
         return {"pending": attempt, "usage": usage, "reviewer_feedback": None}
 
     def invoke(
@@ -182,42 +192,48 @@ class GeneratorNode(Runnable[Mapping[str, Any], dict[str, Any]]):
     ) -> dict[str, Any]:
         """Generate the next attempt (sync)."""
         try:
-            index, meter = self._begin(input)
+            index, meter, count = self._begin(input)
         except BudgetStop as stop:
             return _budget_stop(stop, _next_index(input))
         try:
             if isinstance(self.generator, BaseChatModel):
-                output = self.generator.invoke(
-                    self.prompt(input), self._config(config, index, input)
-                )
+                prompt, run_config = self.prompt(input), self._config(config, index, input)
+                if count == 1:
+                    outputs = [self.generator.invoke(prompt, run_config)]
+                else:
+                    outputs = self.generator.batch([prompt] * count, run_config)
             else:
-                output = self._call_sync(input)
+                outputs = [self._call_sync(input) for _ in range(count)]
         except Exception as exc:
             _annotate(exc, "generator", index, "generate")
             honour_retry_after(exc)
             raise
-        return self._finish(input, output, index, meter)
+        return self._finish(input, outputs, index, meter)
 
     async def ainvoke(
         self, input: Mapping[str, Any], config: RunnableConfig | None = None, **kwargs: Any
     ) -> dict[str, Any]:
         """Generate the next attempt (async)."""
         try:
-            index, meter = self._begin(input)
+            index, meter, count = self._begin(input)
         except BudgetStop as stop:
             return _budget_stop(stop, _next_index(input))
         try:
             if isinstance(self.generator, BaseChatModel):
-                output = await self.generator.ainvoke(
-                    self.prompt(input), self._config(config, index, input)
-                )
+                prompt, run_config = self.prompt(input), self._config(config, index, input)
+                if count == 1:
+                    outputs = [await self.generator.ainvoke(prompt, run_config)]
+                else:
+                    outputs = await self.generator.abatch([prompt] * count, run_config)
             else:
-                output = await self._call_async(input)
+                outputs = list(
+                    await asyncio.gather(*(self._call_async(input) for _ in range(count)))
+                )
         except Exception as exc:
             _annotate(exc, "generator", index, "generate")
             await ahonour_retry_after(exc)
             raise
-        return self._finish(input, output, index, meter)
+        return self._finish(input, outputs, index, meter)
 
     def _call_sync(self, state: Mapping[str, Any]) -> Any:
         if is_async_callable(self.generator):
@@ -287,32 +303,48 @@ class EvaluatorNode(Runnable[Mapping[str, Any], dict[str, Any]]):
     ) -> dict[str, Any]:
         """Evaluate the pending attempt (sync)."""
         pending, meter = self._begin(input)
+        evaluations: list[Evaluation] = []
         try:
             with metering(meter):
-                evaluation = self.evaluator.evaluate(pending.response, input)
+                for response in _responses(pending):
+                    evaluations.append(self.evaluator.evaluate(response, input))
         except BudgetStop as stop:
-            return self._unevaluated(pending, meter, stop)
+            if not evaluations:
+                return self._unevaluated(pending, meter, stop)
         except Exception as exc:
             _annotate(exc, "evaluator", pending.index, "evaluate")
             honour_retry_after(exc)
             raise
-        return self._finish(input, pending, evaluation, meter)
+        return self._finish(input, pending, evaluations, meter)
 
     async def ainvoke(
         self, input: Mapping[str, Any], config: RunnableConfig | None = None, **kwargs: Any
     ) -> dict[str, Any]:
         """Evaluate the pending attempt (async)."""
         pending, meter = self._begin(input)
+        responses = _responses(pending)
+        evaluations: list[Evaluation] = []
         try:
             with metering(meter):
-                evaluation = await self.evaluator.aevaluate(pending.response, input)
+                # Candidates are judged concurrently unless an exact call budget must be
+                # enforced between judge calls.
+                if len(responses) > 1 and not (self.budget and self.evaluator.calls_model):
+                    evaluations = list(
+                        await asyncio.gather(
+                            *(self.evaluator.aevaluate(r, input) for r in responses)
+                        )
+                    )
+                else:
+                    for response in responses:
+                        evaluations.append(await self.evaluator.aevaluate(response, input))
         except BudgetStop as stop:
-            return self._unevaluated(pending, meter, stop)
+            if not evaluations:
+                return self._unevaluated(pending, meter, stop)
         except Exception as exc:
             _annotate(exc, "evaluator", pending.index, "evaluate")
             await ahonour_retry_after(exc)
             raise
-        return self._finish(input, pending, evaluation, meter)
+        return self._finish(input, pending, evaluations, meter)
 
     def _unevaluated(self, pending: Attempt, meter: UsageMeter, stop: BudgetStop) -> dict[str, Any]:
         logger.info("budget exhausted before evaluating attempt %d: %s", pending.index, stop)
@@ -326,16 +358,27 @@ class EvaluatorNode(Runnable[Mapping[str, Any], dict[str, Any]]):
         }
 
     def _finish(
-        self, state: Mapping[str, Any], pending: Attempt, evaluation: Evaluation, meter: UsageMeter
+        self,
+        state: Mapping[str, Any],
+        pending: Attempt,
+        evaluations: list[Evaluation],
+        meter: UsageMeter,
     ) -> dict[str, Any]:
-        if not isinstance(evaluation, Evaluation):  # a custom BaseEvaluator returned something else
-            raise TypeError(f"evaluator returned {type(evaluation).__name__}; return an Evaluation")
+        for evaluation in evaluations:
+            if not isinstance(evaluation, Evaluation):  # a custom BaseEvaluator's mistake
+                raise TypeError(
+                    f"evaluator returned {type(evaluation).__name__}; return an Evaluation"
+                )
         usage = meter.delta()
-        attempt = pending.model_copy(
-            update={"evaluation": evaluation, "usage": pending.usage + usage}
+        attempt = _choose_candidate(pending, evaluations).model_copy(
+            update={"usage": pending.usage + usage}
         )
+        assert attempt.evaluation is not None
+        evaluation = attempt.evaluation
         attempts = [*(state.get("attempts") or []), attempt]
         stop_reason = self.stop_rules.decide(attempts)
+        if stop_reason is None and len(evaluations) < len(_responses(pending)):
+            stop_reason = "budget_exhausted"  # it ran out while judging the candidates
         best = best_attempt(attempts)
         logger.info(
             "%s round %d: score=%.3f verdict=%s best=%.3f%s",
@@ -359,6 +402,29 @@ class EvaluatorNode(Runnable[Mapping[str, Any], dict[str, Any]]):
             }
         )
         return {"attempts": [attempt], "pending": None, "usage": usage, "stop_reason": stop_reason}
+
+
+def _responses(pending: Attempt) -> list[str]:
+    return [c.response for c in pending.candidates] or [pending.response]
+
+
+def _choose_candidate(pending: Attempt, evaluations: list[Evaluation]) -> Attempt:
+    """The pending attempt carrying its best candidate (by the best-result rule)."""
+    if not pending.candidates:
+        return pending.model_copy(update={"evaluation": evaluations[0]})
+    candidates = [
+        Candidate(response=c.response, evaluation=evaluations[i] if i < len(evaluations) else None)
+        for i, c in enumerate(pending.candidates)
+    ]
+    ranked = [
+        Attempt(index=i, response=c.response, evaluation=c.evaluation)
+        for i, c in enumerate(candidates)
+    ]
+    best = best_attempt(ranked)
+    assert best is not None
+    return pending.model_copy(
+        update={"response": best.response, "evaluation": best.evaluation, "candidates": candidates}
+    )
 
 
 def prepare(state: RefineState) -> dict[str, Any]:

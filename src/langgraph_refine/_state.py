@@ -86,6 +86,20 @@ class Usage(BaseModel):
         )
 
 
+class Candidate(BaseModel):
+    """One of several responses sampled in the same round (`candidates > 1`).
+
+    Attributes:
+        response: The sampled text.
+        evaluation: Its evaluation, or None if the budget ran out first.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    response: str
+    evaluation: Evaluation | None = None
+
+
 class Attempt(BaseModel):
     """One generated response and, once evaluated, its evaluation.
 
@@ -95,6 +109,8 @@ class Attempt(BaseModel):
         evaluation: The evaluation, or None if the loop stopped before evaluating it.
         instruction: Reviewer feedback this attempt was asked to address, if any.
         usage: Model usage spent producing and evaluating this attempt.
+        candidates: With `candidates > 1`, every response sampled in this round; the
+            attempt's own `response` and `evaluation` are the best of them.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -104,6 +120,7 @@ class Attempt(BaseModel):
     evaluation: Evaluation | None = None
     instruction: str | None = None
     usage: Usage = Field(default_factory=Usage)
+    candidates: list[Candidate] = Field(default_factory=list)
 
     @property
     def score(self) -> float | None:
