@@ -16,6 +16,10 @@ from langgraph_refine._state import (
     Verdict,
 )
 
+RESULT_KEYS = ["task", "attempts", "response", "pending", "stop_reason", "usage"]
+"""The state keys `RefineResult.from_state` reads. Without a checkpointer there is no
+state to read back, so runs ask `invoke`/`stream` for these channels (`output_keys=`)."""
+
 
 def _rank(attempt: Attempt) -> tuple[bool, float]:
     evaluation = attempt.evaluation

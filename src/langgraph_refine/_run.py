@@ -12,13 +12,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
+from langgraph_refine._errors import ReviewInputError
 from langgraph_refine._evaluation import EvaluatorLike
 from langgraph_refine._graph import GeneratorLike, create_refine_graph
-from langgraph_refine._result import RefineResult
-
-# Without a checkpointer there is no state to read back, so ask invoke for the loop's
-# own channels instead of the output schema.
-_RESULT_KEYS = ["task", "attempts", "response", "pending", "stop_reason", "usage"]
+from langgraph_refine._result import RESULT_KEYS, RefineResult
 
 Reviewer = Callable[[dict[str, Any]], Mapping[str, Any]]
 """Answers a human-review payload with a resume value such as `{"action": "approve"}`."""
@@ -67,7 +64,9 @@ def _resume_input(
     if graph.checkpointer is None:
         return {"task": task}
     snapshot = graph.get_state(config)
-    if snapshot.next and snapshot.values.get("task") == task and not snapshot.interrupts:
+    # A pending review is an unfinished run too: continuing re-asks the reviewer
+    # without repeating any model call.
+    if snapshot.next and snapshot.values.get("task") == task:
         return None
     return {"task": task}
 
@@ -78,6 +77,27 @@ def _result(
     if graph.checkpointer is not None:
         values = graph.get_state(config).values
     return RefineResult.from_state(values)
+
+
+def _review_answer(answer: object) -> dict[str, Any]:
+    """Check a reviewer callable's answer before resuming with it."""
+    # LangGraph cannot resume with None, and reads an empty dict as an empty
+    # interrupt-id map (nothing answered), so both would leave the review hanging.
+    if not isinstance(answer, Mapping) or not answer:
+        raise ReviewInputError(
+            f"reviewer returned {answer!r}; return a dict such as {{'action': 'approve'}}, "
+            "{'action': 'edit', 'response': ...} or {'action': 'revise', 'feedback': ...}"
+        )
+    return dict(answer)
+
+
+def _raise_if_rejected(payload: Mapping[str, Any], answered: bool) -> None:
+    """Stop when the reviewer's last answer was rejected: asking the same code again would loop."""
+    if answered and payload.get("error"):
+        raise ReviewInputError(
+            f"the reviewer's answer was rejected: {payload['error']}; the review is still "
+            "pending on this thread (pass the same checkpointer and thread_id to continue)"
+        )
 
 
 def _pending_review(graph: CompiledStateGraph[Any, Any, Any, Any], config: RunnableConfig) -> Any:
@@ -118,6 +138,8 @@ def refine(
     Raises:
         ValueError: For an empty task or an invalid option (before any model call).
         BudgetExhaustedError: With `on_budget_exhausted="raise"` when the budget runs out.
+        ReviewInputError: If `reviewer` returns something that is not a review answer
+            (the review stays pending on the thread).
 
     Example:
         >>> from langgraph_refine import refine
@@ -128,11 +150,14 @@ def refine(
         generator, task, evaluator, options, checkpointer, thread_id, reviewer, config
     )
     values = graph.invoke(
-        _resume_input(graph, run_config, task), run_config, output_keys=_RESULT_KEYS
+        _resume_input(graph, run_config, task), run_config, output_keys=RESULT_KEYS
     )
+    answered = False
     while (payload := _pending_review(graph, run_config)) is not None:
         assert reviewer is not None
-        values = graph.invoke(Command(resume=dict(reviewer(payload))), run_config)
+        _raise_if_rejected(payload, answered)
+        values = graph.invoke(Command(resume=_review_answer(reviewer(payload))), run_config)
+        answered = True
     return _result(graph, run_config, values)
 
 
@@ -156,13 +181,16 @@ async def arefine(
         generator, task, evaluator, options, checkpointer, thread_id, reviewer, config
     )
     snapshot_input = await _aresume_input(graph, run_config, task)
-    values = await graph.ainvoke(snapshot_input, run_config, output_keys=_RESULT_KEYS)
+    values = await graph.ainvoke(snapshot_input, run_config, output_keys=RESULT_KEYS)
+    answered = False
     while (payload := await _apending_review(graph, run_config)) is not None:
         assert reviewer is not None
+        _raise_if_rejected(payload, answered)
         answer = reviewer(payload)
         if isinstance(answer, Awaitable):
             answer = await answer
-        values = await graph.ainvoke(Command(resume=dict(answer)), run_config)
+        values = await graph.ainvoke(Command(resume=_review_answer(answer)), run_config)
+        answered = True
     if graph.checkpointer is not None:
         values = (await graph.aget_state(run_config)).values
     return RefineResult.from_state(values)
@@ -174,7 +202,7 @@ async def _aresume_input(
     if graph.checkpointer is None:
         return {"task": task}
     snapshot = await graph.aget_state(config)
-    if snapshot.next and snapshot.values.get("task") == task and not snapshot.interrupts:
+    if snapshot.next and snapshot.values.get("task") == task:
         return None
     return {"task": task}
 

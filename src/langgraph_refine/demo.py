@@ -1,0 +1,99 @@
+"""`make demo`: a real refinement loop, shown round by round.
+
+With `OPENAI_API_KEY` set (optionally `OPENAI_BASE_URL` and `REFINE_MODEL`) the demo uses
+that model. Without it, it starts the local SmolLM2 model with llama.cpp (built and
+downloaded on first use, then cached; see `langgraph_refine.local_model`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+
+from langgraph_refine._graph import create_refine_graph
+from langgraph_refine._result import RESULT_KEYS, RefineResult
+from langgraph_refine.evaluators import word_count
+
+TASK = (
+    "Write one paragraph of 80 to 200 words that explains the Turing test: who proposed "
+    "it, how it works, and one criticism of it."
+)
+MIN_WORDS, MAX_WORDS = 80, 200
+
+
+@contextlib.contextmanager
+def demo_model() -> Iterator[tuple[BaseChatModel, str]]:
+    """The model to use, and a label saying where it runs."""
+    from langchain_openai import ChatOpenAI
+
+    if os.environ.get("OPENAI_API_KEY"):
+        name = os.environ.get("REFINE_MODEL", "gpt-4o-mini")
+        yield (
+            ChatOpenAI(model=name, base_url=os.environ.get("OPENAI_BASE_URL"), temperature=0.7),
+            f"{name} (from OPENAI_API_KEY)",
+        )
+        return
+    from langgraph_refine.local_model import LocalModelServer
+
+    print("No OPENAI_API_KEY: starting the local SmolLM2 model (first run builds it).")
+    with LocalModelServer() as server:
+        model = server.chat_model(temperature=0.7, max_tokens=400, max_retries=0)
+        yield model, f"SmolLM2-135M-Instruct on llama.cpp at {server.base_url}"
+
+
+def _print_round(event: dict[str, Any]) -> None:
+    feedback = " ".join(str(event.get("feedback") or "").split())
+    print(
+        f"  round {event['iteration']}: score {event['score']:.2f}"
+        f"  verdict {event['verdict'] or '-'}  best {event['best_score']:.2f}"
+    )
+    if feedback:
+        print(f"    feedback: {feedback[:160]}")
+
+
+def run_demo(model: BaseChatModel, *, max_iterations: int = 4) -> RefineResult:
+    """Run the Turing-test paragraph loop on `model`, printing each round as it happens."""
+    graph = create_refine_graph(
+        model,
+        word_count(MIN_WORDS, MAX_WORDS),
+        target_score=1.0,
+        max_iterations=max_iterations,
+        patience=None,
+        name="demo",
+    ).compile()
+    values: dict[str, Any] = {}
+    for mode, chunk in graph.stream(
+        {"task": TASK}, stream_mode=["custom", "values"], output_keys=RESULT_KEYS
+    ):
+        if mode == "custom" and chunk.get("type") == "round":
+            _print_round(chunk)
+        elif mode == "values":
+            values = chunk
+    return RefineResult.from_state(values)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of `make demo` and `langgraph-refine demo`."""
+    parser = argparse.ArgumentParser(prog="langgraph-refine demo", description=__doc__)
+    parser.add_argument("--max-iterations", type=int, default=4)
+    args = parser.parse_args(argv)
+    with demo_model() as (model, label):
+        print(f"Model: {label}")
+        print(f"Task: {TASK}\n")
+        result = run_demo(model, max_iterations=args.max_iterations)
+    words = len(result.value.split())
+    print(f"\nStopped: {result.stop_reason} after {result.iterations} refinement round(s)")
+    print(f"Scores: {', '.join(f'{s:.2f}' for s in result.score_history)}")
+    print(f"Best response ({words} words, score {result.score:.2f}):\n")
+    print(result.value)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
