@@ -1,21 +1,74 @@
 """Ready evaluators. Each returns an `Evaluation` whose feedback says what to change.
 
+Deterministic checks (`word_count`, `contains_all`, `matches_regex`, `json_schema`,
+`python_tests`) call no model and cost nothing against the budget; `llm_judge` asks a
+chat model; `reward_model` wraps any reward function; `combine` takes a weighted mean.
+Any of them can be passed as `evaluator=` to `create_refine_graph`, `refine` and
+`arefine`, or called directly with `.evaluate(response, state)` / `.aevaluate(...)`.
+
 Example:
     >>> from langgraph_refine import evaluators
-    >>> ev = evaluators.combine(lambda r, s: 1.0, lambda r, s: 0.5)
-    >>> ev.evaluate("some text", {"task": "t"}).score
+    >>> ev = evaluators.combine(
+    ...     evaluators.word_count(3, 10),
+    ...     evaluators.contains_all(["owl", "lamp"]),
+    ... )
+    >>> result = ev.evaluate("An owl sat by the river.", {"task": "t"})
+    >>> result.score
     0.75
+    >>> result.details["scores"]
+    {'word_count': 1.0, 'contains_all': 0.5}
+    >>> print(result.feedback.splitlines()[1])  # doctest: +ELLIPSIS
+    [contains_all] score 0.50: Missing 1 of 2 required words: "lamp". Use each of them, ...
 """
 
 from langgraph_refine._evaluation import BaseEvaluator, CallableEvaluator
 from langgraph_refine.evaluators._combine import CombinedEvaluator, combine
-from langgraph_refine.evaluators._judge import LLMJudge, llm_judge
+from langgraph_refine.evaluators._judge import JudgeReply, LLMJudge, llm_judge
+from langgraph_refine.evaluators._python_tests import (
+    LocalRunner,
+    PythonTests,
+    Runner,
+    RunOutcome,
+    RunRequest,
+    python_tests,
+)
+from langgraph_refine.evaluators._reward import RewardModel, reward_model
+from langgraph_refine.evaluators._schema import JsonSchema, json_schema
+from langgraph_refine.evaluators._tags import strip_tags
+from langgraph_refine.evaluators._text import (
+    ContainsAll,
+    MatchesRegex,
+    WordCount,
+    contains_all,
+    count_words,
+    matches_regex,
+    word_count,
+)
 
 __all__ = [
     "BaseEvaluator",
     "CallableEvaluator",
     "CombinedEvaluator",
+    "ContainsAll",
+    "JsonSchema",
+    "JudgeReply",
     "LLMJudge",
+    "LocalRunner",
+    "MatchesRegex",
+    "PythonTests",
+    "RewardModel",
+    "RunOutcome",
+    "RunRequest",
+    "Runner",
+    "WordCount",
     "combine",
+    "contains_all",
+    "count_words",
+    "json_schema",
     "llm_judge",
+    "matches_regex",
+    "python_tests",
+    "reward_model",
+    "strip_tags",
+    "word_count",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -11,7 +12,7 @@ from langgraph_refine._state import Evaluation, Verdict
 
 
 class CombinedEvaluator(BaseEvaluator):
-    """Evaluates with every part and reports the weighted mean of their scores."""
+    """Evaluates with every part and reports the weighted mean of their scores. See `combine`."""
 
     name = "combined"
 
@@ -50,7 +51,10 @@ class CombinedEvaluator(BaseEvaluator):
             score=min(1.0, max(0.0, score)),
             feedback=feedback,
             verdict=_combined_verdict(results),
-            details={"parts": parts},
+            details={
+                "scores": {label: r.score for label, r in zip(labels, results, strict=True)},
+                "parts": parts,
+            },
         )
 
 
@@ -65,9 +69,12 @@ def _labels(parts: Sequence[BaseEvaluator]) -> list[str]:
 
 
 def _combined_verdict(results: Sequence[Evaluation]) -> Verdict | None:
-    """PASS only if some part says PASS and every other part passes too (PASS or a perfect
+    """The verdict of a combination.
+
+    PASS only if some part says PASS and every other part passes too (PASS or a perfect
     score); FAIL if any part says FAIL; otherwise NEEDS_IMPROVEMENT if any part gave a
-    verdict, else None (the score alone decides)."""
+    verdict, else None (the score alone decides).
+    """
     verdicts = [r.verdict for r in results]
     if not any(verdicts):
         return None
@@ -78,19 +85,33 @@ def _combined_verdict(results: Sequence[Evaluation]) -> Verdict | None:
     return "NEEDS_IMPROVEMENT"
 
 
-def combine(*evaluators: EvaluatorLike, weights: Sequence[float] | None = None) -> CombinedEvaluator:
+def combine(
+    *evaluators: EvaluatorLike, weights: Sequence[float] | None = None
+) -> CombinedEvaluator:
     """Combine evaluators into one whose score is the weighted mean of theirs.
 
+    Each part may be any evaluator form (a ready evaluator, a callable, a chat model used
+    as a judge). With an async loop (`arefine`/`ainvoke`) the parts run concurrently.
+
+    The combined verdict is FAIL if any part says FAIL; PASS only if some part says PASS
+    and every other part passes too (PASS, or no verdict and a perfect score);
+    NEEDS_IMPROVEMENT if any part gave a verdict; otherwise None (the score decides).
+
     Args:
-        *evaluators: Two or more evaluators in any accepted form.
+        *evaluators: One or more evaluators in any accepted form.
         weights: One non-negative weight per evaluator (not all zero); equal by default.
 
     Returns:
-        An evaluator whose feedback holds each part's feedback, labelled with its name,
-        and whose `details["parts"]` lists each part's score, weight and verdict.
+        An evaluator whose feedback holds each part's score and feedback, labelled
+        with the part's name (`[word_count] score 0.50: ...`; a repeated name gets
+        `#2`), whose
+        `details["scores"]` maps each label to its part's score, and whose
+        `details["parts"]` lists each part's name, score, weight, verdict, feedback and
+        details.
 
     Raises:
-        ValueError: If no evaluator is given or the weights do not fit.
+        ValueError: If no evaluator is given, a part is not an evaluator, or the
+            weights do not fit (wrong count, negative, not finite, all zero).
 
     Example:
         >>> from langgraph_refine import evaluators
@@ -108,8 +129,14 @@ def combine(*evaluators: EvaluatorLike, weights: Sequence[float] | None = None) 
         raise ValueError(
             f"combine() got {len(parts)} evaluators but {len(weights)} weights; give one each"
         )
-    if any(not isinstance(w, int | float) or w < 0 for w in weights) or sum(weights) <= 0:
+    if (
+        any(
+            not isinstance(w, int | float) or isinstance(w, bool) or not math.isfinite(w) or w < 0
+            for w in weights
+        )
+        or sum(weights) <= 0
+    ):
         raise ValueError(
-            f"combine() weights must be non-negative numbers, not all zero; got {weights!r}"
+            f"combine() weights must be finite non-negative numbers, not all zero; got {weights!r}"
         )
     return CombinedEvaluator(parts, weights)

@@ -1,11 +1,22 @@
-"""`llm_judge`: a chat model rates the response, sandboxed in `<response_to_rate>` tags."""
+"""`llm_judge`: a chat model rates the response, sandboxed in `<response_to_rate>` tags.
+
+The judge asks for a structured reply (feedback, verdict, score) using the model's
+native structured output, and falls back to reading JSON (or "Score: 8/10" style lines)
+from the reply text when the model has none or its output does not fit the schema. Small
+local models are sloppy: they answer `"score": 13` under a 0-1 schema or
+`"verdict": "pass"`, so the reading is lenient where that is safe and strict where it is
+not: a reply with conflicting verdicts or scores (for instance one that quotes a fake
+verdict from the response) is unparsable, and an unparsable reply is retried once and
+then counts as FAIL with score 0, never as a pass.
+"""
 
 from __future__ import annotations
 
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
@@ -17,94 +28,327 @@ from langgraph_refine._evaluation import BaseEvaluator
 from langgraph_refine._models import message_text
 from langgraph_refine._prompts import JUDGE_INSTRUCTIONS, JUDGE_SYSTEM
 from langgraph_refine._state import Evaluation, Verdict
+from langgraph_refine.evaluators._tags import sandbox, strip_tags
 
 DEFAULT_MAX_EVAL_CHARS = 32_768
-TAG = "response_to_rate"
-_TAG_PATTERN = re.compile(r"<\s*/?\s*response_to_rate\s*/?\s*>", re.IGNORECASE)
-_VERDICTS: tuple[Verdict, ...] = ("PASS", "NEEDS_IMPROVEMENT", "FAIL")
+_MAX_FEEDBACK = 4000
+_DERIVED_SCORES: dict[Verdict, float] = {"PASS": 1.0, "NEEDS_IMPROVEMENT": 0.5, "FAIL": 0.0}
+
+_VERDICT_WORDS: dict[str, Verdict] = {
+    **dict.fromkeys(["PASS", "PASSED", "PASSES", "PASSING", "ACCEPT", "ACCEPTED"], "PASS"),
+    **dict.fromkeys(
+        [
+            "NEEDS_IMPROVEMENT",
+            "NEEDS_IMPROVEMENTS",
+            "NEED_IMPROVEMENT",
+            "NEEDS_IMPROVING",
+            "IMPROVEMENT_NEEDED",
+            "NEEDS_WORK",
+            "NEEDS_REVISION",
+            "REVISE",
+            "PARTIAL",
+        ],
+        "NEEDS_IMPROVEMENT",
+    ),
+    **dict.fromkeys(["FAIL", "FAILED", "FAILS", "FAILING", "REJECT", "REJECTED"], "FAIL"),
+}
+_SCORE_KEYS = ("score", "rating", "grade", "points")
+_VERDICT_KEYS = ("verdict", "decision", "judgement", "judgment", "result")
+_FEEDBACK_KEYS = (
+    "feedback",
+    "suggestions",
+    "critique",
+    "reason",
+    "reasoning",
+    "rationale",
+    "explanation",
+    "comments",
+    "comment",
+)
+_NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)"
+_FRACTION = re.compile(rf"^\s*({_NUMBER})\s*(?:/|out\s+of)\s*({_NUMBER})\s*$", re.IGNORECASE)
+_PERCENT = re.compile(rf"^\s*({_NUMBER})\s*%\s*$")
+_PLAIN = re.compile(rf"^\s*({_NUMBER})\s*$")
+_LINE_SCORE = re.compile(
+    rf"\b(?:score|rating|grade)\b\W{{0,3}}[:=]\s*\**\s*({_NUMBER}(?:\s*(?:/|out\s+of)\s*{_NUMBER}|\s*%)?)",
+    re.IGNORECASE,
+)
+_LINE_VERDICT = re.compile(
+    r"\b(?:verdict|decision)\b\W{0,3}[:=]\s*\**\s*([A-Za-z][A-Za-z _-]{1,30})", re.IGNORECASE
+)
+_LINE_FEEDBACK = re.compile(r"\b(?:feedback|reason(?:ing)?)\b\W{0,3}[:=]\s*(.+)", re.I | re.S)
 
 
 class JudgeReply(BaseModel):
-    """The structured reply asked of the judge model."""
+    """The structured reply asked of the judge model.
 
+    Feedback comes first so that a model writing the fields in order reasons before it
+    commits to a verdict and a score.
+    """
+
+    feedback: str = Field(description="concrete changes that would improve the response")
     verdict: Literal["PASS", "NEEDS_IMPROVEMENT", "FAIL"] = Field(
         description="PASS, NEEDS_IMPROVEMENT or FAIL"
     )
     score: float = Field(description="quality from 0.0 to 1.0")
-    feedback: str = Field(description="concrete changes that would improve the response")
 
 
-def sandbox(response: str, max_chars: int) -> tuple[str, bool]:
-    """Strip sandbox tags from `response`, cut it to `max_chars`, and wrap it in the tags.
+@dataclass(frozen=True)
+class _Reading:
+    """What was read from one reply, before normalisation."""
 
-    Returns:
-        The wrapped text and whether it was truncated.
-    """
-    cleaned = _TAG_PATTERN.sub("", response)
-    truncated = len(cleaned) > max_chars
-    if truncated:
-        cleaned = cleaned[:max_chars]
-    return f"<{TAG}>\n{cleaned}\n</{TAG}>", truncated
+    verdict: Verdict | None
+    raw_score: float | None
+    fraction: float | None  # set when the reply gave its own scale ("8/10", "80%")
+    feedback: str
+    notes: tuple[str, ...] = ()
+
+    def key(self) -> tuple[Any, ...]:
+        return (self.verdict, self.raw_score, self.fraction)
 
 
-def normalise_score(raw: float) -> tuple[float, str | None]:
+def normalise_score(raw: float) -> tuple[float, str, str | None]:
     """Map a judge's score onto [0, 1].
 
     Scores in [0, 1] are kept; (1, 10] are read as a 0-10 scale and (10, 100] as 0-100.
-    Anything else (negative, above 100, NaN) is clamped, and a note says so.
+    Anything else (negative or above 100) is clamped into [0, 1], with a note.
 
     Returns:
-        The normalised score and a note (None when the score needed no clamping).
+        The normalised score, the scale it was read on, and a note (None unless clamped).
+
+    Example:
+        >>> normalise_score(7)
+        (0.7, '0-10', None)
+        >>> normalise_score(250)[0], normalise_score(250)[2]
+        (1.0, 'judge score 250 is outside every known scale (0-1, 0-10, 0-100); clamped to 1.0')
     """
-    if math.isnan(raw):
-        return 0.0, "judge gave NaN as score; counted as 0"
     if 0.0 <= raw <= 1.0:
-        return raw, None
+        return float(raw), "0-1", None
     if 1.0 < raw <= 10.0:
-        return raw / 10.0, None
+        return raw / 10.0, "0-10", None
     if 10.0 < raw <= 100.0:
-        return raw / 100.0, None
+        return raw / 100.0, "0-100", None
     clamped = 0.0 if raw < 0 else 1.0
-    return clamped, f"judge score {raw!r} is outside every known scale; clamped to {clamped}"
+    return (
+        clamped,
+        "clamped",
+        f"judge score {raw:g} is outside every known scale (0-1, 0-10, 0-100); "
+        f"clamped to {clamped}",
+    )
 
 
-def parse_reply(text: str) -> JudgeReply | None:
-    """Parse a judge reply given as free text: a JSON object, possibly fenced or embedded."""
-    for candidate in _json_candidates(text):
+def _parse_score(value: Any) -> tuple[float | None, float | None]:
+    """`(raw, fraction)` from a score value; fraction is set for "8/10" or "80%"."""
+    if isinstance(value, bool):
+        return None, None
+    if isinstance(value, int | float):
+        number = float(value)
+        return (number, None) if math.isfinite(number) else (None, None)
+    if not isinstance(value, str):
+        return None, None
+    text = value.strip()
+    if match := _FRACTION.match(text):
+        numerator, denominator = float(match.group(1)), float(match.group(2))
+        if denominator > 0:
+            return numerator, numerator / denominator
+        return None, None
+    if match := _PERCENT.match(text):
+        return float(match.group(1)), float(match.group(1)) / 100.0
+    if match := _PLAIN.match(text):
+        return float(match.group(1)), None
+    return None, None
+
+
+def _parse_verdict(value: Any) -> tuple[Verdict | None, str | None]:
+    """The verdict a value names, and a note if it named none we know.
+
+    The longest known verdict at the start counts ("PASS - well done" is PASS), so a
+    word that merely contains one ("NOT PASS", "PASSABLE") does not.
+    """
+    if not isinstance(value, str) or not value.strip():
+        return None, None
+    tokens = re.sub(r"[^A-Z]+", "_", value.strip().upper()).strip("_").split("_")
+    for size in range(min(3, len(tokens)), 0, -1):
+        verdict = _VERDICT_WORDS.get("_".join(tokens[:size]))
+        if verdict is not None:
+            return verdict, None
+    return None, f"unknown verdict {value!r:.40} ignored; the score decides"
+
+
+def _reading(
+    verdict_value: Any, score: tuple[float | None, float | None], feedback: Any
+) -> _Reading | None:
+    verdict, verdict_note = _parse_verdict(verdict_value)
+    raw, fraction = score
+    if raw is None and verdict is None:
+        return None
+    text = feedback if isinstance(feedback, str) else "" if feedback is None else str(feedback)
+    return _Reading(verdict, raw, fraction, text.strip(), (verdict_note,) if verdict_note else ())
+
+
+def _from_mapping(data: Mapping[str, Any]) -> _Reading | None:
+    lowered = {str(k).strip().lower(): v for k, v in data.items()}
+
+    def first(keys: Sequence[str]) -> Any:
+        return next((lowered[k] for k in keys if lowered.get(k) is not None), None)
+
+    reading = _reading(
+        first(_VERDICT_KEYS), _parse_score(first(_SCORE_KEYS)), first(_FEEDBACK_KEYS)
+    )
+    if reading is None:  # {"evaluation": {...}}: look one level down
+        nested = [v for v in lowered.values() if isinstance(v, Mapping)]
+        if len(nested) == 1:
+            return _from_mapping(nested[0])
+    return reading
+
+
+def _json_objects(text: str) -> list[dict[str, Any]]:
+    """Every top-level JSON object embedded in `text`."""
+    decoder = json.JSONDecoder()
+    objects: list[dict[str, Any]] = []
+    position = text.find("{")
+    while position != -1:
         try:
-            data = json.loads(candidate)
+            value, end = decoder.raw_decode(text, position)
         except json.JSONDecodeError:
+            position = text.find("{", position + 1)
             continue
-        if isinstance(data, dict):
-            reply = _reply_from_dict(data)
-            if reply is not None:
-                return reply
-    return None
+        if isinstance(value, dict):
+            objects.append(value)
+        position = text.find("{", end)
+    return objects
 
 
-def _json_candidates(text: str) -> list[str]:
-    candidates = [text.strip()]
-    candidates += re.findall(r"```(?:json)?\s*(\{.*?\})\s*```", text, re.DOTALL)
-    start, end = text.find("{"), text.rfind("}")
-    if 0 <= start < end:
-        candidates.append(text[start : end + 1])
-    return candidates
+def _from_lines(text: str) -> tuple[_Reading | None, str]:
+    """Read "Verdict: PASS" / "Score: 8/10" / "Feedback: ..." lines."""
+    verdicts = {v for m in _LINE_VERDICT.finditer(text) if (v := _parse_verdict(m.group(1))[0])}
+    scores = {_parse_score(m.group(1)) for m in _LINE_SCORE.finditer(text)}
+    scores.discard((None, None))
+    if len(verdicts) > 1 or len(scores) > 1:
+        return None, "the reply gives conflicting verdicts or scores"
+    feedback = _LINE_FEEDBACK.search(text)
+    reading = _reading(
+        next(iter(verdicts), None),
+        next(iter(scores), (None, None)),
+        feedback.group(1) if feedback else text,
+    )
+    if reading is None:
+        return None, "found no verdict or score in the reply"
+    return reading, ""
 
 
-def _reply_from_dict(data: dict[str, Any]) -> JudgeReply | None:
-    lowered = {str(k).lower(): v for k, v in data.items()}
-    verdict = str(lowered.get("verdict", "")).strip().upper().replace(" ", "_")
-    try:
-        score = float(lowered["score"])
-    except (KeyError, TypeError, ValueError):
-        return None
-    if verdict not in _VERDICTS:
-        return None
-    return JudgeReply(verdict=verdict, score=score, feedback=str(lowered.get("feedback", "")))  # type: ignore[arg-type]
+def read_reply(text: str) -> tuple[_Reading | None, str]:
+    """Read a judge reply given as text: JSON (bare, fenced or embedded) or labelled lines.
+
+    Returns:
+        The reading (None if unparsable) and, if unparsable, why.
+    """
+    readings = [r for obj in _json_objects(text) if (r := _from_mapping(obj)) is not None]
+    if readings:
+        if len({r.key() for r in readings}) > 1:
+            return None, "the reply holds several JSON objects with conflicting verdicts or scores"
+        return readings[0], ""
+    return _from_lines(text)
+
+
+@dataclass
+class _Prompt:
+    messages: list[BaseMessage]
+    truncated: bool
+    tags_removed: int
+
+
+@dataclass
+class _JudgeRun:
+    """One evaluation: the prompt, up to two judge calls, and what came of them.
+
+    Holds the logic shared by the sync and async paths, which differ only in how they
+    call the model.
+    """
+
+    judge: LLMJudge
+    prompt: _Prompt
+    failures: list[str] = field(default_factory=list)
+
+    def next_messages(self) -> list[BaseMessage] | None:
+        if len(self.failures) >= 2:
+            return None
+        if not self.failures:
+            return self.prompt.messages
+        system, human = self.prompt.messages
+        # The retry note goes after the instructions; it quotes nothing from the reply,
+        # which could carry text copied from the response.
+        note = (
+            f"\n\nYour previous reply could not be read ({self.failures[-1]}). "
+            'Reply with one JSON object only: {"feedback": "...", "verdict": "PASS" or '
+            '"NEEDS_IMPROVEMENT" or "FAIL", "score": a number from 0.0 to 1.0}.'
+        )
+        return [system, HumanMessage(str(human.content) + note)]
+
+    def read(self, output: Any) -> Evaluation | None:
+        """Record usage and turn the model's output into an evaluation (None if unparsable)."""
+        raw = output.get("raw") if isinstance(output, dict) else output
+        meter = current_meter()
+        if meter is not None:
+            meter.record(raw)
+        parsed = output.get("parsed") if isinstance(output, dict) else None
+        if isinstance(parsed, JudgeReply):
+            structured = _Reading(parsed.verdict, parsed.score, None, parsed.feedback)
+            return self._evaluation(structured, "structured")
+        reading, error = read_reply(message_text(raw) if raw is not None else "")
+        if reading is None:
+            self.failures.append(error)
+            return None
+        return self._evaluation(reading, "text")
+
+    def _evaluation(self, reading: _Reading, how: str) -> Evaluation:
+        notes = list(reading.notes)
+        if reading.fraction is not None:
+            score, scale = min(1.0, max(0.0, reading.fraction)), "explicit"
+            if score != reading.fraction:
+                notes.append(f"judge score {reading.fraction:g} (as a fraction) clamped to {score}")
+        elif reading.raw_score is not None:
+            score, scale, note = normalise_score(reading.raw_score)
+            if note:
+                notes.append(note)
+        else:  # only a verdict was given (a reading always has one or the other)
+            verdict = reading.verdict or "FAIL"
+            score, scale = _DERIVED_SCORES[verdict], "from verdict"
+            notes.append(f"the judge gave no score; {score} derived from {verdict}")
+        feedback = reading.feedback[:_MAX_FEEDBACK] or "The judge gave no specific feedback."
+        details: dict[str, Any] = {
+            "raw_score": reading.raw_score,
+            "scale": scale,
+            "parsed_from": how,
+            "judge_calls": len(self.failures) + 1,
+            "truncated": self.prompt.truncated,
+            "tags_removed": self.prompt.tags_removed,
+        }
+        if notes:
+            details["note"] = "; ".join(notes)
+        if self.failures:
+            details["judge_errors"] = list(self.failures)
+        return Evaluation(score=score, feedback=feedback, verdict=reading.verdict, details=details)
+
+    def failed(self) -> Evaluation:
+        return Evaluation(
+            score=0.0,
+            verdict="FAIL",
+            feedback=(
+                "The judge's reply could not be parsed twice, so this attempt counts as failed "
+                f"(score 0): {self.failures[-1]}."
+            ),
+            details={
+                "judge_errors": list(self.failures),
+                "judge_calls": len(self.failures),
+                "truncated": self.prompt.truncated,
+                "tags_removed": self.prompt.tags_removed,
+            },
+        )
 
 
 class LLMJudge(BaseEvaluator):
-    """An evaluator that asks a chat model for a verdict, a score and feedback."""
+    """An evaluator that asks a chat model for feedback, a verdict and a score. See `llm_judge`."""
 
     name = "llm_judge"
     calls_model = True
@@ -115,83 +359,64 @@ class LLMJudge(BaseEvaluator):
         *,
         criteria: str | None = None,
         max_eval_chars: int = DEFAULT_MAX_EVAL_CHARS,
+        structured_output: bool = True,
     ) -> None:
         self.model = model
         self.criteria = criteria
         self.max_eval_chars = max_eval_chars
-        try:
-            self._structured: Any = model.with_structured_output(
-                JudgeReply, method="json_schema", include_raw=True
-            )
-        except (NotImplementedError, ValueError, TypeError):
-            # No native structured output: ask for JSON in the prompt and parse it.
-            self._structured = None
+        self._structured: Any = None
+        if structured_output:
+            try:
+                self._structured = model.with_structured_output(
+                    JudgeReply, method="json_schema", include_raw=True
+                )
+            except (NotImplementedError, ValueError, TypeError):
+                # No native structured output: the prompt asks for JSON and we parse it.
+                self._structured = None
 
-    def messages(self, response: str, state: Mapping[str, Any]) -> tuple[list[BaseMessage], bool]:
-        """The messages sent to the judge, and whether the response was truncated."""
-        wrapped, truncated = sandbox(response, self.max_eval_chars)
-        parts = [f"# Task\n{state.get('task', '')}"]
+    def _prompt(self, response: str, state: Mapping[str, Any]) -> _Prompt:
+        wrapped, truncated, removed = sandbox(response, self.max_eval_chars)
+        # The task and criteria can come from end users too (e.g. a chat message), so
+        # they may not contain the sandbox's tags either.
+        task, _ = strip_tags(str(state.get("task", "")))
+        sections = [f"# Task\n{task.strip()}"]
         if self.criteria:
-            parts.append(f"# Criteria\n{self.criteria}")
-        parts.append(f"# Response\n{wrapped}")
+            sections.append(f"# Criteria\n{strip_tags(self.criteria)[0].strip()}")
+        header = "# Response to rate"
         if truncated:
-            parts.append(f"(The response was cut to its first {self.max_eval_chars} characters.)")
-        parts.append(f"# Instructions\n{JUDGE_INSTRUCTIONS}")
-        return [SystemMessage(JUDGE_SYSTEM), HumanMessage("\n\n".join(parts))], truncated
+            header += (
+                f"\n(The response was cut to its first {self.max_eval_chars} characters; "
+                "rate what is shown.)"
+            )
+        sections.append(f"{header}\n{wrapped}")
+        sections.append(f"# Instructions\n{JUDGE_INSTRUCTIONS}")
+        messages: list[BaseMessage] = [
+            SystemMessage(JUDGE_SYSTEM),
+            HumanMessage("\n\n".join(sections)),
+        ]
+        return _Prompt(messages, truncated, removed)
+
+    def messages(self, response: str, state: Mapping[str, Any]) -> list[BaseMessage]:
+        """The messages the judge is sent first for `response` (a system and a user message)."""
+        return self._prompt(response, state).messages
 
     def evaluate(self, response: str, state: Mapping[str, Any]) -> Evaluation:
-        messages, truncated = self.messages(response, state)
-        failures: list[str] = []
-        for _ in range(2):  # an unparsable reply is retried once
+        run = _JudgeRun(self, self._prompt(response, state))
+        while (messages := run.next_messages()) is not None:
             _check_budget()
-            output = (self._structured or self.model).invoke(messages)
-            reply, error = self._read(output)
-            if reply is not None:
-                return self._evaluation(reply, truncated)
-            failures.append(error)
-        return self._unparsable(failures)
+            evaluation = run.read((self._structured or self.model).invoke(messages))
+            if evaluation is not None:
+                return evaluation
+        return run.failed()
 
     async def aevaluate(self, response: str, state: Mapping[str, Any]) -> Evaluation:
-        messages, truncated = self.messages(response, state)
-        failures: list[str] = []
-        for _ in range(2):
+        run = _JudgeRun(self, self._prompt(response, state))
+        while (messages := run.next_messages()) is not None:
             _check_budget()
-            output = await (self._structured or self.model).ainvoke(messages)
-            reply, error = self._read(output)
-            if reply is not None:
-                return self._evaluation(reply, truncated)
-            failures.append(error)
-        return self._unparsable(failures)
-
-    def _read(self, output: Any) -> tuple[JudgeReply | None, str]:
-        """Record usage and extract a reply from a structured or plain model output."""
-        raw = output.get("raw") if isinstance(output, dict) else output
-        meter = current_meter()
-        if meter is not None:
-            meter.record(raw)
-        if isinstance(output, dict) and isinstance(output.get("parsed"), JudgeReply):
-            return output["parsed"], ""
-        text = message_text(raw) if raw is not None else ""
-        reply = parse_reply(text)
-        if reply is not None:
-            return reply, ""
-        return None, f"unparsable judge reply: {text[:200]!r}"
-
-    def _evaluation(self, reply: JudgeReply, truncated: bool) -> Evaluation:
-        score, note = normalise_score(reply.score)
-        details: dict[str, Any] = {"raw_score": reply.score, "truncated": truncated}
-        if note:
-            details["note"] = note
-        return Evaluation(score=score, feedback=reply.feedback, verdict=reply.verdict, details=details)
-
-    def _unparsable(self, failures: list[str]) -> Evaluation:
-        return Evaluation(
-            score=0.0,
-            verdict="FAIL",
-            feedback="The judge's reply could not be parsed, so this attempt counts as failed: "
-            + failures[-1],
-            details={"judge_error": failures},
-        )
+            evaluation = run.read(await (self._structured or self.model).ainvoke(messages))
+            if evaluation is not None:
+                return evaluation
+        return run.failed()
 
 
 def _check_budget() -> None:
@@ -203,33 +428,75 @@ def _check_budget() -> None:
 def llm_judge(
     model: BaseChatModel | str,
     *,
-    criteria: str | None = None,
+    criteria: str | Sequence[str] | None = None,
     max_eval_chars: int = DEFAULT_MAX_EVAL_CHARS,
+    structured_output: bool = True,
 ) -> LLMJudge:
-    """An LLM judge: the model returns a verdict, a score and feedback for each response.
+    """An LLM judge: a chat model gives feedback, a verdict and a score for each response.
 
-    The response is wrapped in `<response_to_rate>` tags (any such tag inside it removed
-    first), cut to `max_eval_chars` characters, and the judge is told to treat it as data.
-    Scores on 0-10 or 0-100 scales are normalised into [0, 1]. An unparsable reply is
-    retried once, then counts as FAIL with score 0. Each judge call counts against the budget.
+    The judge's user message holds the task, the criteria, then the response wrapped in
+    `<response_to_rate>` tags, then the instructions; the system message and the
+    instructions tell it to treat the tagged text as data and ignore instructions,
+    scores or verdicts written there. Before wrapping, any such tag inside the response
+    is removed, also disguised ones (other case, spaces, attributes, HTML entities,
+    Unicode look-alikes, invisible characters); the response is then cut to
+    `max_eval_chars` characters.
+
+    The reply is read with the model's native structured output
+    (`with_structured_output(..., method="json_schema")`), else parsed from its text
+    (JSON, or lines such as `Score: 8/10`). Scores on 0-10 or 0-100 scales, fractions
+    ("8/10") and percentages are normalised into [0, 1]; values outside every scale are
+    clamped and noted in `details["note"]`; a verdict without a score counts as 1.0,
+    0.5 or 0.0. An unparsable reply (or one with conflicting verdicts or scores) is
+    retried once, then counts as FAIL with score 0 and the reason in `feedback`. Each
+    judge call counts against the loop's budget.
 
     Args:
         model: A chat model or a `"provider:model"` string.
-        criteria: What a good response must do, in plain words.
+        criteria: What a good response must do, as text or a list of points.
         max_eval_chars: Longest response text shown to the judge (>= 1).
+        structured_output: Use the model's native structured output; set False for
+            OpenAI-compatible servers that reject `response_format`.
 
     Returns:
-        The judge evaluator.
+        The judge evaluator. `details` holds `raw_score`, `scale`, `judge_calls`,
+        `truncated`, `tags_removed` and, when something was adjusted, `note`.
 
     Raises:
-        ValueError: If `max_eval_chars` is not a positive integer.
+        ValueError: If `max_eval_chars` is not a positive integer or `criteria` is not
+            text or a list of text.
+
+    Example:
+        >>> from langchain_core.language_models import GenericFakeChatModel
+        >>> from langchain_core.messages import AIMessage
+        >>> fake = GenericFakeChatModel(messages=iter([AIMessage(
+        ...     '{"feedback": "Name a source.", "verdict": "pass", "score": 8}')]))
+        >>> result = llm_judge(fake, structured_output=False).evaluate("Paris.", {"task": "?"})
+        >>> result.verdict, result.score, result.feedback
+        ('PASS', 0.8, 'Name a source.')
     """
     from langgraph_refine._models import resolve_chat_model
 
-    if not isinstance(max_eval_chars, int) or isinstance(max_eval_chars, bool) or max_eval_chars < 1:
-        raise ValueError(f"max_eval_chars must be an integer >= 1, got {max_eval_chars!r}")
+    if (
+        not isinstance(max_eval_chars, int)
+        or isinstance(max_eval_chars, bool)
+        or max_eval_chars < 1
+    ):
+        raise ValueError(
+            f"llm_judge: max_eval_chars must be an integer >= 1, got {max_eval_chars!r}"
+        )
+    text_criteria: str | None
+    if criteria is None or isinstance(criteria, str):
+        text_criteria = criteria.strip() if criteria else None
+    elif isinstance(criteria, Sequence) and all(isinstance(c, str) for c in criteria):
+        text_criteria = "\n".join(f"- {c.strip()}" for c in criteria if c.strip()) or None
+    else:
+        raise ValueError(
+            f"llm_judge: criteria must be a string or a list of strings, got {criteria!r:.100}"
+        )
     return LLMJudge(
         resolve_chat_model(model, option="llm_judge model"),
-        criteria=criteria,
+        criteria=text_criteria,
         max_eval_chars=max_eval_chars,
+        structured_output=structured_output,
     )
