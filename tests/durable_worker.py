@@ -1,0 +1,135 @@
+"""A refine loop run in its own process, for the crash-and-resume tests in test_durable.py.
+
+The generator and evaluator are deterministic callables that append one marker line per
+call (`gen 3`, `eval 3`) to a file before doing their (slowed) work, so the test can
+kill the process at a chosen call and count afterwards which calls ran twice.
+
+    python -m tests.durable_worker start  --saver sqlite:/tmp/x.sqlite --thread T --markers M
+    python -m tests.durable_worker resume --saver sqlite:/tmp/x.sqlite --thread T --markers M
+
+`start` runs the loop from its input; `resume` continues it with `invoke(None, config)`.
+Both print the final result as one JSON line on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from langgraph_refine import Evaluation, RefineResult, create_refine_graph
+
+TASK = "Describe the sea."
+# Scores per attempt index: the loop refines until index 5 reaches the target.
+SCORES = [0.1, 0.3, 0.2, 0.5, 0.6, 0.95]
+MAX_ITERATIONS = 6
+
+
+class Recorder:
+    """Deterministic generator and evaluator that log every call to a marker file."""
+
+    def __init__(self, markers: str, delay: float = 0.0, fail: str | None = None) -> None:
+        self.markers = markers
+        self.delay = delay
+        self.fail = fail  # "gen:N" or "eval:N": raise on that call
+
+    def _mark(self, kind: str, index: int) -> None:
+        # One write() on an O_APPEND descriptor: a whole line, even if we are killed.
+        fd = os.open(self.markers, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, f"{kind} {index}\n".encode())
+        finally:
+            os.close(fd)
+        if self.fail == f"{kind}:{index}":
+            raise RuntimeError(f"injected failure in {kind}")
+        time.sleep(self.delay)
+
+    def generate(self, state: Any) -> str:
+        index = len(state["attempts"])
+        self._mark("gen", index)
+        seen = ",".join(str(a.index) for a in state["attempts"])
+        return f"sea v{index} (after {seen or 'none'})"
+
+    def evaluate(self, response: str, state: Any) -> Evaluation:
+        index = int(response.split()[1][1:])
+        self._mark("eval", index)
+        return Evaluation(score=SCORES[index], feedback=f"improve v{index}")
+
+
+def build(recorder: Recorder, checkpointer: BaseCheckpointSaver[Any]) -> Any:
+    """The loop under test, compiled with the given saver."""
+    return create_refine_graph(
+        recorder.generate,
+        recorder.evaluate,
+        max_iterations=MAX_ITERATIONS,
+        patience=None,
+        retry_policy=None,
+    ).compile(checkpointer=checkpointer)
+
+
+def summary(values: dict[str, Any]) -> dict[str, Any]:
+    """What the tests compare between a crashed-and-resumed run and a clean one."""
+    result = RefineResult.from_state(values)
+    return {
+        "value": result.value,
+        "stop_reason": result.stop_reason,
+        "attempts": [[a.index, a.response, a.score] for a in result.attempts],
+        "calls": result.usage.calls,
+    }
+
+
+@contextlib.contextmanager
+def open_saver(spec: str) -> Iterator[BaseCheckpointSaver[Any]]:
+    """`sqlite:PATH` or `postgres:URI` -> a real saver, set up and closed properly."""
+    kind, _, target = spec.partition(":")
+    if kind == "sqlite":
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        with SqliteSaver.from_conn_string(target) as saver:
+            yield saver
+    elif kind == "postgres":
+        from langgraph.checkpoint.postgres import PostgresSaver
+
+        with PostgresSaver.from_conn_string(target) as saver:
+            saver.setup()
+            yield saver
+    else:
+        raise SystemExit(f"--saver must be sqlite:PATH or postgres:URI, got {spec!r}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("mode", choices=["start", "resume"])
+    parser.add_argument("--saver", required=True)
+    parser.add_argument("--thread", required=True)
+    parser.add_argument("--markers", required=True)
+    parser.add_argument("--delay", type=float, default=0.0)
+    parser.add_argument("--fail", default=None)
+    parser.add_argument("--durability", default="sync", choices=["sync", "async", "exit"])
+    args = parser.parse_args(argv)
+
+    recorder = Recorder(args.markers, args.delay, args.fail)
+    config = {"configurable": {"thread_id": args.thread}}
+    with open_saver(args.saver) as saver:
+        graph = build(recorder, saver)
+        if args.mode == "resume" and not graph.get_state(config).next:
+            print(json.dumps({"error": "nothing to resume on this thread"}))
+            return 3
+        graph.invoke(
+            {"task": TASK} if args.mode == "start" else None,
+            config,
+            durability=args.durability,
+        )
+        print(json.dumps(summary(graph.get_state(config).values)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

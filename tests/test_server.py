@@ -1,0 +1,344 @@
+"""`langgraph.json` served by a real `langgraph dev`, driven with the langgraph-sdk client.
+
+The server's model is a small scripted OpenAI-compatible HTTP server on loopback (the
+real local model is covered by the recorded tests): it answers generator prompts with
+`draft N` and judge prompts with a JSON verdict, and counts the calls.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+STARTUP_TIMEOUT = 60.0
+
+
+class ScriptedOpenAI(BaseHTTPRequestHandler):
+    """`POST /v1/chat/completions`: canned replies in OpenAI's format, with usage."""
+
+    requests: list[dict[str, Any]]
+
+    def log_message(self, format: str, *args: Any) -> None:  # keep the test output clean
+        pass
+
+    def do_POST(self) -> None:
+        if not self.path.rstrip("/").endswith("/chat/completions"):
+            self.send_error(404)
+            return
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.requests.append(body)  # type: ignore[attr-defined]
+        text = reply_for(body)
+        usage = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
+        if body.get("stream"):
+            self._stream(body, text, usage)
+            return
+        data = json.dumps(
+            {
+                "id": "chatcmpl-scripted",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body.get("model", "scripted"),
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": text},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": usage,
+            }
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _stream(self, body: dict[str, Any], text: str, usage: dict[str, int]) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        base = {"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 0}
+        chunks = [
+            {"choices": [{"index": 0, "delta": {"role": "assistant", "content": text}}]},
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+            {"choices": [], "usage": usage},
+        ]
+        for chunk in chunks:
+            payload = {**base, "model": body.get("model", "scripted"), **chunk}
+            self.wfile.write(f"data: {json.dumps(payload)}\n\n".encode())
+        self.wfile.write(b"data: [DONE]\n\n")
+
+
+def reply_for(body: dict[str, Any]) -> str:
+    prompt = "\n".join(str(m.get("content")) for m in body["messages"])
+    if body.get("response_format") or "<response_to_rate>" in prompt:
+        rated = re.search(r"<response_to_rate>\s*(.*?)\s*</response_to_rate>", prompt, re.S)
+        first = rated is not None and rated.group(1) == "draft 0"
+        return json.dumps(
+            {"verdict": "NEEDS_IMPROVEMENT", "score": 0.4, "feedback": "add a season word"}
+            if first
+            else {"verdict": "PASS", "score": 0.95, "feedback": "good"}
+        )
+    return f"draft {prompt.count('<answer>')}"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.fixture(scope="module")
+def model_server() -> Iterator[ThreadingHTTPServer]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), ScriptedOpenAI)
+    server.requests = []  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module")
+def langgraph_server(
+    model_server: ThreadingHTTPServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    port = free_port()
+    # Logs go outside the project: the dev server watches the project folder.
+    log_path = tmp_path_factory.mktemp("langgraph-dev") / "server.log"
+    env = {
+        **os.environ,
+        "REFINE_MODEL": "scripted-model",
+        "OPENAI_BASE_URL": f"http://127.0.0.1:{model_server.server_address[1]}/v1",
+        "OPENAI_API_KEY": "local",
+        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
+        "LANGSMITH_TRACING": "false",
+        "LANGCHAIN_TRACING_V2": "false",
+    }
+    command = [
+        str(Path(sys.executable).parent / "langgraph"),
+        "dev",
+        "--no-browser",
+        "--no-reload",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--config",
+        "langgraph.json",
+    ]
+    url = f"http://127.0.0.1:{port}"
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            wait_until_ready(url, proc, log_path)
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def wait_until_ready(url: str, proc: Any, log_path: Path) -> None:
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(
+                f"langgraph dev exited ({proc.returncode}):\n{log_path.read_text()[-3000:]}"
+            )
+        try:
+            with urllib.request.urlopen(f"{url}/ok", timeout=1) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    pytest.fail(f"langgraph dev did not start:\n{log_path.read_text()[-3000:]}")
+
+
+def calls(model_server: Any) -> tuple[int, int]:
+    """(generator calls, judge calls) the scripted model has answered so far."""
+    bodies = model_server.requests
+    judge = sum(1 for b in bodies if "<response_to_rate>" in json.dumps(b["messages"]))
+    return len(bodies) - judge, judge
+
+
+def test_langgraph_json_names_the_two_graphs() -> None:
+    config = json.loads((ROOT / "langgraph.json").read_text())
+    assert set(config["graphs"]) == {"refine", "refine_reviewed"}
+    for target in config["graphs"].values():
+        path, _, name = target.partition(":")
+        assert (ROOT / path).is_file() and name
+
+
+def test_build_graph_requires_refine_model() -> None:
+    from langgraph_refine.server import build_graph
+
+    with pytest.raises(ValueError, match="REFINE_MODEL is not set"):
+        build_graph(environ={})
+
+
+def test_build_graph_reads_the_model_from_the_environment(monkeypatch: Any) -> None:
+    from langchain_openai import ChatOpenAI
+
+    from langgraph_refine.server import build_graph, refine_reviewed
+
+    monkeypatch.setenv("OPENAI_API_KEY", "local")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    graph = build_graph(environ={"REFINE_MODEL": "my-model"})
+    generator = graph.get_graph().nodes["generate"].data.generator  # type: ignore[union-attr]
+    assert isinstance(generator, ChatOpenAI) and generator.model_name == "my-model"
+    assert str(generator.root_client.base_url).rstrip("/") == "http://127.0.0.1:9/v1"
+    assert "review" not in graph.nodes
+
+    monkeypatch.setenv("REFINE_MODEL", "openai:other-model")
+    reviewed = refine_reviewed()
+    assert reviewed.name == "refine_reviewed"
+    assert "review" in reviewed.nodes
+    assert reviewed.checkpointer is None  # the server brings its own persistence
+
+
+def test_loop_runs_on_a_saver_that_does_not_revive_models() -> None:
+    # LangGraph Server's saver does not take the graph's msgpack allowlist, so under
+    # strict msgpack the loop's pydantic models come back from it as plain dicts.
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+    from langgraph.types import Command
+
+    from langgraph_refine import RefineResult, create_refine_graph
+    from tests.fakes import ScriptedChatModel
+
+    class ServerLikeSaver(InMemorySaver):
+        def with_allowlist(self, extra_allowlist: Any) -> ServerLikeSaver:
+            return self
+
+    saver = ServerLikeSaver(serde=JsonPlusSerializer(allowed_msgpack_modules=None))
+    model = ScriptedChatModel(replies=["one", "two", "three"])
+    scores = iter([0.3, 0.6, 0.5])
+    graph = create_refine_graph(
+        model, lambda r, s: next(scores), max_iterations=1, human_review="final"
+    ).compile(checkpointer=saver)
+    config = {"configurable": {"thread_id": "dicts"}}
+    graph.invoke({"task": "t"}, config)
+    assert isinstance(graph.get_state(config).values["usage"], dict)  # what nodes are given
+    graph.invoke(Command(resume={"action": "revise", "feedback": "shorter"}), config)
+    assert "shorter" in model.prompts[2]
+    graph.invoke(Command(resume={"action": "reject"}), config)
+    result = RefineResult.from_state(graph.get_state(config).values)
+    assert result.stop_reason == "rejected"
+    assert result.value == "two"
+    assert [a.index for a in result.attempts] == [0, 1, 2]
+    assert result.usage.calls == 3
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_full_run_through_the_server(langgraph_server: str, model_server: Any) -> None:
+    from langgraph_sdk import get_sync_client
+
+    client = get_sync_client(url=langgraph_server)
+    graphs = {a["graph_id"] for a in client.assistants.search()}
+    assert {"refine", "refine_reviewed"} <= graphs
+
+    before = calls(model_server)
+    thread = client.threads.create()
+    output = client.runs.wait(thread["thread_id"], "refine", input={"task": "Write a haiku."})
+    assert output["response"] == "draft 1"
+    after = calls(model_server)
+    # Two rounds, each one generation and one judge call.
+    assert (after[0] - before[0], after[1] - before[1]) == (2, 2)
+
+    state = client.threads.get_state(thread["thread_id"])
+    assert state["next"] == []
+    values = state["values"]
+    assert values["stop_reason"] == "passed"
+    assert [a["index"] for a in values["attempts"]] == [0, 1]
+    assert [a["evaluation"]["score"] for a in values["attempts"]] == [0.4, 0.95]
+    assert values["usage"]["calls"] == 4 and values["usage"]["total_tokens"] == 4 * 18
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_review_interrupt_and_resume_through_the_server(
+    langgraph_server: str, model_server: Any
+) -> None:
+    from langgraph_sdk import get_sync_client
+
+    client = get_sync_client(url=langgraph_server)
+    thread_id = client.threads.create()["thread_id"]
+    task = {"task": "Write a haiku about rain."}
+    client.runs.wait(thread_id, "refine_reviewed", input=task)
+    state = client.threads.get_state(thread_id)
+    assert state["next"] == ["review"]
+    [interrupt] = state["interrupts"]
+    payload = interrupt["value"]
+    assert payload["task"] == task["task"]
+    assert payload["response"] == "draft 1"
+    assert payload["score"] == 0.95 and payload["stop_reason"] == "passed"
+    assert {"feedback", "iteration"} <= payload.keys()
+    paused_calls = calls(model_server)
+
+    # A malformed answer: the review stays pending, with an error saying why.
+    client.runs.wait(thread_id, "refine_reviewed", command={"resume": {"action": "ship"}})
+    state = client.threads.get_state(thread_id)
+    assert state["next"] == ["review"]
+    assert "'ship'" in state["interrupts"][0]["value"]["error"]
+
+    output = client.runs.wait(
+        thread_id,
+        "refine_reviewed",
+        command={"resume": {"action": "edit", "response": "Rain on the tin roof."}},
+    )
+    assert output["response"] == "Rain on the tin roof."
+    state = client.threads.get_state(thread_id)
+    assert state["next"] == []
+    assert state["values"]["stop_reason"] == "edited"
+    assert calls(model_server) == paused_calls  # resuming repeated no model call
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_revise_through_the_server_runs_one_more_round(
+    langgraph_server: str, model_server: Any
+) -> None:
+    from langgraph_sdk import get_sync_client
+
+    client = get_sync_client(url=langgraph_server)
+    thread_id = client.threads.create()["thread_id"]
+    client.runs.wait(thread_id, "refine_reviewed", input={"task": "Name a colour."})
+    before = calls(model_server)
+    client.runs.wait(
+        thread_id,
+        "refine_reviewed",
+        command={"resume": {"action": "revise", "feedback": "Pick a warm colour."}},
+    )
+    after = calls(model_server)
+    assert (after[0] - before[0], after[1] - before[1]) == (1, 1)
+    last_prompt = json.dumps(model_server.requests[-2]["messages"])
+    assert "Pick a warm colour." in last_prompt
+    state = client.threads.get_state(thread_id)
+    assert state["next"] == ["review"]
+    assert state["interrupts"][0]["value"]["iteration"] == 2
+    output = client.runs.wait(
+        thread_id, "refine_reviewed", command={"resume": {"action": "approve"}}
+    )
+    assert output["response"] in {"draft 1", "draft 2"}
+    assert client.threads.get_state(thread_id)["values"]["stop_reason"] == "approved"
