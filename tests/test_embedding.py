@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import operator
+import re
+import sys
+import types
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
@@ -16,6 +20,7 @@ from langgraph.types import Command
 from typing_extensions import TypedDict
 
 from langgraph_refine import Evaluation, RefineResult, create_refine_graph
+from tests.conftest import POSTGRES_URI_ENV, postgres_uri
 from tests.fakes import ScriptedChatModel
 
 
@@ -512,3 +517,47 @@ def test_result_can_be_read_from_the_subgraph_state_while_paused() -> None:
     partial = RefineResult.from_state(sub_state.values)
     assert partial.score_history == [0.2, 0.5]
     assert partial.value == "a:t:1"
+
+
+def test_embedded_agent_example() -> None:
+    from examples.embedded_agent import main
+
+    short = "A lighthouse stands on the rock."
+    good = "The lighthouse sweeps its light through thick fog " + " ".join(["and waves"] * 8)
+    model = ScriptedChatModel(replies=[short, good])
+    messages = main(model)
+    assert [m.type for m in messages] == ["human", "ai", "human", "ai", "ai"]
+    assert messages[3].content == good  # the loop's best answer, once
+    assert messages[4].content == "Anything else I should write?"
+    assert model.prompts[0] == "Describe a lighthouse in fog in 20 to 60 words."
+    assert short in model.prompts[1]  # the refinement saw the first attempt
+
+
+# -- the documentation's snippets run as written ---------------------------------------------
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+DOC_DB_URI = "postgresql://postgres:postgres@localhost:5432/postgres"
+
+
+def python_blocks(page: Path) -> list[str]:
+    """The page's ```python blocks, except those marked as needing a running server."""
+    blocks = re.findall(r"^```python\n(.*?)^```", page.read_text(), flags=re.S | re.M)
+    return [b for b in blocks if not b.startswith("# needs")]
+
+
+@pytest.mark.parametrize("page", ["checkpointing.md", "human-review.md", "embedding.md"])
+def test_doc_page_snippets_run(page: str, tmp_path: Path, monkeypatch: Any) -> None:
+    blocks = python_blocks(DOCS / page)
+    assert len(blocks) >= 4
+    source = "\n".join(blocks)
+    if DOC_DB_URI in source:
+        uri = postgres_uri()
+        if not uri:
+            pytest.fail(f"{POSTGRES_URI_ENV} is not set; `make test` sets it")
+        source = source.replace(DOC_DB_URI, uri)
+    monkeypatch.chdir(tmp_path)  # the snippets' SQLite files land here
+    # A registered module, as for a script: typing.get_type_hints resolves the
+    # snippets' TypedDict annotations through sys.modules.
+    module = types.ModuleType(f"docs_{page.split('.')[0].replace('-', '_')}")
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    exec(compile(source, str(DOCS / page), "exec"), module.__dict__)

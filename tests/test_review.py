@@ -565,3 +565,16 @@ def test_stop_event_reports_the_review_decision() -> None:
     stops = [e for e in events if e.get("type") == "stop"]
     assert len(stops) == 1 and stops[0]["stop_reason"] == "approved"
     assert not [e for e in events if e.get("type") == "round"]  # no round re-run
+
+
+def test_human_review_example() -> None:
+    from examples.human_review import main, scripted_reviewer
+
+    too_short = "A harbour."
+    calm = " ".join(["Calm boats rest by the sea while gulls wake"] * 3)
+    model = ScriptedChatModel(replies=[too_short, too_short, too_short, calm])
+    result = main(model, reviewer=scripted_reviewer())
+    assert result.stop_reason == "approved"
+    assert result.value == calm
+    assert len(model.calls) == 4  # three rounds, then the one revision
+    assert "Make it calmer and mention the sea." in model.prompts[3]
