@@ -1,0 +1,376 @@
+"""The typer application: the `run`, `batch`, `report` and `demo` verbs and their options.
+
+Every error reaches the user as one line on stderr with a non-zero exit code, never as a
+traceback: `run_app` turns `CliError`, click's usage errors and anything unexpected into
+`langgraph-refine: <message>`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from langgraph_refine.cli._errors import CliError, describe_error, one_line
+from langgraph_refine.cli._models import ModelSettings
+from langgraph_refine.cli._options import LoopOptions
+from langgraph_refine.cli._specs import SPEC_FORMS
+
+PROG = "langgraph-refine"
+
+app = typer.Typer(
+    name=PROG,
+    help="Refine LLM answers with an evaluator-optimizer loop: one task, a JSONL dataset, "
+    "or an HTML report of a batch.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+# Options shared by `run` and `batch`, declared once.
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        "-m",
+        metavar="NAME",
+        help="Generator model: 'provider:model' (e.g. openai:gpt-4o-mini) or a model name served "
+        "over the OpenAI protocol. Default: $REFINE_MODEL.",
+    ),
+]
+BaseUrlOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--base-url", metavar="URL", help="OpenAI-compatible server URL. Default: $OPENAI_BASE_URL."
+    ),
+]
+JudgeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--judge-model",
+        metavar="NAME",
+        help="Model of the LLM judge. Default: the generator's model.",
+    ),
+]
+EvaluatorOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--evaluator",
+        "-e",
+        metavar="SPEC",
+        help="Evaluator spec, repeatable (several are combined with equal weights): "
+        + ", ".join(SPEC_FORMS)
+        + ". Default: judge.",
+    ),
+]
+TargetOpt = Annotated[
+    float,
+    typer.Option(
+        "--target-score", metavar="X", help="Stop once an attempt scores at least this (0-1)."
+    ),
+]
+MaxIterOpt = Annotated[
+    int,
+    typer.Option(
+        "--max-iterations", metavar="N", help="Refinement rounds after the first attempt."
+    ),
+]
+PatienceOpt = Annotated[
+    int,
+    typer.Option(
+        "--patience",
+        metavar="N",
+        help="Stop after this many rounds without a better score; 0 disables.",
+    ),
+]
+MemoryOpt = Annotated[
+    str,
+    typer.Option(
+        "--memory",
+        metavar="POLICY",
+        help="Earlier attempts the generator sees: all, last, best_and_last, or a number N "
+        "(the N most recent).",
+    ),
+]
+CacheOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--cache",
+        metavar="PATH",
+        help="SQLite file of LangChain's model cache: identical model calls are answered from it.",
+    ),
+]
+TimeoutOpt = Annotated[
+    float, typer.Option("--timeout", metavar="SECONDS", help="Seconds one model call may take.")
+]
+
+
+def _stderr() -> Console:
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _stdout() -> Console:
+    return Console(highlight=False)
+
+
+def _settings(
+    model: str | None,
+    base_url: str | None,
+    judge_model: str | None,
+    cache: Path | None,
+    timeout: float,
+) -> ModelSettings:
+    if timeout <= 0:
+        raise CliError(f"--timeout must be a positive number of seconds, got {timeout}")
+    return ModelSettings.from_options(
+        model, base_url, judge_model, timeout=timeout, cache=_open_cache(cache)
+    )
+
+
+def _open_cache(path: Path | None) -> Any:
+    if path is None:
+        return None
+    import sqlite3
+
+    from langgraph_refine.cli._cache import SQLiteCache
+
+    if path.is_dir():
+        raise CliError(
+            f"--cache {path} is a folder; give a file name, e.g. {path / 'cache.sqlite'}"
+        )
+    if not path.parent.exists():
+        raise CliError(f"--cache {path}: the folder {path.parent} does not exist")
+    try:
+        return SQLiteCache(path)
+    except sqlite3.DatabaseError as exc:
+        raise CliError(f"--cache {path} is not a usable SQLite database: {exc}") from None
+
+
+@app.command()
+def run(
+    task: Annotated[
+        str, typer.Argument(metavar="TASK", help="What to do, e.g. 'Write a haiku about rain.'")
+    ],
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    judge_model: JudgeOpt = None,
+    evaluator: EvaluatorOpt = None,
+    target_score: TargetOpt = 0.9,
+    max_iterations: MaxIterOpt = 4,
+    patience: PatienceOpt = 2,
+    memory: MemoryOpt = "best_and_last",
+    checkpoint: Annotated[
+        Path | None,
+        typer.Option(
+            "--checkpoint",
+            metavar="PATH",
+            help="SQLite file that makes the run durable (see --thread).",
+        ),
+    ] = None,
+    thread: Annotated[
+        str | None,
+        typer.Option(
+            "--thread",
+            metavar="ID",
+            help="Checkpoint thread id: continues that thread's interrupted run.",
+        ),
+    ] = None,
+    review: Annotated[
+        bool,
+        typer.Option("--review", help="Ask you to approve, edit, reject or revise before the end."),
+    ] = False,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print the result as one JSON object, nothing else.")
+    ] = False,
+    cache: CacheOpt = None,
+    timeout: TimeoutOpt = 120.0,
+) -> None:
+    """Refine one task, showing each round's score, verdict and feedback."""
+    from langgraph_refine.cli._review import TerminalReviewer
+    from langgraph_refine.cli._single import RunRequest, check_task, execute, result_json
+    from langgraph_refine.cli._view import RoundView, show_result
+
+    check_task(task)
+    options = LoopOptions.from_cli(evaluator, target_score, max_iterations, patience, memory)
+    settings = _settings(model, base_url, judge_model, cache, timeout)
+    out, err = _stdout(), _stderr()
+    screen = err if json_output else out
+    request = RunRequest(task, options, checkpoint=checkpoint, thread=thread, review=review)
+    try:
+        result = execute(
+            request,
+            settings,
+            view=RoundView(screen, enabled=not json_output),
+            reviewer=TerminalReviewer(screen) if review else None,
+            notes=err,
+        )
+    except CliError:
+        raise
+    except Exception as exc:
+        raise CliError(describe_error(exc, settings.describe_endpoint())) from None
+    if json_output:
+        sys.stdout.write(json.dumps(result_json(result), ensure_ascii=False) + "\n")
+        sys.stdout.flush()
+    else:
+        show_result(out, result)
+
+
+@app.command()
+def batch(
+    input_file: Annotated[
+        Path,
+        typer.Argument(metavar="INPUT.jsonl", help='One task per line: {"id": ..., "task": ...}.'),
+    ],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            metavar="OUTPUT.jsonl",
+            help="Output JSONL, appended to; ids already in it are skipped.",
+        ),
+    ],
+    concurrency: Annotated[
+        int,
+        typer.Option("--concurrency", "-c", metavar="N", help="Loops running at the same time."),
+    ] = 4,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    judge_model: JudgeOpt = None,
+    evaluator: EvaluatorOpt = None,
+    target_score: TargetOpt = 0.9,
+    max_iterations: MaxIterOpt = 4,
+    patience: PatienceOpt = 2,
+    memory: MemoryOpt = "best_and_last",
+    cache: CacheOpt = None,
+    timeout: TimeoutOpt = 120.0,
+) -> int:
+    """Refine every task of a JSONL file; rerun with the same --out to finish an interrupted batch.
+
+    A line may set its own evaluator (a spec or a list of specs), target_score,
+    max_iterations, patience and memory. Bad lines are reported with their line number and
+    skipped; the exit code is 1 if any line or task failed.
+    """
+    from langgraph_refine.cli._batch import (
+        LineWriter,
+        RichProgress,
+        done_ids,
+        id_key,
+        read_input,
+        run_items,
+        summary_line,
+    )
+
+    if concurrency < 1:
+        raise CliError(f"--concurrency must be >= 1, got {concurrency}")
+    defaults = LoopOptions.from_cli(evaluator, target_score, max_iterations, patience, memory)
+    err = _stderr()
+    found = read_input(input_file, defaults)
+    for message in found.errors:
+        _error(err, message)
+    settings = _settings(model, base_url, judge_model, cache, timeout)
+    done = done_ids(out, lambda message: _error(err, message))
+    todo = [item for item in found.items if id_key(item.id) not in done]
+    skipped = len(found.items) - len(todo)
+    writer = LineWriter(out)
+    try:
+        progress = RichProgress(err)
+        with progress:
+            stats = asyncio.run(
+                run_items(todo, settings, writer, concurrency=concurrency, progress=progress)
+            )
+    finally:
+        writer.close()
+    _stdout().print(Text(summary_line(stats, skipped, out)), soft_wrap=True)
+    return 1 if found.errors or stats.failed else 0
+
+
+@app.command()
+def report(
+    output_file: Annotated[
+        Path, typer.Argument(metavar="OUTPUT.jsonl", help="A batch's output file.")
+    ],
+    html: Annotated[Path, typer.Option("--html", metavar="FILE", help="The HTML file to write.")],
+) -> int:
+    """Write a self-contained HTML report: summary, score-per-round plot, every attempt."""
+    from langgraph_refine.cli._report import write_report
+
+    err = _stderr()
+    warnings: list[str] = []
+
+    def warn(message: str) -> None:
+        warnings.append(message)
+        _error(err, message)
+
+    count = write_report(output_file, html, warn)
+    _stdout().print(Text(f"wrote {html} ({count} task(s))"), soft_wrap=True)
+    return 1 if warnings else 0
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def demo(ctx: typer.Context) -> int:
+    """Run the demo: a real refinement loop on the local model (same as `make demo`)."""
+    try:
+        module = importlib.import_module("langgraph_refine.demo")
+    except ModuleNotFoundError as exc:
+        if exc.name != "langgraph_refine.demo":
+            raise
+        raise CliError(
+            "the demo is not part of this installation (langgraph_refine.demo is missing); "
+            "reinstall langgraph-refine or run `make demo` from a source checkout"
+        ) from None
+    entry = getattr(module, "main", None)
+    if not callable(entry):
+        raise CliError("langgraph_refine.demo has no main() function")
+    takes_args = bool(inspect.signature(entry).parameters)
+    if ctx.args and not takes_args:
+        raise CliError(f"demo takes no arguments, got {' '.join(ctx.args)!r}")
+    code = entry(list(ctx.args)) if takes_args else entry()
+    return code if isinstance(code, int) else 0
+
+
+def _error(console: Console, message: str) -> None:
+    console.print(Text(f"{PROG}: {one_line(message)}"), soft_wrap=True)
+
+
+def run_app(argv: Sequence[str] | None = None) -> int:
+    """Run the command line with `argv` (default: `sys.argv[1:]`) and return the exit code."""
+    command = typer.main.get_command(app)
+    err = _stderr()
+    try:
+        result = command.main(
+            args=list(argv) if argv is not None else None, prog_name=PROG, standalone_mode=False
+        )
+    except CliError as exc:
+        _error(err, str(exc))
+        return exc.exit_code
+    except KeyboardInterrupt:
+        _error(err, "interrupted")
+        return 130
+    except Exception as exc:
+        kinds = {cls.__name__ for cls in type(exc).__mro__}
+        # typer may bundle its own copy of click, so its exceptions are matched by name.
+        if "NoArgsIsHelpError" in kinds and getattr(exc, "ctx", None) is not None:
+            _stdout().print(Text(exc.ctx.get_help()))  # type: ignore[attr-defined]
+            return 2
+        if "ClickException" in kinds:
+            ctx = getattr(exc, "ctx", None)
+            hint = f" (see `{ctx.command_path} --help`)" if "UsageError" in kinds and ctx else ""
+            _error(err, exc.format_message() + hint)  # type: ignore[attr-defined]
+            return int(getattr(exc, "exit_code", 2))
+        if "Abort" in kinds:
+            _error(err, "aborted")
+            return 130
+        _error(err, describe_error(exc))
+        return 1
+    return result if isinstance(result, int) else 0

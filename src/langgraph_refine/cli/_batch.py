@@ -1,0 +1,365 @@
+"""The `batch` verb: refine every task of a JSONL file, a bounded number at a time.
+
+Input lines are `{"id": ..., "task": ...}`, optionally with their own `evaluator` spec(s)
+and loop options. Each finished task becomes one output line, written whole, flushed and
+fsynced before the next, to a file that is only ever appended to: an interrupted batch
+keeps every finished line, and a rerun with the same output skips the ids already there.
+
+Loops run on the async path (`arefine`), so up to `concurrency` loops overlap their model
+calls; the command line's entry point is the only place an event loop is started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from langchain_core.language_models import BaseChatModel
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+from rich.progress import Progress as RichProgressBar
+from rich.text import Text
+
+from langgraph_refine._result import RefineResult
+from langgraph_refine._run import arefine
+from langgraph_refine.cli._errors import CliError, describe_error, is_unreachable, one_line
+from langgraph_refine.cli._models import ModelSettings
+from langgraph_refine.cli._options import LoopOptions
+from langgraph_refine.cli._single import result_json
+
+OUTPUT_KEYS = (
+    "id",
+    "task",
+    "value",
+    "score",
+    "verdict",
+    "stop_reason",
+    "iterations",
+    "score_history",
+)
+
+
+@dataclass(frozen=True)
+class BatchItem:
+    """One task read from the input file.
+
+    Attributes:
+        line: Its line number (from 1).
+        id: The line's `id` (a string or an integer).
+        task: The task text.
+        options: The loop options for this task (defaults plus the line's own).
+    """
+
+    line: int
+    id: str | int
+    task: str
+    options: LoopOptions
+
+
+@dataclass
+class BatchInput:
+    """What `read_input` found: runnable items and one message per bad line."""
+
+    items: list[BatchItem] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def id_key(value: Any) -> str:
+    """The key that identifies an id across input and output (`1` and `"1"` differ)."""
+    return json.dumps(value)
+
+
+def read_jsonl(path: Path, *, what: str) -> Iterable[tuple[int, str]]:
+    """Yield `(line number, text)` for the non-blank lines of a JSONL file.
+
+    Raises:
+        CliError: If the file is missing, a folder, unreadable or not UTF-8.
+    """
+    if not path.exists():
+        raise CliError(f"{what} {path} does not exist")
+    if path.is_dir():
+        raise CliError(f"{what} {path} is a folder, not a JSONL file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise CliError(f"{what} {path} is not UTF-8 text: {exc}") from None
+    except OSError as exc:
+        raise CliError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            yield number, line
+
+
+def read_input(path: Path, defaults: LoopOptions) -> BatchInput:
+    """Read and check every input line; a bad line is reported and skipped.
+
+    Raises:
+        CliError: If the file itself cannot be read.
+    """
+    found = BatchInput()
+    seen: dict[str, int] = {}
+    for number, text in read_jsonl(path, what="input file"):
+        where = f"{path}:{number}"
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            found.errors.append(
+                f"{where}: malformed JSON line ({exc.msg} at column {exc.colno}); skipped"
+            )
+            continue
+        try:
+            item = _item(data, number, defaults)
+        except CliError as exc:
+            found.errors.append(f"{where}: {exc}; skipped")
+            continue
+        key = id_key(item.id)
+        if key in seen:
+            found.errors.append(
+                f"{where}: duplicate id {item.id!r} (first on line {seen[key]}); skipped"
+            )
+            continue
+        seen[key] = number
+        found.items.append(item)
+    return found
+
+
+def _item(data: Any, number: int, defaults: LoopOptions) -> BatchItem:
+    if not isinstance(data, dict):
+        raise CliError(
+            f'expected a JSON object like {{"id": "1", "task": "..."}}, got {type(data).__name__}'
+        )
+    if "id" not in data:
+        raise CliError("missing 'id'")
+    item_id = data["id"]
+    if isinstance(item_id, bool) or not isinstance(item_id, str | int) or item_id == "":
+        raise CliError(f"'id' must be a non-empty string or an integer, got {item_id!r}")
+    task = data.get("task")
+    if not isinstance(task, str) or not task.strip():
+        raise CliError(f"'task' must be a non-empty string, got {task!r}")
+    return BatchItem(line=number, id=item_id, task=task, options=defaults.override(data))
+
+
+def done_ids(path: Path, warn: Callable[[str], None]) -> set[str]:
+    """The id keys already in the output file (an unreadable line is warned about and ignored)."""
+    if not path.exists():
+        return set()
+    done: set[str] = set()
+    for number, text in read_jsonl(path, what="output file"):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError:
+            warn(f"{path}:{number}: not a complete JSON line (an interrupted write?); ignored")
+            continue
+        if isinstance(data, dict) and "id" in data:
+            done.add(id_key(data["id"]))
+    return done
+
+
+class LineWriter:
+    """Appends one JSON object per line; each line is written whole, flushed and fsynced.
+
+    Args:
+        path: The output file (created if missing, never truncated).
+    """
+
+    def __init__(self, path: Path) -> None:
+        if not path.parent.exists():
+            raise CliError(f"--out {path}: the folder {path.parent} does not exist")
+        try:
+            self._file: IO[str] = path.open("a", encoding="utf-8")
+        except OSError as exc:
+            raise CliError(
+                f"cannot open --out {path} for appending: {exc.strerror or exc}"
+            ) from None
+        # A line cut short by a crash must not swallow the next one.
+        if path.stat().st_size and not _ends_with_newline(path):
+            self._commit("\n")
+
+    def _commit(self, text: str) -> None:
+        self._file.write(text)
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def write(self, record: dict[str, Any]) -> None:
+        """Append `record` as one line and make it durable before returning."""
+        self._commit(json.dumps(record, ensure_ascii=False) + "\n")
+
+    def close(self) -> None:
+        """Close the file."""
+        self._file.close()
+
+
+def _ends_with_newline(path: Path) -> bool:
+    with path.open("rb") as f:
+        f.seek(-1, os.SEEK_END)
+        return f.read(1) == b"\n"
+
+
+def output_record(item: BatchItem, result: RefineResult) -> dict[str, Any]:
+    """The output line of a finished task."""
+    data = result_json(result)
+    return {
+        "id": item.id,
+        "task": item.task,
+        **{k: data[k] for k in OUTPUT_KEYS[2:]},
+        "attempts": data["attempts"],
+    }
+
+
+@dataclass
+class BatchStats:
+    """Running totals, shown in the progress bar and the final summary."""
+
+    total: int = 0
+    done: int = 0
+    failed: int = 0
+    first_scores: list[float] = field(default_factory=list)
+    best_scores: list[float] = field(default_factory=list)
+    stop_reasons: dict[str, int] = field(default_factory=dict)
+
+    def add(self, result: RefineResult) -> None:
+        """Count one finished task."""
+        self.done += 1
+        if result.score_history:
+            self.first_scores.append(result.score_history[0])
+        if result.score is not None:
+            self.best_scores.append(result.score)
+        self.stop_reasons[result.stop_reason] = self.stop_reasons.get(result.stop_reason, 0) + 1
+
+    def describe(self) -> str:
+        """`done 3/10, failed 0, mean score 0.42 → 0.81` style summary."""
+        text = f"done {self.done}/{self.total}, failed {self.failed}"
+        if self.best_scores:
+            text += f", mean score {_mean(self.first_scores):.2f} → {_mean(self.best_scores):.2f}"
+        return text
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+class Progress:
+    """What the batch reports as it goes (the rich progress bar implements it)."""
+
+    def started(self, stats: BatchStats) -> None:
+        """The batch starts; `stats.total` tasks will run."""
+
+    def finished(self, stats: BatchStats) -> None:
+        """A task finished (or failed); `stats` holds the new totals."""
+
+    def error(self, message: str) -> None:
+        """Report one problem (a bad line, a failed task) as one line."""
+
+
+class RichProgress(Progress):
+    """A rich progress bar with counts and scores; problems are printed above it.
+
+    Args:
+        console: Where to draw (stderr, so stdout stays for results).
+    """
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.bar = RichProgressBar(
+            TextColumn("refining"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.description}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+        )
+        self.task_id = self.bar.add_task("", total=None)
+
+    def __enter__(self) -> RichProgress:
+        self.bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.stop()
+
+    def started(self, stats: BatchStats) -> None:
+        """Set the bar's total."""
+        self.bar.update(self.task_id, total=stats.total, completed=0, description=stats.describe())
+
+    def finished(self, stats: BatchStats) -> None:
+        """Advance the bar and show the new counts and mean scores."""
+        self.bar.update(
+            self.task_id, completed=stats.done + stats.failed, description=stats.describe()
+        )
+
+    def error(self, message: str) -> None:
+        """Print one problem above the bar."""
+        self.bar.console.print(Text(f"langgraph-refine: {one_line(message)}"), soft_wrap=True)
+
+
+async def run_items(
+    items: list[BatchItem],
+    settings: ModelSettings,
+    writer: LineWriter,
+    *,
+    concurrency: int,
+    progress: Progress,
+) -> BatchStats:
+    """Refine `items` with at most `concurrency` loops at a time, appending each result.
+
+    A task that fails is reported and left out of the output (a rerun retries it). If the
+    model server cannot be reached at all, no further task is started.
+
+    Raises:
+        CliError: If the model server is unreachable (after the running tasks end).
+    """
+    stats = BatchStats(total=len(items))
+    progress.started(stats)
+    generator = settings.generator()
+    judge: list[BaseChatModel] = []
+
+    def judge_model() -> BaseChatModel:  # built once, shared by every loop that needs it
+        if not judge:
+            judge.append(settings.judge())
+        return judge[0]
+
+    queue = list(reversed(items))
+    unreachable: list[BaseException] = []
+
+    async def worker() -> None:
+        while queue and not unreachable:
+            item = queue.pop()
+            try:
+                kwargs = item.options.graph_kwargs(judge_model)
+                result = await arefine(generator, item.task, **kwargs)
+            except CliError as exc:
+                stats.failed += 1
+                progress.error(f"id {item.id!r} (line {item.line}): {exc}")
+            except Exception as exc:
+                stats.failed += 1
+                if is_unreachable(exc):
+                    unreachable.append(exc)
+                else:
+                    progress.error(
+                        f"id {item.id!r} (line {item.line}) failed: {describe_error(exc)}"
+                    )
+            else:
+                writer.write(output_record(item, result))
+                stats.add(result)
+            progress.finished(stats)
+
+    await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(items))))))
+    if unreachable:
+        raise CliError(
+            describe_error(unreachable[0], settings.describe_endpoint())
+            + f" ({stats.done} task(s) finished and saved before that)"
+        )
+    return stats
+
+
+def summary_line(stats: BatchStats, skipped: int, out: Path) -> str:
+    """The line printed when the batch ends."""
+    reasons = ", ".join(f"{k} {v}" for k, v in sorted(stats.stop_reasons.items()))
+    text = f"{stats.describe()}; skipped {skipped} already in {out}"
+    return one_line(text + (f"; stop reasons: {reasons}" if reasons else ""))

@@ -1,0 +1,385 @@
+"""The `report` verb: a self-contained HTML page about a batch's output file.
+
+The page needs no network and no script: a summary table (stop reasons, mean first and
+best score), an inline SVG plot of the score per round of every task plus the mean best
+score so far over all tasks, and per-task details with every attempt. All text from the
+file is HTML-escaped.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from langgraph_refine.cli._batch import read_jsonl
+from langgraph_refine.cli._errors import CliError
+
+PLOT_WIDTH, PLOT_HEIGHT = 760, 380
+MARGIN_LEFT, MARGIN_RIGHT, MARGIN_TOP, MARGIN_BOTTOM = 56, 24, 20, 44
+MEAN_COLOR = "#d62728"
+TASK_COLORS = (
+    "#1f77b4",
+    "#2ca02c",
+    "#9467bd",
+    "#8c564b",
+    "#17becf",
+    "#bcbd22",
+    "#7f7f7f",
+    "#e377c2",
+)
+
+
+@dataclass
+class TaskRecord:
+    """One output line, read leniently (missing fields get neutral values).
+
+    Attributes:
+        id: The task's id.
+        task: The task text.
+        value: The best response.
+        score: The best score, if any attempt was evaluated.
+        verdict: The best attempt's verdict.
+        stop_reason: Why its loop stopped.
+        iterations: Refinement rounds run.
+        score_history: One score per evaluated attempt.
+        attempts: The attempts as dicts (`index`, `response`, `evaluation`).
+    """
+
+    id: Any
+    task: str
+    value: str
+    score: float | None
+    verdict: str | None
+    stop_reason: str
+    iterations: int
+    score_history: list[float]
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TaskRecord:
+        """Build from one output line's object.
+
+        Raises:
+            ValueError: If a field has the wrong type.
+        """
+        attempts = data.get("attempts") or []
+        if not isinstance(attempts, list):
+            raise ValueError(f"'attempts' must be a list, got {type(attempts).__name__}")
+        history = data.get("score_history")
+        if history is None:
+            history = [
+                a["evaluation"]["score"]
+                for a in attempts
+                if isinstance(a, dict) and a.get("evaluation")
+            ]
+        if not isinstance(history, list) or not all(_is_number(s) for s in history):
+            raise ValueError(f"'score_history' must be a list of numbers, got {history!r:.80}")
+        score = data.get("score")
+        if score is not None and not _is_number(score):
+            raise ValueError(f"'score' must be a number or null, got {score!r:.80}")
+        return cls(
+            id=data.get("id"),
+            task=str(data.get("task", "")),
+            value=str(data.get("value", "")),
+            score=float(score) if score is not None else None,
+            verdict=data.get("verdict"),
+            stop_reason=str(data.get("stop_reason", "unknown")),
+            iterations=int(data.get("iterations") or max(len(attempts) - 1, 0)),
+            score_history=[float(s) for s in history],
+            attempts=[a for a in attempts if isinstance(a, dict)],
+        )
+
+    @property
+    def first_score(self) -> float | None:
+        """The first attempt's score."""
+        return self.score_history[0] if self.score_history else None
+
+    @property
+    def best_score(self) -> float | None:
+        """The best score (the loop's reported one, else the history's maximum)."""
+        if self.score is not None:
+            return self.score
+        return max(self.score_history) if self.score_history else None
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def read_records(path: Path, warn: Callable[[str], None]) -> list[TaskRecord]:
+    """Read a batch output file; a bad line is warned about (with its number) and skipped.
+
+    Raises:
+        CliError: If the file cannot be read or holds no usable line.
+    """
+    records: list[TaskRecord] = []
+    for number, text in read_jsonl(path, what="output file"):
+        try:
+            data = json.loads(text)
+            if not isinstance(data, dict):
+                raise ValueError(f"expected a JSON object, got {type(data).__name__}")
+            records.append(TaskRecord.from_json(data))
+        except json.JSONDecodeError as exc:
+            warn(f"{path}:{number}: malformed JSON line ({exc.msg} at column {exc.colno}); skipped")
+        except (ValueError, TypeError, KeyError) as exc:
+            warn(f"{path}:{number}: {exc}; skipped")
+    if not records:
+        raise CliError(
+            f"{path} holds no task results; write one with langgraph-refine batch ... --out {path}"
+        )
+    return records
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return sum(present) / len(present) if present else None
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def mean_best_so_far(records: Sequence[TaskRecord]) -> list[float]:
+    """Per round, the mean over tasks of the best score reached so far.
+
+    A task that stopped earlier keeps its final best, so the curve shows where the whole
+    batch stood after each round.
+    """
+    histories = [r.score_history for r in records if r.score_history]
+    if not histories:
+        return []
+    rounds = max(len(h) for h in histories)
+    curve = []
+    for k in range(rounds):
+        bests = [max(h[: k + 1]) for h in histories]
+        curve.append(sum(bests) / len(bests))
+    return curve
+
+
+def _x(k: int, rounds: int) -> float:
+    inner = PLOT_WIDTH - MARGIN_LEFT - MARGIN_RIGHT
+    if rounds <= 1:
+        return MARGIN_LEFT + inner / 2
+    return MARGIN_LEFT + inner * k / (rounds - 1)
+
+
+def _y(score: float) -> float:
+    inner = PLOT_HEIGHT - MARGIN_TOP - MARGIN_BOTTOM
+    return MARGIN_TOP + inner * (1.0 - max(0.0, min(1.0, score)))
+
+
+def _points(scores: Sequence[float], rounds: int) -> str:
+    return " ".join(f"{_x(k, rounds):.1f},{_y(s):.1f}" for k, s in enumerate(scores))
+
+
+def _dots(scores: Sequence[float], rounds: int, radius: float, color: str) -> str:
+    return "".join(
+        f'<circle class="point" cx="{_x(k, rounds):.1f}" cy="{_y(s):.1f}" r="{radius}" '
+        f'fill="{color}"/>'
+        for k, s in enumerate(scores)
+    )
+
+
+def score_plot(records: Sequence[TaskRecord]) -> str:
+    """The SVG plot: one line per task, and the batch's mean best score so far."""
+    mean = mean_best_so_far(records)
+    rounds = max(len(mean), 1)
+    parts = [
+        f'<svg id="score-plot" xmlns="http://www.w3.org/2000/svg" width="{PLOT_WIDTH}" '
+        f'height="{PLOT_HEIGHT}" viewBox="0 0 {PLOT_WIDTH} {PLOT_HEIGHT}" role="img" '
+        'aria-label="score per round">',
+        f'<rect x="0" y="0" width="{PLOT_WIDTH}" height="{PLOT_HEIGHT}" fill="#ffffff"/>',
+    ]
+    for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
+        y = _y(tick)
+        parts.append(
+            f'<line class="grid" x1="{MARGIN_LEFT}" x2="{PLOT_WIDTH - MARGIN_RIGHT}" y1="{y:.1f}" '
+            f'y2="{y:.1f}" stroke="#e4e4e4" stroke-width="1"/>'
+            f'<text x="{MARGIN_LEFT - 8}" y="{y + 4:.1f}" text-anchor="end" font-size="12" '
+            f'fill="#555">{tick:.2f}</text>'
+        )
+    for k in range(rounds):
+        parts.append(
+            f'<text x="{_x(k, rounds):.1f}" y="{PLOT_HEIGHT - MARGIN_BOTTOM + 18}" '
+            f'text-anchor="middle" font-size="12" fill="#555">{k}</text>'
+        )
+    parts.append(
+        f'<text x="{(PLOT_WIDTH + MARGIN_LEFT) / 2:.1f}" y="{PLOT_HEIGHT - 6}" '
+        'text-anchor="middle" font-size="13" fill="#333">round (0 = first attempt)</text>'
+    )
+    for i, record in enumerate(records):
+        if not record.score_history:
+            continue
+        color = TASK_COLORS[i % len(TASK_COLORS)]
+        label = html.escape(f"{record.id}: {' → '.join(_fmt(s) for s in record.score_history)}")
+        parts.append(
+            f'<g class="task-series" data-id="{html.escape(str(record.id), quote=True)}">'
+            f"<title>{label}</title>"
+            f'<polyline class="task-line" fill="none" stroke="{color}" stroke-opacity="0.75" '
+            f'stroke-width="2" points="{_points(record.score_history, rounds)}"/>'
+            + _dots(record.score_history, rounds, 3.5, color)
+            + "</g>"
+        )
+    if mean:
+        parts.append(
+            '<g class="mean-series"><title>mean best score so far, all tasks</title>'
+            f'<polyline class="mean-line" fill="none" stroke="{MEAN_COLOR}" stroke-width="4" '
+            f'points="{_points(mean, rounds)}"/>' + _dots(mean, rounds, 5, MEAN_COLOR) + "</g>"
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def sparkline(scores: Sequence[float], color: str) -> str:
+    """A small SVG of one task's scores, for its details row."""
+    width, height, pad = 140, 32, 4
+    if not scores:
+        return ""
+    n = len(scores)
+
+    def point(k: int, s: float) -> str:
+        x = pad + (width - 2 * pad) * (k / (n - 1) if n > 1 else 0.5)
+        y = pad + (height - 2 * pad) * (1.0 - max(0.0, min(1.0, s)))
+        return f"{x:.1f},{y:.1f}"
+
+    points = " ".join(point(k, s) for k, s in enumerate(scores))
+    dots = "".join(
+        f'<circle cx="{p.split(",")[0]}" cy="{p.split(",")[1]}" r="2.5" fill="{color}"/>'
+        for p in points.split()
+    )
+    return (
+        f'<svg class="sparkline" width="{width}" height="{height}" viewBox="0 0 {width} {height}">'
+        f'<rect width="{width}" height="{height}" fill="#fafafa"/>'
+        f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{points}"/>{dots}</svg>'
+    )
+
+
+_CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem auto;max-width:60rem;
+color:#222;padding:0 1rem;background:#fff}
+h1{margin-bottom:.2rem}.meta{color:#666;margin-top:0}
+table{border-collapse:collapse;margin:1rem 0}th,td{border:1px solid #ddd;padding:.35rem .6rem;
+text-align:left;vertical-align:top}th{background:#f4f4f4}td.num{text-align:right;font-variant-numeric:tabular-nums}
+details.task{border:1px solid #ddd;border-radius:6px;margin:.6rem 0;padding:.4rem .8rem}
+details.task>summary{cursor:pointer;display:flex;gap:1rem;align-items:center;flex-wrap:wrap}
+pre{white-space:pre-wrap;word-break:break-word;background:#f7f7f7;padding:.6rem;
+border-radius:4px;margin:.3rem 0}
+.legend span{display:inline-block;margin-right:1.2rem}
+.swatch{display:inline-block;width:1.4rem;height:.3rem;vertical-align:middle;margin-right:.4rem}.verdict-PASS{color:#1a7f37}.verdict-FAIL{color:#b42318}
+.verdict-NEEDS_IMPROVEMENT{color:#9a6700}
+"""
+
+
+def render_report(records: Sequence[TaskRecord], *, source: str) -> str:
+    """The whole HTML page for `records` read from `source`."""
+    firsts = [r.first_score for r in records]
+    bests = [r.best_score for r in records]
+    gains = [b - f for f, b in zip(firsts, bests, strict=True) if f is not None and b is not None]
+    reasons: dict[str, int] = {}
+    for record in records:
+        reasons[record.stop_reason] = reasons.get(record.stop_reason, 0) + 1
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")  # noqa: UP017 - clearer
+    summary_rows = [
+        ("tasks", str(len(records))),
+        ("mean first score", _fmt(_mean(firsts))),
+        ("mean best score", _fmt(_mean(bests))),
+        ("mean gain (best - first)", _fmt(_mean(gains))),
+        ("mean refinement rounds", _fmt(_mean([float(r.iterations) for r in records]))),
+    ]
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>Refinement report — {html.escape(source)}</title>",
+        f"<style>{_CSS}</style></head><body>",
+        "<h1>Refinement report</h1>",
+        f'<p class="meta">{len(records)} task(s) from <code>{html.escape(source)}</code>, '
+        f"generated {now} by langgraph-refine</p>",
+        '<section id="summary"><h2>Summary</h2><table class="summary"><tbody>',
+        *(f'<tr><th>{html.escape(k)}</th><td class="num">{v}</td></tr>' for k, v in summary_rows),
+        "</tbody></table>",
+        '<table class="stop-reasons"><thead><tr><th>stop reason</th><th>tasks</th><th>share</th>'
+        "<th>mean first</th><th>mean best</th></tr></thead><tbody>",
+    ]
+    for reason, count in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])):
+        group = [r for r in records if r.stop_reason == reason]
+        out.append(
+            f'<tr><td>{html.escape(reason)}</td><td class="num">{count}</td>'
+            f'<td class="num">{count / len(records):.0%}</td>'
+            f'<td class="num">{_fmt(_mean([r.first_score for r in group]))}</td>'
+            f'<td class="num">{_fmt(_mean([r.best_score for r in group]))}</td></tr>'
+        )
+    out += [
+        "</tbody></table></section>",
+        '<section id="plot"><h2>Score per round</h2>',
+        score_plot(records),
+        '<p class="legend">'
+        f'<span><i class="swatch" style="background:{MEAN_COLOR}"></i>mean best score so far '
+        "(all tasks)</span>"
+        f'<span><i class="swatch" style="background:{TASK_COLORS[0]}"></i>one line per task '
+        "(hover for its id)</span></p></section>",
+        '<section id="tasks"><h2>Tasks</h2>',
+    ]
+    for i, record in enumerate(records):
+        out.append(_task_details(record, TASK_COLORS[i % len(TASK_COLORS)]))
+    out.append("</section></body></html>")
+    return "\n".join(out) + "\n"
+
+
+def _task_details(record: TaskRecord, color: str) -> str:
+    esc = html.escape
+    history = " → ".join(_fmt(s) for s in record.score_history) or "no evaluated attempt"
+    rows = []
+    for attempt in record.attempts:
+        evaluation = attempt.get("evaluation") or {}
+        verdict = evaluation.get("verdict") or ""
+        score = evaluation.get("score")
+        rows.append(
+            f'<tr><td class="num">{esc(str(attempt.get("index", "")))}</td>'
+            f'<td class="num">{_fmt(score if _is_number(score) else None)}</td>'
+            f'<td class="verdict-{esc(str(verdict))}">{esc(str(verdict))}</td>'
+            f"<td><pre>{esc(str(evaluation.get('feedback', '')))}</pre></td>"
+            f"<td><pre>{esc(str(attempt.get('response', '')))}</pre></td></tr>"
+        )
+    attempts = (
+        '<table class="attempts"><thead><tr><th>#</th><th>score</th><th>verdict</th>'
+        "<th>feedback</th><th>response</th></tr></thead><tbody>"
+        + "".join(rows)
+        + "</tbody></table>"
+        if rows
+        else "<p>No attempts were recorded in this line.</p>"
+    )
+    return (
+        f'<details class="task" data-id="{esc(str(record.id), quote=True)}"><summary>'
+        f"<strong>{esc(str(record.id))}</strong>{sparkline(record.score_history, color)}"
+        f"<span>{esc(history)}</span><span>stop: {esc(record.stop_reason)}</span></summary>"
+        f"<h4>Task</h4><pre>{esc(record.task)}</pre>"
+        f"<h4>Best response (score {_fmt(record.best_score)})</h4><pre>{esc(record.value)}</pre>"
+        f"<h4>Attempts</h4>{attempts}</details>"
+    )
+
+
+def write_report(source: Path, target: Path, warn: Callable[[str], None]) -> int:
+    """Read `source` and write the HTML report to `target`.
+
+    Returns:
+        The number of tasks in the report.
+
+    Raises:
+        CliError: If the source cannot be read or the target cannot be written.
+    """
+    records = read_records(source, warn)
+    if target.is_dir():
+        raise CliError(
+            f"--html {target} is a folder; give a file name, e.g. {target / 'report.html'}"
+        )
+    try:
+        target.write_text(render_report(records, source=source.name), encoding="utf-8")
+    except OSError as exc:
+        raise CliError(f"cannot write --html {target}: {exc.strerror or exc}") from None
+    return len(records)

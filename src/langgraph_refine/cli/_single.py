@@ -1,0 +1,244 @@
+"""The `run` verb: one loop in the terminal, with live rounds, durable threads and review.
+
+The loop runs on the sync path (`stream` / `get_state`), always with a checkpointer: the
+SQLite file of `--checkpoint` (so `--thread` can resume an interrupted run), else an
+in-memory one, which the human review needs to pause and resume.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Command, Durability
+from rich.console import Console
+from rich.text import Text
+
+from langgraph_refine._graph import create_refine_graph
+from langgraph_refine._result import RefineResult
+from langgraph_refine.cli._errors import CliError
+from langgraph_refine.cli._models import ModelSettings
+from langgraph_refine.cli._options import LoopOptions
+from langgraph_refine.cli._review import Reviewer
+from langgraph_refine.cli._view import RoundView
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """Everything the `run` verb was asked to do.
+
+    Attributes:
+        task: The task text.
+        options: Loop options.
+        checkpoint: SQLite file for durable runs, if any.
+        thread: Checkpoint thread to continue, if any.
+        review: Whether to ask the human before the loop ends.
+    """
+
+    task: str
+    options: LoopOptions
+    checkpoint: Path | None = None
+    thread: str | None = None
+    review: bool = False
+
+
+def check_task(task: str) -> str:
+    """Reject an empty task before anything else happens.
+
+    Raises:
+        CliError: If the task is empty or whitespace.
+    """
+    if not task.strip():
+        raise CliError(
+            f"the task is empty ({task!r}); pass it as text, e.g. "
+            "langgraph-refine run 'Write a haiku about rain.'"
+        )
+    return task
+
+
+def result_json(result: RefineResult) -> dict[str, Any]:
+    """The `--json` object of a finished loop."""
+    return {
+        "value": result.value,
+        "score": result.score,
+        "verdict": result.verdict,
+        "stop_reason": result.stop_reason,
+        "iterations": result.iterations,
+        "score_history": list(result.score_history),
+        "attempts": [attempt.model_dump(mode="json") for attempt in result.attempts],
+    }
+
+
+def strict_serde() -> JsonPlusSerializer:
+    """A checkpoint serializer that revives only LangGraph's safe types and the loop's own.
+
+    LangGraph's default serializer revives any type (with an "unregistered type" warning
+    per object) unless LANGGRAPH_STRICT_MSGPACK is set; naming the loop's state models
+    keeps the CLI's checkpoints strict and its output free of those warnings.
+    """
+    from pydantic import BaseModel
+
+    from langgraph_refine import _state
+
+    models = [
+        obj
+        for obj in vars(_state).values()
+        if isinstance(obj, type)
+        and issubclass(obj, BaseModel)
+        and obj.__module__ == _state.__name__
+    ]
+    return JsonPlusSerializer(allowed_msgpack_modules=models)
+
+
+@contextlib.contextmanager
+def open_checkpointer(path: Path | None) -> Iterator[BaseCheckpointSaver[Any]]:
+    """A SQLite checkpointer on `path`, or an in-memory one.
+
+    Raises:
+        CliError: If the file's folder is missing or the file is not a SQLite database.
+    """
+    if path is None:
+        yield InMemorySaver(serde=strict_serde())
+        return
+    if not path.parent.exists():
+        raise CliError(f"--checkpoint {path}: the folder {path.parent} does not exist")
+    if path.is_dir():
+        raise CliError(
+            f"--checkpoint {path} is a folder; give a file name, e.g. {path / 'runs.sqlite'}"
+        )
+    try:
+        from langgraph.checkpoint.sqlite import SqliteSaver
+    except ImportError:
+        raise CliError(
+            "--checkpoint needs the SQLite checkpointer: pip install 'langgraph-refine[sqlite]'"
+        ) from None
+    try:
+        conn = sqlite3.connect(path, check_same_thread=False)
+        saver = SqliteSaver(conn, serde=strict_serde())
+        saver.setup()
+    except sqlite3.DatabaseError as exc:
+        raise CliError(f"--checkpoint {path} is not a usable SQLite database: {exc}") from None
+    try:
+        yield saver
+    finally:
+        conn.close()
+
+
+def _starting_input(
+    graph: CompiledStateGraph[Any, Any, Any, Any], config: RunnableConfig, request: RunRequest
+) -> tuple[Any, bool]:
+    """What to send first: None to continue the thread's run, else a fresh input.
+
+    Returns:
+        The input and whether a review is already pending on the thread.
+    """
+    if request.thread is None:
+        return {"task": request.task}, False
+    snapshot = graph.get_state(config)
+    same_task = snapshot.values.get("task") == request.task
+    if _review_pending(graph, config) and same_task:
+        if not request.review:
+            raise CliError(
+                f"thread {request.thread!r} is waiting for a human review; "
+                "rerun with --review to answer it"
+            )
+        return None, True
+    if snapshot.next and same_task:
+        return None, False
+    return {"task": request.task}, False
+
+
+def _review_pending(graph: CompiledStateGraph[Any, Any, Any, Any], config: RunnableConfig) -> bool:
+    """True if the thread is paused in a review, even when this graph has no review node.
+
+    Read from the checkpoint's pending interrupt writes rather than `get_state()`, which
+    only reports interrupts of nodes the current graph has.
+    """
+    saver = graph.checkpointer
+    assert isinstance(saver, BaseCheckpointSaver)
+    saved = saver.get_tuple(config)
+    return bool(saved and any(w[1] == "__interrupt__" for w in saved.pending_writes or ()))
+
+
+def recursion_limit(options: LoopOptions) -> int:
+    """Enough graph steps for every round of one invocation (two nodes per round)."""
+    return 2 * (options.max_iterations + 1) + 10
+
+
+def execute(
+    request: RunRequest,
+    settings: ModelSettings,
+    *,
+    view: RoundView,
+    reviewer: Reviewer | None,
+    notes: Console,
+) -> RefineResult:
+    """Run the loop to its end, showing rounds and asking for reviews.
+
+    Args:
+        request: Task and options.
+        settings: How to build the models.
+        view: Live view of the rounds.
+        reviewer: Answers review interrupts (needed with `request.review`).
+        notes: Where to print notes such as the thread id.
+
+    Returns:
+        The loop's result.
+    """
+    check_task(request.task)
+    if request.thread is not None and request.checkpoint is None:
+        raise CliError("--thread needs --checkpoint PATH (the SQLite file that holds the thread)")
+    generator = settings.generator()
+    kwargs = request.options.graph_kwargs(settings.judge)
+    evaluator = kwargs.pop("evaluator")
+    try:
+        builder = create_refine_graph(
+            generator, evaluator, human_review="final" if request.review else None, **kwargs
+        )
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    thread = request.thread or str(uuid.uuid4())
+    with open_checkpointer(request.checkpoint) as saver:
+        graph = builder.compile(checkpointer=saver)
+        config: RunnableConfig = {
+            "configurable": {"thread_id": thread},
+            "recursion_limit": recursion_limit(request.options),
+        }
+        if request.checkpoint is not None and request.thread is None:
+            notes.print(
+                Text(
+                    f"thread {thread} (resume an interrupted run with --thread {thread})",
+                    style="dim",
+                )
+            )
+        durability: Durability = "sync" if request.checkpoint is not None else "async"
+        payload, review_pending = _starting_input(graph, config, request)
+        while True:
+            if not review_pending:
+                view.start("round 0: generating…" if payload is not None else "resuming…")
+                try:
+                    # "sync" writes each step's checkpoint before the next step starts, so
+                    # a killed run resumes without repeating a completed model call.
+                    for event in graph.stream(
+                        payload, config, stream_mode="custom", durability=durability
+                    ):
+                        view.event(event)
+                finally:
+                    view.stop()
+            snapshot = graph.get_state(config)
+            if not snapshot.interrupts:
+                return RefineResult.from_state(snapshot.values)
+            if reviewer is None:  # pragma: no cover - only reviewed graphs interrupt
+                raise CliError("the loop paused for a review, but --review was not given")
+            payload = Command(resume=dict(reviewer(snapshot.interrupts[0].value)))
+            review_pending = False

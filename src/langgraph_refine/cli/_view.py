@@ -1,0 +1,118 @@
+"""What `run` shows in the terminal: one line per round while the loop runs, then the result.
+
+Model text is always printed as plain `rich.text.Text`, never as console markup, so a
+response containing `[brackets]` is shown as written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.status import Status
+from rich.text import Text
+
+from langgraph_refine._result import RefineResult
+
+FEEDBACK_CHARS = 100
+
+_VERDICT_STYLES = {"PASS": "green", "NEEDS_IMPROVEMENT": "yellow", "FAIL": "red"}
+
+
+def short(text: str, limit: int = FEEDBACK_CHARS) -> str:
+    """The first line of `text`, cut to `limit` characters."""
+    first = " ".join(text.split())
+    return first if len(first) <= limit else first[: limit - 1] + "…"
+
+
+def score_text(score: float | None) -> str:
+    """A score with two decimals, or a dash when there is none."""
+    return "-" if score is None else f"{score:.2f}"
+
+
+class RoundView:
+    """Live view of one loop: a spinner while a model works, a line per evaluated round.
+
+    Args:
+        console: Where to draw.
+        enabled: False draws nothing (the `--json` mode).
+    """
+
+    def __init__(self, console: Console, *, enabled: bool = True) -> None:
+        self.console = console
+        self.enabled = enabled
+        self._status: Status | None = None
+        self._best: float | None = None
+
+    def start(self, what: str) -> None:
+        """Show a spinner saying what the loop is doing."""
+        if not self.enabled:
+            return
+        if self._status is None:
+            self._status = self.console.status(what)
+            self._status.start()
+        else:
+            self._status.update(what)
+
+    def stop(self) -> None:
+        """Remove the spinner (before prompting the user, or at the end)."""
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+    def event(self, event: Any) -> None:
+        """Handle one custom stream event of the loop (`round` or `stop`)."""
+        if not self.enabled or not isinstance(event, Mapping):
+            return
+        if event.get("type") == "round":
+            self._round(event)
+            self.start(f"round {int(event.get('iteration', 0)) + 1}: generating a refinement…")
+        elif event.get("type") == "stop":
+            self.stop()
+
+    def _round(self, event: Mapping[str, Any]) -> None:
+        score = event.get("score")
+        best = event.get("best_score")
+        line = Text()
+        line.append(f"round {event.get('iteration', '?'):>2}  ", style="bold")
+        line.append(f"score {score_text(score)}", style="cyan")
+        if isinstance(score, int | float) and self._best is not None:
+            arrow = "▲" if score > self._best else ("▼" if score < self._best else "=")
+            line.append(f" {arrow}")
+        line.append(f"  best {score_text(best)}  ")
+        verdict = event.get("verdict")
+        if verdict:
+            line.append(str(verdict), style=_VERDICT_STYLES.get(str(verdict), ""))
+            line.append("  ")
+        line.append(short(str(event.get("feedback") or "")), style="dim")
+        self.console.print(line, soft_wrap=True)
+        if isinstance(best, int | float):
+            self._best = float(best)
+
+
+def show_result(console: Console, result: RefineResult) -> None:
+    """Print the final response with its score and why the loop stopped."""
+    title = (
+        f"best response — score {score_text(result.score)}"
+        + (f", {result.verdict}" if result.verdict else "")
+        + f", stopped: {result.stop_reason}, {result.iterations} refinement round(s)"
+    )
+    console.print(Panel(Text(result.value), title=title, title_align="left"))
+    if result.feedback:
+        console.print(Text("feedback: " + short(result.feedback, 300), style="dim"))
+
+
+def show_review(console: Console, payload: Mapping[str, Any]) -> None:
+    """Print what a human review is about: the response, its score and feedback."""
+    if payload.get("error"):
+        console.print(Text(f"that answer was not accepted: {payload['error']}", style="red"))
+    title = (
+        f"review — score {score_text(payload.get('score'))}"
+        + (f", {payload['verdict']}" if payload.get("verdict") else "")
+        + (f", loop would stop: {payload['stop_reason']}" if payload.get("stop_reason") else "")
+    )
+    console.print(Panel(Text(str(payload.get("response", ""))), title=title, title_align="left"))
+    if payload.get("feedback"):
+        console.print(Text("feedback: " + short(str(payload["feedback"]), 300), style="dim"))
