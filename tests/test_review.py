@@ -578,3 +578,44 @@ def test_human_review_example() -> None:
     assert result.value == calm
     assert len(model.calls) == 4  # three rounds, then the one revision
     assert "Make it calmer and mention the sea." in model.prompts[3]
+
+
+# -- budget stops ------------------------------------------------------------------------------
+
+
+def test_final_review_also_follows_a_budget_stop() -> None:
+    from langgraph_refine import Budget
+
+    graph, model, _evaluator = final_review_graph(
+        REPLIES, TABLE, max_iterations=4, patience=None, budget=Budget(max_calls=2)
+    )
+    cfg = thread()
+    graph.invoke({"task": "t"}, cfg)
+    payload = paused(graph, cfg)
+    assert payload["stop_reason"] == "budget_exhausted"
+    assert payload["response"] == "draft B"
+    # A revision cannot buy more calls: the budget stops it before any model call.
+    graph.invoke(Command(resume={"action": "revise", "feedback": "again"}), cfg)
+    assert paused(graph, cfg)["stop_reason"] == "budget_exhausted"
+    assert len(model.calls) == 2
+    graph.invoke(Command(resume={"action": "approve"}), cfg)
+    result = RefineResult.from_state(graph.get_state(cfg).values)
+    assert (result.stop_reason, result.value) == ("approved", "draft B")
+
+
+def test_budget_raise_skips_the_review() -> None:
+    from langgraph_refine import Budget, BudgetExhaustedError
+
+    graph, _model, _evaluator = final_review_graph(
+        REPLIES,
+        TABLE,
+        max_iterations=4,
+        patience=None,
+        budget=Budget(max_calls=1),
+        on_budget_exhausted="raise",
+    )
+    cfg = thread()
+    with pytest.raises(BudgetExhaustedError) as info:
+        graph.invoke({"task": "t"}, cfg)
+    assert info.value.result.value == "draft A"
+    assert not graph.get_state(cfg).interrupts

@@ -342,3 +342,26 @@ def test_revise_through_the_server_runs_one_more_round(
     )
     assert output["response"] in {"draft 1", "draft 2"}
     assert client.threads.get_state(thread_id)["values"]["stop_reason"] == "approved"
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_round_events_stream_through_the_server(langgraph_server: str, model_server: Any) -> None:
+    from langgraph_sdk import get_sync_client
+
+    client = get_sync_client(url=langgraph_server)
+    thread_id = client.threads.create()["thread_id"]
+    events = [
+        part.data
+        for part in client.runs.stream(
+            thread_id, "refine", input={"task": "Name a river."}, stream_mode="custom"
+        )
+        if part.event == "custom"
+    ]
+    rounds = [e for e in events if e["type"] == "round"]
+    assert [(r["iteration"], r["score"], r["verdict"]) for r in rounds] == [
+        (0, 0.4, "NEEDS_IMPROVEMENT"),
+        (1, 0.95, "PASS"),
+    ]
+    assert rounds[0]["feedback"] == "add a season word"
+    assert [e["stop_reason"] for e in events if e["type"] == "stop"] == ["passed"]
