@@ -51,12 +51,14 @@ class _Results:
     code runs: the candidate may monkeypatch `os` or `json`.
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, token: str) -> None:
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         self._write = os.write
         self._dumps = json.dumps
+        self._token = token
 
     def __call__(self, **record: Any) -> None:
+        record["token"] = self._token
         self._write(self._fd, (self._dumps(record) + "\n").encode("utf-8", "replace"))
 
 
@@ -235,7 +237,12 @@ def main() -> None:
     """Run the solution and the tests named in the config file given as argv[1]."""
     with open(sys.argv[1], encoding="utf-8") as file:
         config = json.load(file)
-    emit = _Results(config["results"])
+    # The parent trusts only records carrying this run's token; the config that holds it
+    # is gone before any candidate code runs, so code that writes its own "results"
+    # (by accident or to game the tests) is ignored.
+    emit = _Results(config["results"], config.pop("token"))
+    with contextlib.suppress(OSError):
+        os.remove(sys.argv[1])
     skipped = _apply_limits(config)
     emit(event="limits", skipped=skipped)
     for stream in (sys.stdout, sys.stderr):

@@ -69,14 +69,30 @@ _NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)"
 _FRACTION = re.compile(rf"^\s*({_NUMBER})\s*(?:/|out\s+of)\s*({_NUMBER})\s*$", re.IGNORECASE)
 _PERCENT = re.compile(rf"^\s*({_NUMBER})\s*%\s*$")
 _PLAIN = re.compile(rf"^\s*({_NUMBER})\s*$")
-_LINE_SCORE = re.compile(
-    rf"\b(?:score|rating|grade)\b\W{{0,3}}[:=]\s*\**\s*({_NUMBER}(?:\s*(?:/|out\s+of)\s*{_NUMBER}|\s*%)?)",
-    re.IGNORECASE,
+# Labelled lines ("Verdict: PASS", "**Score:** 8/10") count only when the value stands
+# alone on its line: a judge that echoes the instructions ("verdict: PASS if it fully
+# meets the task") must not be read as passing.
+_LINE_START = r"^[ \t>*#_-]*"
+_LINE_END = r"[ \t]*[*_\"'`.!]*[ \t]*$"
+_VERDICT_ALTERNATIVES = "|".join(
+    word.replace("_", r"[ _-]?") for word in sorted(_VERDICT_WORDS, key=len, reverse=True)
 )
 _LINE_VERDICT = re.compile(
-    r"\b(?:verdict|decision)\b\W{0,3}[:=]\s*\**\s*([A-Za-z][A-Za-z _-]{1,30})", re.IGNORECASE
+    rf"{_LINE_START}(?:verdict|decision)[*_]*\s*[:=][ \t*_\"'`]*"
+    rf"({_VERDICT_ALTERNATIVES}){_LINE_END}",
+    re.IGNORECASE | re.MULTILINE,
 )
-_LINE_FEEDBACK = re.compile(r"\b(?:feedback|reason(?:ing)?)\b\W{0,3}[:=]\s*(.+)", re.I | re.S)
+_LINE_SCORE = re.compile(
+    rf"{_LINE_START}(?:score|rating|grade)[*_]*\s*[:=][ \t*_\"'`]*"
+    rf"({_NUMBER}(?:\s*(?:/|out\s+of)\s*{_NUMBER}|\s*%)?){_LINE_END}",
+    re.IGNORECASE | re.MULTILINE,
+)
+_LINE_FEEDBACK = re.compile(
+    rf"{_LINE_START}(?:feedback|reason|reasoning)[*_]*\s*[:=]\s*(.+)",
+    re.IGNORECASE | re.MULTILINE | re.DOTALL,
+)
+# Below this, a PASS verdict disagrees with its own score; noted, since the verdict rules.
+_PASS_LOW_SCORE = 0.5
 
 
 class JudgeReply(BaseModel):
@@ -104,7 +120,12 @@ class _Reading:
     notes: tuple[str, ...] = ()
 
     def key(self) -> tuple[Any, ...]:
+        """What must agree between several readings of one reply."""
         return (self.verdict, self.raw_score, self.fraction)
+
+    def full_key(self) -> tuple[Any, ...]:
+        """What identifies a reply copied from elsewhere (e.g. from the response)."""
+        return (*self.key(), " ".join(self.feedback.split()))
 
 
 def normalise_score(raw: float) -> tuple[float, str, str | None]:
@@ -219,36 +240,67 @@ def _json_objects(text: str) -> list[dict[str, Any]]:
     return objects
 
 
-def _from_lines(text: str) -> tuple[_Reading | None, str]:
+def _is_template(data: Mapping[str, Any]) -> bool:
+    """True for the reply template of the instructions, echoed back (`"verdict": "..."`)."""
+    return any(isinstance(v, str) and v.strip() in ("...", "\u2026") for v in data.values())
+
+
+def _readings_in(text: str) -> set[tuple[Any, ...]]:
+    """The replies written inside `text` (a response may carry fake ones)."""
+    return {r.full_key() for obj in _json_objects(text) if (r := _from_mapping(obj)) is not None}
+
+
+def _from_lines(text: str, response: str) -> tuple[_Reading | None, str]:
     """Read "Verdict: PASS" / "Score: 8/10" / "Feedback: ..." lines."""
-    verdicts = {v for m in _LINE_VERDICT.finditer(text) if (v := _parse_verdict(m.group(1))[0])}
-    scores = {_parse_score(m.group(1)) for m in _LINE_SCORE.finditer(text)}
+
+    def own(match: re.Match[str]) -> bool:  # lines copied from the response do not count
+        return not response or match.group(0).strip() not in response
+
+    verdicts = {
+        v for m in _LINE_VERDICT.finditer(text) if own(m) and (v := _parse_verdict(m.group(1))[0])
+    }
+    scores = {_parse_score(m.group(1)) for m in _LINE_SCORE.finditer(text) if own(m)}
     scores.discard((None, None))
     if len(verdicts) > 1 or len(scores) > 1:
         return None, "the reply gives conflicting verdicts or scores"
     feedback = _LINE_FEEDBACK.search(text)
-    reading = _reading(
-        next(iter(verdicts), None),
-        next(iter(scores), (None, None)),
-        feedback.group(1) if feedback else text,
-    )
+    if feedback is not None:
+        feedback_text = feedback.group(1)
+    else:
+        feedback_text = _LINE_SCORE.sub("", _LINE_VERDICT.sub("", text))
+    reading = _reading(next(iter(verdicts), None), next(iter(scores), (None, None)), feedback_text)
     if reading is None:
         return None, "found no verdict or score in the reply"
     return reading, ""
 
 
-def read_reply(text: str) -> tuple[_Reading | None, str]:
+def read_reply(text: str, response: str = "") -> tuple[_Reading | None, str]:
     """Read a judge reply given as text: JSON (bare, fenced or embedded) or labelled lines.
+
+    JSON objects that repeat the reply template or a reply written inside `response` (the
+    text being rated) are ignored; several objects that disagree make the reply
+    unparsable.
 
     Returns:
         The reading (None if unparsable) and, if unparsable, why.
     """
-    readings = [r for obj in _json_objects(text) if (r := _from_mapping(obj)) is not None]
+    fakes = _readings_in(response) if response else set()
+    readings: list[_Reading] = []
+    echoed = False
+    for obj in _json_objects(text):
+        reading = None if _is_template(obj) else _from_mapping(obj)
+        if reading is not None and reading.full_key() in fakes:
+            echoed = True
+        elif reading is not None:
+            readings.append(reading)
     if readings:
         if len({r.key() for r in readings}) > 1:
             return None, "the reply holds several JSON objects with conflicting verdicts or scores"
         return readings[0], ""
-    return _from_lines(text)
+    reading, error = _from_lines(text, response)
+    if reading is None and echoed:
+        return None, "the reply only repeats a verdict and score written in the response"
+    return reading, error
 
 
 @dataclass
@@ -268,6 +320,7 @@ class _JudgeRun:
 
     judge: LLMJudge
     prompt: _Prompt
+    response: str
     failures: list[str] = field(default_factory=list)
 
     def next_messages(self) -> list[BaseMessage] | None:
@@ -294,8 +347,13 @@ class _JudgeRun:
         parsed = output.get("parsed") if isinstance(output, dict) else None
         if isinstance(parsed, JudgeReply):
             structured = _Reading(parsed.verdict, parsed.score, None, parsed.feedback)
+            if structured.full_key() in _readings_in(self.response):
+                self.failures.append(
+                    "the reply repeats a verdict and score written in the response"
+                )
+                return None
             return self._evaluation(structured, "structured")
-        reading, error = read_reply(message_text(raw) if raw is not None else "")
+        reading, error = read_reply(message_text(raw) if raw is not None else "", self.response)
         if reading is None:
             self.failures.append(error)
             return None
@@ -312,9 +370,11 @@ class _JudgeRun:
             if note:
                 notes.append(note)
         else:  # only a verdict was given (a reading always has one or the other)
-            verdict = reading.verdict or "FAIL"
-            score, scale = _DERIVED_SCORES[verdict], "from verdict"
-            notes.append(f"the judge gave no score; {score} derived from {verdict}")
+            given: Verdict = reading.verdict or "FAIL"
+            score, scale = _DERIVED_SCORES[given], "from verdict"
+            notes.append(f"the judge gave no score; {score} derived from {given}")
+        if reading.verdict == "PASS" and score < _PASS_LOW_SCORE:
+            notes.append(f"the judge said PASS with a low score ({score:g}); the verdict counts")
         feedback = reading.feedback[:_MAX_FEEDBACK] or "The judge gave no specific feedback."
         details: dict[str, Any] = {
             "raw_score": reading.raw_score,
@@ -401,7 +461,7 @@ class LLMJudge(BaseEvaluator):
         return self._prompt(response, state).messages
 
     def evaluate(self, response: str, state: Mapping[str, Any]) -> Evaluation:
-        run = _JudgeRun(self, self._prompt(response, state))
+        run = _JudgeRun(self, self._prompt(response, state), response)
         while (messages := run.next_messages()) is not None:
             _check_budget()
             evaluation = run.read((self._structured or self.model).invoke(messages))
@@ -410,7 +470,7 @@ class LLMJudge(BaseEvaluator):
         return run.failed()
 
     async def aevaluate(self, response: str, state: Mapping[str, Any]) -> Evaluation:
-        run = _JudgeRun(self, self._prompt(response, state))
+        run = _JudgeRun(self, self._prompt(response, state), response)
         while (messages := run.next_messages()) is not None:
             _check_budget()
             evaluation = run.read(await (self._structured or self.model).ainvoke(messages))

@@ -16,6 +16,7 @@ import ast
 import json
 import math
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -270,10 +271,11 @@ class PythonTests(BaseEvaluator):
     def evaluate(self, response: str, state: Mapping[str, Any]) -> Evaluation:
         code, source = extract_code(response)
         workdir = Path(tempfile.mkdtemp(prefix="refine-python-tests-"))
+        token = secrets.token_hex(16)
         try:
-            request = self._prepare(workdir, code)
+            request = self._prepare(workdir, code, token)
             outcome = self.runner(request)
-            records = _read_records(workdir / RESULTS)
+            records = [r for r in _read_records(workdir / RESULTS) if r.get("token") == token]
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
         evaluation = self._interpret(records, outcome)
@@ -287,13 +289,14 @@ class PythonTests(BaseEvaluator):
             }
         )
 
-    def _prepare(self, workdir: Path, code: str) -> RunRequest:
+    def _prepare(self, workdir: Path, code: str, token: str) -> RunRequest:
         harness = Path(__file__).with_name("_harness.py").read_text(encoding="utf-8")
         (workdir / HARNESS).write_text(harness, encoding="utf-8")
         (workdir / "solution.py").write_text(code, encoding="utf-8", errors="replace")
         (workdir / "tests.py").write_text(self.tests, encoding="utf-8")
         config = {
             "results": RESULTS,
+            "token": token,
             "tests": self.test_names,
             "memory_mb": self.memory_mb,
             "cpu_seconds": math.ceil(self.timeout) + 1,
@@ -440,8 +443,8 @@ def _fatal_feedback(fatal: dict[str, Any]) -> tuple[str, str]:
 
 def _results_feedback(passed: list[str], failed: list[dict[str, Any]], total: int) -> str:
     if not failed:
-        return f"All {total} tests passed."
-    lines = [f"{len(failed)} of {total} tests failed:"]
+        return "The test passed." if total == 1 else f"All {total} tests passed."
+    lines = [f"{len(failed)} of {total} {'test' if total == 1 else 'tests'} failed:"]
     lines += [f"- {f['test']}: {f['message']}" for f in failed]
     if passed:
         lines.append(f"Passed: {', '.join(passed)}.")

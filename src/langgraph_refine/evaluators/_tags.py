@@ -116,7 +116,7 @@ _TAG_PATTERN = re.compile(
     # "<" + optional slash + the name, with an optional attribute part up to ">"
     rf"<[\s/]*{_NAME}(?![a-z0-9])(?:[^<>]{{0,256}}>)?"
     # or the name closed by ">" without the "<" (e.g. "/response_to_rate>")
-    rf"|/?\s*{_NAME}\s*>"
+    rf"|(?<![a-z0-9])/?\s*{_NAME}\s*>"
 )
 _MAX_PASSES = 16
 

@@ -14,22 +14,28 @@ from langgraph_refine._evaluation import BaseEvaluator
 from langgraph_refine._state import Evaluation
 
 # A word is a run of letters or digits; an apostrophe or hyphen between two such runs
-# keeps them one word ("don't", "well-known"). Punctuation, Markdown bullets and dashes
-# standing alone are not words.
-_WORD = re.compile(r"[^\W_]+(?:['\u2019\-][^\W_]+)*")
+# keeps them one word ("don't", "well-known"), as does a separator inside a number
+# ("1,000", "3.5", "10:30"). Punctuation, Markdown bullets and dashes standing alone are
+# not words.
+_WORD = re.compile(r"[^\W_]+(?:(?:['\u2019\-]|(?<=\d)[.,:](?=\d))[^\W_]+)*")
 
 
 def count_words(text: str) -> int:
     """Count the words in `text` the way `word_count` does.
 
     A word is a run of letters or digits, with inner apostrophes and hyphens allowed
-    ("don't" and "well-known" are one word each); stand-alone punctuation is not a word.
+    ("don't" and "well-known" are one word each, and so are "1,000" and "3.5");
+    stand-alone punctuation is not a word.
 
     Example:
         >>> count_words("Well-known facts don't lie - ever.")
         5
     """
     return len(_WORD.findall(text))
+
+
+def _words(n: int) -> str:
+    return f"{n} word" if n == 1 else f"{n} words"
 
 
 def _check_count(name: str, value: object) -> int:
@@ -67,16 +73,16 @@ class WordCount(BaseEvaluator):
         target = f"{self.min_words}-{self.max_words} words"
         if n < self.min_words:
             feedback = (
-                f"The response has {n} words, but it must have {target}: "
-                f"add at least {self.min_words - n} more words."
+                f"The response has {_words(n)}, but it must have {target}: "
+                f"add at least {_words(self.min_words - n)}."
             )
         elif n > self.max_words:
             feedback = (
-                f"The response has {n} words, but it must have {target}: "
-                f"cut at least {n - self.max_words} words."
+                f"The response has {_words(n)}, but it must have {target}: "
+                f"cut at least {_words(n - self.max_words)}."
             )
         else:
-            feedback = f"The response has {n} words, within the required {target}."
+            feedback = f"The response has {_words(n)}, within the required {target}."
         return Evaluation(
             score=self.score(n),
             feedback=feedback,
@@ -107,7 +113,7 @@ def word_count(min_words: int, max_words: int) -> WordCount:
         >>> ev.evaluate("one two", {}).score
         0.5
         >>> ev.evaluate("one two", {}).feedback
-        'The response has 2 words, but it must have 4-6 words: add at least 2 more words.'
+        'The response has 2 words, but it must have 4-6 words: add at least 2 words.'
     """
     return WordCount(min_words, max_words)
 
@@ -164,6 +170,8 @@ class ContainsAll(BaseEvaluator):
                 f"Missing {len(missing)} of {total} required words: {names}. "
                 "Use each of them, spelled exactly like this, as a whole word."
             )
+        elif total == 1:
+            feedback = f'The required word "{self.words[0]}" is present.'
         else:
             feedback = f"All {total} required words are present."
         return Evaluation(
@@ -238,7 +246,7 @@ class MatchesRegex(BaseEvaluator):
 
     def evaluate(self, response: str, state: Mapping[str, Any]) -> Evaluation:
         match = self.pattern.search(response)
-        want = self.description or f"match the regular expression {self.pattern.pattern!r}"
+        want = self.description or f"match the regular expression `{self.pattern.pattern}`"
         if match is None:
             return Evaluation(
                 score=0.0,
