@@ -11,6 +11,7 @@ from langgraph.types import RetryPolicy
 
 from langgraph_refine._budget import Budget
 from langgraph_refine._evaluation import EvaluatorLike, as_evaluator
+from langgraph_refine._inline import Inline
 from langgraph_refine._memory import DEFAULT_MEMORY, MemoryPolicy, validate_memory
 from langgraph_refine._models import resolve_chat_model
 from langgraph_refine._nodes import (
@@ -131,7 +132,8 @@ def create_refine_graph(
     evaluator = as_evaluator(evaluator)
 
     builder = StateGraph(RefineState, input_schema=RefineInput, output_schema=RefineOutput)
-    builder.add_node("prepare", prepare)
+    # The instant steps run inline: no worker thread per step under ainvoke (see _inline).
+    builder.add_node("prepare", Inline(prepare))
     # The nodes accept any mapping with the RefineState keys (so they fit custom states);
     # add_node's type variable wants the exact state type.
     builder.add_node(  # type: ignore[type-var]
@@ -154,15 +156,20 @@ def create_refine_graph(
         retry_policy=retry_policy,
         metadata={"refine_loop": name},
     )
-    builder.add_node("finalize", FinalizeNode(on_budget_exhausted=on_budget_exhausted, name=name))
+    builder.add_node(
+        "finalize",
+        Inline(FinalizeNode(on_budget_exhausted=on_budget_exhausted, name=name), name="finalize"),
+    )
 
+    after_evaluation = Inline(route_after_evaluation)
+    after_generation = Inline(route_after_generation)
     # Where the loop goes on "stop": straight to finalize, or through the human review.
     stop_target = "finalize"
     builder.add_edge(START, "prepare")
     builder.add_edge("prepare", "generate")
     if human_review is None:
         builder.add_conditional_edges(
-            "evaluate", route_after_evaluation, {"refine": "generate", "stop": "finalize"}
+            "evaluate", after_evaluation, {"refine": "generate", "stop": "finalize"}
         )
     else:
         stop_target = "review"
@@ -171,15 +178,15 @@ def create_refine_graph(
         )
         if human_review == "final":
             builder.add_conditional_edges(
-                "evaluate", route_after_evaluation, {"refine": "generate", "stop": "review"}
+                "evaluate", after_evaluation, {"refine": "generate", "stop": "review"}
             )
         else:
             builder.add_edge("evaluate", "review")
         builder.add_conditional_edges(
-            "review", route_after_evaluation, {"refine": "generate", "stop": "finalize"}
+            "review", after_evaluation, {"refine": "generate", "stop": "finalize"}
         )
     builder.add_conditional_edges(
-        "generate", route_after_generation, {"evaluate": "evaluate", "stop": stop_target}
+        "generate", after_generation, {"evaluate": "evaluate", "stop": stop_target}
     )
     builder.add_edge("finalize", END)
     return builder

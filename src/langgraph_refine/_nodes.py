@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage
-from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langchain_core.runnables.config import merge_configs, run_in_executor
 from langgraph.config import get_stream_writer
 from langgraph.errors import GraphBubbleUp
@@ -31,7 +31,14 @@ from langgraph_refine._models import message_text
 from langgraph_refine._prompts import refinement_prompt
 from langgraph_refine._result import RefineResult, best_attempt
 from langgraph_refine._retry import ahonour_retry_after, describe_status, honour_retry_after
-from langgraph_refine._state import Attempt, Candidate, Evaluation, RefineState, Usage
+from langgraph_refine._state import (
+    Attempt,
+    Candidate,
+    Evaluation,
+    RefineState,
+    Usage,
+    revive_state,
+)
 from langgraph_refine._stop_rules import StopRules
 
 logger = logging.getLogger("langgraph_refine")
@@ -191,6 +198,7 @@ class GeneratorNode(Runnable[Mapping[str, Any], dict[str, Any]]):
         self, input: Mapping[str, Any], config: RunnableConfig | None = None, **kwargs: Any
     ) -> dict[str, Any]:
         """Generate the next attempt (sync)."""
+        input = revive_state(input)
         try:
             index, meter, count = self._begin(input)
         except BudgetStop as stop:
@@ -214,6 +222,7 @@ class GeneratorNode(Runnable[Mapping[str, Any], dict[str, Any]]):
         self, input: Mapping[str, Any], config: RunnableConfig | None = None, **kwargs: Any
     ) -> dict[str, Any]:
         """Generate the next attempt (async)."""
+        input = revive_state(input)
         try:
             index, meter, count = self._begin(input)
         except BudgetStop as stop:
@@ -225,6 +234,8 @@ class GeneratorNode(Runnable[Mapping[str, Any], dict[str, Any]]):
                     outputs = [await self.generator.ainvoke(prompt, run_config)]
                 else:
                     outputs = await self.generator.abatch([prompt] * count, run_config)
+            elif count == 1:  # awaited directly: gather() would cost a task per round
+                outputs = [await self._call_async(input)]
             else:
                 outputs = list(
                     await asyncio.gather(*(self._call_async(input) for _ in range(count)))
@@ -298,16 +309,53 @@ class EvaluatorNode(Runnable[Mapping[str, Any], dict[str, Any]]):
             )
         return pending, UsageMeter(self.budget, state.get("usage") or Usage())
 
+    def _traced(
+        self, config: RunnableConfig | None, pending: Attempt, state: Mapping[str, Any]
+    ) -> tuple[Runnable[str, Evaluation], RunnableConfig]:
+        """The evaluation as a child run named `<loop>:evaluate`, tagged with the iteration.
+
+        Callback handlers (LangSmith, ...) see one run per evaluation, with the iteration
+        and best score so far in its metadata and the `Evaluation` (score, verdict,
+        feedback) as its output; an LLM judge's model call nests under it and inherits
+        the tags and metadata.
+        """
+        evaluator = self.evaluator
+
+        async def aevaluate(response: str) -> Evaluation:
+            return await evaluator.aevaluate(response, state)
+
+        best = best_attempt(state.get("attempts") or [])
+        run_config = merge_configs(
+            config,
+            {
+                "run_name": f"{self.loop_name}:evaluate",
+                "tags": [
+                    "langgraph-refine",
+                    f"{self.loop_name}:evaluate",
+                    f"iteration:{pending.index}",
+                ],
+                "metadata": {
+                    "refine_loop": self.loop_name,
+                    "iteration": pending.index,
+                    "best_score": best.score if best else None,
+                },
+            },
+        )
+        runnable = RunnableLambda(lambda response: evaluator.evaluate(response, state), aevaluate)
+        return runnable, run_config
+
     def invoke(
         self, input: Mapping[str, Any], config: RunnableConfig | None = None, **kwargs: Any
     ) -> dict[str, Any]:
         """Evaluate the pending attempt (sync)."""
+        input = revive_state(input)
         pending, meter = self._begin(input)
+        traced, run_config = self._traced(config, pending, input)
         evaluations: list[Evaluation] = []
         try:
             with metering(meter):
                 for response in _responses(pending):
-                    evaluations.append(self.evaluator.evaluate(response, input))
+                    evaluations.append(traced.invoke(response, run_config))
         except BudgetStop as stop:
             if not evaluations:
                 return self._unevaluated(pending, meter, stop)
@@ -321,7 +369,9 @@ class EvaluatorNode(Runnable[Mapping[str, Any], dict[str, Any]]):
         self, input: Mapping[str, Any], config: RunnableConfig | None = None, **kwargs: Any
     ) -> dict[str, Any]:
         """Evaluate the pending attempt (async)."""
+        input = revive_state(input)
         pending, meter = self._begin(input)
+        traced, run_config = self._traced(config, pending, input)
         responses = _responses(pending)
         evaluations: list[Evaluation] = []
         try:
@@ -330,13 +380,11 @@ class EvaluatorNode(Runnable[Mapping[str, Any], dict[str, Any]]):
                 # enforced between judge calls.
                 if len(responses) > 1 and not (self.budget and self.evaluator.calls_model):
                     evaluations = list(
-                        await asyncio.gather(
-                            *(self.evaluator.aevaluate(r, input) for r in responses)
-                        )
+                        await asyncio.gather(*(traced.ainvoke(r, run_config) for r in responses))
                     )
                 else:
                     for response in responses:
-                        evaluations.append(await self.evaluator.aevaluate(response, input))
+                        evaluations.append(await traced.ainvoke(response, run_config))
         except BudgetStop as stop:
             if not evaluations:
                 return self._unevaluated(pending, meter, stop)
@@ -512,7 +560,7 @@ class ReviewNode:
         stop_reason = state.get("stop_reason")
         if stop_reason == "budget_exhausted" and self.on_budget_exhausted == "raise":
             return {}
-        payload = self.payload(state)
+        payload = self.payload(revive_state(state))
         shown = payload
         while True:
             # A malformed answer is not an error of the run: ask again, saying what was

@@ -14,6 +14,7 @@ from langgraph_refine._state import (
     StopReason,
     Usage,
     Verdict,
+    revive_state,
 )
 
 RESULT_KEYS = ["task", "attempts", "response", "pending", "stop_reason", "usage"]
@@ -83,6 +84,7 @@ class RefineResult(BaseModel):
     @classmethod
     def from_state(cls, state: RefineState | dict[str, Any]) -> RefineResult:
         """Build the result from a loop's state (final or, for budget errors, current)."""
+        state = revive_state(state)  # type: ignore[assignment]
         attempts = list(state.get("attempts") or [])
         pending = state.get("pending")
         if pending is not None and all(a.index != pending.index for a in attempts):

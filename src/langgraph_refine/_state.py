@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal, NotRequired, TypeAlias
 
 from langchain_core.messages import AnyMessage
@@ -128,16 +129,22 @@ class Attempt(BaseModel):
         return self.evaluation.score if self.evaluation is not None else None
 
 
+def _as_attempt(value: Any) -> Attempt:
+    # Updates sent as JSON, and writes replayed by some savers (LangGraph Server's own
+    # serializer), arrive as plain dicts.
+    return value if isinstance(value, Attempt) else Attempt.model_validate(value)
+
+
 def merge_attempts(left: list[Attempt] | None, right: Attempt | Sequence[Attempt]) -> list[Attempt]:
     """Reducer for `attempts`: append new attempts, replacing any with the same index.
 
     Replacing by index keeps the history free of duplicates when a step is replayed
     after a crash or a retry.
     """
-    merged = list(left or [])
-    new = [right] if isinstance(right, Attempt) else list(right)
+    merged = [_as_attempt(a) for a in left or []]
+    new = [right] if isinstance(right, Attempt | Mapping) else list(right)
     positions = {attempt.index: i for i, attempt in enumerate(merged)}
-    for attempt in new:
+    for attempt in map(_as_attempt, new):
         if attempt.index in positions:
             merged[positions[attempt.index]] = attempt
         else:
@@ -146,9 +153,76 @@ def merge_attempts(left: list[Attempt] | None, right: Attempt | Sequence[Attempt
     return merged
 
 
+def merge_attempt_batches(
+    left: list[Attempt] | None, writes: Sequence[Attempt | Sequence[Attempt]]
+) -> list[Attempt]:
+    """Batch form of `merge_attempts`: apply several writes to `attempts` in order.
+
+    A fold of `merge_attempts`, so applying two batches one after the other gives the
+    same list as applying them together (what a delta channel's replay relies on).
+    """
+    new = [
+        a for write in writes for a in ([write] if isinstance(write, Attempt | Mapping) else write)
+    ]
+    return merge_attempts(left, new)
+
+
+def _attempts_channel() -> Any:
+    """The channel annotation of `attempts`: a delta channel when LangGraph has one.
+
+    With a plain reducer every checkpoint re-serialises the whole history, so stored
+    bytes grow with the square of the rounds. LangGraph's `DeltaChannel` (beta) stores
+    only each step's new attempts and rebuilds the list from them, keeping storage per
+    round flat. Without it (older LangGraph), or with `LANGGRAPH_REFINE_DELTA_CHANNEL=0`,
+    the plain reducer is used; both designs hold the same values.
+    """
+    if os.environ.get("LANGGRAPH_REFINE_DELTA_CHANNEL", "1").strip().lower() in _OFF:
+        return merge_attempts
+    try:
+        from langgraph.channels import DeltaChannel
+    except ImportError:  # LangGraph before DeltaChannel: the plain reducer
+        return merge_attempts
+    try:
+        return DeltaChannel(merge_attempt_batches)
+    except TypeError:  # a DeltaChannel with another signature: the plain reducer
+        return merge_attempts
+
+
+_OFF = frozenset({"0", "false", "no", "off"})
+ATTEMPTS_CHANNEL: Any = _attempts_channel()
+"""The `attempts` channel annotation chosen at import (a `DeltaChannel` or `merge_attempts`)."""
+ATTEMPTS_CHANNEL_DESIGN = "delta" if ATTEMPTS_CHANNEL is not merge_attempts else "reducer"
+"""`"delta"` when `attempts` is a `DeltaChannel`, `"reducer"` for the plain reducer."""
+
+
 def add_usage(left: Usage | None, right: Usage) -> Usage:
     """Reducer for `usage`: nodes write what they spent; the channel holds the total."""
-    return (left or Usage()) + right
+    return _as_usage(left) + _as_usage(right)
+
+
+def _as_usage(value: Any) -> Usage:
+    if value is None:
+        return Usage()
+    return value if isinstance(value, Usage) else Usage.model_validate(value)
+
+
+def revive_state(state: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The state with `attempts`, `pending` and `usage` as models, whatever the saver returned.
+
+    A saver whose serializer does not revive pydantic models (LangGraph Server's, or
+    strict msgpack without the graph's allowlist) hands the nodes plain dicts.
+    """
+    fixes: dict[str, Any] = {}
+    attempts = state.get("attempts")
+    if attempts and not all(isinstance(a, Attempt) for a in attempts):
+        fixes["attempts"] = [_as_attempt(a) for a in attempts]
+    pending = state.get("pending")
+    if pending is not None and not isinstance(pending, Attempt):
+        fixes["pending"] = _as_attempt(pending)
+    usage = state.get("usage")
+    if usage is not None and not isinstance(usage, Usage):
+        fixes["usage"] = _as_usage(usage)
+    return {**state, **fixes} if fixes else state
 
 
 class RefineInput(TypedDict):
@@ -182,7 +256,7 @@ class RefineState(TypedDict):
     """
 
     task: str
-    attempts: Annotated[list[Attempt], merge_attempts]
+    attempts: Annotated[list[Attempt], ATTEMPTS_CHANNEL]
     response: NotRequired[str]
     messages: NotRequired[Annotated[list[AnyMessage], add_messages]]
     pending: NotRequired[Attempt | None]
