@@ -472,3 +472,16 @@ def test_invalid_criteria(value: Any) -> None:
 def test_empty_model_string_is_rejected() -> None:
     with pytest.raises(ValueError, match="llm_judge model"):
         llm_judge("  ")
+
+
+def test_nan_score_in_structured_output_is_no_pass() -> None:
+    model = ScriptedChatModel(replies=['{"feedback": "x", "verdict": "FAIL", "score": NaN}'])
+    result = llm_judge(model).evaluate("answer", STATE)
+    assert result.details["parsed_from"] == "structured"
+    assert (result.verdict, result.score) == ("FAIL", 0.0)
+    assert normalise_score(float("nan"))[0] == 0.0
+
+
+def test_missing_state_is_tolerated() -> None:
+    model = ScriptedChatModel(replies=[judge_reply(0.5)])
+    assert llm_judge(model).evaluate("answer", None).score == 0.5  # type: ignore[arg-type]

@@ -12,7 +12,14 @@ from langgraph_refine._state import Evaluation, Verdict
 
 
 class CombinedEvaluator(BaseEvaluator):
-    """Evaluates with every part and reports the weighted mean of their scores. See `combine`."""
+    """Evaluates with every part and reports the weighted mean of their scores. See `combine`.
+
+    Example:
+        >>> from langgraph_refine.evaluators import word_count
+        >>> ev = CombinedEvaluator([word_count(1, 2), word_count(1, 2)], [1.0, 1.0])
+        >>> list(ev.evaluate("one", {}).details["scores"])
+        ['word_count', 'word_count#2']
+    """
 
     name = "combined"
 

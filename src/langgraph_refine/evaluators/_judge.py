@@ -100,6 +100,10 @@ class JudgeReply(BaseModel):
 
     Feedback comes first so that a model writing the fields in order reasons before it
     commits to a verdict and a score.
+
+    Example:
+        >>> JudgeReply(feedback="Add a date.", verdict="NEEDS_IMPROVEMENT", score=0.6).score
+        0.6
     """
 
     feedback: str = Field(description="concrete changes that would improve the response")
@@ -143,6 +147,8 @@ def normalise_score(raw: float) -> tuple[float, str, str | None]:
         >>> normalise_score(250)[0], normalise_score(250)[2]
         (1.0, 'judge score 250 is outside every known scale (0-1, 0-10, 0-100); clamped to 1.0')
     """
+    if math.isnan(raw):
+        return 0.0, "clamped", "judge score NaN counted as 0.0"
     if 0.0 <= raw <= 1.0:
         return float(raw), "0-1", None
     if 1.0 < raw <= 10.0:
@@ -345,8 +351,13 @@ class _JudgeRun:
         if meter is not None:
             meter.record(raw)
         parsed = output.get("parsed") if isinstance(output, dict) else None
+        structured: _Reading | None = None
         if isinstance(parsed, JudgeReply):
-            structured = _Reading(parsed.verdict, parsed.score, None, parsed.feedback)
+            # Through _parse_score, so a NaN or infinite score counts as no score.
+            structured = _reading(parsed.verdict, _parse_score(parsed.score), parsed.feedback)
+        elif isinstance(parsed, Mapping):  # providers that parse into a dict
+            structured = _from_mapping(parsed)
+        if structured is not None:
             if structured.full_key() in _readings_in(self.response):
                 self.failures.append(
                     "the reply repeats a verdict and score written in the response"
@@ -408,7 +419,23 @@ class _JudgeRun:
 
 
 class LLMJudge(BaseEvaluator):
-    """An evaluator that asks a chat model for feedback, a verdict and a score. See `llm_judge`."""
+    """An evaluator that asks a chat model for feedback, a verdict and a score. See `llm_judge`.
+
+    Example:
+        >>> from langchain_core.language_models import GenericFakeChatModel
+        >>> judge = LLMJudge(GenericFakeChatModel(messages=iter([])), max_eval_chars=5)
+        >>> print(judge.messages("abcdefgh", {"task": "t"})[1].content.split("# Instructions")[0])
+        # Task
+        t
+        <BLANKLINE>
+        # Response to rate
+        (The response was cut to its first 5 characters; rate what is shown.)
+        <response_to_rate>
+        abcde
+        </response_to_rate>
+        <BLANKLINE>
+        <BLANKLINE>
+    """
 
     name = "llm_judge"
     calls_model = True
@@ -438,7 +465,7 @@ class LLMJudge(BaseEvaluator):
         wrapped, truncated, removed = sandbox(response, self.max_eval_chars)
         # The task and criteria can come from end users too (e.g. a chat message), so
         # they may not contain the sandbox's tags either.
-        task, _ = strip_tags(str(state.get("task", "")))
+        task, _ = strip_tags(str((state or {}).get("task", "")))
         sections = [f"# Task\n{task.strip()}"]
         if self.criteria:
             sections.append(f"# Criteria\n{strip_tags(self.criteria)[0].strip()}")

@@ -43,7 +43,7 @@ _TAIL_CHARS = 1500
 
 @dataclass(frozen=True)
 class RunRequest:
-    """One run for a runner to execute: a Python interpreter, in a prepared directory.
+    r"""One run for a runner to execute: a Python interpreter, in a prepared directory.
 
     The directory holds `solution.py` (the candidate code), `tests.py`, the harness
     script and its config. A runner must run `python <args>` with `workdir` as the current
@@ -57,6 +57,15 @@ class RunRequest:
             "config.json"]`; paths are relative to `workdir`.
         env: The complete environment for the process.
         timeout: Wall-clock seconds allowed.
+
+    Example:
+        >>> def logging_runner(request: RunRequest) -> RunOutcome:
+        ...     print(request.args[0], request.timeout, "OPENAI_API_KEY" in request.env)
+        ...     return LocalRunner()(request)
+        >>> ev = python_tests("def test_a():\n    assert a == 1", timeout=3, runner=logging_runner)
+        >>> ev.evaluate("a = 1", {}).score
+        -I 3.0 False
+        1.0
     """
 
     workdir: Path
@@ -67,7 +76,7 @@ class RunRequest:
 
 @dataclass(frozen=True)
 class RunOutcome:
-    """How a run ended, as reported by a runner.
+    r"""How a run ended, as reported by a runner.
 
     Attributes:
         returncode: The process's exit code; negative means killed by that signal
@@ -75,6 +84,11 @@ class RunOutcome:
         timed_out: True if the runner stopped the process at the timeout.
         stdout: The end of what the process wrote to stdout (may be empty).
         stderr: The end of what it wrote to stderr (may be empty).
+
+    Example:
+        >>> ev = python_tests("def test_a():\n    pass", runner=lambda r: RunOutcome(-9))
+        >>> ev.evaluate("x = 1", {}).feedback.split(":")[0]
+        'The process was killed before the tests started'
     """
 
     returncode: int | None
@@ -224,7 +238,12 @@ def extract_code(response: str) -> tuple[str, str]:
 
 
 class PythonTests(BaseEvaluator):
-    """Runs unit tests against the candidate code in a child process. See `python_tests`."""
+    r"""Runs unit tests against the candidate code in a child process. See `python_tests`.
+
+    Example:
+        >>> PythonTests("def test_a():\n    pass\ndef test_b():\n    pass").test_names
+        ['test_a', 'test_b']
+    """
 
     name = "python_tests"
 

@@ -26,7 +26,12 @@ def _check_bound(name: str, value: object) -> float:
 
 
 class RewardModel(BaseEvaluator):
-    """Wraps a reward function and rescales its output. See `reward_model`."""
+    """Wraps a reward function and rescales its output. See `reward_model`.
+
+    Example:
+        >>> RewardModel(lambda task, response: 12.0, low=0, high=10).evaluate("r", {}).details
+        {'reward': 12.0, 'low': 0.0, 'high': 10.0, 'clamped': True}
+    """
 
     def __init__(
         self, fn: Callable[[str, str], Any], *, low: float = 0.0, high: float = 1.0
@@ -98,7 +103,7 @@ class RewardModel(BaseEvaluator):
 
 
 def _task(state: Mapping[str, Any]) -> str:
-    task = state.get("task", "")
+    task = (state or {}).get("task", "")
     return task if isinstance(task, str) else str(task)
 
 

@@ -74,7 +74,12 @@ def extract_json(response: str) -> tuple[Any, str | None, str]:
 
 
 class JsonSchema(BaseEvaluator):
-    """Scores 1.0 if the response's JSON is valid against a schema. See `json_schema`."""
+    r"""Scores 1.0 if the response's JSON is valid against a schema. See `json_schema`.
+
+    Example:
+        >>> JsonSchema({"type": "array"}).evaluate("```json\n[1, 2]\n```", {}).details
+        {'errors': [], 'source': 'fenced block'}
+    """
 
     name = "json_schema"
 

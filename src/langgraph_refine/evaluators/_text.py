@@ -45,7 +45,12 @@ def _check_count(name: str, value: object) -> int:
 
 
 class WordCount(BaseEvaluator):
-    """Scores how well the response's length fits a word range. See `word_count`."""
+    """Scores how well the response's length fits a word range. See `word_count`.
+
+    Example:
+        >>> WordCount(2, 3).score(6)
+        0.0
+    """
 
     name = "word_count"
 
@@ -126,7 +131,12 @@ def _word_pattern(word: str, case_sensitive: bool) -> re.Pattern[str]:
 
 
 class ContainsAll(BaseEvaluator):
-    """Scores the fraction of required words present. See `contains_all`."""
+    """Scores the fraction of required words present. See `contains_all`.
+
+    Example:
+        >>> ContainsAll(["Owl", "owl", "lamp"]).words  # repeats count once
+        ['Owl', 'lamp']
+    """
 
     name = "contains_all"
 
@@ -212,7 +222,12 @@ def contains_all(words: Iterable[str], *, case_sensitive: bool = False) -> Conta
 
 
 class MatchesRegex(BaseEvaluator):
-    """Scores 1.0 if a regular expression is found in the response. See `matches_regex`."""
+    r"""Scores 1.0 if a regular expression is found in the response. See `matches_regex`.
+
+    Example:
+        >>> MatchesRegex(r"\d+").evaluate("route 66", {}).details["match"]
+        '66'
+    """
 
     name = "matches_regex"
 
