@@ -259,3 +259,16 @@ def test_unreachable_endpoint_stops_the_batch_with_one_line(cli: Any, tmp_path: 
     assert len(errors) == 1 and "cannot reach the model server" in errors[0]
     assert "Traceback" not in run.err
     assert not out.exists() or out.read_text() == ""
+
+
+def test_no_model_fails_before_any_output_unless_nothing_is_left(
+    cli: Any, openai_server: Any, tmp_path: Path
+) -> None:
+    src, out = write_jsonl(tmp_path / "in.jsonl", tasks(2)), tmp_path / "out.jsonl"
+    assert_one_line_error(cli("batch", str(src), "--out", str(out)), "no model given")
+    assert not out.exists()
+
+    server = openai_server(per_task())
+    assert cli(*batch_args(server, src, out)).code == 0
+    finished = cli("batch", str(src), "--out", str(out))  # nothing left: no model needed
+    assert finished.code == 0 and "skipped 2" in finished.out

@@ -188,6 +188,7 @@ def _console_script() -> list[str]:
     return [script] if script else [sys.executable, "-m", "langgraph_refine.cli"]
 
 
+@pytest.mark.slow
 def test_console_script_errors_in_a_real_process(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("REFINE_MODEL", "OPENAI_BASE_URL")}
     cases = [

@@ -282,12 +282,20 @@ def batch(
     done = done_ids(out, lambda message: _error(err, message))
     todo = [item for item in found.items if id_key(item.id) not in done]
     skipped = len(found.items) - len(todo)
+    generator = settings.generator() if todo else None  # a bad model fails before any output
     writer = LineWriter(out)
     try:
         progress = RichProgress(err)
         with progress:
             stats = asyncio.run(
-                run_items(todo, settings, writer, concurrency=concurrency, progress=progress)
+                run_items(
+                    todo,
+                    settings,
+                    writer,
+                    concurrency=concurrency,
+                    progress=progress,
+                    generator=generator,
+                )
             )
     finally:
         writer.close()

@@ -305,18 +305,29 @@ async def run_items(
     *,
     concurrency: int,
     progress: Progress,
+    generator: BaseChatModel | None = None,
 ) -> BatchStats:
     """Refine `items` with at most `concurrency` loops at a time, appending each result.
 
     A task that fails is reported and left out of the output (a rerun retries it). If the
     model server cannot be reached at all, no further task is started.
 
+    Args:
+        items: The tasks to run.
+        settings: How to build the models.
+        writer: Where finished tasks are appended.
+        concurrency: The most loops running at once.
+        progress: Receives the counts as tasks finish, and the problems.
+        generator: The generator's model (built from `settings` if not given).
+
     Raises:
         CliError: If the model server is unreachable (after the running tasks end).
     """
     stats = BatchStats(total=len(items))
     progress.started(stats)
-    generator = settings.generator()
+    if not items:
+        return stats
+    generator = generator or settings.generator()
     judge: list[BaseChatModel] = []
 
     def judge_model() -> BaseChatModel:  # built once, shared by every loop that needs it

@@ -58,6 +58,8 @@ def describe_error(exc: BaseException, endpoint: str | None = None) -> str:
         )
     status = getattr(exc, "status_code", None)
     if isinstance(status, int):
+        if f"HTTP {status}" in message:  # the loop already named the status and the step
+            return message
         return one_line(f"the model server answered HTTP {status}: {message}")
     if isinstance(exc, ValueError | TypeError):
         return message

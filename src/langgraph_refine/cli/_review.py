@@ -43,7 +43,10 @@ class TerminalReviewer:
     def _readline(self, prompt: str) -> str | None:
         self.console.print(Text(prompt, style="bold"), end="")
         self.console.file.flush()
-        line = (self.stdin or sys.stdin).readline()
+        stream = self.stdin or sys.stdin
+        line = stream.readline()
+        if line and not stream.isatty():
+            self.console.print(Text(line.rstrip("\r\n")))  # echo piped answers, as a terminal would
         return None if line == "" else line.rstrip("\r\n")
 
     def _require(self, prompt: str) -> str:
