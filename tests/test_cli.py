@@ -345,3 +345,41 @@ def test_help_lists_the_verbs(cli: Any) -> None:
     assert run.code == 0
     for option in ("--evaluator", "--checkpoint", "--thread", "--review", "--json", "--cache"):
         assert option in run.out
+
+
+@pytest.mark.slow
+def test_a_killed_run_resumes_on_its_thread_without_repeating_model_calls(
+    openai_server: Any, tmp_path: Path
+) -> None:
+    import os
+    import signal
+    import subprocess
+    import time
+
+    server = openai_server(drafts_and_judge(SCORES), delay=0.3)
+    db = tmp_path / "runs.sqlite"
+    command = [
+        sys.executable,
+        "-m",
+        "langgraph_refine.cli",
+        *run_args(server, "--checkpoint", str(db), "--thread", "killed", "--json"),
+    ]
+    env = {k: v for k, v in os.environ.items() if k not in ("REFINE_MODEL", "OPENAI_BASE_URL")}
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while len(server.requests) < 4 and time.monotonic() < deadline:  # judge 1 in flight
+            time.sleep(0.02)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert len(server.requests) == 4
+
+    resumed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    data = json.loads(resumed.stdout)
+    assert [a["response"] for a in data["attempts"]] == ["draft 0", "draft 1", "draft 2"]
+    assert data["score_history"] == [0.4, 0.7, 0.95]
+    # Only the call that was in flight when the process died is made twice.
+    assert len(server.generator_requests) == 3
+    assert len(server.judge_requests) == 4
