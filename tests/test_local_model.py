@@ -12,6 +12,7 @@ import os
 import signal
 import socket
 import stat
+import subprocess
 import sys
 import textwrap
 import time
@@ -508,14 +509,43 @@ def test_run_command_errors() -> None:
         lm.run_command(["/nonexistent/program"], FakeServer())
 
 
+_FORWARD_SIGTERM = """
+import signal, sys
+from langgraph_refine import local_model as lm
+
+class Server:
+    base_url = "http://127.0.0.1:1/v1"
+    model = "smollm2"
+
+signal.signal(signal.SIGTERM, lm._raise_terminated)
+child = "import time; print('child ready', flush=True); time.sleep(60)"
+print("code", lm.run_command([sys.executable, "-c", child], Server()), flush=True)
+"""
+
+
+def test_run_command_passes_sigterm_on() -> None:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    with subprocess.Popen(
+        [sys.executable, "-c", _FORWARD_SIGTERM], stdout=subprocess.PIPE, text=True, env=env
+    ) as runner:
+        assert runner.stdout is not None
+        assert runner.stdout.readline().strip() == "child ready"
+        started = time.monotonic()
+        runner.send_signal(signal.SIGTERM)
+        out, _ = runner.communicate(timeout=20)
+    assert out.strip() == f"code {128 + signal.SIGTERM}"
+    assert time.monotonic() - started < 10  # passed on, not waited out
+
+
 @pytest.fixture
-def restore_sigterm() -> Any:
-    previous = signal.getsignal(signal.SIGTERM)
+def restore_signals() -> Any:
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
     yield
-    signal.signal(signal.SIGTERM, previous)
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
 
 
-@pytest.mark.usefixtures("restore_sigterm")
+@pytest.mark.usefixtures("restore_signals")
 def test_main_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     FakeServer.instances.clear()
     monkeypatch.setattr(lm, "LocalModelServer", FakeServer)

