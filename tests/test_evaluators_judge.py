@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import types
 from typing import Any
 
 import pytest
+from langchain_core.exceptions import OutputParserException
 from langchain_core.messages import BaseMessage
 
 from langgraph_refine import Budget, refine
@@ -485,3 +487,44 @@ def test_nan_score_in_structured_output_is_no_pass() -> None:
 def test_missing_state_is_tolerated() -> None:
     model = ScriptedChatModel(replies=[judge_reply(0.5)])
     assert llm_judge(model).evaluate("answer", None).score == 0.5  # type: ignore[arg-type]
+
+
+class LengthFinishReasonError(Exception):
+    """Stands in for the OpenAI SDK's error for a structured reply cut by max_tokens."""
+
+    def __init__(self) -> None:
+        super().__init__("Could not parse response content as the length limit was reached")
+        usage = types.SimpleNamespace(prompt_tokens=100, completion_tokens=50)
+        self.completion = types.SimpleNamespace(usage=usage)
+
+
+def test_reply_cut_by_the_token_limit_is_retried_and_counted() -> None:
+    generator = ScriptedChatModel(replies=["draft"], input_tokens=1, output_tokens=1)
+    judge = ScriptedChatModel(replies=[LengthFinishReasonError(), judge_reply(0.6)])
+    result = refine(generator, "task", llm_judge(judge), max_iterations=0)
+    evaluation = result.attempts[0].evaluation
+    assert evaluation is not None
+    assert evaluation.score == 0.6
+    assert evaluation.details["judge_calls"] == 2
+    assert "higher max_tokens" in evaluation.details["judge_errors"][0]
+    # 1 generation + 2 judge calls; the failed call's tokens count too.
+    assert result.usage.calls == 3
+    assert result.usage.total_tokens == 2 + 150 + 15
+
+
+async def test_reply_cut_twice_fails_with_the_reason() -> None:
+    judge = ScriptedChatModel(replies=[LengthFinishReasonError()])
+    result = await llm_judge(judge).aevaluate("answer", STATE)
+    assert (result.verdict, result.score) == ("FAIL", 0.0)
+    assert "LengthFinishReasonError" in result.feedback
+
+
+def test_output_parser_errors_count_as_unparsable() -> None:
+    judge = ScriptedChatModel(replies=[OutputParserException("bad tool call"), judge_reply(0.2)])
+    assert llm_judge(judge).evaluate("answer", STATE).score == 0.2
+
+
+def test_other_errors_propagate() -> None:
+    judge = ScriptedChatModel(replies=[ConnectionError("server down")])
+    with pytest.raises(ConnectionError, match="server down"):
+        llm_judge(judge).evaluate("answer", STATE)

@@ -19,8 +19,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from langchain_core.exceptions import OutputParserException
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
 from langgraph_refine._budget import current_meter
@@ -91,6 +92,12 @@ _LINE_FEEDBACK = re.compile(
     rf"{_LINE_START}(?:feedback|reason|reasoning)[*_]*\s*[:=]\s*(.+)",
     re.IGNORECASE | re.MULTILINE | re.DOTALL,
 )
+# Errors a provider raises for a reply it could not turn into the structured output (the
+# OpenAI SDK raises these when the reply hit the token limit or a content filter). They are
+# the judge's output problem, handled like an unparsable reply; matched by name so that
+# the provider's package stays optional.
+_UNREADABLE_REPLY_ERRORS = frozenset({"LengthFinishReasonError", "ContentFilterFinishReasonError"})
+
 # Below this, a PASS verdict disagrees with its own score; noted, since the verdict rules.
 _PASS_LOW_SCORE = 0.5
 
@@ -344,6 +351,23 @@ class _JudgeRun:
         )
         return [system, HumanMessage(str(human.content) + note)]
 
+    def unreadable(self, exc: Exception) -> bool:
+        """Record a call that failed because its reply was unusable; False for other errors."""
+        if isinstance(exc, OutputParserException):
+            reason = f"the reply did not fit the requested structure ({type(exc).__name__})"
+        elif {c.__name__ for c in type(exc).__mro__} & _UNREADABLE_REPLY_ERRORS:
+            reason = (
+                f"the reply was cut off or filtered by the provider ({type(exc).__name__}); "
+                "if it hit the token limit, give the judge model a higher max_tokens"
+            )
+        else:
+            return False
+        meter = current_meter()
+        if meter is not None:
+            meter.record(_usage_message(exc))
+        self.failures.append(reason)
+        return True
+
     def read(self, output: Any) -> Evaluation | None:
         """Record usage and turn the model's output into an evaluation (None if unparsable)."""
         raw = output.get("raw") if isinstance(output, dict) else output
@@ -491,7 +515,13 @@ class LLMJudge(BaseEvaluator):
         run = _JudgeRun(self, self._prompt(response, state), response)
         while (messages := run.next_messages()) is not None:
             _check_budget()
-            evaluation = run.read((self._structured or self.model).invoke(messages))
+            try:
+                output = (self._structured or self.model).invoke(messages)
+            except Exception as exc:
+                if run.unreadable(exc):
+                    continue
+                raise
+            evaluation = run.read(output)
             if evaluation is not None:
                 return evaluation
         return run.failed()
@@ -500,10 +530,31 @@ class LLMJudge(BaseEvaluator):
         run = _JudgeRun(self, self._prompt(response, state), response)
         while (messages := run.next_messages()) is not None:
             _check_budget()
-            evaluation = run.read(await (self._structured or self.model).ainvoke(messages))
+            try:
+                output = await (self._structured or self.model).ainvoke(messages)
+            except Exception as exc:
+                if run.unreadable(exc):
+                    continue
+                raise
+            evaluation = run.read(output)
             if evaluation is not None:
                 return evaluation
         return run.failed()
+
+
+def _usage_message(exc: Exception) -> AIMessage:
+    """The token usage a failed provider call reports (OpenAI-style `completion.usage`)."""
+    usage = getattr(getattr(exc, "completion", None), "usage", None)
+    prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
+    completion = int(getattr(usage, "completion_tokens", 0) or 0)
+    return AIMessage(
+        "",
+        usage_metadata={
+            "input_tokens": prompt,
+            "output_tokens": completion,
+            "total_tokens": prompt + completion,
+        },
+    )
 
 
 def _check_budget() -> None:
@@ -534,9 +585,10 @@ def llm_judge(
     (JSON, or lines such as `Score: 8/10`). Scores on 0-10 or 0-100 scales, fractions
     ("8/10") and percentages are normalised into [0, 1]; values outside every scale are
     clamped and noted in `details["note"]`; a verdict without a score counts as 1.0,
-    0.5 or 0.0. An unparsable reply (or one with conflicting verdicts or scores) is
-    retried once, then counts as FAIL with score 0 and the reason in `feedback`. Each
-    judge call counts against the loop's budget.
+    0.5 or 0.0. An unparsable reply (one with conflicting verdicts or scores, or one the
+    provider reports as cut off by the token limit) is retried once, then counts as FAIL
+    with score 0 and the reason in `feedback`. Each judge call, the retry included,
+    counts against the loop's budget.
 
     Args:
         model: A chat model or a `"provider:model"` string.

@@ -8,6 +8,11 @@ accidents: crashes, infinite loops, `os._exit`, runaway memory or output. It doe
 stop deliberately hostile code, which can still read and write files the user can,
 open network connections and so on. For untrusted code, pass a `runner` that executes
 the run somewhere stronger (a container or VM without network); see `RunRequest`.
+
+The resource limits are applied by the harness script itself (`resource.setrlimit`, first
+thing in the child, before any candidate code runs) rather than in a `preexec_fn`: that
+way they hold under any runner, containers included, and the parent avoids `preexec_fn`,
+which is unsafe in a process with threads (LangGraph runs sync nodes in a thread pool).
 """
 
 from __future__ import annotations
