@@ -528,3 +528,9 @@ def test_other_errors_propagate() -> None:
     judge = ScriptedChatModel(replies=[ConnectionError("server down")])
     with pytest.raises(ConnectionError, match="server down"):
         llm_judge(judge).evaluate("answer", STATE)
+
+
+def test_feedback_line_first_then_verdict_and_score() -> None:
+    reading, _ = read_reply("Feedback: add a date.\nVerdict: FAIL\nScore: 2/10")
+    assert reading is not None
+    assert (reading.verdict, reading.fraction, reading.feedback) == ("FAIL", 0.2, "add a date.")

@@ -277,10 +277,8 @@ def _from_lines(text: str, response: str) -> tuple[_Reading | None, str]:
     if len(verdicts) > 1 or len(scores) > 1:
         return None, "the reply gives conflicting verdicts or scores"
     feedback = _LINE_FEEDBACK.search(text)
-    if feedback is not None:
-        feedback_text = feedback.group(1)
-    else:
-        feedback_text = _LINE_SCORE.sub("", _LINE_VERDICT.sub("", text))
+    feedback_text = feedback.group(1) if feedback is not None else text
+    feedback_text = _LINE_SCORE.sub("", _LINE_VERDICT.sub("", feedback_text))
     reading = _reading(next(iter(verdicts), None), next(iter(scores), (None, None)), feedback_text)
     if reading is None:
         return None, "found no verdict or score in the reply"
@@ -331,9 +329,8 @@ class _JudgeRun:
     call the model.
     """
 
-    judge: LLMJudge
     prompt: _Prompt
-    response: str
+    response: str  # the part of the response the judge was shown
     failures: list[str] = field(default_factory=list)
 
     def next_messages(self) -> list[BaseMessage] | None:
@@ -507,12 +504,16 @@ class LLMJudge(BaseEvaluator):
         ]
         return _Prompt(messages, truncated, removed)
 
+    def _shown(self, response: str) -> str:
+        # Fake replies the judge could copy can only come from what it was shown.
+        return response[: self.max_eval_chars + 1024]
+
     def messages(self, response: str, state: Mapping[str, Any]) -> list[BaseMessage]:
         """The messages the judge is sent first for `response` (a system and a user message)."""
         return self._prompt(response, state).messages
 
     def evaluate(self, response: str, state: Mapping[str, Any]) -> Evaluation:
-        run = _JudgeRun(self, self._prompt(response, state), response)
+        run = _JudgeRun(self._prompt(response, state), self._shown(response))
         while (messages := run.next_messages()) is not None:
             _check_budget()
             try:
@@ -527,7 +528,7 @@ class LLMJudge(BaseEvaluator):
         return run.failed()
 
     async def aevaluate(self, response: str, state: Mapping[str, Any]) -> Evaluation:
-        run = _JudgeRun(self, self._prompt(response, state), response)
+        run = _JudgeRun(self._prompt(response, state), self._shown(response))
         while (messages := run.next_messages()) is not None:
             _check_budget()
             try:

@@ -18,6 +18,7 @@ which is unsafe in a process with threads (LangGraph runs sync nodes in a thread
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import math
 import os
@@ -30,6 +31,7 @@ import tempfile
 import textwrap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -314,8 +316,7 @@ class PythonTests(BaseEvaluator):
         )
 
     def _prepare(self, workdir: Path, code: str, token: str) -> RunRequest:
-        harness = Path(__file__).with_name("_harness.py").read_text(encoding="utf-8")
-        (workdir / HARNESS).write_text(harness, encoding="utf-8")
+        (workdir / HARNESS).write_text(_harness_source(), encoding="utf-8")
         (workdir / "solution.py").write_text(code, encoding="utf-8", errors="replace")
         (workdir / "tests.py").write_text(self.tests, encoding="utf-8")
         config = {
@@ -398,6 +399,11 @@ class PythonTests(BaseEvaluator):
 
     def __repr__(self) -> str:
         return f"python_tests(<{len(self.test_names)} tests>, timeout={self.timeout:g})"
+
+
+@functools.cache
+def _harness_source() -> str:
+    return resources.files(__package__).joinpath("_harness.py").read_text("utf-8")
 
 
 def _read_records(path: Path) -> list[dict[str, Any]]:
