@@ -1,0 +1,1 @@
+"""Runnable examples, one per seed scenario; each is also a recorded test."""

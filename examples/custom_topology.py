@@ -53,7 +53,9 @@ def build_graph(model: BaseChatModel) -> StateGraph[Any, Any, Any, Any]:
     builder.add_edge(START, "draft_title")
     builder.add_edge("draft_title", "write")
     builder.add_edge("write", "check")
-    builder.add_conditional_edges("check", route_after_evaluation, {"refine": "write", "stop": "publish"})
+    builder.add_conditional_edges(
+        "check", route_after_evaluation, {"refine": "write", "stop": "publish"}
+    )
     builder.add_edge("publish", END)
     return builder
 
@@ -63,7 +65,9 @@ def main(model: BaseChatModel | None = None) -> dict[str, Any]:
     from examples._common import default_model
 
     graph = build_graph(model or default_model()).compile()
-    state = graph.invoke({"task": "Describe a lighthouse in fog in 40 to 90 words.", "attempts": []})
+    state = graph.invoke(
+        {"task": "Describe a lighthouse in fog in 40 to 90 words.", "attempts": []}
+    )
     print(state["published"])
     print(f"\nstop reason: {state['stop_reason']}, attempts: {len(state['attempts'])}")
     return dict(state)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from examples.custom_topology import build_graph
+
 from tests.fakes import ScriptedChatModel
 
 
@@ -10,7 +11,11 @@ def test_custom_graph_runs_the_loop_with_extra_state() -> None:
     short = "A lighthouse."
     good = " ".join(["word"] * 50)
     model = ScriptedChatModel(replies=[short, good])
-    state = build_graph(model).compile().invoke({"task": "Describe a lighthouse. Be brief.", "attempts": []})
+    state = (
+        build_graph(model)
+        .compile()
+        .invoke({"task": "Describe a lighthouse. Be brief.", "attempts": []})
+    )
     assert state["title"] == "Describe a lighthouse"
     assert state["published"].startswith("# Describe a lighthouse\n\n" + good)
     assert [a.index for a in state["attempts"]] == [0, 1]

@@ -84,7 +84,9 @@ def test_429_honours_retry_after() -> None:
 
 def test_401_fails_at_once_naming_status_and_node() -> None:
     gen = flaky([HTTPError(401)])
-    with pytest.raises(HTTPError, match=r"generator failed on attempt 0 in node 'generate' \(HTTP 401\)"):
+    with pytest.raises(
+        HTTPError, match=r"generator failed on attempt 0 in node 'generate' \(HTTP 401\)"
+    ):
         refine(gen, "t", scores(1.0))
     assert len(gen.calls) == 1
 
