@@ -1,0 +1,32 @@
+"""The local model for the benchmarks that need one, started once per run.
+
+`make bench` on a fresh clone builds llama.cpp's server and fetches the SmolLM2 weights
+through `langgraph_refine.local_model` the first time (several minutes), then reuses
+the cache.
+"""
+
+from __future__ import annotations
+
+import atexit
+from typing import Any
+
+_server: Any = None
+
+
+def server() -> Any:
+    """The running `LocalModelServer`, started on first use and stopped at exit."""
+    global _server
+    if _server is None or not _server.running:
+        from langgraph_refine.local_model import LocalModelServer
+
+        _server = LocalModelServer().start()
+        atexit.register(_server.stop)
+    return _server
+
+
+def stop() -> None:
+    """Stop the server if this run started one."""
+    global _server
+    if _server is not None:
+        _server.stop()
+        _server = None

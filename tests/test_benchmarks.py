@@ -1,0 +1,88 @@
+"""The benchmark harness: statistics, interleaving, RESULTS.md, and the fast benchmarks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from benchmarks import _harness, prompt_growth
+from benchmarks.__main__ import ORDER, main
+from benchmarks._harness import BenchResult, Figure
+
+
+def test_quartiles_and_ratio_figure() -> None:
+    assert _harness.quartiles([5.0]) == (5.0, 5.0)
+    assert _harness.quartiles([1.0, 2.0, 3.0, 4.0, 5.0]) == (2.0, 4.0)
+    figure = _harness.ratio_figure("r", [1.0, 1.1, 1.3], target=1.2)
+    assert figure.value == 1.1 and figure.passed is True
+    assert figure.spread == "1.05-1.20 (n=3)" and figure.target == "<= 1.2x"
+    assert _harness.ratio_figure("r", [1.3, 1.4], target=1.2).passed is False
+    assert _harness.ratio_figure("r", [1.3], target=None).passed is None
+
+
+def test_interleave_rotates_the_order_and_uses_reported_times() -> None:
+    calls: list[str] = []
+    variants = {
+        "a": lambda: calls.append("a"),
+        "b": lambda: calls.append("b"),
+        "c": lambda: 0.25,
+    }
+    times = _harness.interleave(variants, repeats=3, warmup=0)
+    assert calls == ["a", "b", "b", "a", "a", "b"]  # rep 0: a b c; rep 1: b c a; rep 2: c a b
+    assert times["c"] == [0.25, 0.25, 0.25]
+    assert len(times["a"]) == 3 and all(t >= 0 for t in times["a"])
+
+
+def _result(name: str, passed: bool | None, date: str) -> BenchResult:
+    return BenchResult(
+        name=name,
+        title=f"{name} title",
+        figures=[
+            Figure("speed", 1.5, target="<= 1.2x" if passed is not None else "", passed=passed)
+        ],
+        notes=[f"why {name}"],
+        date=date,
+        seconds=3.0,
+        machine=_harness.machine(),
+    )
+
+
+def test_results_round_trip_and_render(tmp_path: Path) -> None:
+    results = {
+        "overhead": _result("overhead", False, "2026-01-02T00:00:00+00:00"),
+        "quality": _result("quality", None, "2026-01-01T00:00:00+00:00"),
+    }
+    path = tmp_path / "results.json"
+    _harness.save_results(results, path)
+    loaded = _harness.load_results(path)
+    assert loaded == results
+    text = _harness.render(loaded, ORDER)
+    assert "| `overhead` | speed | 1.50x | - | <= 1.2x | **MISS** |" in text
+    assert "| `quality` | speed | 1.50x | - | - | (context) |" in text
+    machine = _harness.machine()
+    for fact in ("cores", "cpu", "ram_gb", "python", "langgraph"):
+        assert f"| {fact} | {machine[fact]} |" in text
+    assert "2026-01-02T00:00:00+00:00" in text and "why overhead" in text
+
+
+def test_prompt_growth_measures_the_real_prompts() -> None:
+    bounded = prompt_growth.prompt_sizes("best_and_last")
+    everything = prompt_growth.prompt_sizes("all")
+    assert bounded[0] == everything[0]  # the first prompt is the task alone
+    assert bounded[10] / bounded[2] <= 1.2
+    assert everything[10] / everything[2] > 3  # every attempt and its feedback
+
+
+def test_unknown_benchmark_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["nope"])
+    assert info.value.code == 2
+    assert "unknown benchmark(s) nope; choose from overhead" in capsys.readouterr().err
+
+
+def test_quick_run_leaves_results_alone(monkeypatch: Any, tmp_path: Path) -> None:
+    monkeypatch.setattr(_harness, "RESULTS_JSON", tmp_path / "results.json")
+    monkeypatch.setattr(_harness, "RESULTS_MD", tmp_path / "RESULTS.md")
+    assert main(["--quick", "prompt_growth"]) == 0
+    assert not (tmp_path / "RESULTS.md").exists()
