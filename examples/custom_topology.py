@@ -62,7 +62,10 @@ def build_graph(model: BaseChatModel) -> StateGraph[Any, Any, Any, Any]:
 
 def main(model: BaseChatModel | None = None) -> dict[str, Any]:
     """Run the custom graph once and print the published article."""
-    from examples._common import default_model
+    try:
+        from examples._common import default_model
+    except ModuleNotFoundError:  # run as a script: examples/ itself is on sys.path
+        from _common import default_model  # type: ignore[no-redef,import-not-found]
 
     graph = build_graph(model or default_model()).compile()
     state = graph.invoke(

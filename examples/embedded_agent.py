@@ -60,7 +60,10 @@ def build_graph(model: BaseChatModel) -> StateGraph[Any, Any, Any, Any]:
 
 def main(model: BaseChatModel | None = None) -> list[Any]:
     """Two turns on one thread; print the conversation."""
-    from examples._common import default_model
+    try:
+        from examples._common import default_model
+    except ModuleNotFoundError:  # run as a script: examples/ itself is on sys.path
+        from _common import default_model  # type: ignore[no-redef,import-not-found]
 
     agent = build_graph(model or default_model()).compile(checkpointer=InMemorySaver())
     config: RunnableConfig = {"configurable": {"thread_id": "embedded-agent"}}

@@ -73,7 +73,10 @@ def run(model: BaseChatModel, database: Path, reviewer: Reviewer) -> RefineResul
 
 def main(model: BaseChatModel | None = None, reviewer: Reviewer | None = None) -> RefineResult:
     """Run the reviewed loop and print the outcome."""
-    from examples._common import default_model
+    try:
+        from examples._common import default_model
+    except ModuleNotFoundError:  # run as a script: examples/ itself is on sys.path
+        from _common import default_model  # type: ignore[no-redef,import-not-found]
 
     if reviewer is None:
         reviewer = console_reviewer if sys.stdin.isatty() else scripted_reviewer()

@@ -44,3 +44,29 @@ def checkpointer(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Any]
 def thread() -> dict[str, Any]:
     """A run config on a fresh thread."""
     return {"configurable": {"thread_id": str(uuid.uuid4())}}
+
+
+# Recorded model traffic (`@pytest.mark.vcr`): see tests/recording.py.
+
+
+@pytest.fixture(scope="module")
+def vcr_cassette_dir(request: pytest.FixtureRequest) -> str:
+    """Cassettes live in the top-level cassettes/ folder, one subfolder per test module."""
+    from tests import recording
+
+    return recording.cassette_dir(request.module)
+
+
+@pytest.fixture
+def vcr_config() -> dict[str, Any]:
+    """Scrubbed headers, stable URIs, JSON body matching (tests/recording.py)."""
+    from tests import recording
+
+    return recording.vcr_config()
+
+
+def pytest_recording_configure(config: pytest.Config, vcr: Any) -> None:
+    """Register the JSON body matcher on every VCR that pytest-recording builds."""
+    from tests import recording
+
+    recording.configure(vcr)

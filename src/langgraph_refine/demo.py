@@ -12,7 +12,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.language_models import BaseChatModel
 
@@ -35,7 +35,14 @@ def demo_model() -> Iterator[tuple[BaseChatModel, str]]:
     if os.environ.get("OPENAI_API_KEY"):
         name = os.environ.get("REFINE_MODEL", "gpt-4o-mini")
         yield (
-            ChatOpenAI(model=name, base_url=os.environ.get("OPENAI_BASE_URL"), temperature=0.7),
+            # The loop's retry policy handles transient errors; client retries would
+            # multiply with it.
+            ChatOpenAI(
+                model=name,
+                base_url=os.environ.get("OPENAI_BASE_URL"),
+                temperature=0.7,
+                max_retries=0,
+            ),
             f"{name} (from OPENAI_API_KEY)",
         )
         return
@@ -71,10 +78,12 @@ def run_demo(model: BaseChatModel, *, max_iterations: int = 4) -> RefineResult:
     for mode, chunk in graph.stream(
         {"task": TASK}, stream_mode=["custom", "values"], output_keys=RESULT_KEYS
     ):
-        if mode == "custom" and chunk.get("type") == "round":
-            _print_round(chunk)
+        # Both modes yield dicts here: the nodes' custom events and the state's values.
+        event = cast("dict[str, Any]", chunk)
+        if mode == "custom" and event.get("type") == "round":
+            _print_round(event)
         elif mode == "values":
-            values = chunk
+            values = event
     return RefineResult.from_state(values)
 
 

@@ -1,0 +1,318 @@
+"""Every example, run against recorded traffic of the real local model (cassettes/test_examples).
+
+`make test` replays the cassettes offline; `make record` re-records them against a fresh
+local llama.cpp server. Each test checks what the loop did with the real replies: the
+stop rule that fired, the best-result choice, the evaluation (re-run offline where the
+evaluator is deterministic), and that the refinement prompts carried the feedback. In
+replay mode each test must also use up its cassette: a run that makes fewer requests
+than were recorded fails, and one that makes a request the cassette lacks fails too.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.language_models import BaseChatModel
+from vcr.errors import CannotOverwriteExistingCassetteException
+
+from langgraph_refine import RefineResult, best_attempt
+from langgraph_refine.evaluators import json_schema, python_tests, word_count
+from tests import recording
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+@pytest.fixture
+def model(record_mode: str) -> BaseChatModel:
+    return recording.recorded_model(record_mode)
+
+
+@pytest.fixture
+def cassette(vcr: Any, record_mode: str) -> Iterator[Any]:
+    """The test's cassette; in replay mode, checks afterwards that all of it was played."""
+    yield vcr
+    if record_mode == "none":
+        assert vcr.all_played, (
+            f"only {vcr.play_count} of {len(vcr)} recorded requests were sent; "
+            "the code changed: re-record with `make record`"
+        )
+
+
+def prompts(cassette: Any) -> list[str]:
+    """The last user message of every request sent, in order."""
+    return [recording.last_user_message(body) for body in recording.sent_bodies(cassette)]
+
+
+def check_loop(result: RefineResult, *, max_iterations: int, target_score: float) -> None:
+    """The stop rule and the best-result choice agree with the recorded evaluations."""
+    attempts = result.attempts
+    assert 1 <= len(attempts) <= 1 + max_iterations
+    assert [a.index for a in attempts] == list(range(len(attempts)))
+    assert all(a.evaluation is not None for a in attempts)
+    assert result.score_history == [a.score for a in attempts]
+    assert result.iterations == len(attempts) - 1
+    last = attempts[-1].evaluation
+    assert last is not None
+    # Only the last evaluation may satisfy a stop rule; earlier ones let the loop go on.
+    for attempt in attempts[:-1]:
+        assert attempt.evaluation is not None
+        assert attempt.evaluation.verdict != "PASS"
+        assert attempt.evaluation.score < target_score
+    expected_reason = (
+        "passed"
+        if last.verdict == "PASS"
+        else "target_reached"
+        if last.score >= target_score
+        else "max_iterations"
+    )
+    assert result.stop_reason == expected_reason
+    if expected_reason == "max_iterations":
+        assert len(attempts) == 1 + max_iterations
+    best = best_attempt(attempts)
+    assert best is not None
+    assert (result.value, result.score) == (best.response, best.score)
+
+
+def generator_prompts(sent: list[str]) -> list[str]:
+    """The prompts sent to the generator (the judge's carry the response_to_rate tags)."""
+    return [p for p in sent if "<response_to_rate>" not in p]
+
+
+def check_refinement_prompts(result: RefineResult, sent: list[str]) -> None:
+    """Each refinement prompt shows the previous attempt and its feedback."""
+    for previous, attempt in zip(result.attempts, result.attempts[1:], strict=False):
+        assert previous.evaluation is not None
+        prompt = next(p for p in generator_prompts(sent) if previous.response.strip() in p)
+        assert previous.evaluation.feedback.strip() in prompt
+        assert attempt.response  # the refinement produced a new attempt
+
+
+@pytest.mark.vcr
+def test_turing_paragraph(model: BaseChatModel, cassette: Any) -> None:
+    from examples import turing_paragraph
+
+    result = turing_paragraph.main(model)
+
+    check_loop(result, max_iterations=2, target_score=1.0)
+    sent = prompts(cassette)
+    assert len(sent) == len(result.attempts)  # word_count makes no model call
+    assert sent[0] == turing_paragraph.TASK
+    check_refinement_prompts(result, sent)
+    recheck = word_count(80, 200)
+    for attempt in result.attempts:
+        assert attempt.evaluation == recheck.evaluate(attempt.response, {})
+
+
+@pytest.mark.vcr(record_mode="none")
+@pytest.mark.default_cassette("test_turing_paragraph.yaml")
+def test_a_request_the_cassette_lacks_fails(
+    model: BaseChatModel, monkeypatch: pytest.MonkeyPatch, vcr: Any
+) -> None:
+    """Replaying with a changed prompt fails loudly instead of passing on stale traffic."""
+    from examples import turing_paragraph
+
+    monkeypatch.setattr(turing_paragraph, "TASK", turing_paragraph.TASK + " Cite a source.")
+    with pytest.raises(Exception) as info:
+        turing_paragraph.main(model)
+    chain: list[BaseException] = []
+    error: BaseException | None = info.value
+    while error is not None:
+        chain.append(error)
+        error = error.__cause__ or error.__context__
+    assert any(isinstance(e, CannotOverwriteExistingCassetteException) for e in chain), chain
+    assert vcr.play_count == 0
+
+
+@pytest.mark.vcr
+def test_min_stack(model: BaseChatModel, cassette: Any) -> None:
+    from examples import min_stack
+
+    result = min_stack.main(model)
+
+    check_loop(result, max_iterations=2, target_score=1.0)
+    sent = prompts(cassette)
+    assert sent[0] == min_stack.TASK
+    check_refinement_prompts(result, sent)
+    # The tests are re-run here on the best answer: the recorded score is real.
+    recheck = python_tests(min_stack.TESTS, timeout=5.0).evaluate(result.value, {})
+    assert recheck.score == result.score
+    assert all(round(s * 4) == s * 4 for s in result.score_history)  # four tests
+
+
+@pytest.mark.vcr
+def test_fibonacci(model: BaseChatModel, cassette: Any) -> None:
+    from examples import fibonacci
+
+    result = fibonacci.main(model)
+
+    check_loop(result, max_iterations=2, target_score=0.95)
+    sent = prompts(cassette)
+    assert sent[0] == fibonacci.TASK
+    # Per round: one generation, then one or two judge calls (a reply it cannot read is
+    # asked again once).
+    judge_calls = [
+        a.evaluation.details["parts"][1]["details"].get("judge_calls", 1)
+        for a in result.attempts
+        if a.evaluation is not None
+    ]
+    assert len(sent) == len(result.attempts) + sum(judge_calls)
+    check_refinement_prompts(result, sent)
+    for attempt in result.attempts:
+        assert attempt.evaluation is not None
+        parts = {p["name"]: p for p in attempt.evaluation.details["parts"]}
+        tests = python_tests(fibonacci.TESTS, timeout=3.0).evaluate(attempt.response, {})
+        assert parts["python_tests"]["score"] == tests.score
+        assert 0.0 <= parts["llm_judge"]["score"] <= 1.0
+        expected = 0.7 * tests.score + 0.3 * parts["llm_judge"]["score"]
+        assert attempt.evaluation.score == pytest.approx(expected)
+        if attempt.evaluation.verdict == "PASS":
+            assert tests.score == 1.0  # the judge alone can never pass slow code
+
+
+@pytest.mark.vcr
+def test_java_javadoc(model: BaseChatModel, cassette: Any) -> None:
+    from examples import java_javadoc
+
+    result = java_javadoc.main(model)
+
+    check_loop(result, max_iterations=2, target_score=0.9)
+    sent = prompts(cassette)
+    assert sent[0] == java_javadoc.TASK
+    judge_prompts = [p for p in sent if "<response_to_rate>" in p]
+    assert judge_prompts and all(java_javadoc.CRITERIA in p for p in judge_prompts)
+    for attempt in result.attempts:
+        assert attempt.evaluation is not None
+        parts = {p["name"]: p for p in attempt.evaluation.details["parts"]}
+        judge = parts["llm_judge"]
+        assert judge["verdict"] in ("PASS", "NEEDS_IMPROVEMENT", "FAIL")
+        has_javadoc = bool(re.search(java_javadoc.JAVADOC, attempt.response))
+        assert parts["matches_regex"]["score"] == (1.0 if has_javadoc else 0.0)
+        if attempt.evaluation.verdict == "PASS":
+            assert has_javadoc and judge["verdict"] == "PASS"
+
+
+@pytest.mark.vcr
+def test_reward_feedback(model: BaseChatModel, cassette: Any) -> None:
+    from examples import reward_feedback
+
+    result = reward_feedback.main(model)
+
+    check_loop(result, max_iterations=2, target_score=1.0)
+    sent = prompts(cassette)
+    assert sent[0] == reward_feedback.TASK
+    for attempt in result.attempts:
+        assert attempt.evaluation is not None
+        reward = reward_feedback.correction_reward(reward_feedback.TASK, attempt.response)
+        assert attempt.evaluation.details["reward"] == reward
+        assert attempt.evaluation.score == pytest.approx(min(1.0, max(0.0, (reward + 2) / 6)))
+    # memory="all": every refinement prompt shows the whole history, with each reward.
+    for k in range(1, len(result.attempts)):
+        for earlier in result.attempts[:k]:
+            assert earlier.response.strip() in sent[k]
+            assert earlier.evaluation is not None
+            assert earlier.evaluation.feedback in sent[k]
+
+
+@pytest.mark.vcr
+def test_json_extraction(model: BaseChatModel, cassette: Any) -> None:
+    from examples import json_extraction
+
+    result = json_extraction.main(model)
+
+    check_loop(result, max_iterations=2, target_score=1.0)
+    sent = prompts(cassette)
+    assert sent[0] == json_extraction.TASK
+    check_refinement_prompts(result, sent)
+    schema = json_schema(json_extraction.Contact)
+    for attempt in result.attempts:
+        assert attempt.evaluation is not None
+        valid = schema.evaluate(attempt.response, {}).score
+        facts = json_extraction.facts(attempt.response, {}).score
+        assert attempt.evaluation.details["scores"] == {"json_schema": valid, "facts": facts}
+
+
+@pytest.mark.vcr
+def test_custom_topology(model: BaseChatModel, cassette: Any) -> None:
+    from examples import custom_topology
+
+    state = custom_topology.main(model)
+
+    attempts = state["attempts"]
+    best = best_attempt(attempts)
+    assert best is not None
+    assert state["response"] == best.response
+    assert state["published"] == f"# {state['title']}\n\n{best.response}"
+    recheck = word_count(40, 90)
+    assert [a.evaluation for a in attempts] == [recheck.evaluate(a.response, {}) for a in attempts]
+    sent = prompts(cassette)
+    assert len(sent) == len(attempts)
+    assert sent[0] == "Describe a lighthouse in fog in 40 to 90 words."
+
+
+@pytest.mark.vcr
+def test_embedded_agent(model: BaseChatModel, cassette: Any) -> None:
+    from examples import embedded_agent
+
+    messages = embedded_agent.main(model)
+
+    assert [m.type for m in messages] == ["human", "ai", "human", "ai", "ai"]
+    assert messages[1].text == "Ask me to write or describe something."
+    assert messages[4].text == "Anything else I should write?"
+    sent = prompts(cassette)
+    assert sent[0] == messages[2].text  # the task came from the last human message
+    replies = recording.reply_texts(cassette)
+    assert messages[3].text in replies  # the loop's best answer is a real reply, appended once
+
+
+@pytest.mark.vcr
+def test_human_review(model: BaseChatModel, cassette: Any) -> None:
+    from examples import human_review
+
+    result = human_review.main(model, reviewer=human_review.scripted_reviewer())
+
+    assert result.stop_reason == "approved"
+    sent = prompts(cassette)
+    # The first review asked for a revision: the next prompt, and only that one, carries
+    # the request as the reviewer's; later ones show it as the reason of that attempt.
+    request = "# Reviewer request (most important)\nMake it calmer and mention the sea."
+    assert [request in p for p in sent] == [False, True] + [False] * (len(sent) - 2)
+    assert result.value in recording.reply_texts(cassette)
+    best = best_attempt(result.attempts)
+    assert best is not None and result.value == best.response  # approved as reviewed
+
+
+EXAMPLE_NAMES = sorted(p.stem for p in EXAMPLES.glob("*.py") if not p.stem.startswith("_"))
+
+
+@pytest.mark.parametrize("name", EXAMPLE_NAMES)
+def test_every_example_has_a_recorded_test(name: str) -> None:
+    module = importlib.import_module(f"examples.{name}")
+    assert callable(getattr(module, "main", None)), f"examples/{name}.py has no main()"
+    assert f"test_{name}" in globals(), f"examples/{name}.py has no test in this module"
+    path = recording.CASSETTES / "test_examples" / f"test_{name}.yaml"
+    assert path.is_file(), f"no cassette for examples/{name}.py; run `make record`"
+
+
+@pytest.mark.vcr
+def test_demo_loop(model: BaseChatModel, cassette: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """`make demo`'s loop on the real model: each round is printed as it happens."""
+    from langgraph_refine import demo
+
+    result = demo.run_demo(model, max_iterations=2)
+
+    check_loop(result, max_iterations=2, target_score=1.0)
+    sent = prompts(cassette)
+    assert sent[0] == demo.TASK
+    check_refinement_prompts(result, sent)
+    out = capsys.readouterr().out.splitlines()
+    printed = [line for line in out if line.strip().startswith("round ")]
+    assert [line.split(":")[0].strip() for line in printed] == [
+        f"round {a.index}" for a in result.attempts
+    ]
+    for line, score in zip(printed, result.score_history, strict=True):
+        assert f"score {score:.2f}" in line

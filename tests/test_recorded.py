@@ -1,0 +1,263 @@
+"""Messy replies of a real judge, recorded from the local model (cassettes/test_recorded).
+
+SmolLM2 is a poor judge, which makes it a good source of the replies a judge must
+survive: scores outside the 0-1 scale even under a JSON schema (`"score": 13`), a PASS
+verdict with a score of 0, feedback that is junk ("PASS", ""), replies cut off at the
+token limit, and free text with no verdict or score at all. The generator here is a
+fixed callable, so the judge's requests (and the recorded replies) depend on nothing
+else; each test runs the loop and checks, reply by reply, what became of it: scores
+normalised or clamped into [0, 1] with the raw value and scale in `details`, and an
+unreadable reply retried once and then counted as FAIL with score 0, never as a pass.
+
+The second half tests the recording machinery itself (tests/recording.py).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import vcr as vcrpy
+from vcr.request import Request
+
+from langgraph_refine import Evaluation, RefineResult, refine
+from langgraph_refine.evaluators import llm_judge
+from langgraph_refine.evaluators._judge import normalise_score
+from tests import recording
+
+TASK = "Explain the Turing test in one sentence."
+TURING = (
+    "The Turing test, proposed by Alan Turing in 1950, checks whether a machine's "
+    "conversation can be told apart from a human's."
+)
+OFF_TOPIC = "Bananas are yellow."
+POINTS = (
+    'Reply format: {"feedback": "...", "verdict": "...", "score": 13}. '
+    "Scores are integers from 1 to 20."
+)
+
+
+def fixed(responses: list[str]) -> Callable[[Any], str]:
+    """A generator that answers round k with responses[k] (no model call)."""
+
+    def generate(state: Any) -> str:
+        return responses[min(len(state["attempts"]), len(responses) - 1)]
+
+    return generate
+
+
+def judge_replies(cassette: Any, result: RefineResult) -> list[tuple[Evaluation, list[str]]]:
+    """Each attempt's evaluation with the judge replies (one or two) it was read from."""
+    texts = recording.reply_texts(cassette)
+    pairs = []
+    for attempt in result.attempts:
+        assert attempt.evaluation is not None
+        calls = attempt.evaluation.details["judge_calls"]
+        pairs.append((attempt.evaluation, texts[:calls]))
+        texts = texts[calls:]
+    assert texts == [], "every recorded judge reply belongs to an attempt"
+    return pairs
+
+
+def as_json(text: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def check_reading(evaluation: Evaluation, replies: list[str]) -> None:
+    """What the loop made of a judge's reply agrees with the reply, with nothing hidden."""
+    assert 0.0 <= evaluation.score <= 1.0
+    reply = as_json(replies[-1])
+    if evaluation.details.get("parsed_from") is None:  # unreadable, twice
+        assert len(replies) == 2
+        assert (evaluation.verdict, evaluation.score) == ("FAIL", 0.0)
+        assert len(evaluation.details["judge_errors"]) == 2
+        assert "could not be parsed" in evaluation.feedback
+        return
+    assert reply is not None, "a reading comes from the JSON the judge wrote"
+    raw = reply["score"]
+    assert evaluation.details["raw_score"] == raw
+    score, scale, note = normalise_score(raw)
+    assert (evaluation.score, evaluation.details["scale"]) == (score, scale)
+    if not 0.0 <= raw <= 1.0:
+        assert scale != "0-1"
+    if note:
+        assert note in evaluation.details["note"]
+    assert evaluation.verdict == str(reply["verdict"]).upper()
+    if evaluation.verdict == "PASS" and evaluation.score < 0.5:
+        assert "PASS with a low score" in evaluation.details["note"]
+    if not str(reply.get("feedback", "")).strip():
+        assert evaluation.feedback == "The judge gave no specific feedback."
+
+
+def check_stop(result: RefineResult, max_iterations: int) -> None:
+    last = result.attempts[-1].evaluation
+    assert last is not None
+    if last.verdict == "PASS":
+        assert result.stop_reason == "passed"
+    else:
+        assert result.stop_reason != "passed"
+        assert len(result.attempts) == 1 + max_iterations
+    assert all(a.evaluation and a.evaluation.verdict != "PASS" for a in result.attempts[:-1])
+
+
+@pytest.mark.vcr
+def test_a_score_outside_the_scale_is_normalised_and_noted(record_mode: str, vcr: Any) -> None:
+    judge = llm_judge(
+        recording.recorded_model(record_mode, temperature=1.5, seed=2, max_tokens=150),
+        criteria=POINTS,
+    )
+    result = refine(fixed([TURING, OFF_TOPIC]), TASK, judge, max_iterations=1)
+
+    pairs = judge_replies(vcr, result)
+    for evaluation, replies in pairs:
+        check_reading(evaluation, replies)
+    check_stop(result, max_iterations=1)
+    raw_scores = [e.details.get("raw_score") for e, _ in pairs]
+    # What this recording holds: "score": 13 under a schema that asks for 0.0-1.0.
+    assert any(r is not None and r > 1 for r in raw_scores), raw_scores
+
+
+@pytest.mark.vcr
+def test_a_pass_with_score_zero_counts_as_pass_and_is_noted(record_mode: str, vcr: Any) -> None:
+    judge = llm_judge(recording.recorded_model(record_mode, temperature=0.0, max_tokens=120))
+    result = refine(fixed([OFF_TOPIC]), TASK, judge, max_iterations=1)
+
+    pairs = judge_replies(vcr, result)
+    for evaluation, replies in pairs:
+        check_reading(evaluation, replies)
+    check_stop(result, max_iterations=1)
+    # This small judge passes an off-topic answer with score 0: the verdict rules (the
+    # contract), the contradiction is in the details, and the result says so.
+    evaluation, replies = pairs[0]
+    assert as_json(replies[-1]) is not None
+    assert (evaluation.verdict, evaluation.score) == ("PASS", 0.0)
+    assert (result.stop_reason, result.verdict, result.score) == ("passed", "PASS", 0.0)
+
+
+@pytest.mark.vcr
+def test_free_text_replies_fail_and_never_pass(record_mode: str, vcr: Any) -> None:
+    judge = llm_judge(
+        recording.recorded_model(record_mode, temperature=0.0, max_tokens=60),
+        structured_output=False,
+    )
+    seen: list[str] = []
+
+    def generate(state: Any) -> str:
+        attempts = state["attempts"]
+        if attempts:
+            seen.append(attempts[-1].evaluation.feedback)
+        return [TURING, OFF_TOPIC][min(len(attempts), 1)]
+
+    result = refine(generate, TASK, judge, max_iterations=1)
+
+    pairs = judge_replies(vcr, result)
+    for evaluation, replies in pairs:
+        check_reading(evaluation, replies)
+    check_stop(result, max_iterations=1)
+    assert [e.verdict for e, _ in pairs] == ["FAIL", "FAIL"]
+    assert result.stop_reason == "max_iterations"
+    assert (result.value, result.score) == (TURING, 0.0)  # ties go to the earlier attempt
+    # The generator was told why, in the feedback of the failed reading.
+    assert seen == [pairs[0][0].feedback]
+    # The retry asked for JSON only, after the original instructions.
+    second_prompt = recording.last_user_message(recording.sent_bodies(vcr)[1])
+    assert "Reply with one JSON object only" in second_prompt
+
+
+@pytest.mark.vcr
+def test_a_reply_cut_off_at_the_token_limit_is_retried_then_fails(
+    record_mode: str, vcr: Any
+) -> None:
+    judge = llm_judge(recording.recorded_model(record_mode, temperature=0.0, max_tokens=12))
+    result = refine(fixed([TURING]), TASK, judge, max_iterations=0)
+
+    pairs = judge_replies(vcr, result)
+    evaluation, replies = pairs[0]
+    check_reading(evaluation, replies)
+    assert [as_json(r) for r in replies] == [None, None]  # both replies are cut-off JSON
+    assert all(r.lstrip().startswith("{") for r in replies)
+    assert all("cut off" in error for error in evaluation.details["judge_errors"])
+    assert result.stop_reason == "max_iterations"
+
+
+# -- the recording machinery -----------------------------------------------------------------
+
+
+def test_hooks_make_the_recorded_request_stable_and_secret_free() -> None:
+    request = Request(
+        "POST",
+        "http://127.0.0.1:45123/v1/chat/completions?x=1",
+        b'{"b": 1, "a": 2}',
+        {
+            "Authorization": "Bearer sk-secret",
+            "api-key": "k",
+            "Cookie": "c=1",
+            "Content-Type": "application/json",
+            "User-Agent": "OpenAI/Python",
+        },
+    )
+    cleaned = recording.before_record_request(request)
+    assert cleaned.uri == "http://127.0.0.1:8088/v1/chat/completions?x=1"
+    assert dict(cleaned.headers) == {"Content-Type": "application/json"}
+    response = {"status": {"code": 200}, "headers": {"Set-Cookie": ["s"], "Content-Type": ["j"]}}
+    assert recording.before_record_response(response)["headers"] == {"Content-Type": ["j"]}
+
+
+def test_bodies_match_as_json() -> None:
+    def request(body: bytes) -> Request:
+        return Request("POST", "http://127.0.0.1:8088/v1/chat/completions", body, {})
+
+    recording.json_body(request(b'{"a": 1, "b": [1, 2]}'), request(b'{"b": [1, 2],  "a": 1}'))
+    with pytest.raises(AssertionError, match=r"request bodies differ"):
+        recording.json_body(request(b'{"a": 1}'), request(b'{"a": 2}'))
+    with pytest.raises(AssertionError):
+        recording.json_body(request(b"not json"), request(b"not json!"))
+    recording.json_body(request(b"not json"), request(b"not json"))
+
+
+def test_replay_does_not_depend_on_the_recording_port() -> None:
+    """A cassette replays for a client on any port; the body still has to match."""
+    cassette = (
+        recording.CASSETTES
+        / "test_recorded"
+        / ("test_a_pass_with_score_zero_counts_as_pass_and_is_noted.yaml")
+    )
+    vcr = vcrpy.VCR(**recording.vcr_config())
+    recording.configure(vcr)
+    from examples._common import openai_model
+
+    model = openai_model(
+        base_url="http://127.0.0.1:1/v1",  # nothing listens there
+        model=recording.LOCAL_MODEL,
+        api_key="another-key",
+        temperature=0.0,
+        max_tokens=120,
+    )
+    with vcr.use_cassette(str(cassette), record_mode="none") as played:
+        result = refine(fixed([OFF_TOPIC]), TASK, llm_judge(model), max_iterations=1)
+    assert played.all_played
+    assert result.stop_reason == "passed"
+
+
+SECRET = re.compile(
+    r"sk-[A-Za-z0-9_-]{8,}|Bearer\s+\S+|^\s*(authorization|api-key|x-api-key|cookie|set-cookie):",
+    re.I | re.M,
+)
+
+
+def test_cassettes_hold_no_secrets_and_only_the_stable_url() -> None:
+    files = sorted(recording.CASSETTES.rglob("*.yaml"))
+    assert len(files) >= 13
+    for path in files:
+        text = path.read_text()
+        assert not SECRET.search(text), f"{path.name} holds a credential-like string"
+        uris = re.findall(r"^\s*uri: (\S+)", text, flags=re.M)
+        assert uris, f"{path.name} records no request"
+        assert all(u.startswith(recording.STABLE_BASE_URL + "/") for u in uris), path.name
