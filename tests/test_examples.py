@@ -316,3 +316,13 @@ def test_demo_loop(model: BaseChatModel, cassette: Any, capsys: pytest.CaptureFi
     ]
     for line, score in zip(printed, result.score_history, strict=True):
         assert f"score {score:.2f}" in line
+
+
+@pytest.mark.parametrize(("cores", "threads"), [(None, 1), (1, 1), (2, 1), (8, 4)])
+def test_demo_server_uses_half_the_cores(
+    monkeypatch: pytest.MonkeyPatch, cores: int | None, threads: int
+) -> None:
+    from langgraph_refine import demo
+
+    monkeypatch.setattr(demo.os, "cpu_count", lambda: cores)
+    assert demo.server_threads() == threads
