@@ -319,10 +319,11 @@ def test_demo_loop(model: BaseChatModel, cassette: Any, capsys: pytest.CaptureFi
 
 
 @pytest.mark.parametrize(("cores", "threads"), [(None, 1), (1, 1), (2, 1), (8, 4)])
-def test_demo_server_uses_half_the_cores(
+def test_local_server_uses_half_the_cores(
     monkeypatch: pytest.MonkeyPatch, cores: int | None, threads: int
 ) -> None:
-    from langgraph_refine import demo
+    from langgraph_refine import local_model
 
-    monkeypatch.setattr(demo.os, "cpu_count", lambda: cores)
-    assert demo.server_threads() == threads
+    monkeypatch.setattr(local_model.os, "cpu_count", lambda: cores)
+    assert local_model.default_threads() == threads
+    assert local_model.LocalModelServer()._threads == threads

@@ -27,16 +27,6 @@ TASK = (
 MIN_WORDS, MAX_WORDS = 80, 200
 
 
-def server_threads() -> int:
-    """Worker threads for the local model: half the cores, at least one.
-
-    llama.cpp's workers spin while they wait for each other, so with one thread per core
-    any other busy process (a test run, a second server) slows generation down a
-    hundredfold; half the cores costs little when the machine is idle.
-    """
-    return max(1, (os.cpu_count() or 2) // 2)
-
-
 @contextlib.contextmanager
 def demo_model() -> Iterator[tuple[BaseChatModel, str]]:
     """The model to use, and a label saying where it runs."""
@@ -59,7 +49,7 @@ def demo_model() -> Iterator[tuple[BaseChatModel, str]]:
     from langgraph_refine.local_model import LocalModelServer
 
     print("No OPENAI_API_KEY: starting the local SmolLM2 model (first run builds it).")
-    with LocalModelServer(extra_args=("--threads", str(server_threads()))) as server:
+    with LocalModelServer() as server:
         model = server.chat_model(temperature=0.7, max_tokens=400, max_retries=0)
         yield model, f"SmolLM2-135M-Instruct on llama.cpp at {server.base_url}"
 

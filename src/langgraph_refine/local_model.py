@@ -66,6 +66,7 @@ __all__ = [
     "StartedServer",
     "cache_dir",
     "chat_model",
+    "default_threads",
     "ensure_model_file",
     "ensure_server_binary",
     "extract_model",
@@ -561,6 +562,11 @@ def _tail(path: Path, lines: int = _OUTPUT_TAIL_LINES) -> str:
 # --------------------------------------------------------------------------------------------
 
 
+def default_threads() -> int:
+    """Worker threads a local server gets by default: half the cores, at least one."""
+    return max(1, (os.cpu_count() or 2) // 2)
+
+
 class LocalModelServer:
     """A ``llama-server`` process serving SmolLM2 on a loopback port.
 
@@ -582,6 +588,7 @@ class LocalModelServer:
         model_file: Path | None = None,
         context_size: int = 8192,
         parallel: int = 4,
+        threads: int | None = None,
         extra_args: Sequence[str] = (),
         startup_timeout: float = 120.0,
         stop_timeout: float = 10.0,
@@ -594,6 +601,10 @@ class LocalModelServer:
             model_file: A GGUF file to use instead of the cached SmolLM2.
             context_size: Total context (``-c``), shared by the parallel slots.
             parallel: Concurrent request slots (``-np``).
+            threads: Worker threads (``--threads``); half the cores by default. llama.cpp's
+                workers spin while they wait for each other, so with one thread per core
+                any other busy process (a test run, a second server) slows generation down
+                a hundredfold; half the cores costs little on an idle machine.
             extra_args: More ``llama-server`` flags, appended last.
             startup_timeout: Seconds to wait for ``/health`` to answer 200.
             stop_timeout: Seconds between SIGTERM and SIGKILL in :meth:`stop`.
@@ -604,6 +615,7 @@ class LocalModelServer:
         self._model_file = model_file
         self._context_size = context_size
         self._parallel = parallel
+        self._threads = threads if threads is not None else default_threads()
         self._extra_args = tuple(extra_args)
         self._startup_timeout = startup_timeout
         self._stop_timeout = stop_timeout
@@ -696,6 +708,8 @@ class LocalModelServer:
             str(self._context_size),
             "-np",
             str(self._parallel),
+            "--threads",
+            str(self._threads),
             # Answer to the name clients send and report it in /v1/models.
             "--alias",
             self.model,
