@@ -8,6 +8,7 @@ the cache.
 from __future__ import annotations
 
 import atexit
+import os
 from typing import Any
 
 _server: Any = None
@@ -19,7 +20,10 @@ def server() -> Any:
     if _server is None or not _server.running:
         from langgraph_refine.local_model import LocalModelServer
 
-        _server = LocalModelServer().start()
+        # Leave a core to the benchmark itself: it times client-side work, and llama.cpp
+        # threads fighting the client for every core slow both down badly.
+        threads = max(1, (os.cpu_count() or 2) - 1)
+        _server = LocalModelServer(extra_args=("--threads", str(threads))).start()
         atexit.register(_server.stop)
     return _server
 

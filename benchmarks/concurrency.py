@@ -267,7 +267,7 @@ def run(quick: bool = False) -> BenchResult:
     full, one = median(sub["cli subprocess, 32 tasks"]), median(sub["cli subprocess, 1 task"])
     result.figures.append(
         Figure(
-            name="CLI subprocess end to end: (32 tasks - 1 task + ideal) / ideal",
+            name="CLI subprocess, batch part: (32-task run - 1-task run + ideal) / ideal",
             value=(full - one + IDEAL) / IDEAL,
             passed=None,
         )
@@ -282,4 +282,29 @@ def run(quick: bool = False) -> BenchResult:
         rows.append([name, f"{median(values):.3f}", f"{low:.3f}-{high:.3f}", len(values)])
     result.tables.append(md_table(["path", "median wall (s)", "p25-p75 (s)", "runs"], rows))
     result.notes.append(__doc__ or "")
+    if any(f.passed is False for f in result.figures):
+        cpu = {path: median(walls[(path, 0.0)]) for path in PATHS}
+        result.notes.append(
+            WHY_MISSED.format(
+                per_step=cpu[PATHS[0]] / (LOOPS * ROUNDS) * 1e3,
+                minimal_step=cpu[PATHS[1]] / (LOOPS * ROUNDS) * 1e3,
+                minimal=median(walls[(PATHS[1], DELAY)]) / IDEAL,
+                cli_call=cpu[PATHS[2]] / (LOOPS * ROUNDS) * 1e3,
+            )
+        )
     return result
+
+
+WHY_MISSED = """
+**Why a target is missed.** All 32 loops run in one event loop, start together and wait
+together: when their 200 ms waits end at about the same moment, the event loop runs
+every loop's next steps (evaluate, route, start the next generation) before any of them
+waits again, so each round adds the CPU time of 32 loop rounds to the wall time. Here
+that is about {per_step:.2f} ms of CPU per loop round for the library (zero-latency row
+/ 96), against {minimal_step:.2f} ms for the hand-written LangGraph loop, which itself
+reaches only {minimal:.2f}x the ideal in the same run: on this 2-core machine, shared
+with other work, LangGraph's own per-step cost already exceeds the 10% margin. The CLI
+path adds a real HTTP client: about {cli_call:.1f} ms of CPU per model call in
+`ChatOpenAI` and the OpenAI client (zero-latency row / 96 calls), plus an fsync per
+output line on the event loop; the library cannot remove that cost, only overlap it.
+"""

@@ -1,4 +1,4 @@
-"""The loop's instant steps run inline: no worker thread per step on the async path."""
+"""Fast paths: instant steps run inline, and no evaluation run is built when nobody listens."""
 
 from __future__ import annotations
 
@@ -92,3 +92,27 @@ def test_several_candidates_still_run_concurrently() -> None:
     update = asyncio.run(node.ainvoke({"task": "t", "attempts": []}))
     assert len(update["pending"].candidates) == 3
     assert peak == 3
+
+
+def test_listeners_are_detected_from_the_callbacks() -> None:
+    from langchain_core.callbacks import BaseCallbackHandler, CallbackManager
+
+    from langgraph_refine._nodes import _has_listeners
+
+    assert _has_listeners(None)  # unknown: keep the traced run
+    assert not _has_listeners({"callbacks": CallbackManager(handlers=[])})
+    assert _has_listeners({"callbacks": CallbackManager(handlers=[BaseCallbackHandler()])})
+    assert _has_listeners({"callbacks": [BaseCallbackHandler()]})
+    assert not _has_listeners({"callbacks": []})
+
+
+def test_judge_tokens_still_stream_without_user_callbacks() -> None:
+    from tests.fakes import ScriptedChatModel, judge_reply
+
+    generator = ScriptedChatModel(replies=["draft"])
+    judge = ScriptedChatModel(replies=[judge_reply(0.95, "PASS", "good")])
+    graph = create_refine_graph(generator, judge_model=judge).compile()
+    chunks = list(graph.stream({"task": "t"}, stream_mode="messages"))
+    nodes = [metadata["langgraph_node"] for _, metadata in chunks]
+    # LangGraph's own stream handler is a listener: the judge call is seen under evaluate.
+    assert "generate" in nodes and "evaluate" in nodes

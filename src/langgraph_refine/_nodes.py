@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
+from langchain_core.callbacks import BaseCallbackManager
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
@@ -25,7 +26,12 @@ from langgraph.types import Overwrite, interrupt
 
 from langgraph_refine._budget import Budget, BudgetStop, UsageMeter, metering
 from langgraph_refine._errors import BudgetExhaustedError, RefineError, ReviewInputError
-from langgraph_refine._evaluation import EvaluatorLike, as_evaluator, is_async_callable
+from langgraph_refine._evaluation import (
+    BaseEvaluator,
+    EvaluatorLike,
+    as_evaluator,
+    is_async_callable,
+)
 from langgraph_refine._memory import DEFAULT_MEMORY, MemoryPolicy, select_attempts, validate_memory
 from langgraph_refine._models import message_text
 from langgraph_refine._prompts import refinement_prompt
@@ -54,6 +60,37 @@ def _emit(event: dict[str, Any]) -> None:
     except RuntimeError:
         return
     writer(event)
+
+
+def _has_listeners(config: RunnableConfig | None) -> bool:
+    """False when the run's callbacks have no handler at all (nobody records runs).
+
+    Inside a graph `callbacks` is the node run's callback manager, which carries every
+    inherited handler (tracers from the environment, LangGraph's stream handlers).
+    Without a config the answer is unknown, so it is True.
+    """
+    callbacks = (config or {}).get("callbacks")
+    if callbacks is None:
+        return True
+    if isinstance(callbacks, BaseCallbackManager):
+        return bool(callbacks.handlers or callbacks.inheritable_handlers)
+    return bool(callbacks)
+
+
+class _Untraced(Runnable[str, Evaluation]):
+    """An evaluation called directly, when no callback handler would record its run."""
+
+    def __init__(self, evaluator: BaseEvaluator, state: Mapping[str, Any]) -> None:
+        self.evaluator = evaluator
+        self.state = state
+
+    def invoke(self, input: str, config: RunnableConfig | None = None, **kwargs: Any) -> Evaluation:
+        return self.evaluator.evaluate(input, self.state)
+
+    async def ainvoke(
+        self, input: str, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> Evaluation:
+        return await self.evaluator.aevaluate(input, self.state)
 
 
 def _annotate(exc: BaseException, what: str, index: int, node: str) -> None:
@@ -320,6 +357,9 @@ class EvaluatorNode(Runnable[Mapping[str, Any], dict[str, Any]]):
         the tags and metadata.
         """
         evaluator = self.evaluator
+        if not _has_listeners(config):
+            # No handler would see the run: skip building it (a large share of a round).
+            return _Untraced(evaluator, state), config or {}
 
         async def aevaluate(response: str) -> Evaluation:
             return await evaluator.aevaluate(response, state)
