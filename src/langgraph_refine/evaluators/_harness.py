@@ -223,6 +223,8 @@ def _read(path: str) -> str:
 
 
 def _run_test(fn: Any) -> None:
+    # An `async def test_*` gets its own event loop. This runs in the child process that
+    # executes the candidate, never in the library's (sync or async) loop.
     result = fn()
     if result is not None and hasattr(result, "__await__"):
         import asyncio
