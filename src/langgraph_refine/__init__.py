@@ -8,7 +8,6 @@ from langgraph_refine import evaluators
 from langgraph_refine._budget import Budget
 from langgraph_refine._errors import (
     BudgetExhaustedError,
-    JudgeOutputError,
     RefineError,
     ReviewInputError,
 )
@@ -41,7 +40,6 @@ __all__ = [
     "Evaluation",
     "EvaluatorNode",
     "GeneratorNode",
-    "JudgeOutputError",
     "MemoryPolicy",
     "RefineError",
     "RefineInput",

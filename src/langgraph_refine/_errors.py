@@ -25,8 +25,9 @@ class BudgetExhaustedError(RefineError):
 
 
 class ReviewInputError(RefineError, ValueError):
-    """A human-review resume value was malformed; the review interrupt stays pending."""
+    """A human-review answer was malformed.
 
-
-class JudgeOutputError(RefineError):
-    """An LLM judge's reply could not be parsed into a verdict, score and feedback."""
+    Inside the graph the review pauses again (its payload gains an `error` key), so the
+    interrupt stays pending; `refine(reviewer=...)` raises this when its reviewer keeps
+    answering with malformed values.
+    """
