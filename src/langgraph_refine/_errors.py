@@ -31,3 +31,18 @@ class ReviewInputError(RefineError, ValueError):
     interrupt stays pending; `refine(reviewer=...)` raises this when its reviewer keeps
     answering with malformed values.
     """
+
+
+class ContextLengthError(RefineError):
+    """The generator's prompt exceeded the model's context, even in its smallest form.
+
+    Raised after the round was retried once with the smallest refinement prompt (the task,
+    the refined attempt cut short, its feedback). The checkpointed state is intact.
+
+    Attributes:
+        result: The best `RefineResult` so far, or None if no attempt was evaluated.
+    """
+
+    def __init__(self, message: str, result: RefineResult | None) -> None:
+        super().__init__(message)
+        self.result = result

@@ -86,6 +86,32 @@ DEFAULT_RETRY_POLICY = RetryPolicy(
 """Up to 4 attempts with exponential backoff from 0.5 s, on transient errors only."""
 
 
+_CONTEXT_PHRASES = (
+    "context_length_exceeded",
+    "exceeds the available context size",
+    "maximum context length",
+    "context length exceeded",
+    "context window",
+    "too many tokens",
+    "prompt is too long",
+)
+
+
+def is_context_length_error(exc: BaseException) -> bool:
+    """True for a provider's "the prompt does not fit the context" error.
+
+    OpenAI answers HTTP 400 with code `context_length_exceeded`; llama.cpp, vLLM and
+    Ollama answer 400 with a message saying the request exceeds the context size.
+    """
+    code = status_code(exc)
+    if code is not None and code not in (400, 413):
+        return False
+    if getattr(exc, "code", None) == "context_length_exceeded":
+        return True
+    text = " ".join(str(part) for part in (exc, getattr(exc, "body", ""))).lower()
+    return any(phrase in text for phrase in _CONTEXT_PHRASES)
+
+
 def describe_status(exc: BaseException) -> str | None:
     """A short 'HTTP 401' style label for errors that carry a status, else None."""
     code = status_code(exc)
