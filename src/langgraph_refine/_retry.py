@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
+from collections.abc import Sequence
 from email.utils import parsedate_to_datetime
 
 from langgraph.types import RetryPolicy
@@ -61,18 +61,41 @@ def retry_after_seconds(exc: BaseException) -> float | None:
     return max(0.0, min(seconds, MAX_RETRY_AFTER_SECONDS))
 
 
-def honour_retry_after(exc: BaseException) -> None:
-    """Sleep for the server's `Retry-After` before the retry policy re-runs the step."""
-    delay = retry_after_seconds(exc) if is_transient(exc) else None
-    if delay:
-        time.sleep(delay)
+def retry_wait(
+    exc: BaseException,
+    policy: RetryPolicy | Sequence[RetryPolicy] | None,
+    attempt: int | None,
+) -> float:
+    """Seconds to wait for the server's `Retry-After` before the step is retried.
+
+    The wait happens only when a retry follows: the policy retries this error and
+    `attempt` (this execution's number, 1 = first) is below its `max_attempts`. It is
+    capped by the policy's `max_interval`, so a server cannot park the loop.
+
+    Args:
+        exc: The error the step failed with.
+        policy: The node's retry policy or policies (None: no retry follows); as in
+            LangGraph, the first policy that retries the error applies.
+        attempt: This execution's attempt number, or None if unknown (no wait).
+
+    Returns:
+        The seconds to wait (0 for none).
+    """
+    policies = [policy] if isinstance(policy, RetryPolicy) else list(policy or [])
+    policy = next((p for p in policies if _retries(p, exc)), None)
+    if policy is None or attempt is None or attempt >= policy.max_attempts:
+        return 0.0
+    delay = retry_after_seconds(exc) or 0.0
+    return min(delay, policy.max_interval)
 
 
-async def ahonour_retry_after(exc: BaseException) -> None:
-    """Async twin of `honour_retry_after`."""
-    delay = retry_after_seconds(exc) if is_transient(exc) else None
-    if delay:
-        await asyncio.sleep(delay)
+def _retries(policy: RetryPolicy, exc: BaseException) -> bool:
+    retry_on = policy.retry_on
+    if isinstance(retry_on, type):
+        return isinstance(exc, retry_on)
+    if isinstance(retry_on, Sequence):
+        return isinstance(exc, tuple(retry_on))
+    return bool(retry_on(exc)) if isinstance(exc, Exception) else False
 
 
 DEFAULT_RETRY_POLICY = RetryPolicy(

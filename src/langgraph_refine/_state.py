@@ -27,6 +27,13 @@ StopReason: TypeAlias = Literal[
 ]
 """Why a loop stopped."""
 
+Strategy: TypeAlias = Literal["chain", "explore", "sample"]
+"""How each round after the first chooses what to generate (see `_strategy`)."""
+
+PromptForm: TypeAlias = Literal["messages", "single"]
+"""How a refinement round is put to a chat model: a multi-turn conversation
+(`"messages"`) or one user message (`"single"`)."""
+
 CONVERGED_REASONS: frozenset[str] = frozenset({"passed", "target_reached", "approved"})
 
 
@@ -109,6 +116,8 @@ class Attempt(BaseModel):
         response: The generated text.
         evaluation: The evaluation, or None if the loop stopped before evaluating it.
         instruction: Reviewer feedback this attempt was asked to address, if any.
+        parent: The index of the attempt this one refined; None for a fresh sample
+            (attempt 0 included).
         usage: Model usage spent producing and evaluating this attempt.
         candidates: With `candidates > 1`, every response sampled in this round; the
             attempt's own `response` and `evaluation` are the best of them.
@@ -120,6 +129,7 @@ class Attempt(BaseModel):
     response: str
     evaluation: Evaluation | None = None
     instruction: str | None = None
+    parent: int | None = None
     usage: Usage = Field(default_factory=Usage)
     candidates: list[Candidate] = Field(default_factory=list)
 
@@ -251,6 +261,7 @@ class RefineState(TypedDict):
         pending: The attempt generated but not yet evaluated.
         stop_reason: Why the loop stops; set by the step that decides it.
         reviewer_feedback: Feedback from a human `"revise"` action for the next generation.
+        refine_from: The attempt the next round refines; None for a fresh sample.
         usage: Model calls, tokens and seconds spent so far.
         from_messages: True when the task came from `messages` (the answer goes back there).
     """
@@ -262,5 +273,6 @@ class RefineState(TypedDict):
     pending: NotRequired[Attempt | None]
     stop_reason: NotRequired[StopReason | None]
     reviewer_feedback: NotRequired[str | None]
+    refine_from: NotRequired[int | None]
     usage: NotRequired[Annotated[Usage, add_usage]]
     from_messages: NotRequired[bool]

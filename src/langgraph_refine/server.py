@@ -30,7 +30,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from langgraph_refine._graph import create_refine_graph
 from langgraph_refine._models import resolve_chat_model
-from langgraph_refine._nodes import HumanReview
+from langgraph_refine._options import HumanReview
 
 __all__ = ["MODEL_ENV", "build_graph", "refine", "refine_reviewed"]
 

@@ -229,7 +229,8 @@ class BatchStats:
             self.first_scores.append(result.score_history[0])
         if result.score is not None:
             self.best_scores.append(result.score)
-        self.stop_reasons[result.stop_reason] = self.stop_reasons.get(result.stop_reason, 0) + 1
+        reason = result.stop_reason or "unfinished"
+        self.stop_reasons[reason] = self.stop_reasons.get(reason, 0) + 1
 
     def describe(self) -> str:
         """`done 3/10, failed 0, mean score 0.42 → 0.81` style summary."""

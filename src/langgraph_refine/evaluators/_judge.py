@@ -24,7 +24,6 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
-from langgraph_refine._budget import current_meter
 from langgraph_refine._evaluation import BaseEvaluator
 from langgraph_refine._models import message_text
 from langgraph_refine._prompts import JUDGE_INSTRUCTIONS, JUDGE_SYSTEM
@@ -359,18 +358,12 @@ class _JudgeRun:
             )
         else:
             return False
-        meter = current_meter()
-        if meter is not None:
-            meter.record(_usage_message(exc))
         self.failures.append(reason)
         return True
 
     def read(self, output: Any) -> Evaluation | None:
         """Record usage and turn the model's output into an evaluation (None if unparsable)."""
         raw = output.get("raw") if isinstance(output, dict) else output
-        meter = current_meter()
-        if meter is not None:
-            meter.record(raw)
         parsed = output.get("parsed") if isinstance(output, dict) else None
         structured: _Reading | None = None
         if isinstance(parsed, JudgeReply):
@@ -559,9 +552,7 @@ def _usage_message(exc: Exception) -> AIMessage:
 
 
 def _check_budget() -> None:
-    meter = current_meter()
-    if meter is not None:
-        meter.before_call()
+    """The budget is checked by the loop's meter when the model call starts."""
 
 
 def llm_judge(
