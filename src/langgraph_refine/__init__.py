@@ -1,8 +1,11 @@
 """langgraph-refine: the evaluator-optimizer (self-refine) loop as reusable LangGraph subgraphs.
 
 Build the loop with `create_refine_graph` (an uncompiled `StateGraph`: compile it with
-your own checkpointer), or run it in one call with `refine` / `arefine`.
+your own checkpointer), or run it in one call with `refine` / `arefine`. Inside a LangChain
+agent (`create_agent`), use `RefineMiddleware` (needs the `agents` extra).
 """
+
+from typing import TYPE_CHECKING, Any
 
 from langgraph_refine import evaluators
 from langgraph_refine._budget import Budget
@@ -30,6 +33,9 @@ from langgraph_refine._state import (
     Verdict,
 )
 from langgraph_refine._stop_rules import StopRules
+
+if TYPE_CHECKING:
+    from langgraph_refine._middleware import RefineMiddleware
 
 __all__ = [
     "DEFAULT_RETRY_POLICY",
@@ -62,3 +68,14 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    # RefineMiddleware is built on LangChain's agents, an optional dependency: import it
+    # on first use, so `import langgraph_refine` works without `langchain` installed.
+    # (Not in __all__, so `from langgraph_refine import *` needs no `langchain` either.)
+    if name == "RefineMiddleware":
+        from langgraph_refine._middleware import RefineMiddleware
+
+        return RefineMiddleware
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
