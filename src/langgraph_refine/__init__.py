@@ -35,7 +35,7 @@ from langgraph_refine._state import (
 from langgraph_refine._stop_rules import StopRules
 
 if TYPE_CHECKING:
-    from langgraph_refine._middleware import RefineMiddleware
+    from langgraph_refine._middleware import RefineMiddleware as RefineMiddleware
 
 __all__ = [
     "DEFAULT_RETRY_POLICY",
