@@ -367,9 +367,7 @@ def test_budget_raise_skips_the_review() -> None:
     assert len(model.calls) == 1
 
 
-@pytest.mark.parametrize(
-    "actions", [ReviewNode("final").actions, ReviewNode("every_round").actions]
-)
+@pytest.mark.parametrize("mode", ["final", "every_round"])
 def test_the_schema_accepts_exactly_what_the_review_applies(mode: Any) -> None:
     import jsonschema
 
