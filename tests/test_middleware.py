@@ -451,3 +451,23 @@ def test_without_langchain_the_package_imports_and_the_middleware_names_the_extr
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert "pip install 'langgraph-refine[agents]'" in done.stdout
+
+
+def test_the_research_example_runs_with_a_tool_calling_model() -> None:
+    from examples import research_agent_middleware as example
+
+    model = AgentModel(
+        replies=[
+            AIMessage(
+                "",
+                tool_calls=[{"name": "lookup", "args": {"topic": "Eiffel Tower"}, "id": "c1"}],
+            ),
+            "It was completed in 1889.",
+            "Completed in 1889, designed by Gustave Eiffel's firm, 330 metres tall.",
+        ]
+    )
+    messages, result = example.main(model)
+    assert "330 metres" in model.calls[1][-1].text  # the tool's facts reached the model
+    assert result.stop_reason == "target_reached"
+    assert result.score_history[0] < 1.0
+    assert messages[-1].text == result.value == model.replies[-1]
