@@ -132,12 +132,14 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         ValueError: If an option is outside its allowed range (the message names it).
 
     Example:
-        >>> from langchain.agents import create_agent
         >>> from langgraph_refine import RefineMiddleware
         >>> from langgraph_refine.evaluators import contains_all
-        >>> refine = RefineMiddleware(contains_all(["Paris"]), max_iterations=2)
-        >>> agent = create_agent("openai:gpt-4o-mini", tools=[], middleware=[refine])
-        ... # doctest: +SKIP
+        >>> refine = RefineMiddleware(contains_all(["1889", "330"]), max_iterations=2)
+        >>> refine.stop_rules.max_iterations
+        2
+
+        Then `agent = create_agent(model, tools, middleware=[refine])`, and
+        `refine.result(agent.invoke(...))` for the loop's `RefineResult`.
     """
 
     state_schema = RefineAgentState
