@@ -18,6 +18,7 @@ PAGES = [
     "checkpointing",
     "human-review",
     "embedding",
+    "agents",
     "cli",
     "deployment",
     "api",

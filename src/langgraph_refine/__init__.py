@@ -3,8 +3,11 @@
 Build the loop with `create_refine_graph` (an uncompiled `StateGraph`: compile it with
 your own checkpointer), or run it in one call with `refine` / `arefine`. For custom
 topologies, `GeneratorNode`, `EvaluatorNode`, `ReviewNode` and `route_after_evaluation`
-are the building blocks.
+are the building blocks. Inside a LangChain agent (`create_agent`), use
+`RefineMiddleware` (needs the `agents` extra).
 """
+
+from typing import TYPE_CHECKING, Any
 
 from langgraph_refine import evaluators
 from langgraph_refine._budget import Budget
@@ -24,6 +27,9 @@ from langgraph_refine._router import route_after_evaluation
 from langgraph_refine._run import arefine, refine
 from langgraph_refine._state import Attempt, Evaluation, RefineState, Usage
 from langgraph_refine._stop_rules import StopRules
+
+if TYPE_CHECKING:
+    from langgraph_refine._middleware import RefineMiddleware as RefineMiddleware
 
 __all__ = [
     "Attempt",
@@ -50,3 +56,14 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    # RefineMiddleware is built on LangChain's agents, an optional dependency: import it
+    # on first use, so `import langgraph_refine` works without `langchain` installed.
+    # (Not in __all__, so `from langgraph_refine import *` needs no `langchain` either.)
+    if name == "RefineMiddleware":
+        from langgraph_refine._middleware import RefineMiddleware
+
+        return RefineMiddleware
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

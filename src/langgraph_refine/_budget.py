@@ -10,14 +10,17 @@ sent); the node turns that into the loop's budget stop.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.outputs import LLMResult
+from langchain_core.runnables.config import ensure_config, merge_configs, var_child_runnable_config
 
 from langgraph_refine._state import Usage
 
@@ -225,3 +228,18 @@ class BudgetMeter(BaseCallbackHandler):
                     "total_tokens": usage.get("total_tokens", 0),
                 }
             )
+
+
+@contextlib.contextmanager
+def metered(meter: BudgetMeter) -> Iterator[BudgetMeter]:
+    """Attach `meter` to the current run's config for the block.
+
+    Model calls made in the block without a config of their own inherit the current
+    one (LangChain's context), so the meter sees and checks them. For code that runs
+    outside a loop node's `Step`, such as `RefineMiddleware`'s hooks.
+    """
+    token = var_child_runnable_config.set(merge_configs(ensure_config(), {"callbacks": [meter]}))
+    try:
+        yield meter
+    finally:
+        var_child_runnable_config.reset(token)

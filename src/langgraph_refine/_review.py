@@ -12,11 +12,10 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from langgraph.types import interrupt
-
 from langgraph_refine._errors import ReviewInputError
 from langgraph_refine._options import HumanReview, OnBudgetExhausted, check_choice
 from langgraph_refine._result import best_attempt
+from langgraph_refine._review_schema import ask_review
 from langgraph_refine._state import RefineState, revive_state
 from langgraph_refine._stop_rules import BUDGET_STOP, review_stop
 
@@ -76,17 +75,9 @@ class ReviewNode:
     def __call__(self, state: RefineState) -> dict[str, Any]:
         if state.get("stop_reason") == BUDGET_STOP and self.on_budget_exhausted == "raise":
             return {}
-        payload = self.payload(revive_state(state))
-        shown = payload
-        while True:
-            # A malformed answer is not an error of the run: ask again, saying what was
-            # wrong. Each interrupt() in this node has its own resume slot, so the bad
-            # value is never replayed into the next answer.
-            try:
-                return self.apply(payload, interrupt(shown))
-            except ReviewInputError as exc:
-                logger.info("%s: review answer rejected: %s", self.loop_name, exc)
-                shown = {**payload, "error": str(exc)}
+        # The interrupt declares its answer's schema (LangGraph Studio shows a form); a
+        # malformed answer pauses again with an `error` key (see `ask_review`).
+        return ask_review(self.payload(revive_state(state)), self.apply, self.actions)
 
     def apply(self, payload: Mapping[str, Any], value: Any) -> dict[str, Any]:
         """Turn a resume value into a state update.
