@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import math
 import os
+import re
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal, NotRequired, TypeAlias
 
@@ -178,19 +180,31 @@ def merge_attempt_batches(
 
 
 def _attempts_channel() -> Any:
-    """The channel annotation of `attempts`: a delta channel when LangGraph has one.
+    """The channel annotation of `attempts`: a delta channel when LangGraph can undo it.
 
     With a plain reducer every checkpoint re-serialises the whole history, so stored
     bytes grow with the square of the rounds. LangGraph's `DeltaChannel` (beta) stores
     only each step's new attempts and rebuilds the list from them, keeping storage per
-    round flat. Without it (older LangGraph), or with `LANGGRAPH_REFINE_DELTA_CHANNEL=0`,
-    the plain reducer is used; both designs hold the same values.
+    round flat. With `LANGGRAPH_REFINE_DELTA_CHANNEL=0`, or on a LangGraph older than
+    `ATTEMPTS_CHANNEL_MIN_LANGGRAPH`, the plain reducer is used; both designs hold the
+    same values, and each reads a thread the other wrote (see docs/checkpointing.md).
     """
     if os.environ.get("LANGGRAPH_REFINE_DELTA_CHANNEL", "1").strip().lower() in _OFF:
         return merge_attempts
+    # A delta-written thread keeps `attempts` only as per-step writes, with no value in
+    # its latest checkpoint. LangGraph before 1.2.16 replays those writes only into a
+    # field that is still a DeltaChannel: read with the plain reducer (the switch
+    # flipped), the history loads as [] and the loop silently starts over. From 1.2.16
+    # either design reads either shape, so only there is the delta design safe to write.
+    try:
+        found = importlib.metadata.version("langgraph")
+    except importlib.metadata.PackageNotFoundError:  # unknown version: the safe design
+        return merge_attempts
+    if _release(found) < _release(ATTEMPTS_CHANNEL_MIN_LANGGRAPH):
+        return merge_attempts
     try:
         from langgraph.channels import DeltaChannel
-    except ImportError:  # LangGraph before DeltaChannel: the plain reducer
+    except ImportError:  # LangGraph without DeltaChannel: the plain reducer
         return merge_attempts
     try:
         return DeltaChannel(merge_attempt_batches)
@@ -198,7 +212,14 @@ def _attempts_channel() -> Any:
         return merge_attempts
 
 
+def _release(version: str) -> tuple[int, ...]:
+    # "1.2.16", "1.2.16rc1", "1.3.0.dev2" -> (1, 2, 16), (1, 2, 16), (1, 3, 0)
+    return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
+
+
 _OFF = frozenset({"0", "false", "no", "off"})
+ATTEMPTS_CHANNEL_MIN_LANGGRAPH = "1.2.16"
+"""The first LangGraph that reads a delta-written `attempts` back with the plain reducer."""
 ATTEMPTS_CHANNEL: Any = _attempts_channel()
 """The `attempts` channel annotation chosen at import (a `DeltaChannel` or `merge_attempts`)."""
 ATTEMPTS_CHANNEL_DESIGN = "delta" if ATTEMPTS_CHANNEL is not merge_attempts else "reducer"
