@@ -20,6 +20,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from langgraph_refine._models import DEFAULT_MAX_TOKENS, MAX_TOKENS_ENV
 from langgraph_refine.cli._errors import CliError, describe_error, one_line
 from langgraph_refine.cli._models import ModelSettings
 from langgraph_refine.cli._options import LoopOptions
@@ -113,6 +114,15 @@ CacheOpt = Annotated[
 TimeoutOpt = Annotated[
     float, typer.Option("--timeout", metavar="SECONDS", help="Seconds one model call may take.")
 ]
+MaxTokensOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-tokens",
+        metavar="N",
+        help=f"Output tokens one model call may generate, so a runaway generation ends. "
+        f"Default: ${MAX_TOKENS_ENV}, else {DEFAULT_MAX_TOKENS}.",
+    ),
+]
 
 
 def _stderr() -> Console:
@@ -129,11 +139,17 @@ def _settings(
     judge_model: str | None,
     cache: Path | None,
     timeout: float,
+    max_tokens: int | None,
 ) -> ModelSettings:
     if timeout <= 0:
         raise CliError(f"--timeout must be a positive number of seconds, got {timeout}")
     return ModelSettings.from_options(
-        model, base_url, judge_model, timeout=timeout, cache=_open_cache(cache)
+        model,
+        base_url,
+        judge_model,
+        timeout=timeout,
+        max_tokens=max_tokens,
+        cache=_open_cache(cache),
     )
 
 
@@ -194,6 +210,7 @@ def run(
     ] = False,
     cache: CacheOpt = None,
     timeout: TimeoutOpt = 120.0,
+    max_tokens: MaxTokensOpt = None,
 ) -> None:
     """Refine one task, showing each round's score, verdict and feedback."""
     from langgraph_refine.cli._review import TerminalReviewer
@@ -202,7 +219,7 @@ def run(
 
     check_task(task)
     options = LoopOptions.from_cli(evaluator, target_score, max_iterations, patience, memory)
-    settings = _settings(model, base_url, judge_model, cache, timeout)
+    settings = _settings(model, base_url, judge_model, cache, timeout, max_tokens)
     out, err = _stdout(), _stderr()
     screen = err if json_output else out
     request = RunRequest(task, options, checkpoint=checkpoint, thread=thread, review=review)
@@ -254,6 +271,7 @@ def batch(
     memory: MemoryOpt = "best_and_last",
     cache: CacheOpt = None,
     timeout: TimeoutOpt = 120.0,
+    max_tokens: MaxTokensOpt = None,
 ) -> int:
     """Refine every task of a JSONL file; rerun with the same --out to finish an interrupted batch.
 
@@ -278,7 +296,7 @@ def batch(
     found = read_input(input_file, defaults)
     for message in found.errors:
         _error(err, message)
-    settings = _settings(model, base_url, judge_model, cache, timeout)
+    settings = _settings(model, base_url, judge_model, cache, timeout, max_tokens)
     done = done_ids(out, lambda message: _error(err, message))
     todo = [item for item in found.items if id_key(item.id) not in done]
     skipped = len(found.items) - len(todo)
