@@ -5,11 +5,13 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import struct
 import subprocess
 import zlib
+from collections.abc import Callable, Mapping
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -169,14 +171,41 @@ document.body.appendChild(out);
 </script>"""
 
 
-def chromium() -> str:
-    path = shutil.which("chromium") or shutil.which("chromium-browser")
-    if path is None:
+REQUIRE_BROWSER_ENV = "LANGGRAPH_REFINE_REQUIRE_BROWSER"
+"""Set to 1 (as .ci/run does) to make a missing Chromium fail the browser test, not skip it."""
+CHROMIUM_HINT = "install Debian's package with `apt-get install -y chromium` (.ci/run does this)"
+
+
+def chromium(
+    environ: Mapping[str, str] = os.environ, which: Callable[[str], str | None] = shutil.which
+) -> str:
+    """The headless Chromium binary; skip the test without it, or fail when it is required."""
+    path = which("chromium") or which("chromium-browser")
+    if path is not None:
+        return path
+    if environ.get(REQUIRE_BROWSER_ENV, "").strip() == "1":
         pytest.fail(
-            "headless Chromium is needed to check the HTML report: install Debian's package "
-            "with `apt-get install -y chromium` (.ci/run does this)"
+            f"{REQUIRE_BROWSER_ENV}=1 but headless Chromium is not installed: {CHROMIUM_HINT}"
         )
-    return path
+    pytest.skip(f"headless Chromium is not installed; {CHROMIUM_HINT}")
+
+
+@pytest.fixture
+def chromium_binary() -> str:
+    """Chromium's path; requested first, so a missing browser skips before any batch runs."""
+    return chromium()
+
+
+def test_missing_chromium_skips_unless_required() -> None:
+    nowhere: Callable[[str], str | None] = lambda name: None  # noqa: E731
+    with pytest.raises(pytest.skip.Exception, match="Chromium is not installed"):
+        chromium({}, nowhere)
+    with pytest.raises(pytest.skip.Exception):
+        chromium({REQUIRE_BROWSER_ENV: "0"}, nowhere)
+    with pytest.raises(pytest.fail.Exception, match=f"{REQUIRE_BROWSER_ENV}=1"):
+        chromium({REQUIRE_BROWSER_ENV: "1"}, nowhere)
+    found = {"chromium-browser": "/usr/bin/chromium-browser"}
+    assert chromium({REQUIRE_BROWSER_ENV: "1"}, found.get) == "/usr/bin/chromium-browser"
 
 
 def run_chromium(page: Path, tmp_path: Path, *mode: str) -> subprocess.CompletedProcess[str]:
@@ -260,7 +289,9 @@ def blend(color: str, opacity: float) -> str:
 
 @pytest.mark.browser
 @pytest.mark.slow
-def test_plot_is_drawn_in_headless_chromium(cli: Any, batch_output: Path, tmp_path: Path) -> None:
+def test_plot_is_drawn_in_headless_chromium(
+    chromium_binary: str, cli: Any, batch_output: Path, tmp_path: Path
+) -> None:
     report = tmp_path / "report.html"
     assert cli("report", str(batch_output), "--html", str(report)).code == 0
 
