@@ -330,3 +330,35 @@ def test_plot_is_drawn_in_headless_chromium(
     # Outside the plot, that red is only the legend's small swatch.
     above = (0, 0, WINDOW[0], box[1])
     assert count_color(rows, bpp, MEAN_COLOR, above) < 200
+
+
+def test_report_lists_failed_tasks_and_counts_the_last_row_of_each_id(
+    cli: Any, batch_output: Path, tmp_path: Path
+) -> None:
+    lines = batch_output.read_text().splitlines()
+    failed = {"id": "x", "task": "Broken <task>", "attempts": [], "error": "HTTP 400: <too long>"}
+    retried_error = {"id": "a", "task": "first try", "attempts": [], "error": "timed out"}
+    # Reruns append: "a" failed first, then succeeded; "x" failed and was not retried yet.
+    source = tmp_path / "mixed.jsonl"
+    source.write_text("\n".join([json.dumps(retried_error), *lines, json.dumps(failed)]) + "\n")
+    target = tmp_path / "r.html"
+    run = cli("report", str(source), "--html", str(target))
+    assert run.code == 0, run.err
+    out = run.out.splitlines()
+    assert out[0].endswith("(5 task(s), 1 failed)")
+    assert out[1:] == ["failed: id 'x': HTTP 400: <too long>"]
+
+    html = target.read_text()
+    page = parse(html)
+    batch_ids = [json.loads(line)["id"] for line in lines]  # concurrency decides their order
+    # "a" keeps the place of its first row (the error), with its last row's content.
+    expected = ["a", *(i for i in batch_ids if i != "a"), "x"]
+    assert [d["data-id"] for d in page.find("details", "task")] == expected
+    assert [r["data-id"] for r in page.find("tr", "failed-task")] == ["x"]
+    assert "HTTP 400: &lt;too long&gt;" in html and "timed out" not in html
+    summary = dict(re.findall(r"<tr><th>([^<]+)</th><td class=\"num\">([^<]+)</td></tr>", html))
+    assert summary["failed tasks"] == "1"
+
+    clean = tmp_path / "clean.html"
+    assert cli("report", str(batch_output), "--html", str(clean)).code == 0
+    assert 'id="failed"' not in clean.read_text()

@@ -15,6 +15,9 @@ from typing_extensions import TypedDict
 Verdict: TypeAlias = Literal["PASS", "NEEDS_IMPROVEMENT", "FAIL"]
 """The three verdicts an evaluator may give."""
 
+Strategy: TypeAlias = Literal["chain", "explore", "sample"]
+"""How refinement rounds choose what to refine (`strategy=`)."""
+
 StopReason: TypeAlias = Literal[
     "passed",
     "target_reached",

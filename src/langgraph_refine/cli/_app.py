@@ -23,7 +23,12 @@ from rich.text import Text
 from langgraph_refine._models import DEFAULT_MAX_TOKENS, MAX_TOKENS_ENV
 from langgraph_refine.cli._errors import CliError, describe_error, one_line
 from langgraph_refine.cli._models import ModelSettings
-from langgraph_refine.cli._options import LoopOptions
+from langgraph_refine.cli._options import (
+    MEMORY_CHOICES,
+    ON_BUDGET_CHOICES,
+    STRATEGY_CHOICES,
+    LoopOptions,
+)
 from langgraph_refine.cli._specs import SPEC_FORMS
 
 PROG = "langgraph-refine"
@@ -99,8 +104,44 @@ MemoryOpt = Annotated[
     typer.Option(
         "--memory",
         metavar="POLICY",
-        help="Earlier attempts the generator sees: all, last, best_and_last, or a number N "
-        "(the N most recent).",
+        help="Earlier attempts the generator sees: "
+        + ", ".join(MEMORY_CHOICES)
+        + ", or a number N (the N most recent).",
+    ),
+]
+StrategyOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--strategy",
+        metavar="NAME",
+        help="How rounds choose what to refine: " + ", ".join(STRATEGY_CHOICES) + ". "
+        "Default: the library's.",
+    ),
+]
+MinDeltaOpt = Annotated[
+    float,
+    typer.Option("--min-delta", metavar="X", help="The least score gain that counts as progress."),
+]
+BudgetCallsOpt = Annotated[
+    int | None,
+    typer.Option("--budget-calls", metavar="N", help="Most model calls per task."),
+]
+BudgetTokensOpt = Annotated[
+    int | None,
+    typer.Option("--budget-tokens", metavar="N", help="Most tokens (in and out) per task."),
+]
+BudgetSecondsOpt = Annotated[
+    float | None,
+    typer.Option("--budget-seconds", metavar="S", help="Most seconds per task."),
+]
+OnBudgetOpt = Annotated[
+    str,
+    typer.Option(
+        "--on-budget-exhausted",
+        metavar="MODE",
+        help="When the budget runs out: "
+        + " or ".join(ON_BUDGET_CHOICES)
+        + " (stop returns the best so far; raise fails the task).",
     ),
 ]
 CacheOpt = Annotated[
@@ -185,6 +226,12 @@ def run(
     max_iterations: MaxIterOpt = 4,
     patience: PatienceOpt = 2,
     memory: MemoryOpt = "best_and_last",
+    strategy: StrategyOpt = None,
+    min_delta: MinDeltaOpt = 0.0,
+    budget_calls: BudgetCallsOpt = None,
+    budget_tokens: BudgetTokensOpt = None,
+    budget_seconds: BudgetSecondsOpt = None,
+    on_budget_exhausted: OnBudgetOpt = "stop",
     checkpoint: Annotated[
         Path | None,
         typer.Option(
@@ -218,7 +265,19 @@ def run(
     from langgraph_refine.cli._view import RoundView, show_result
 
     check_task(task)
-    options = LoopOptions.from_cli(evaluator, target_score, max_iterations, patience, memory)
+    options = LoopOptions.from_cli(
+        evaluator,
+        target_score,
+        max_iterations,
+        patience,
+        memory,
+        strategy=strategy,
+        min_delta=min_delta,
+        max_calls=budget_calls,
+        max_tokens=budget_tokens,
+        max_seconds=budget_seconds,
+        on_budget_exhausted=on_budget_exhausted,
+    )
     settings = _settings(model, base_url, judge_model, cache, timeout, max_tokens)
     out, err = _stdout(), _stderr()
     screen = err if json_output else out
@@ -269,6 +328,12 @@ def batch(
     max_iterations: MaxIterOpt = 4,
     patience: PatienceOpt = 2,
     memory: MemoryOpt = "best_and_last",
+    strategy: StrategyOpt = None,
+    min_delta: MinDeltaOpt = 0.0,
+    budget_calls: BudgetCallsOpt = None,
+    budget_tokens: BudgetTokensOpt = None,
+    budget_seconds: BudgetSecondsOpt = None,
+    on_budget_exhausted: OnBudgetOpt = "stop",
     cache: CacheOpt = None,
     timeout: TimeoutOpt = 120.0,
     max_tokens: MaxTokensOpt = None,
@@ -291,7 +356,19 @@ def batch(
 
     if concurrency < 1:
         raise CliError(f"--concurrency must be >= 1, got {concurrency}")
-    defaults = LoopOptions.from_cli(evaluator, target_score, max_iterations, patience, memory)
+    defaults = LoopOptions.from_cli(
+        evaluator,
+        target_score,
+        max_iterations,
+        patience,
+        memory,
+        strategy=strategy,
+        min_delta=min_delta,
+        max_calls=budget_calls,
+        max_tokens=budget_tokens,
+        max_seconds=budget_seconds,
+        on_budget_exhausted=on_budget_exhausted,
+    )
     err = _stderr()
     found = read_input(input_file, defaults)
     for message in found.errors:
@@ -328,8 +405,8 @@ def report(
     ],
     html: Annotated[Path, typer.Option("--html", metavar="FILE", help="The HTML file to write.")],
 ) -> int:
-    """Write a self-contained HTML report: summary, score-per-round plot, every attempt."""
-    from langgraph_refine.cli._report import write_report
+    """Write a self-contained HTML report: summary, failed tasks, score plot, every attempt."""
+    from langgraph_refine.cli._report import failure_lines, write_report
 
     err = _stderr()
     warnings: list[str] = []
@@ -338,8 +415,14 @@ def report(
         warnings.append(message)
         _error(err, message)
 
-    count = write_report(output_file, html, warn)
-    _stdout().print(Text(f"wrote {html} ({count} task(s))"), soft_wrap=True)
+    records = write_report(output_file, html, warn)
+    out = _stdout()
+    failures = failure_lines(records)
+    out.print(
+        Text(f"wrote {html} ({len(records)} task(s), {len(failures)} failed)"), soft_wrap=True
+    )
+    for line in failures:
+        out.print(Text(line), soft_wrap=True)
     return 1 if warnings else 0
 
 
