@@ -320,6 +320,21 @@ def batch(
         int,
         typer.Option("--concurrency", "-c", metavar="N", help="Loops running at the same time."),
     ] = 4,
+    server: Annotated[
+        str | None,
+        typer.Option(
+            "--server",
+            metavar="URL",
+            help="Run each task on its own thread of the LangGraph Server at URL (the server's "
+            "model and evaluator are used; per-line loop options go in each run's context).",
+        ),
+    ] = None,
+    assistant: Annotated[
+        str,
+        typer.Option(
+            "--assistant", metavar="ID", help="With --server: the assistant or graph id to run."
+        ),
+    ] = "refine",
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
     judge_model: JudgeOpt = None,
@@ -371,31 +386,53 @@ def batch(
     )
     err = _stderr()
     found = read_input(input_file, defaults)
+    if server is not None:
+        from langgraph_refine.cli._remote import check_server_items
+
+        found.items = check_server_items(found.items, found.errors, input_file)
     for message in found.errors:
         _error(err, message)
-    settings = _settings(model, base_url, judge_model, cache, timeout, max_tokens)
     done = done_ids(out, lambda message: _error(err, message))
     todo = [item for item in found.items if id_key(item.id) not in done]
     skipped = len(found.items) - len(todo)
-    generator = settings.generator() if todo else None  # a bad model fails before any output
-    writer = LineWriter(out)
-    try:
-        progress = RichProgress(err)
-        with progress:
-            stats = asyncio.run(
-                run_items(
-                    todo,
-                    settings,
-                    writer,
-                    concurrency=concurrency,
-                    progress=progress,
-                    generator=generator,
+    if server is not None:
+        stats = _batch_on_server(todo, server, assistant, out, concurrency, err)
+    else:
+        settings = _settings(model, base_url, judge_model, cache, timeout, max_tokens)
+        generator = settings.generator() if todo else None  # a bad model fails before output
+        writer = LineWriter(out)
+        try:
+            with RichProgress(err) as progress:
+                stats = asyncio.run(
+                    run_items(
+                        todo,
+                        settings,
+                        writer,
+                        concurrency=concurrency,
+                        progress=progress,
+                        generator=generator,
+                    )
                 )
-            )
-    finally:
-        writer.close()
+        finally:
+            writer.close()
     _stdout().print(Text(summary_line(stats, skipped, out)), soft_wrap=True)
     return 1 if found.errors or stats.failed else 0
+
+
+def _batch_on_server(
+    todo: list[Any], url: str, assistant: str, out: Path, concurrency: int, err: Console
+) -> Any:
+    from langgraph_refine.cli._batch import RichProgress
+    from langgraph_refine.cli._remote import ServerBatch, run_on_server
+
+    return asyncio.run(
+        run_on_server(
+            todo,
+            ServerBatch(url, assistant, out),
+            concurrency=concurrency,
+            progress=lambda: RichProgress(err),
+        )
+    )
 
 
 @app.command()

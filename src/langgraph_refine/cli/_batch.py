@@ -30,7 +30,7 @@ from langgraph_refine._result import RefineResult
 from langgraph_refine._run import arefine
 from langgraph_refine.cli._errors import CliError, describe_error, is_unreachable, one_line
 from langgraph_refine.cli._models import ModelSettings
-from langgraph_refine.cli._options import LoopOptions
+from langgraph_refine.cli._options import PER_LINE_OPTIONS, LoopOptions
 from langgraph_refine.cli._single import result_json
 
 OUTPUT_KEYS = (
@@ -54,12 +54,14 @@ class BatchItem:
         id: The line's `id` (a string or an integer).
         task: The task text.
         options: The loop options for this task (defaults plus the line's own).
+        given: The option keys the line set itself.
     """
 
     line: int
     id: str | int
     task: str
     options: LoopOptions
+    given: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -142,7 +144,13 @@ def _item(data: Any, number: int, defaults: LoopOptions) -> BatchItem:
     task = data.get("task")
     if not isinstance(task, str) or not task.strip():
         raise CliError(f"'task' must be a non-empty string, got {task!r}")
-    return BatchItem(line=number, id=item_id, task=task, options=defaults.override(data))
+    return BatchItem(
+        line=number,
+        id=item_id,
+        task=task,
+        options=defaults.override(data),
+        given=frozenset(data) & frozenset(PER_LINE_OPTIONS),
+    )
 
 
 def done_ids(path: Path, warn: Callable[[str], None]) -> set[str]:
@@ -385,6 +393,7 @@ async def drive(
     concurrency: int,
     progress: Progress,
     fatal: Callable[[BaseException], str | None] = lambda exc: None,
+    row_extra: Callable[[BatchItem], dict[str, Any]] = lambda item: {},
 ) -> BatchStats:
     """Run `items` with at most `concurrency` in flight, appending one row per task.
 
@@ -399,6 +408,7 @@ async def drive(
         concurrency: The most tasks in flight.
         progress: Receives the counts as tasks finish, and the problems.
         fatal: Returns the message of an error that must stop the batch, else None.
+        row_extra: Extra fields for a task's row (e.g. its server thread).
 
     Raises:
         CliError: With `fatal`'s message, if such an error happened.
@@ -420,11 +430,11 @@ async def drive(
                     stats.fail()
                 else:
                     message = describe_error(exc)
-                    writer.write(error_record(item, exc, message))
+                    writer.write({**error_record(item, exc, message), **row_extra(item)})
                     stats.fail()
                     progress.error(f"id {item.id!r} (line {item.line}) failed: {message}")
             else:
-                writer.write(output_record(item, result))
+                writer.write({**output_record(item, result), **row_extra(item)})
                 stats.add(result)
             progress.finished(stats)
 
