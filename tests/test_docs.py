@@ -20,6 +20,7 @@ PAGES = [
     "embedding",
     "cli",
     "deployment",
+    "scaling-out",
     "api",
 ]
 
