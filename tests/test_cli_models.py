@@ -168,3 +168,17 @@ def test_invalid_max_tokens_is_one_line(
         "'-1'",
     )
     assert server.requests == []
+
+
+def test_demo_model_uses_the_resolver_and_the_cap(monkeypatch: Any) -> None:
+    from langgraph_refine.demo import demo_model
+
+    monkeypatch.setenv("OPENAI_API_KEY", "local")
+    monkeypatch.setenv("REFINE_MODEL", "qwen2.5:7b")
+    monkeypatch.setenv("REFINE_MAX_TOKENS", "99")
+    with demo_model() as (model, label):
+        chat = _openai(model)
+        assert (chat.model_name, chat.max_tokens, chat.temperature) == ("qwen2.5:7b", 99, 0.7)
+        assert label.startswith("qwen2.5:7b")
+    with demo_model(33) as (model, _):
+        assert _openai(model).max_tokens == 33
