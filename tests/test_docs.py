@@ -21,6 +21,7 @@ PAGES = [
     "agents",
     "cli",
     "deployment",
+    "scaling-out",
     "api",
 ]
 
