@@ -118,19 +118,24 @@ class BudgetMeter(BaseCallbackHandler):
     Args:
         budget: The limits, or None to count only.
         spent_before: Usage recorded in state before this step.
+        carried: Usage of earlier failed executions of this step (retries), which
+            wrote nothing to state but whose calls were sent.
     """
 
     raise_error = True  # a refusal must abort the call, not be logged and ignored
     run_inline = True  # count in the caller's thread, in order, even under asyncio
 
-    def __init__(self, budget: Budget | None, spent_before: Usage) -> None:
+    def __init__(
+        self, budget: Budget | None, spent_before: Usage, *, carried: Usage | None = None
+    ) -> None:
+        carried = carried or Usage()
         self.budget = budget
         self.spent_before = spent_before
-        self.calls = 0
-        self.input_tokens = 0
-        self.output_tokens = 0
-        self.total_tokens = 0
-        self.started = time.perf_counter()
+        self.calls = carried.calls
+        self.input_tokens = carried.input_tokens
+        self.output_tokens = carried.output_tokens
+        self.total_tokens = carried.total_tokens
+        self.started = time.perf_counter() - carried.seconds
         self._counted_runs: set[UUID] = set()
 
     def delta(self) -> Usage:

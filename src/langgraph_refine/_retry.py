@@ -61,29 +61,35 @@ def retry_after_seconds(exc: BaseException) -> float | None:
     return max(0.0, min(seconds, MAX_RETRY_AFTER_SECONDS))
 
 
-def retry_wait(
+def retry_follows(
     exc: BaseException,
     policy: RetryPolicy | Sequence[RetryPolicy] | None,
     attempt: int | None,
-) -> float:
-    """Seconds to wait for the server's `Retry-After` before the step is retried.
+) -> RetryPolicy | None:
+    """The policy that will retry the step after `exc`, or None if no retry follows.
 
-    The wait happens only when a retry follows: the policy retries this error and
-    `attempt` (this execution's number, 1 = first) is below its `max_attempts`. It is
-    capped by the policy's `max_interval`, so a server cannot park the loop.
+    As in LangGraph, the first policy that retries the error applies, and it retries
+    while `attempt` (this execution's number, 1 = first) is below its `max_attempts`.
 
     Args:
         exc: The error the step failed with.
-        policy: The node's retry policy or policies (None: no retry follows); as in
-            LangGraph, the first policy that retries the error applies.
-        attempt: This execution's attempt number, or None if unknown (no wait).
-
-    Returns:
-        The seconds to wait (0 for none).
+        policy: The node's retry policy or policies (None: no retry follows).
+        attempt: This execution's attempt number, or None if unknown (no retry known).
     """
     policies = [policy] if isinstance(policy, RetryPolicy) else list(policy or [])
-    policy = next((p for p in policies if _retries(p, exc)), None)
-    if policy is None or attempt is None or attempt >= policy.max_attempts:
+    chosen = next((p for p in policies if _retries(p, exc)), None)
+    if chosen is None or attempt is None or attempt >= chosen.max_attempts:
+        return None
+    return chosen
+
+
+def retry_wait(exc: BaseException, policy: RetryPolicy | None) -> float:
+    """Seconds to wait for the server's `Retry-After` before `policy` retries the step.
+
+    Only called when a retry follows (see `retry_follows`); capped by the policy's
+    `max_interval`, so a server cannot park the loop. LangGraph's own backoff comes on top.
+    """
+    if policy is None:
         return 0.0
     delay = retry_after_seconds(exc) or 0.0
     return min(delay, policy.max_interval)

@@ -28,7 +28,7 @@ from langgraph.types import RetryPolicy
 from langgraph_refine._budget import Budget, BudgetMeter, BudgetStop
 from langgraph_refine._options import LoopOptions
 from langgraph_refine._result import best_attempt
-from langgraph_refine._retry import describe_status, retry_wait
+from langgraph_refine._retry import describe_status, retry_follows, retry_wait
 from langgraph_refine._state import Usage
 
 logger = logging.getLogger("langgraph_refine")
@@ -108,7 +108,10 @@ class Step:
         retry_policy: RetryPolicy | Sequence[RetryPolicy] | None,
     ) -> None:
         self.budget: Budget | None = options.budget
-        self.meter = BudgetMeter(options.budget, state.get("usage") or Usage())
+        self.task_id = _task_id()
+        # What failed executions of this step spent (they write nothing to state) counts.
+        carried = _CARRIED.pop(self.task_id, None) if self.task_id else None
+        self.meter = BudgetMeter(options.budget, state.get("usage") or Usage(), carried=carried)
         self.node = node
         self.index = index
         self.retry_policy = retry_policy
@@ -215,9 +218,18 @@ class Step:
         )
 
     def failed(self, exc: BaseException, what: str) -> float:
-        """Note the error's context; return the `Retry-After` wait due before a retry."""
+        """Note the error's context; return the `Retry-After` wait due before a retry.
+
+        When a retry follows, what this execution spent is carried over to it, so the
+        budget counts every call that was sent.
+        """
         add_context(exc, what, self.index, self.node)
-        return retry_wait(exc, self.retry_policy, _node_attempt())
+        policy = retry_follows(exc, self.retry_policy, _node_attempt())
+        if policy is None:
+            return 0.0
+        if self.task_id:
+            _CARRIED[self.task_id] = self.meter.delta()
+        return retry_wait(exc, policy)
 
     def on_error(self, exc: BaseException, what: str) -> None:
         """Handle a failed call: note its context; wait for `Retry-After` if a retry follows."""
@@ -230,6 +242,19 @@ class Step:
         wait = self.failed(exc, what)
         if wait:
             await asyncio.sleep(wait)
+
+
+_CARRIED: dict[str, Usage] = {}
+"""Usage of failed executions, by task id, until the retry that follows picks it up."""
+
+
+def _task_id() -> str | None:
+    """The running task's id (the same across its retries), or None outside a graph."""
+    try:
+        info = get_runtime().execution_info
+    except RuntimeError:
+        return None
+    return info.task_id if info is not None else None
 
 
 def _node_attempt() -> int | None:
