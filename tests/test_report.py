@@ -362,3 +362,23 @@ def test_report_lists_failed_tasks_and_counts_the_last_row_of_each_id(
     clean = tmp_path / "clean.html"
     assert cli("report", str(batch_output), "--html", str(clean)).code == 0
     assert 'id="failed"' not in clean.read_text()
+
+
+def test_report_draws_which_attempt_refined_which(
+    cli: Any, batch_output: Path, tmp_path: Path
+) -> None:
+    target = tmp_path / "report.html"
+    assert cli("report", str(batch_output), "--html", str(target)).code == 0
+    page = parse(target.read_text())
+    rows = [json.loads(line) for line in batch_output.read_text().splitlines()]
+    expected = {
+        (str(a["parent"]), str(a["index"]))
+        for r in rows
+        for a in r["attempts"]
+        if a.get("parent") is not None
+    }
+    assert expected  # the batch refined something
+    drawn = {(line["data-from"], line["data-to"]) for line in page.find("line", "refines")}
+    assert drawn == expected
+    assert len(page.find("svg", "attempt-tree")) == len(rows)
+    assert len(page.find("circle", "attempt")) == sum(len(r["attempts"]) for r in rows)

@@ -365,6 +365,51 @@ def _failed_section(failed: Sequence[TaskRecord]) -> str:
     )
 
 
+def attempt_tree(attempts: Sequence[dict[str, Any]]) -> str:
+    """An SVG of which attempt refined which.
+
+    One dot per attempt (x: order, y: score), an arrow from each refined attempt to its
+    refinement; fresh samples are hollow.
+    """
+    if not attempts:
+        return ""
+    width, height, pad = max(160, 60 * len(attempts)), 120, 20
+    where: dict[Any, tuple[float, float]] = {}
+    for k, attempt in enumerate(attempts):
+        score = (attempt.get("evaluation") or {}).get("score")
+        value = float(score) if score is not None and _is_number(score) else 0.0
+        y = height - pad - value * (height - 2 * pad)
+        where[attempt.get("index", k)] = (pad + k * 60.0, y)
+    parts = [
+        f'<svg class="attempt-tree" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">'
+        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" '
+        'markerHeight="6" orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="#555"/></marker>'
+        "</defs>"
+    ]
+    for attempt in attempts:
+        parent = attempt.get("parent")
+        if parent in where:
+            (x1, y1), (x2, y2) = where[parent], where[attempt.get("index")]
+            parts.append(
+                f'<line class="refines" data-from="{parent}" data-to="{attempt.get("index")}" '
+                f'x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2 - 6:.1f}" y2="{y2:.1f}" stroke="#555" '
+                'marker-end="url(#arrow)"/>'
+            )
+    for attempt in attempts:
+        x, y = where[attempt.get("index")]
+        fresh = attempt.get("parent") is None
+        parts.append(
+            f'<circle class="attempt" cx="{x:.1f}" cy="{y:.1f}" r="6" stroke="#3949ab" stroke-width="2" '
+            f'fill="{"#ffffff" if fresh else "#3949ab"}"><title>attempt '
+            f"{attempt.get('index')}</title></circle>"
+            f'<text x="{x:.1f}" y="{height - 4}" text-anchor="middle" font-size="11">'
+            f"#{attempt.get('index')}</text>"
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
 def _task_details(record: TaskRecord, color: str) -> str:
     esc = html.escape
     history = " → ".join(_fmt(s) for s in record.score_history) or "no evaluated attempt"
@@ -373,15 +418,18 @@ def _task_details(record: TaskRecord, color: str) -> str:
         evaluation = attempt.get("evaluation") or {}
         verdict = evaluation.get("verdict") or ""
         score = evaluation.get("score")
+        parent = attempt.get("parent")
         rows.append(
             f'<tr><td class="num">{esc(str(attempt.get("index", "")))}</td>'
+            f"<td>{'refines #' + esc(str(parent)) if parent is not None else 'fresh'}</td>"
             f'<td class="num">{_fmt(score if _is_number(score) else None)}</td>'
             f'<td class="verdict-{esc(str(verdict))}">{esc(str(verdict))}</td>'
             f"<td><pre>{esc(str(evaluation.get('feedback', '')))}</pre></td>"
             f"<td><pre>{esc(str(attempt.get('response', '')))}</pre></td></tr>"
         )
     attempts = (
-        '<table class="attempts"><thead><tr><th>#</th><th>score</th><th>verdict</th>'
+        attempt_tree(record.attempts)
+        + '<table class="attempts"><thead><tr><th>#</th><th>from</th><th>score</th><th>verdict</th>'
         "<th>feedback</th><th>response</th></tr></thead><tbody>"
         + "".join(rows)
         + "</tbody></table>"
