@@ -400,7 +400,8 @@ def attempt_tree(attempts: Sequence[dict[str, Any]]) -> str:
         x, y = where[attempt.get("index")]
         fresh = attempt.get("parent") is None
         parts.append(
-            f'<circle class="attempt" cx="{x:.1f}" cy="{y:.1f}" r="6" stroke="#3949ab" stroke-width="2" '
+            f'<circle class="attempt" cx="{x:.1f}" cy="{y:.1f}" r="6" stroke="#3949ab" '
+            'stroke-width="2" '
             f'fill="{"#ffffff" if fresh else "#3949ab"}"><title>attempt '
             f"{attempt.get('index')}</title></circle>"
             f'<text x="{x:.1f}" y="{height - 4}" text-anchor="middle" font-size="11">'
