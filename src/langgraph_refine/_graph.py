@@ -10,7 +10,6 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import RetryPolicy
 
 from langgraph_refine._budget import Budget
-from langgraph_refine._evaluation import EvaluatorLike, as_evaluator
 from langgraph_refine._inline import Inline
 from langgraph_refine._memory import DEFAULT_MEMORY, MemoryPolicy, validate_memory
 from langgraph_refine._models import resolve_chat_model
@@ -27,6 +26,8 @@ from langgraph_refine._retry import DEFAULT_RETRY_POLICY
 from langgraph_refine._router import route_after_evaluation, route_after_generation
 from langgraph_refine._state import RefineInput, RefineOutput, RefineState
 from langgraph_refine._stop_rules import StopRules
+from langgraph_refine.evaluators._base import EvaluatorLike
+from langgraph_refine.evaluators._combine import as_evaluator
 
 GeneratorLike = BaseChatModel | str | Callable[..., Any]
 BUDGET_MODES = ("stop", "raise")

@@ -26,12 +26,6 @@ from langgraph.types import Overwrite, interrupt
 
 from langgraph_refine._budget import Budget, BudgetStop, UsageMeter, metering
 from langgraph_refine._errors import BudgetExhaustedError, RefineError, ReviewInputError
-from langgraph_refine._evaluation import (
-    BaseEvaluator,
-    EvaluatorLike,
-    as_evaluator,
-    is_async_callable,
-)
 from langgraph_refine._memory import DEFAULT_MEMORY, MemoryPolicy, select_attempts, validate_memory
 from langgraph_refine._models import message_text
 from langgraph_refine._prompts import refinement_prompt
@@ -46,6 +40,8 @@ from langgraph_refine._state import (
     revive_state,
 )
 from langgraph_refine._stop_rules import StopRules
+from langgraph_refine.evaluators._base import BaseEvaluator, EvaluatorLike, is_async_callable
+from langgraph_refine.evaluators._combine import as_evaluator
 
 logger = logging.getLogger("langgraph_refine")
 

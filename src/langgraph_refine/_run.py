@@ -13,9 +13,9 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
 from langgraph_refine._errors import ReviewInputError
-from langgraph_refine._evaluation import EvaluatorLike
 from langgraph_refine._graph import GeneratorLike, create_refine_graph
 from langgraph_refine._result import RESULT_KEYS, RefineResult
+from langgraph_refine.evaluators._base import EvaluatorLike
 
 Reviewer = Callable[[dict[str, Any]], Mapping[str, Any]]
 """Answers a human-review payload with a resume value such as `{"action": "approve"}`."""

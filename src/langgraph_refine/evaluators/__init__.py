@@ -21,7 +21,7 @@ Example:
     [contains_all] score 0.50: Missing 1 of 2 required words: "lamp". Use each of them, ...
 """
 
-from langgraph_refine._evaluation import BaseEvaluator, CallableEvaluator
+from langgraph_refine.evaluators._base import BaseEvaluator, CallableEvaluator
 from langgraph_refine.evaluators._combine import CombinedEvaluator, combine
 from langgraph_refine.evaluators._judge import JudgeReply, LLMJudge, llm_judge
 from langgraph_refine.evaluators._python_tests import (

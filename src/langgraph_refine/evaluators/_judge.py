@@ -25,10 +25,10 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from pydantic import BaseModel, Field
 
 from langgraph_refine._budget import current_meter
-from langgraph_refine._evaluation import BaseEvaluator
 from langgraph_refine._models import message_text
 from langgraph_refine._prompts import JUDGE_INSTRUCTIONS, JUDGE_SYSTEM
 from langgraph_refine._state import Evaluation, Verdict
+from langgraph_refine.evaluators._base import BaseEvaluator
 from langgraph_refine.evaluators._tags import sandbox, strip_tags
 
 DEFAULT_MAX_EVAL_CHARS = 32_768

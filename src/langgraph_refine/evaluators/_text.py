@@ -10,8 +10,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from langgraph_refine._evaluation import BaseEvaluator
 from langgraph_refine._state import Evaluation
+from langgraph_refine.evaluators._base import BaseEvaluator
 
 # A word is a run of letters or digits; an apostrophe or hyphen between two such runs
 # keeps them one word ("don't", "well-known"), as does a separator inside a number
