@@ -367,10 +367,11 @@ def contradiction(verdict: Verdict | None, score: float) -> str | None:
         >>> contradiction("FAIL", 0.5) is None
         True
     """
-    if verdict == "PASS" and score < _CONTRADICTION_MIDPOINT:
-        return f"verdict PASS with score {score:.2f} (PASS needs a score of at least 0.5)"
-    if verdict == "FAIL" and score > _CONTRADICTION_MIDPOINT:
-        return f"verdict FAIL with score {score:.2f} (FAIL needs a score of at most 0.5)"
+    midpoint = _CONTRADICTION_MIDPOINT
+    if verdict == "PASS" and score < midpoint:
+        return f"verdict PASS with score {score:.2f} (PASS needs a score of at least {midpoint})"
+    if verdict == "FAIL" and score > midpoint:
+        return f"verdict FAIL with score {score:.2f} (FAIL needs a score of at most {midpoint})"
     return None
 
 
