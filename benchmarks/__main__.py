@@ -27,8 +27,9 @@ ORDER = (
     "checkpoint_growth",
     "quality",
     "real_overhead",
+    "judge_contradictions",
 )
-NEEDS_LOCAL_MODEL = ("quality", "real_overhead")
+NEEDS_LOCAL_MODEL = ("quality", "real_overhead", "judge_contradictions")
 
 
 def _runner(name: str) -> Callable[[bool], BenchResult]:

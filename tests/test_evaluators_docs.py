@@ -15,9 +15,11 @@ import pytest
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "evaluators.md"
 MODULES = [
     "langgraph_refine.evaluators",
+    "langgraph_refine.evaluators._base",
     "langgraph_refine.evaluators._combine",
     "langgraph_refine.evaluators._judge",
     "langgraph_refine.evaluators._python_tests",
+    "langgraph_refine.evaluators._repetition",
     "langgraph_refine.evaluators._reward",
     "langgraph_refine.evaluators._schema",
     "langgraph_refine.evaluators._tags",

@@ -226,13 +226,12 @@ def test_structured_output_can_be_turned_off() -> None:
 
 def test_lenient_reading_when_the_structured_parse_fails() -> None:
     # Real local judges answer like this under a 0-1 schema with an enum verdict.
-    model = ScriptedChatModel(replies=[reply(feedback="ok", verdict="pass", score=13)])
+    model = ScriptedChatModel(replies=[reply(feedback="ok", verdict="pass", score=80)])
     result = llm_judge(model).evaluate("answer", STATE)
     assert result.verdict == "PASS"
-    assert result.score == pytest.approx(0.13)
+    assert result.score == pytest.approx(0.8)
     assert result.details["scale"] == "0-100"
     assert result.details["parsed_from"] == "text"
-    assert "low score" in result.details["note"]
 
 
 @pytest.mark.parametrize(
@@ -298,7 +297,8 @@ def test_score_strings_with_their_own_scale(score: str, expected: float) -> None
     ],
 )
 def test_verdict_spellings(verdict: str, expected: str) -> None:
-    model = ScriptedChatModel(replies=[reply(verdict=verdict, score=0.6)])
+    # 0.5 agrees with every verdict, so no contradiction retry interferes.
+    model = ScriptedChatModel(replies=[reply(verdict=verdict, score=0.5)])
     assert llm_judge(model).evaluate("answer", STATE).verdict == expected
 
 

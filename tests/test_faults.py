@@ -90,7 +90,7 @@ def test_a_judge_call_is_retried_in_the_evaluate_node(server: FaultServer) -> No
     assert [r.is_judge for r in server.received] == [False, True, True]
     assert result.attempts[0].evaluation is not None
     assert result.attempts[0].evaluation.feedback == "Add a concrete example."
-    assert result.usage.calls == 2  # the failed call is not counted as a model call
+    assert result.usage.calls == 3  # every request sent counts, the failed one too
 
 
 def test_a_hang_past_the_client_timeout_is_retried(server: FaultServer) -> None:

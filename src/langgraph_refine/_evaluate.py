@@ -17,13 +17,14 @@ from langgraph.types import RetryPolicy
 
 from langgraph_refine._budget import BudgetStop
 from langgraph_refine._errors import RefineError
-from langgraph_refine._evaluation import BaseEvaluator, EvaluatorLike, as_evaluator
 from langgraph_refine._options import LoopOptions
 from langgraph_refine._result import best_attempt
 from langgraph_refine._state import Attempt, Candidate, Evaluation, RefineState, revive_state
 from langgraph_refine._step import Step, emit, run_options
 from langgraph_refine._stop_rules import BUDGET_STOP
 from langgraph_refine._strategy import choose_next
+from langgraph_refine.evaluators._base import BaseEvaluator, EvaluatorLike
+from langgraph_refine.evaluators._combine import as_evaluator
 
 logger = logging.getLogger("langgraph_refine")
 

@@ -19,7 +19,6 @@ from langgraph.types import RetryPolicy
 from langgraph_refine._budget import Budget
 from langgraph_refine._ends import FinalizeNode, Prepare
 from langgraph_refine._evaluate import EvaluatorNode
-from langgraph_refine._evaluation import EvaluatorLike, as_evaluator
 from langgraph_refine._generate import GeneratorNode
 from langgraph_refine._inline import Inline
 from langgraph_refine._memory import DEFAULT_MEMORY, MemoryPolicy
@@ -37,6 +36,9 @@ from langgraph_refine._retry import DEFAULT_RETRY_POLICY
 from langgraph_refine._review import ReviewNode
 from langgraph_refine._router import route_after_evaluation
 from langgraph_refine._state import PromptForm, RefineInput, RefineOutput, RefineState, Strategy
+from langgraph_refine.evaluators import llm_judge
+from langgraph_refine.evaluators._base import EvaluatorLike
+from langgraph_refine.evaluators._combine import as_evaluator
 
 GeneratorLike = BaseChatModel | Runnable[Any, Any] | str | Callable[..., Any]
 
@@ -193,8 +195,6 @@ def _evaluator(gen: Any, evaluator: EvaluatorLike, judge_model: BaseChatModel | 
                 "evaluator=None uses an LLM judge, which needs a model: pass judge_model=... "
                 "or an evaluator (the generator is not a chat model)"
             )
-        from langgraph_refine.evaluators import llm_judge
-
         return llm_judge(judge)
     if judge_model is not None:
         raise ValueError("judge_model is only used when evaluator is None; pass one or the other")

@@ -48,7 +48,6 @@ from langgraph.types import Command
 
 from langgraph_refine._budget import Budget, BudgetMeter, BudgetStop, metered
 from langgraph_refine._errors import BudgetExhaustedError
-from langgraph_refine._evaluation import BaseEvaluator, EvaluatorLike, as_evaluator
 from langgraph_refine._options import HumanReview
 from langgraph_refine._result import RefineResult, best_attempt
 from langgraph_refine._review import ReviewNode
@@ -56,6 +55,9 @@ from langgraph_refine._review_schema import ask_review
 from langgraph_refine._state import Attempt, Evaluation, StopReason, Usage, revive_state
 from langgraph_refine._step import emit as _emit
 from langgraph_refine._stop_rules import StopRules
+from langgraph_refine.evaluators import llm_judge
+from langgraph_refine.evaluators._base import BaseEvaluator, EvaluatorLike
+from langgraph_refine.evaluators._combine import as_evaluator
 
 LOOP_NAME = "refine"
 """The loop's name in stream events and review payloads."""
@@ -412,8 +414,6 @@ def _resolve_evaluator(
                 "RefineMiddleware(evaluator=None) uses an LLM judge, which needs a model: pass "
                 "judge_model=... (a chat model or 'provider:model'), or an evaluator"
             )
-        from langgraph_refine.evaluators import llm_judge
-
         return llm_judge(judge_model)
     if judge_model is not None:
         raise ValueError("judge_model is only used when evaluator is None; pass one or the other")

@@ -21,9 +21,9 @@ from langgraph_refine._driver import (
     run_flow,
     strict_serde,
 )
-from langgraph_refine._evaluation import EvaluatorLike
 from langgraph_refine._graph import GeneratorLike, create_refine_graph
 from langgraph_refine._result import RefineResult
+from langgraph_refine.evaluators._base import EvaluatorLike
 
 __all__ = ["AsyncReviewer", "Reviewer", "arefine", "refine"]
 

@@ -1,8 +1,9 @@
 """Ready evaluators. Each returns an `Evaluation` whose feedback says what to change.
 
-Deterministic checks (`word_count`, `contains_all`, `matches_regex`, `json_schema`,
-`python_tests`) call no model and cost nothing against the budget; `llm_judge` asks a
-chat model; `reward_model` wraps any reward function; `combine` takes a weighted mean.
+Deterministic checks (`word_count`, `contains_all`, `matches_regex`, `no_repetition`,
+`json_schema`, `python_tests`) call no model and cost nothing against the budget;
+`llm_judge` asks a chat model; `reward_model` wraps any reward function; `combine` takes
+a weighted mean.
 Any of them can be passed as `evaluator=` to `create_refine_graph`, `refine` and
 `arefine`, or called directly with `.evaluate(response, state)` / `.aevaluate(...)`.
 
@@ -21,7 +22,7 @@ Example:
     [contains_all] score 0.50: Missing 1 of 2 required words: "lamp". Use each of them, ...
 """
 
-from langgraph_refine._evaluation import BaseEvaluator, CallableEvaluator
+from langgraph_refine.evaluators._base import BaseEvaluator, CallableEvaluator
 from langgraph_refine.evaluators._combine import CombinedEvaluator, combine
 from langgraph_refine.evaluators._judge import JudgeReply, LLMJudge, llm_judge
 from langgraph_refine.evaluators._python_tests import (
@@ -32,6 +33,7 @@ from langgraph_refine.evaluators._python_tests import (
     RunRequest,
     python_tests,
 )
+from langgraph_refine.evaluators._repetition import NoRepetition, no_repetition
 from langgraph_refine.evaluators._reward import RewardModel, reward_model
 from langgraph_refine.evaluators._schema import JsonSchema, json_schema
 from langgraph_refine.evaluators._tags import strip_tags
@@ -55,6 +57,7 @@ __all__ = [
     "LLMJudge",
     "LocalRunner",
     "MatchesRegex",
+    "NoRepetition",
     "PythonTests",
     "RewardModel",
     "RunOutcome",
@@ -67,6 +70,7 @@ __all__ = [
     "json_schema",
     "llm_judge",
     "matches_regex",
+    "no_repetition",
     "python_tests",
     "reward_model",
     "strip_tags",

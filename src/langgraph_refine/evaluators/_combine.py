@@ -1,4 +1,10 @@
-"""`combine`: a weighted mean of several evaluators, with labelled feedback."""
+"""`combine` and `as_evaluator`: how any accepted evaluator form becomes one evaluator.
+
+`combine` takes a weighted mean of several evaluators, with labelled feedback;
+`as_evaluator` turns a callable, a chat model (an LLM judge) or a list (combined) into a
+`BaseEvaluator`. The two live together because they recurse into each other: a list
+combines its parts, and each part may be any form, a list included.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +13,11 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from langgraph_refine._evaluation import BaseEvaluator, EvaluatorLike, as_evaluator
+from langchain_core.language_models import BaseChatModel
+
 from langgraph_refine._state import Evaluation, Verdict
+from langgraph_refine.evaluators._base import BaseEvaluator, CallableEvaluator, EvaluatorLike
+from langgraph_refine.evaluators._judge import llm_judge
 
 
 class CombinedEvaluator(BaseEvaluator):
@@ -27,6 +36,7 @@ class CombinedEvaluator(BaseEvaluator):
         self.parts = list(parts)
         self.weights = [float(w) for w in weights]
         self.calls_model = any(part.calls_model for part in self.parts)
+        self.is_async = any(part.is_async for part in self.parts)
 
     def evaluate(self, response: str, state: Mapping[str, Any]) -> Evaluation:
         return self._merge([part.evaluate(response, state) for part in self.parts])
@@ -147,3 +157,33 @@ def combine(
             f"combine() weights must be finite non-negative numbers, not all zero; got {weights!r}"
         )
     return CombinedEvaluator(parts, weights)
+
+
+def as_evaluator(evaluator: EvaluatorLike, *, option: str = "evaluator") -> BaseEvaluator:
+    """Turn any accepted evaluator form into a `BaseEvaluator`.
+
+    Args:
+        evaluator: See `EvaluatorLike`.
+        option: The option name, for error messages.
+
+    Raises:
+        ValueError: If `evaluator` is not callable, or is an empty list.
+
+    Example:
+        >>> as_evaluator([lambda r, s: 1.0, lambda r, s: 0.5]).evaluate("text", {}).score
+        0.75
+    """
+    if isinstance(evaluator, BaseEvaluator):
+        return evaluator
+    if isinstance(evaluator, BaseChatModel):
+        return llm_judge(evaluator)
+    if isinstance(evaluator, list | tuple):
+        if not evaluator:
+            raise ValueError(f"{option} must not be an empty list")
+        return combine(*evaluator)
+    if callable(evaluator):
+        return CallableEvaluator(evaluator)
+    raise ValueError(
+        f"{option} must be callable (response, state) -> float | Evaluation, a chat model, "
+        f"or a list of these; got {type(evaluator).__name__} ({evaluator!r:.80})"
+    )

@@ -7,7 +7,11 @@ local models are sloppy: they answer `"score": 13` under a 0-1 schema or
 `"verdict": "pass"`, so the reading is lenient where that is safe and strict where it is
 not: a reply with conflicting verdicts or scores (for instance one that quotes a fake
 verdict from the response) is unparsable, and an unparsable reply is retried once and
-then counts as FAIL with score 0, never as a pass.
+then counts as FAIL with score 0, never as a pass. A reply whose verdict contradicts its
+own score is asked once more too, and loses its verdict if it still contradicts.
+
+Budget checks are not made here: the loop meters every model call through LangChain's
+callbacks, so a refused call raises `BudgetStop`, which passes through untouched.
 """
 
 from __future__ import annotations
@@ -21,13 +25,19 @@ from typing import Any, Literal
 
 from langchain_core.exceptions import OutputParserException
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
-from langgraph_refine._evaluation import BaseEvaluator
-from langgraph_refine._models import message_text
-from langgraph_refine._prompts import JUDGE_INSTRUCTIONS, JUDGE_SYSTEM
+from langgraph_refine._models import message_text, resolve_chat_model
+from langgraph_refine._prompts import (
+    JUDGE_CONTRADICTION_NOTE,
+    JUDGE_INSTRUCTIONS,
+    JUDGE_SYSTEM,
+    JUDGE_UNREADABLE_NOTE,
+)
+from langgraph_refine._retry import is_context_length_error
 from langgraph_refine._state import Evaluation, Verdict
+from langgraph_refine.evaluators._base import BaseEvaluator
 from langgraph_refine.evaluators._tags import sandbox, strip_tags
 
 DEFAULT_MAX_EVAL_CHARS = 32_768
@@ -97,8 +107,15 @@ _LINE_FEEDBACK = re.compile(
 # the provider's package stays optional.
 _UNREADABLE_REPLY_ERRORS = frozenset({"LengthFinishReasonError", "ContentFilterFinishReasonError"})
 
-# Below this, a PASS verdict disagrees with its own score; noted, since the verdict rules.
-_PASS_LOW_SCORE = 0.5
+# A PASS scored below this, or a FAIL scored above it, contradicts itself.
+_CONTRADICTION_MIDPOINT = 0.5
+# The first call, and one more for an unreadable or self-contradicting reply.
+_MAX_JUDGE_CALLS = 2
+# A reply that is nothing but a score: "7", "0.85.", "**8.5/10**", "85 %".
+_BARE_SCORE = re.compile(
+    rf"^[\s*_`\"']*({_NUMBER}(?:\s*(?:/|out\s+of)\s*{_NUMBER}|\s*%)?)[\s*_`\"'.]*$",
+    re.IGNORECASE,
+)
 
 
 class JudgeReply(BaseModel):
@@ -284,8 +301,25 @@ def _from_lines(text: str, response: str) -> tuple[_Reading | None, str]:
     return reading, ""
 
 
+def _bare_score(text: str, response: str) -> _Reading | None:
+    """Read a reply that is only a score ("7", "0.85", "8.5/10", "85%"); None otherwise.
+
+    A reply that merely repeats the whole response (say the response is "4") is no score.
+    """
+    match = _BARE_SCORE.match(text)
+    if match is None or (response and text.strip() == response.strip()):
+        return None
+    raw, fraction = _parse_score(match.group(1))
+    if raw is None:
+        return None
+    return _Reading(None, raw, fraction, "", ("the judge replied with a score only",))
+
+
 def read_reply(text: str, response: str = "") -> tuple[_Reading | None, str]:
-    """Read a judge reply given as text: JSON (bare, fenced or embedded) or labelled lines.
+    """Read a judge reply given as text: a bare score, JSON (bare, fenced or embedded) or lines.
+
+    A reply that is only a number, fraction or percentage is a score on that scale (see
+    `normalise_score`), with no verdict and no feedback.
 
     JSON objects that repeat the reply template or a reply written inside `response` (the
     text being rated) are ignored; several objects that disagree make the reply
@@ -294,6 +328,8 @@ def read_reply(text: str, response: str = "") -> tuple[_Reading | None, str]:
     Returns:
         The reading (None if unparsable) and, if unparsable, why.
     """
+    if (bare := _bare_score(text, response)) is not None:
+        return bare, ""
     fakes = _readings_in(response) if response else set()
     readings: list[_Reading] = []
     echoed = False
@@ -320,32 +356,81 @@ class _Prompt:
     tags_removed: int
 
 
+def contradiction(verdict: Verdict | None, score: float) -> str | None:
+    """Describe how a verdict contradicts its normalised score, or None if they agree.
+
+    A PASS scored below 0.5 and a FAIL scored above 0.5 contradict themselves.
+
+    Example:
+        >>> contradiction("PASS", 0.0)
+        'verdict PASS with score 0.00 (PASS needs a score of at least 0.5)'
+        >>> contradiction("FAIL", 0.5) is None
+        True
+    """
+    midpoint = _CONTRADICTION_MIDPOINT
+    if verdict == "PASS" and score < midpoint:
+        return f"verdict PASS with score {score:.2f} (PASS needs a score of at least {midpoint})"
+    if verdict == "FAIL" and score > midpoint:
+        return f"verdict FAIL with score {score:.2f} (FAIL needs a score of at most {midpoint})"
+    return None
+
+
+@dataclass(frozen=True)
+class _Scored:
+    """A reading with its score normalised into [0, 1]."""
+
+    reading: _Reading
+    how: str  # "structured" or "text"
+    score: float
+    scale: str
+    notes: tuple[str, ...]
+
+
+def _scored(reading: _Reading, how: str) -> _Scored:
+    notes = list(reading.notes)
+    if reading.fraction is not None:
+        score, scale = min(1.0, max(0.0, reading.fraction)), "explicit"
+        if score != reading.fraction:
+            notes.append(f"judge score {reading.fraction:g} (as a fraction) clamped to {score}")
+    elif reading.raw_score is not None:
+        score, scale, note = normalise_score(reading.raw_score)
+        if note:
+            notes.append(note)
+    else:  # only a verdict was given (a reading always has one or the other)
+        given: Verdict = reading.verdict or "FAIL"
+        score, scale = _DERIVED_SCORES[given], "from verdict"
+        notes.append(f"the judge gave no score; {score} derived from {given}")
+    return _Scored(reading, how, score, scale, tuple(notes))
+
+
 @dataclass
 class _JudgeRun:
     """One evaluation: the prompt, up to two judge calls, and what came of them.
 
     Holds the logic shared by the sync and async paths, which differ only in how they
-    call the model.
+    call the model. A reply that cannot be read, or whose verdict contradicts its score,
+    is asked once more with a note saying why.
     """
 
     prompt: _Prompt
     response: str  # the part of the response the judge was shown
+    calls: int = 0
     failures: list[str] = field(default_factory=list)
+    contradictions: list[str] = field(default_factory=list)
+    kept: _Scored | None = None  # the latest self-contradicting reply
+    retry_note: str = ""
 
     def next_messages(self) -> list[BaseMessage] | None:
-        if len(self.failures) >= 2:
+        """The messages of the next judge call, or None when no call is left."""
+        if self.calls >= _MAX_JUDGE_CALLS:
             return None
-        if not self.failures:
+        self.calls += 1
+        if self.calls == 1:
             return self.prompt.messages
         system, human = self.prompt.messages
         # The retry note goes after the instructions; it quotes nothing from the reply,
         # which could carry text copied from the response.
-        note = (
-            f"\n\nYour previous reply could not be read ({self.failures[-1]}). "
-            'Reply with one JSON object only: {"feedback": "...", "verdict": "PASS" or '
-            '"NEEDS_IMPROVEMENT" or "FAIL", "score": a number from 0.0 to 1.0}.'
-        )
-        return [system, HumanMessage(str(human.content) + note)]
+        return [system, HumanMessage(str(human.content) + self.retry_note)]
 
     def unreadable(self, exc: Exception) -> bool:
         """Record a call that failed because its reply was unusable; False for other errors."""
@@ -358,11 +443,28 @@ class _JudgeRun:
             )
         else:
             return False
-        self.failures.append(reason)
+        self._unparsable(reason)
         return True
 
+    def _unparsable(self, reason: str) -> None:
+        self.failures.append(reason)
+        self.retry_note = JUDGE_UNREADABLE_NOTE.format(reason=reason)
+
     def read(self, output: Any) -> Evaluation | None:
-        """Record usage and turn the model's output into an evaluation (None if unparsable)."""
+        """Turn the model's output into an evaluation; None to ask again."""
+        scored = self._parse(output)
+        if scored is None:
+            return None
+        conflict = contradiction(scored.reading.verdict, scored.score)
+        if conflict is None:
+            return self._evaluation(scored)
+        self.contradictions.append(conflict)
+        self.failures.append(f"the reply contradicts itself: {conflict}")
+        self.kept = scored
+        self.retry_note = JUDGE_CONTRADICTION_NOTE.format(conflict=conflict)
+        return None if self.calls < _MAX_JUDGE_CALLS else self.finish()
+
+    def _parse(self, output: Any) -> _Scored | None:
         raw = output.get("raw") if isinstance(output, dict) else output
         parsed = output.get("parsed") if isinstance(output, dict) else None
         structured: _Reading | None = None
@@ -373,49 +475,55 @@ class _JudgeRun:
             structured = _from_mapping(parsed)
         if structured is not None:
             if structured.full_key() in _readings_in(self.response):
-                self.failures.append(
-                    "the reply repeats a verdict and score written in the response"
-                )
+                self._unparsable("the reply repeats a verdict and score written in the response")
                 return None
-            return self._evaluation(structured, "structured")
+            return _scored(structured, "structured")
         reading, error = read_reply(message_text(raw) if raw is not None else "", self.response)
         if reading is None:
-            self.failures.append(error)
+            self._unparsable(error)
             return None
-        return self._evaluation(reading, "text")
+        return _scored(reading, "text")
 
-    def _evaluation(self, reading: _Reading, how: str) -> Evaluation:
-        notes = list(reading.notes)
-        if reading.fraction is not None:
-            score, scale = min(1.0, max(0.0, reading.fraction)), "explicit"
-            if score != reading.fraction:
-                notes.append(f"judge score {reading.fraction:g} (as a fraction) clamped to {score}")
-        elif reading.raw_score is not None:
-            score, scale, note = normalise_score(reading.raw_score)
-            if note:
-                notes.append(note)
-        else:  # only a verdict was given (a reading always has one or the other)
-            given: Verdict = reading.verdict or "FAIL"
-            score, scale = _DERIVED_SCORES[given], "from verdict"
-            notes.append(f"the judge gave no score; {score} derived from {given}")
-        if reading.verdict == "PASS" and score < _PASS_LOW_SCORE:
-            notes.append(f"the judge said PASS with a low score ({score:g}); the verdict counts")
-        feedback = reading.feedback[:_MAX_FEEDBACK] or "The judge gave no specific feedback."
+    def finish(self) -> Evaluation:
+        """The evaluation once no call is left: a self-contradicting reply's score, or FAIL."""
+        if self.kept is None:
+            return self.failed()
+        if len(self.contradictions) > 1:
+            why = f"asked again, the judge still gave {self.contradictions[-1]}"
+        else:
+            why = (
+                f"the judge gave {self.contradictions[-1]} and no consistent reply when asked again"
+            )
+        return self._evaluation(
+            self.kept, contradiction=f"{why}; the verdict was dropped and the score kept"
+        )
+
+    def _evaluation(self, scored: _Scored, *, contradiction: str | None = None) -> Evaluation:
+        reading = scored.reading
+        feedback = reading.feedback[:_MAX_FEEDBACK] or (
+            "The judge gave only a score, no feedback."
+            if reading.verdict is None
+            else "The judge gave no specific feedback."
+        )
         details: dict[str, Any] = {
             "raw_score": reading.raw_score,
-            "scale": scale,
-            "parsed_from": how,
-            "judge_calls": len(self.failures) + 1,
+            "scale": scored.scale,
+            "parsed_from": scored.how,
+            "judge_calls": self.calls,
             "truncated": self.prompt.truncated,
             "tags_removed": self.prompt.tags_removed,
         }
-        if notes:
-            details["note"] = "; ".join(notes)
+        if scored.notes:
+            details["note"] = "; ".join(scored.notes)
         if self.failures:
             details["judge_errors"] = list(self.failures)
-        return Evaluation(score=score, feedback=feedback, verdict=reading.verdict, details=details)
+        if contradiction is not None:
+            details["contradiction"] = contradiction
+        verdict = None if contradiction is not None else reading.verdict
+        return Evaluation(score=scored.score, feedback=feedback, verdict=verdict, details=details)
 
     def failed(self) -> Evaluation:
+        """FAIL with score 0: no reply could be read."""
         return Evaluation(
             score=0.0,
             verdict="FAIL",
@@ -425,9 +533,31 @@ class _JudgeRun:
             ),
             details={
                 "judge_errors": list(self.failures),
-                "judge_calls": len(self.failures),
+                "judge_calls": self.calls,
                 "truncated": self.prompt.truncated,
                 "tags_removed": self.prompt.tags_removed,
+            },
+        )
+
+    def too_long(self, exc: Exception) -> Evaluation:
+        """FAIL with score 0: the judge's prompt, with this response, overflowed its context."""
+        return Evaluation(
+            score=0.0,
+            verdict="FAIL",
+            feedback=(
+                "The response is too long to be evaluated: with it, the request exceeded the "
+                "judge model's context size. Write a much shorter response that still does "
+                "the task."
+            ),
+            details={
+                "context_length_error": f"{type(exc).__name__}: {str(exc)[:500]}",
+                "judge_calls": self.calls,
+                "truncated": self.prompt.truncated,
+                "tags_removed": self.prompt.tags_removed,
+                "note": (
+                    "the judge's provider rejected the request as too long for its context; "
+                    "a lower llm_judge(max_eval_chars=...) cuts long responses before judging"
+                ),
             },
         )
 
@@ -508,51 +638,34 @@ class LLMJudge(BaseEvaluator):
     def evaluate(self, response: str, state: Mapping[str, Any]) -> Evaluation:
         run = _JudgeRun(self._prompt(response, state), self._shown(response))
         while (messages := run.next_messages()) is not None:
-            _check_budget()
             try:
                 output = (self._structured or self.model).invoke(messages)
             except Exception as exc:
+                if is_context_length_error(exc):
+                    return run.too_long(exc)
                 if run.unreadable(exc):
                     continue
                 raise
             evaluation = run.read(output)
             if evaluation is not None:
                 return evaluation
-        return run.failed()
+        return run.finish()
 
     async def aevaluate(self, response: str, state: Mapping[str, Any]) -> Evaluation:
         run = _JudgeRun(self._prompt(response, state), self._shown(response))
         while (messages := run.next_messages()) is not None:
-            _check_budget()
             try:
                 output = await (self._structured or self.model).ainvoke(messages)
             except Exception as exc:
+                if is_context_length_error(exc):
+                    return run.too_long(exc)
                 if run.unreadable(exc):
                     continue
                 raise
             evaluation = run.read(output)
             if evaluation is not None:
                 return evaluation
-        return run.failed()
-
-
-def _usage_message(exc: Exception) -> AIMessage:
-    """The token usage a failed provider call reports (OpenAI-style `completion.usage`)."""
-    usage = getattr(getattr(exc, "completion", None), "usage", None)
-    prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
-    completion = int(getattr(usage, "completion_tokens", 0) or 0)
-    return AIMessage(
-        "",
-        usage_metadata={
-            "input_tokens": prompt,
-            "output_tokens": completion,
-            "total_tokens": prompt + completion,
-        },
-    )
-
-
-def _check_budget() -> None:
-    """The budget is checked by the loop's meter when the model call starts."""
+        return run.finish()
 
 
 def llm_judge(
@@ -574,13 +687,27 @@ def llm_judge(
 
     The reply is read with the model's native structured output
     (`with_structured_output(..., method="json_schema")`), else parsed from its text
-    (JSON, or lines such as `Score: 8/10`). Scores on 0-10 or 0-100 scales, fractions
-    ("8/10") and percentages are normalised into [0, 1]; values outside every scale are
-    clamped and noted in `details["note"]`; a verdict without a score counts as 1.0,
-    0.5 or 0.0. An unparsable reply (one with conflicting verdicts or scores, or one the
-    provider reports as cut off by the token limit) is retried once, then counts as FAIL
-    with score 0 and the reason in `feedback`. Each judge call, the retry included,
-    counts against the loop's budget.
+    (JSON, lines such as `Score: 8/10`, or a reply that is only a score). Scores are
+    normalised into [0, 1]: fractions ("8/10", "3 out of 5") and percentages ("85%")
+    by their own scale; a plain number in [0, 1] as it is, in (1, 10] on a 0-10 scale,
+    in (10, 100] on a 0-100 scale ("7" is 0.7, "85" is 0.85); values outside every
+    scale are clamped and noted in `details["note"]`. A verdict without a score counts
+    as 1.0, 0.5 or 0.0; a score without a verdict has verdict None.
+
+    The judge is asked once more (at most two calls per evaluation) when its reply:
+
+    - cannot be read (conflicting verdicts or scores, or cut off by the token limit):
+      if the second reply cannot be read either, the attempt counts as FAIL with
+      score 0 and the reason in `feedback`;
+    - contradicts itself (PASS with a normalised score below 0.5, FAIL above 0.5): if
+      the last usable reply still contradicts, its verdict is dropped (None), its
+      score stands, and `details["contradiction"]` says so.
+
+    If the provider rejects the judge's request as too long for its context, that
+    attempt counts as FAIL with score 0 and feedback asking for a shorter response
+    (`details["context_length_error"]` holds the error); the loop goes on. Other
+    errors propagate, the budget's `BudgetStop` included. Every judge call, a retry
+    included, is a model call of the loop, counted against its budget.
 
     Args:
         model: A chat model or a `"provider:model"` string.
@@ -591,7 +718,8 @@ def llm_judge(
 
     Returns:
         The judge evaluator. `details` holds `raw_score`, `scale`, `judge_calls`,
-        `truncated`, `tags_removed` and, when something was adjusted, `note`.
+        `truncated`, `tags_removed` and, when something was adjusted, `note`,
+        `judge_errors` (why a reply was asked again) and `contradiction`.
 
     Raises:
         ValueError: If `max_eval_chars` is not a positive integer or `criteria` is not
@@ -606,8 +734,6 @@ def llm_judge(
         >>> result.verdict, result.score, result.feedback
         ('PASS', 0.8, 'Name a source.')
     """
-    from langgraph_refine._models import resolve_chat_model
-
     if (
         not isinstance(max_eval_chars, int)
         or isinstance(max_eval_chars, bool)

@@ -35,8 +35,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from langgraph_refine._evaluation import BaseEvaluator
 from langgraph_refine._state import Evaluation
+from langgraph_refine.evaluators._base import BaseEvaluator
 from langgraph_refine.evaluators._fences import first_block
 
 HARNESS = "_refine_harness.py"

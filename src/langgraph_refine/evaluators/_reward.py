@@ -2,21 +2,12 @@
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from langchain_core.runnables.config import run_in_executor
-
-from langgraph_refine._evaluation import BaseEvaluator
 from langgraph_refine._state import Evaluation
-
-
-def _is_async(fn: Any) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-        getattr(fn, "__call__", None)  # noqa: B004 - async callable objects
-    )
+from langgraph_refine.evaluators._base import BaseEvaluator, acall, call_sync, is_async_callable
 
 
 def _check_bound(name: str, value: object) -> float:
@@ -49,32 +40,15 @@ class RewardModel(BaseEvaluator):
                 "the rewards that map to scores 0 and 1"
             )
         self.fn = fn
-        self.is_async = _is_async(fn)
+        self.is_async = is_async_callable(fn)
         self.name = getattr(fn, "__name__", None) or type(fn).__name__
 
     def evaluate(self, response: str, state: Mapping[str, Any]) -> Evaluation:
-        if self.is_async:
-            raise TypeError(
-                f"reward function {self.name!r} is async; run the loop with ainvoke() or arefine()"
-            )
-        reward = self.fn(_task(state), response)
-        if inspect.isawaitable(reward):
-            if inspect.iscoroutine(reward):
-                reward.close()
-            raise TypeError(
-                f"reward function {self.name!r} returned an awaitable; "
-                "run the loop with ainvoke() or arefine()"
-            )
-        return self._evaluation(reward)
+        what = f"reward function {self.name!r}"
+        return self._evaluation(call_sync(self.fn, _task(state), response, what=what))
 
     async def aevaluate(self, response: str, state: Mapping[str, Any]) -> Evaluation:
-        if self.is_async:
-            reward = await self.fn(_task(state), response)
-        else:
-            reward = await run_in_executor(None, self.fn, _task(state), response)
-            if inspect.isawaitable(reward):
-                reward = await reward
-        return self._evaluation(reward)
+        return self._evaluation(await acall(self.fn, _task(state), response))
 
     def _evaluation(self, reward: object) -> Evaluation:
         if not isinstance(reward, int | float) or isinstance(reward, bool):
@@ -113,7 +87,8 @@ def reward_model(
     """Use a reward function, such as a reward model served elsewhere, as an evaluator.
 
     `fn(task, response)` returns a number (sync or async; an async function needs the
-    async loop, `arefine`/`ainvoke`). The reward `low` maps to score 0 and `high` to 1,
+    async loop, `arefine`/`ainvoke`, and calling the evaluator directly returns an
+    awaitable). The reward `low` maps to score 0 and `high` to 1,
     linearly; rewards outside `[low, high]` are clamped (`details["clamped"]` says so,
     and `details["reward"]` keeps the raw value). Calls to the reward function are not
     model calls of the loop: they do not count against the budget.

@@ -8,8 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from langgraph_refine._evaluation import BaseEvaluator
 from langgraph_refine._state import Evaluation
+from langgraph_refine.evaluators._base import BaseEvaluator
 from langgraph_refine.evaluators._fences import first_block
 
 _MAX_ERRORS = 20

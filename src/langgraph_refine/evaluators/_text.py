@@ -10,14 +10,14 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from langgraph_refine._evaluation import BaseEvaluator
 from langgraph_refine._state import Evaluation
+from langgraph_refine.evaluators._base import BaseEvaluator
 
 # A word is a run of letters or digits; an apostrophe or hyphen between two such runs
 # keeps them one word ("don't", "well-known"), as does a separator inside a number
 # ("1,000", "3.5", "10:30"). Punctuation, Markdown bullets and dashes standing alone are
 # not words.
-_WORD = re.compile(r"[^\W_]+(?:(?:['\u2019\-]|(?<=\d)[.,:](?=\d))[^\W_]+)*")
+WORD_PATTERN = re.compile(r"[^\W_]+(?:(?:['\u2019\-]|(?<=\d)[.,:](?=\d))[^\W_]+)*")
 
 
 def count_words(text: str) -> int:
@@ -31,7 +31,7 @@ def count_words(text: str) -> int:
         >>> count_words("Well-known facts don't lie - ever.")
         5
     """
-    return len(_WORD.findall(text))
+    return len(WORD_PATTERN.findall(text))
 
 
 def _words(n: int) -> str:

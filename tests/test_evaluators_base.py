@@ -1,0 +1,158 @@
+"""The evaluator protocol: direct calls, calling maybe-async functions, import layering."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import subprocess
+import sys
+import threading
+from typing import Any
+
+import pytest
+
+from langgraph_refine import Evaluation
+from langgraph_refine.evaluators import CallableEvaluator, combine, reward_model, word_count
+from langgraph_refine.evaluators._base import acall, call_sync, is_async_callable
+from langgraph_refine.evaluators._combine import as_evaluator
+
+STATE = {"task": "Write about owls."}
+
+
+def sync_score(response: str, state: Any) -> float:
+    return 0.25
+
+
+async def async_score(response: str, state: Any) -> Evaluation:
+    await asyncio.sleep(0)
+    return Evaluation(score=0.75, feedback="async")
+
+
+class AsyncCallable:
+    async def __call__(self, response: str, state: Any) -> float:
+        return 0.5
+
+
+# -- calling an evaluator directly ------------------------------------------------------------
+
+
+def test_a_sync_callable_evaluator_called_directly_returns_an_evaluation() -> None:
+    result = CallableEvaluator(sync_score)("text", STATE)
+    assert isinstance(result, Evaluation)
+    assert result.score == 0.25
+
+
+@pytest.mark.parametrize("fn", [async_score, AsyncCallable()], ids=["function", "object"])
+async def test_an_async_callable_evaluator_called_directly_returns_an_awaitable(fn: Any) -> None:
+    ev = as_evaluator(fn)
+    assert ev.is_async
+    pending = ev("text", STATE)
+    assert inspect.isawaitable(pending)
+    result = await pending
+    assert isinstance(result, Evaluation)
+    assert result.score in (0.75, 0.5)
+
+
+async def test_an_async_reward_model_called_directly_returns_an_awaitable() -> None:
+    async def remote(task: str, response: str) -> float:
+        await asyncio.sleep(0)
+        return 8.0
+
+    pending = reward_model(remote, low=0, high=10)("text", STATE)
+    assert inspect.isawaitable(pending)
+    result = await pending
+    assert result.score == pytest.approx(0.8)
+
+
+def test_a_sync_reward_model_called_directly_returns_an_evaluation() -> None:
+    result = reward_model(lambda task, response: 0.4)("text", STATE)
+    assert isinstance(result, Evaluation)
+    assert result.score == 0.4
+
+
+async def test_a_combination_with_an_async_part_is_async() -> None:
+    sync_only = combine(sync_score, word_count(1, 5))
+    assert not sync_only.is_async
+    assert isinstance(sync_only("two words", STATE), Evaluation)
+    mixed = combine(sync_score, async_score)
+    assert mixed.is_async
+    pending = mixed("text", STATE)
+    assert inspect.isawaitable(pending)
+    assert (await pending).score == pytest.approx(0.5)
+
+
+def test_ready_evaluators_called_directly_return_an_evaluation() -> None:
+    result = word_count(1, 3)("one two", STATE)
+    assert isinstance(result, Evaluation)
+    assert result.score == 1.0
+
+
+# -- acall and call_sync ----------------------------------------------------------------------
+
+
+async def test_acall_awaits_async_functions_and_threads_sync_ones() -> None:
+    loop_thread: list[int] = []
+
+    def where(x: int) -> int:
+        loop_thread.append(threading.get_ident())
+        return x + 1
+
+    async def twice(x: int) -> int:
+        return x * 2
+
+    assert await acall(where, 1) == 2
+    assert loop_thread[0] != threading.get_ident()  # ran in a worker thread
+    assert await acall(twice, 4) == 8
+    assert await acall(AsyncCallable(), "r", {}) == 0.5
+
+
+async def test_acall_awaits_an_awaitable_returned_by_a_sync_function() -> None:
+    async def inner() -> str:
+        return "done"
+
+    assert await acall(lambda: inner()) == "done"
+
+
+def test_call_sync_refuses_async_functions_by_name() -> None:
+    with pytest.raises(TypeError, match=r"^the scorer is async; run the loop with ainvoke"):
+        call_sync(async_score, "r", {}, what="the scorer")
+
+
+def test_call_sync_refuses_and_closes_a_returned_awaitable() -> None:
+    coroutine = async_score("r", {})
+    with pytest.raises(TypeError, match=r"^the scorer returned an awaitable"):
+        call_sync(lambda: coroutine, what="the scorer")
+    assert inspect.getcoroutinestate(coroutine) == inspect.CORO_CLOSED
+
+
+def test_call_sync_passes_arguments_through() -> None:
+    assert call_sync(max, 2, 7, what="max") == 7
+    assert not is_async_callable(max)
+
+
+# -- layering -----------------------------------------------------------------------------------
+
+
+def _package_modules() -> list[str]:
+    import pkgutil
+
+    import langgraph_refine
+
+    return sorted(
+        info.name
+        for info in pkgutil.walk_packages(langgraph_refine.__path__, "langgraph_refine.")
+        if not info.name.endswith("__main__")
+    )
+
+
+@pytest.mark.parametrize("module", _package_modules())
+def test_each_module_imports_first_in_a_fresh_interpreter(module: str) -> None:
+    # An import cycle shows up as an ImportError when the cycle is entered from one side.
+    done = subprocess.run(
+        [sys.executable, "-c", f"import {module}"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_as_evaluator_imports_nothing_when_called() -> None:
+    assert "import" not in inspect.getsource(as_evaluator)
