@@ -45,9 +45,10 @@ def build_graph(model: BaseChatModel) -> StateGraph[Any, Any, Any, Any]:
     """Wire the building blocks into a graph of our own."""
     builder = StateGraph(ArticleState)
     builder.add_node("draft_title", draft_title)
-    builder.add_node("write", GeneratorNode(model, memory="last"))  # type: ignore[type-var]
-    builder.add_node(  # type: ignore[type-var]
-        "check", EvaluatorNode(word_count(40, 90), target_score=1.0, max_iterations=3)
+    builder.add_node("write", GeneratorNode[ArticleState](model, memory="last"))
+    builder.add_node(
+        "check",
+        EvaluatorNode[ArticleState](word_count(40, 90), target_score=1.0, max_iterations=3),
     )
     builder.add_node("publish", publish)
     builder.add_edge(START, "draft_title")

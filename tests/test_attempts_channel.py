@@ -75,6 +75,33 @@ def test_switch_off_by_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert isinstance(_state._attempts_channel(), DeltaChannel)
 
 
+def test_delta_only_on_a_langgraph_that_reads_it_back_with_the_reducer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # LangGraph 1.2.0-1.2.15 has DeltaChannel but loads a delta-written `attempts` as []
+    # once the switch is flipped off: there the plain reducer is written instead.
+    import importlib.metadata
+
+    def installed(found: str | None) -> None:
+        def version(name: str) -> str:
+            assert name == "langgraph"
+            if found is None:
+                raise importlib.metadata.PackageNotFoundError(name)
+            return found
+
+        monkeypatch.setattr(importlib.metadata, "version", version)
+
+    assert _state.ATTEMPTS_CHANNEL_MIN_LANGGRAPH == "1.2.16"
+    for older in ("1.2.15", "1.2.0", "1.1.10", "1.0.10"):
+        installed(older)
+        assert _state._attempts_channel() is merge_attempts, older
+    for newer in ("1.2.16", "1.2.16rc1", "1.3.0.dev2", "1.10.0"):
+        installed(newer)
+        assert isinstance(_state._attempts_channel(), DeltaChannel), newer
+    installed(None)  # no package metadata: the design every LangGraph reads back
+    assert _state._attempts_channel() is merge_attempts
+
+
 FALLBACK_RUN = """
 from langgraph.channels import BinaryOperatorAggregate
 from langgraph.checkpoint.memory import InMemorySaver

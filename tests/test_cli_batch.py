@@ -231,10 +231,42 @@ def test_a_failing_task_is_reported_and_retried_on_rerun(
     run = cli(*batch_args(server, src, out))
     assert run.code == 1
     assert "id 't1' (line 2) failed" in run.err and "HTTP 400" in run.err
-    assert sorted(r["id"] for r in read_jsonl(out)) == ["t0", "t2"]
+    rows = {r["id"]: r for r in read_jsonl(out)}
+    assert sorted(rows) == ["t0", "t1", "t2"]
+    assert "this task upsets the server" in rows["t1"]["error"]
+    assert rows["t1"]["attempts"] == [] and rows["t1"]["task"] == "task number 1"
+    assert "error" not in rows["t0"] and "error" not in rows["t2"]
+    assert "rerun to retry" in run.out
+
     broken["on"] = False
-    assert cli(*batch_args(server, src, out)).code == 0
-    assert sorted(r["id"] for r in read_jsonl(out)) == ["t0", "t1", "t2"]
+    before = len(server.requests)
+    rerun = cli(*batch_args(server, src, out))
+    assert rerun.code == 0 and "skipped 2" in rerun.out
+    # Only t1 ran again; its new row follows the error row.
+    assert {task_of(b) for b in server.requests[before:]} == {"task number 1"}
+    rows = read_jsonl(out)
+    assert len(rows) == 4 and rows[-1]["id"] == "t1" and "error" not in rows[-1]
+    assert [r["id"] for r in rows if "error" in r] == ["t1"]
+    assert cli(*batch_args(server, src, out)).code == 0  # now nothing is left to run
+    assert len(read_jsonl(out)) == 4
+
+
+def test_budget_error_row_keeps_the_attempts(cli: Any, openai_server: Any, tmp_path: Path) -> None:
+    server = openai_server(per_task())
+    rows = [
+        {"id": "tight", "task": "A", "budget": {"max_calls": 3}, "on_budget_exhausted": "raise"},
+        {"id": "free", "task": "B", "max_iterations": 0},
+    ]
+    src, out = write_jsonl(tmp_path / "in.jsonl", rows), tmp_path / "out.jsonl"
+    run = cli(*batch_args(server, src, out))
+    assert run.code == 1
+    by_id = {r["id"]: r for r in read_jsonl(out)}
+    tight = by_id["tight"]
+    assert "budget" in tight["error"].lower()
+    # Three calls: generate + judge, then one more generation before the limit.
+    assert [a["index"] for a in tight["attempts"]] == [0, 1]
+    assert tight["score_history"] == [0.5] and tight["stop_reason"] == "budget_exhausted"
+    assert "error" not in by_id["free"]
 
 
 def test_unreachable_endpoint_stops_the_batch_with_one_line(cli: Any, tmp_path: Path) -> None:

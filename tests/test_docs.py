@@ -18,8 +18,11 @@ PAGES = [
     "checkpointing",
     "human-review",
     "embedding",
+    "agents",
     "cli",
     "deployment",
+    "scaling-out",
+    "architecture",
     "api",
 ]
 

@@ -21,7 +21,7 @@ from langchain_core.language_models import BaseChatModel
 from vcr.errors import CannotOverwriteExistingCassetteException
 
 from langgraph_refine import RefineResult, best_attempt
-from langgraph_refine.evaluators import json_schema, python_tests, word_count
+from langgraph_refine.evaluators import contains_all, json_schema, python_tests, word_count
 from tests import recording
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -284,6 +284,35 @@ def test_human_review(model: BaseChatModel, cassette: Any) -> None:
     assert result.value in recording.reply_texts(cassette)
     best = best_attempt(result.attempts)
     assert best is not None and result.value == best.response  # approved as reviewed
+
+
+@pytest.mark.vcr
+def test_research_agent_middleware(model: BaseChatModel, cassette: Any) -> None:
+    from examples import research_agent_middleware as example
+
+    messages, result = example.main(model)
+
+    check_loop(result, max_iterations=2, target_score=1.0)
+    # The evaluator is deterministic: re-run offline, it gives the recorded evaluations.
+    recheck = contains_all(example.REQUIRED)
+    assert [a.evaluation for a in result.attempts] == [
+        recheck.evaluate(a.response, {}) for a in result.attempts
+    ]
+    assert messages[0].text == example.TASK
+    # The agent's last message is the best answer, a real reply of the model.
+    assert messages[-1].type == "ai" and messages[-1].text == result.value
+    assert result.value in recording.reply_texts(cassette)
+    # Every refinement round sent the previous answer's feedback back to the model.
+    sent = prompts(cassette)
+    for attempt in result.attempts[:-1]:
+        assert attempt.evaluation is not None
+        assert any("Feedback:" in p and attempt.evaluation.feedback in p for p in sent), (
+            attempt.evaluation.feedback
+        )
+    # Whatever tools the model called ran, and their results went back to it.
+    for message in messages:
+        if message.type == "tool":
+            assert message.text.startswith(("The Eiffel", "Gustave", "No facts", "Error"))
 
 
 EXAMPLE_NAMES = sorted(p.stem for p in EXAMPLES.glob("*.py") if not p.stem.startswith("_"))

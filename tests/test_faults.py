@@ -21,8 +21,8 @@ from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import RetryPolicy
 
-from langgraph_refine import DEFAULT_RETRY_POLICY, Evaluation, create_refine_graph, refine
-from langgraph_refine._retry import is_transient
+from langgraph_refine import Evaluation, create_refine_graph, refine
+from langgraph_refine._retry import DEFAULT_RETRY_POLICY, is_transient
 from langgraph_refine.evaluators import llm_judge
 from tests.fault_server import FaultServer, error, hang, malformed, ok
 
@@ -129,16 +129,18 @@ def test_other_4xx_fail_at_once_naming_status_and_node(server: FaultServer, stat
     server.script(error(status))
     with pytest.raises(openai.APIStatusError) as info:
         refine(chat(server), TASK, perfect)  # the default policy
-    message = str(info.value)
-    assert f"(HTTP {status})" in message
-    assert "in node 'generate'" in message
+    assert str(info.value).startswith(f"Error code: {status}")  # the provider's own message
+    assert f"generator failed on attempt 0 in node 'generate' (HTTP {status})" in (
+        info.value.__notes__
+    )
     assert len(server.received) == 1
 
 
 def test_401_from_the_judge_names_the_evaluate_node(server: FaultServer) -> None:
     server.script(ok(), error(401))
-    with pytest.raises(openai.AuthenticationError, match=r"node 'evaluate' \(HTTP 401\)"):
+    with pytest.raises(openai.AuthenticationError) as info:
         refine(chat(server), TASK, llm_judge(chat(server)))
+    assert "evaluator failed on attempt 0 in node 'evaluate' (HTTP 401)" in info.value.__notes__
     assert [r.is_judge for r in server.received] == [False, True]
 
 

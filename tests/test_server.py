@@ -1,3 +1,4 @@
+# ruff: noqa: F811 - pytest fixtures are imported from the CLI helper module
 """`langgraph.json` served by a real `langgraph dev`, driven with the langgraph-sdk client.
 
 The server's model is a small scripted OpenAI-compatible HTTP server on loopback (the
@@ -22,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.test_cli_helpers import cli  # noqa: F401 - fixture
 
 ROOT = Path(__file__).resolve().parents[1]
 STARTUP_TIMEOUT = 60.0
@@ -365,3 +368,93 @@ def test_round_events_stream_through_the_server(langgraph_server: str, model_ser
     ]
     assert rounds[0]["feedback"] == "add a season word"
     assert [e["stop_reason"] for e in events if e["type"] == "stop"] == ["passed"]
+
+
+# -- `langgraph-refine batch --server`: the CLI as a client of the server ---------------
+
+
+def _batch_rows(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_batch_on_the_server_runs_each_task_on_its_thread_and_resumes(
+    langgraph_server: str, model_server: Any, cli: Any, tmp_path: Path
+) -> None:
+    from langgraph_sdk import get_sync_client
+
+    from langgraph_refine.cli._remote import thread_id_for
+
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    lines = [
+        {"id": f"t{i}", "task": f"Write haiku number {i}.", "max_iterations": 3} for i in range(4)
+    ]
+    lines[1]["budget"] = {"max_calls": 10}
+    lines[2]["strategy"] = "sample"
+    src.write_text("".join(json.dumps(line) + "\n" for line in lines[:3]))
+    before = calls(model_server)
+    run = cli("batch", str(src), "--out", str(out), "--server", langgraph_server, "-c", "3")
+    assert run.code == 0, run.err
+    rows = {r["id"]: r for r in _batch_rows(out)}
+    assert sorted(rows) == ["t0", "t1", "t2"]
+    for task_id, row in rows.items():
+        assert row["stop_reason"] == "passed" and row["value"] == "draft 1"
+        assert row["score_history"] == [0.4, 0.95] and "error" not in row
+        assert [a["index"] for a in row["attempts"]] == [0, 1]
+        assert row["thread_id"] == thread_id_for(out, task_id)
+    after = calls(model_server)
+    assert (after[0] - before[0], after[1] - before[1]) == (6, 6)
+
+    # Each task ran on its own thread, with its per-line options as the run's context.
+    client = get_sync_client(url=langgraph_server)
+    contexts = {}
+    for task_id, row in rows.items():
+        [server_run] = client.runs.list(row["thread_id"])
+        contexts[task_id] = server_run["kwargs"]["context"]
+        assert client.threads.get_state(row["thread_id"])["values"]["task"] == row["task"]
+    assert contexts["t0"] == {
+        "target_score": 0.9,
+        "max_iterations": 3,
+        "patience": 2,
+        "min_delta": 0.0,
+    }
+    assert contexts["t1"]["budget"] == {"max_calls": 10}
+    assert contexts["t2"]["strategy"] == "sample" and "strategy" not in contexts["t0"]
+
+    # A rerun with one more task runs only that one; finished ids are skipped.
+    src.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    rerun = cli("batch", str(src), "--out", str(out), "--server", langgraph_server)
+    assert rerun.code == 0, rerun.err
+    assert "skipped 3" in rerun.out
+    assert [r["id"] for r in _batch_rows(out)][3:] == ["t3"]
+    again = calls(model_server)
+    assert (again[0] - after[0], again[1] - after[1]) == (2, 2)
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_batch_on_the_server_refuses_an_unknown_assistant(
+    langgraph_server: str, cli: Any, tmp_path: Path
+) -> None:
+    from tests.test_cli_helpers import assert_one_line_error
+
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    src.write_text('{"id": 1, "task": "t"}\n')
+    run = cli(
+        "batch", str(src), "--out", str(out), "--server", langgraph_server, "--assistant", "nope"
+    )
+    assert_one_line_error(run, "--assistant 'nope' is unknown", "refine, refine_reviewed")
+    assert not out.exists()
+
+
+def test_batch_on_an_unreachable_server_is_one_line(cli: Any, tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    src.write_text('{"id": 1, "task": "t"}\n{"id": 2, "task": "u", "memory": "all"}\n')
+    run = cli("batch", str(src), "--out", str(out), "--server", url)
+    assert run.code == 1
+    lines = [line for line in run.err.splitlines() if line.startswith("langgraph-refine: ")]
+    assert len(lines) == 2 and "Traceback" not in run.err
+    assert "in.jsonl:2: memory cannot be set per run on a server" in lines[0]
+    assert f"cannot reach the LangGraph Server at {url}" in lines[1]

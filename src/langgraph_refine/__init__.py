@@ -1,64 +1,69 @@
 """langgraph-refine: the evaluator-optimizer (self-refine) loop as reusable LangGraph subgraphs.
 
 Build the loop with `create_refine_graph` (an uncompiled `StateGraph`: compile it with
-your own checkpointer), or run it in one call with `refine` / `arefine`.
+your own checkpointer), or run it in one call with `refine` / `arefine`. For custom
+topologies, `GeneratorNode`, `EvaluatorNode`, `ReviewNode` and `route_after_evaluation`
+are the building blocks. Inside a LangChain agent (`create_agent`), use
+`RefineMiddleware` (needs the `agents` extra).
 """
+
+from typing import TYPE_CHECKING, Any
 
 from langgraph_refine import evaluators
 from langgraph_refine._budget import Budget
 from langgraph_refine._errors import (
     BudgetExhaustedError,
+    ContextLengthError,
     RefineError,
     ReviewInputError,
 )
+from langgraph_refine._evaluate import EvaluatorNode
+from langgraph_refine._generate import GeneratorNode
 from langgraph_refine._graph import create_refine_graph
-from langgraph_refine._memory import MemoryPolicy
-from langgraph_refine._nodes import EvaluatorNode, GeneratorNode, ReviewNode
+from langgraph_refine._options import RefineContext
 from langgraph_refine._result import RefineResult, best_attempt
-from langgraph_refine._retry import DEFAULT_RETRY_POLICY
-from langgraph_refine._router import route_after_evaluation, route_after_generation
+from langgraph_refine._review import ReviewNode
+from langgraph_refine._router import route_after_evaluation
 from langgraph_refine._run import arefine, refine
-from langgraph_refine._state import (
-    Attempt,
-    Candidate,
-    Evaluation,
-    RefineInput,
-    RefineOutput,
-    RefineState,
-    StopReason,
-    Usage,
-    Verdict,
-)
+from langgraph_refine._state import Attempt, Evaluation, RefineState, Usage
 from langgraph_refine._stop_rules import StopRules
 
+if TYPE_CHECKING:
+    from langgraph_refine._middleware import RefineMiddleware as RefineMiddleware
+
 __all__ = [
-    "DEFAULT_RETRY_POLICY",
     "Attempt",
     "Budget",
     "BudgetExhaustedError",
-    "Candidate",
+    "ContextLengthError",
     "Evaluation",
     "EvaluatorNode",
     "GeneratorNode",
-    "MemoryPolicy",
+    "RefineContext",
     "RefineError",
-    "RefineInput",
-    "RefineOutput",
     "RefineResult",
     "RefineState",
     "ReviewInputError",
     "ReviewNode",
-    "StopReason",
     "StopRules",
     "Usage",
-    "Verdict",
     "arefine",
     "best_attempt",
     "create_refine_graph",
     "evaluators",
     "refine",
     "route_after_evaluation",
-    "route_after_generation",
 ]
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    # RefineMiddleware is built on LangChain's agents, an optional dependency: import it
+    # on first use, so `import langgraph_refine` works without `langchain` installed.
+    # (Not in __all__, so `from langgraph_refine import *` needs no `langchain` either.)
+    if name == "RefineMiddleware":
+        from langgraph_refine._middleware import RefineMiddleware
+
+        return RefineMiddleware
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,15 +9,16 @@ latest attempt is the best, the attempt before it is shown beside it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, TypeAlias
+from typing import Literal, TypeAlias, get_args
 
 from langgraph_refine._result import best_attempt
 from langgraph_refine._state import Attempt
 
-MemoryPolicy: TypeAlias = Literal["all", "last", "best_and_last"] | int
+MemoryMode: TypeAlias = Literal["all", "last", "best_and_last"]
+MemoryPolicy: TypeAlias = MemoryMode | int
 """`"all"`, `"last"`, `"best_and_last"`, or a window size: the last N attempts."""
 
-MEMORY_MODES: tuple[str, ...] = ("all", "last", "best_and_last")
+MEMORY_MODES: tuple[str, ...] = get_args(MemoryMode)
 DEFAULT_MEMORY: MemoryPolicy = "best_and_last"
 
 

@@ -1,33 +1,138 @@
-"""Chat-model plumbing: resolving `"provider:model"` strings and reading replies."""
+"""Chat-model plumbing: resolving model strings, the generation cap, and reading replies.
+
+`resolve_chat_model` is the one place a model string becomes a chat model, for the
+library (`create_refine_graph("...")`, `llm_judge("...")`), the command line and the
+server graphs, so the same string means the same model everywhere.
+"""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 
+OPENAI = "openai"
 
-def resolve_chat_model(model: BaseChatModel | str, *, option: str) -> BaseChatModel:
-    """Return `model` itself, or the chat model a `"provider:model"` string names.
+PROVIDERS: frozenset[str] = frozenset(
+    {
+        "anthropic",
+        "anthropic_bedrock",
+        "azure_ai",
+        "azure_openai",
+        "baseten",
+        "bedrock",
+        "bedrock_converse",
+        "bedrock_mantle_anthropic",
+        "bedrock_mantle_openai",
+        "cohere",
+        "deepseek",
+        "fireworks",
+        "google_anthropic_vertex",
+        "google_genai",
+        "google_vertexai",
+        "groq",
+        "huggingface",
+        "ibm",
+        "langsmith",
+        "litellm",
+        "meta",
+        "mistralai",
+        "nvidia",
+        "ollama",
+        "openai",
+        "openrouter",
+        "perplexity",
+        "together",
+        "upstage",
+        "xai",
+    }
+)
+"""The `provider:` prefixes a model string may start with.
 
-    Strings are resolved with LangChain's `init_chat_model`. A bare model name (no
-    provider) is served over the OpenAI protocol, so `OPENAI_BASE_URL` can point it at
-    any OpenAI-compatible server.
+These are the `model_provider` values LangChain's `init_chat_model` documents. LangChain
+keeps its own registry private, so the list is kept here; tests check it against
+`init_chat_model`'s documentation. Any other prefix is part of a model name, as in
+Ollama-style tags (`qwen2.5:7b`, `smollm2:135m`).
+"""
+
+MAX_TOKENS_ENV = "REFINE_MAX_TOKENS"
+"""The environment variable that sets the generation cap of the CLI, demo and server."""
+
+DEFAULT_MAX_TOKENS = 512
+"""Output tokens one model call may generate, unless `--max-tokens` / `REFINE_MAX_TOKENS` say.
+
+512 tokens (about 380 English words) holds a full paragraph-to-page answer, yet it ends a
+runaway generation early: small local models can ramble for thousands of tokens, and the
+next refinement prompt, which carries that attempt, would then overflow a small context
+(2,048 tokens per slot on a llama.cpp server started with `-c 8192 -np 4`).
+"""
+
+
+def model_route(name: str) -> tuple[str, str]:
+    """Split a model string into `(provider, model)`: the one rule for every entry point.
+
+    A string whose prefix before the first colon is one of `PROVIDERS` (case and `-`/`_`
+    do not matter) names that provider and the model after the colon. Anything else, a
+    bare name or a name whose prefix is not a provider, is a model name served over the
+    OpenAI protocol, so `OPENAI_BASE_URL` (or `base_url=`) can point it at any
+    OpenAI-compatible server (llama.cpp, vLLM, Ollama's `/v1`).
 
     Args:
-        model: A chat model or a model string.
-        option: The option name, for error messages.
+        name: A model string, e.g. `"anthropic:claude-sonnet-4-5"`, `"gpt-4o-mini"` or
+            `"qwen2.5:7b"`.
+
+    Returns:
+        The provider (a `PROVIDERS` member) and the model name.
+
+    Example:
+        >>> model_route("qwen2.5:7b")
+        ('openai', 'qwen2.5:7b')
+        >>> model_route("Ollama:qwen2.5:7b")
+        ('ollama', 'qwen2.5:7b')
+    """
+    text = name.strip()
+    prefix, sep, rest = text.partition(":")
+    provider = prefix.strip().lower().replace("-", "_")
+    if sep and provider in PROVIDERS and rest.strip():
+        return provider, rest.strip()
+    return OPENAI, text
+
+
+def resolve_chat_model(model: BaseChatModel | str, *, option: str, **kwargs: Any) -> BaseChatModel:
+    """Return `model` itself, or the chat model a model string names (see `model_route`).
+
+    Strings are built with LangChain's `init_chat_model`, with client-side retries off
+    (`max_retries=0`, unless given): the loop's own retry policy handles transient errors,
+    and client retries would multiply with it.
+
+    Args:
+        model: A chat model (returned unchanged) or a model string.
+        option: The option that named the model, for error messages.
+        **kwargs: Passed to the chat model's constructor when `model` is a string, e.g.
+            `max_tokens`, `temperature`, `timeout`, `base_url`, `api_key`, `cache`.
+
+    Returns:
+        The chat model.
 
     Raises:
-        ImportError: If the package behind `init_chat_model` is not installed.
-        ValueError: If the string is empty.
+        ImportError: If `init_chat_model` or the provider's package is not installed.
+        ValueError: If the string is empty, or the provider's client rejects its settings.
+
+    Example:
+        >>> model = resolve_chat_model(
+        ...     "qwen2.5:7b", option="model", base_url="http://127.0.0.1:11434/v1",
+        ...     api_key="unused", max_tokens=256,
+        ... )  # doctest: +SKIP
     """
     if isinstance(model, BaseChatModel):
         return model
-    if not model.strip():
+    if not isinstance(model, str) or not model.strip():
         raise ValueError(
-            f"{option} must be a chat model or a 'provider:model' string, got {model!r}"
+            f"{option} must be a chat model or a model string ('provider:model' or a model "
+            f"name served over the OpenAI protocol), got {model!r}"
         )
     try:
         from langchain.chat_models import init_chat_model
@@ -37,10 +142,59 @@ def resolve_chat_model(model: BaseChatModel | str, *, option: str) -> BaseChatMo
             "pip install 'langgraph-refine[providers]' (and the provider's package, "
             "e.g. 'langgraph-refine[openai]')"
         ) from exc
-    provider = None if ":" in model else "openai"
-    # The loop's own retry policy handles transient errors; client-side retries would
-    # multiply with it.
-    return init_chat_model(model, model_provider=provider, max_retries=0)
+    provider, name = model_route(model)
+    kwargs.setdefault("max_retries", 0)
+    try:
+        chat_model: BaseChatModel = init_chat_model(name, model_provider=provider, **kwargs)
+    except ImportError as exc:
+        extra = " (pip install 'langgraph-refine[openai]')" if provider == OPENAI else ""
+        raise ImportError(
+            f"{option}={model!r}: model provider {provider!r} needs its package{extra}: "
+            f"{_one_line(exc)}"
+        ) from exc
+    return chat_model
+
+
+def parse_max_tokens(value: object, *, source: str) -> int:
+    """Check a generation cap: a whole number of tokens, at least 1.
+
+    Args:
+        value: An int, or its text (from the environment).
+        source: Where it came from (`--max-tokens`, `REFINE_MAX_TOKENS`), for the message.
+
+    Raises:
+        ValueError: If it is not a whole number >= 1.
+    """
+    number: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+        number = int(value.strip())
+    if number is None or number < 1:
+        raise ValueError(
+            f"{source} must be a whole number of tokens >= 1 (e.g. {DEFAULT_MAX_TOKENS}), "
+            f"got {value!r}"
+        )
+    return number
+
+
+def max_tokens_setting(value: int | None = None, environ: Mapping[str, str] | None = None) -> int:
+    """The generation cap: `value` if given, else `REFINE_MAX_TOKENS`, else the default.
+
+    Args:
+        value: An explicit cap (the CLI's `--max-tokens`).
+        environ: Where to read `REFINE_MAX_TOKENS`; `os.environ` when omitted.
+
+    Raises:
+        ValueError: If the chosen value is not a whole number >= 1.
+    """
+    if value is not None:
+        return parse_max_tokens(value, source="--max-tokens")
+    env = os.environ if environ is None else environ
+    text = env.get(MAX_TOKENS_ENV, "").strip()
+    if not text:
+        return DEFAULT_MAX_TOKENS
+    return parse_max_tokens(text, source=MAX_TOKENS_ENV)
 
 
 def message_text(message: Any) -> str:
@@ -50,3 +204,7 @@ def message_text(message: Any) -> str:
     if isinstance(message, BaseMessage):
         return message.text
     raise TypeError(f"expected a string or a chat message, got {type(message).__name__}")
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__

@@ -1,15 +1,21 @@
 """The wording of the prompts the loop sends: the refinement prompt and the judge prompt.
 
-Kept in one place so the wording can be tuned (and benchmarked) without touching the
-node logic. The refinement prompt is one user message: it works with every chat
-provider, and small models follow a single, plain message best.
+The refinement prompt comes in two forms. `"messages"` puts the round to a chat model as
+the conversation it would have had: the task as a human message, each shown attempt as
+the model's own (AI) message, and its feedback as the next human message. `"single"`
+packs the same content into one user message, for models and providers that handle one
+plain message best. Every attempt shown is cut to `max_attempt_chars`, so a runaway
+generation cannot blow up the next prompt. Evaluators word their own feedback (see
+`evaluators/`); the judge's instructions are at the end of this module.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from langgraph_refine._state import Attempt
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+
+from langgraph_refine._state import Attempt, PromptForm
 
 REFINE_INSTRUCTIONS = (
     "Write a new, improved answer to the task. Fix every problem the feedback names, "
@@ -17,22 +23,50 @@ REFINE_INSTRUCTIONS = (
     "Reply with the improved answer only: no preamble, no notes about the changes."
 )
 
+SMALLEST_ATTEMPT_CHARS = 1000
+"""How much of the refined attempt the smallest prompt keeps (after a context overflow)."""
 
-def _format_attempt(label: str, attempt: Attempt) -> str:
+
+def cut(text: str, max_chars: int) -> str:
+    """`text` stripped and cut to `max_chars`, with a note saying how much was cut."""
+    text = text.strip()
+    if len(text) <= max_chars:
+        return text
+    return f"{text[:max_chars]}\n[... cut: {len(text) - max_chars} more characters not shown]"
+
+
+def _score_line(attempt: Attempt) -> str | None:
     evaluation = attempt.evaluation
-    lines = [f"## Attempt {attempt.index + 1} ({label})"]
-    if evaluation is not None:
-        verdict = f", verdict {evaluation.verdict}" if evaluation.verdict else ""
-        lines.append(f"Score: {evaluation.score:.2f}{verdict}")
-    lines.append("<answer>")
-    lines.append(attempt.response.strip())
-    lines.append("</answer>")
+    if evaluation is None:
+        return None
+    verdict = f", verdict {evaluation.verdict}" if evaluation.verdict else ""
+    return f"Score: {evaluation.score:.2f}{verdict}"
+
+
+def _feedback_lines(attempt: Attempt) -> list[str]:
+    lines = []
+    evaluation = attempt.evaluation
     if evaluation is not None and evaluation.feedback.strip():
-        lines.append("Feedback on this attempt:")
-        lines.append(evaluation.feedback.strip())
+        lines += ["Feedback on this attempt:", evaluation.feedback.strip()]
     if attempt.instruction:
         lines.append(f"It was written to address this reviewer request: {attempt.instruction}")
+    return lines
+
+
+def _format_attempt(label: str, attempt: Attempt, max_chars: int) -> str:
+    lines = [f"## Attempt {attempt.index + 1} ({label})"]
+    score = _score_line(attempt)
+    if score:
+        lines.append(score)
+    lines += ["<answer>", cut(attempt.response, max_chars), "</answer>", *_feedback_lines(attempt)]
     return "\n".join(lines)
+
+
+def _closing(reviewer_feedback: str | None) -> list[str]:
+    parts = []
+    if reviewer_feedback:
+        parts += ["# Reviewer request (most important)", reviewer_feedback.strip(), ""]
+    return [*parts, "# What to do", REFINE_INSTRUCTIONS]
 
 
 def refinement_prompt(
@@ -41,14 +75,16 @@ def refinement_prompt(
     *,
     reviewer_feedback: str | None = None,
     omitted: int = 0,
+    max_attempt_chars: int = 8000,
 ) -> str:
-    """Render the prompt for a refinement round.
+    """Render a refinement round as one user message (the `"single"` form).
 
     Args:
         task: The task as given by the user.
-        shown: `(label, attempt)` pairs chosen by the memory policy.
+        shown: `(label, attempt)` pairs chosen by the memory policy; the last is refined.
         reviewer_feedback: A human reviewer's request for this round, if any.
         omitted: How many earlier attempts the memory policy left out.
+        max_attempt_chars: Each attempt is cut to this many characters.
 
     Returns:
         The text of the single user message sent to the generator.
@@ -56,11 +92,76 @@ def refinement_prompt(
     parts = ["# Task", task.strip(), "", "# Your earlier attempts"]
     if omitted:
         parts.append(f"({omitted} earlier attempt(s) not shown.)")
-    parts.extend(_format_attempt(label, attempt) + "\n" for label, attempt in shown)
-    if reviewer_feedback:
-        parts += ["# Reviewer request (most important)", reviewer_feedback.strip(), ""]
-    parts += ["# What to do", REFINE_INSTRUCTIONS]
+    parts.extend(_format_attempt(label, a, max_attempt_chars) + "\n" for label, a in shown)
+    parts += _closing(reviewer_feedback)
     return "\n".join(parts)
+
+
+def refinement_messages(
+    task: str,
+    shown: Sequence[tuple[str, Attempt]],
+    *,
+    reviewer_feedback: str | None = None,
+    omitted: int = 0,
+    max_attempt_chars: int = 8000,
+    form: PromptForm = "messages",
+) -> list[BaseMessage]:
+    """The messages of a refinement round in the given form.
+
+    In the `"messages"` form the conversation is: the task (human), then for each shown
+    attempt the attempt (AI) and its score and feedback (human); the last human message
+    also asks for the improved answer.
+
+    Args:
+        task: The task as given by the user.
+        shown: `(label, attempt)` pairs chosen by the memory policy; the last is refined.
+        reviewer_feedback: A human reviewer's request for this round, if any.
+        omitted: How many earlier attempts the memory policy left out.
+        max_attempt_chars: Each attempt is cut to this many characters.
+        form: `"messages"` or `"single"`.
+
+    Returns:
+        The messages to send to a chat-model generator.
+    """
+    if form == "single" or not shown:
+        text = refinement_prompt(
+            task,
+            shown,
+            reviewer_feedback=reviewer_feedback,
+            omitted=omitted,
+            max_attempt_chars=max_attempt_chars,
+        )
+        return [HumanMessage(text)]
+    first = task.strip()
+    if omitted:
+        first += f"\n\n({omitted} earlier attempt(s) not shown.)"
+    messages: list[BaseMessage] = [HumanMessage(first)]
+    for position, (label, attempt) in enumerate(shown):
+        messages.append(AIMessage(cut(attempt.response, max_attempt_chars)))
+        lines = [f"That was attempt {attempt.index + 1} ({label})."]
+        score = _score_line(attempt)
+        if score:
+            lines.append(score)
+        lines += _feedback_lines(attempt)
+        if position == len(shown) - 1:
+            lines += ["", *_closing(reviewer_feedback)]
+        messages.append(HumanMessage("\n".join(lines)))
+    return messages
+
+
+def smallest_prompt(task: str, attempt: Attempt | None, reviewer_feedback: str | None) -> str:
+    """The smallest refinement prompt: the task, the attempt cut short, its feedback.
+
+    Sent once after the provider says a round's prompt exceeds its context.
+    """
+    if attempt is None:
+        return task
+    return refinement_prompt(
+        task,
+        [("the attempt to improve", attempt)],
+        reviewer_feedback=reviewer_feedback,
+        max_attempt_chars=SMALLEST_ATTEMPT_CHARS,
+    )
 
 
 # The wording names the response_to_rate tags without writing them out: the only tags in

@@ -16,6 +16,7 @@ from langgraph_refine._state import (
     Verdict,
     revive_state,
 )
+from langgraph_refine._stop_rules import stop_reason_of
 
 RESULT_KEYS = ["task", "attempts", "response", "pending", "stop_reason", "usage"]
 """The state keys `RefineResult.from_state` reads. Without a checkpointer there is no
@@ -57,7 +58,8 @@ class RefineResult(BaseModel):
         score: The best attempt's score (None if nothing was evaluated).
         verdict: The best attempt's verdict, if its evaluator gave one.
         feedback: The best attempt's feedback.
-        stop_reason: Why the loop stopped.
+        stop_reason: Why the loop stopped; None for a state that has not stopped (a
+            paused review, a custom topology that never decided).
         iterations: Refinement rounds run (number of attempts - 1).
         converged: True when `stop_reason` is passed, target_reached or approved.
         score_history: One score per evaluated attempt, in order.
@@ -73,7 +75,7 @@ class RefineResult(BaseModel):
     score: float | None
     verdict: Verdict | None
     feedback: str
-    stop_reason: StopReason
+    stop_reason: StopReason | None
     iterations: int
     converged: bool
     score_history: list[float]
@@ -90,7 +92,7 @@ class RefineResult(BaseModel):
         if pending is not None and all(a.index != pending.index for a in attempts):
             attempts.append(pending)
         best = best_attempt(attempts)
-        stop_reason = state.get("stop_reason") or "budget_exhausted"
+        stop_reason = stop_reason_of(state)
         value = state.get("response")
         if stop_reason not in ("approved", "edited") or value is None:
             # Every other stop returns the best evaluated attempt (the contract's rule).

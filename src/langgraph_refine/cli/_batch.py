@@ -4,6 +4,7 @@ Input lines are `{"id": ..., "task": ...}`, optionally with their own `evaluator
 and loop options. Each finished task becomes one output line, written whole, flushed and
 fsynced before the next, to a file that is only ever appended to: an interrupted batch
 keeps every finished line, and a rerun with the same output skips the ids already there.
+A task that fails becomes a line with an `error` field; a rerun retries it.
 
 Loops run on the async path (`arefine`), so up to `concurrency` loops overlap their model
 calls; the command line's entry point is the only place an event loop is started.
@@ -14,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -29,7 +30,7 @@ from langgraph_refine._result import RefineResult
 from langgraph_refine._run import arefine
 from langgraph_refine.cli._errors import CliError, describe_error, is_unreachable, one_line
 from langgraph_refine.cli._models import ModelSettings
-from langgraph_refine.cli._options import LoopOptions
+from langgraph_refine.cli._options import PER_LINE_OPTIONS, LoopOptions
 from langgraph_refine.cli._single import result_json
 
 OUTPUT_KEYS = (
@@ -53,12 +54,14 @@ class BatchItem:
         id: The line's `id` (a string or an integer).
         task: The task text.
         options: The loop options for this task (defaults plus the line's own).
+        given: The option keys the line set itself.
     """
 
     line: int
     id: str | int
     task: str
     options: LoopOptions
+    given: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -141,11 +144,21 @@ def _item(data: Any, number: int, defaults: LoopOptions) -> BatchItem:
     task = data.get("task")
     if not isinstance(task, str) or not task.strip():
         raise CliError(f"'task' must be a non-empty string, got {task!r}")
-    return BatchItem(line=number, id=item_id, task=task, options=defaults.override(data))
+    return BatchItem(
+        line=number,
+        id=item_id,
+        task=task,
+        options=defaults.override(data),
+        given=frozenset(data) & frozenset(PER_LINE_OPTIONS),
+    )
 
 
 def done_ids(path: Path, warn: Callable[[str], None]) -> set[str]:
-    """The id keys already in the output file (an unreadable line is warned about and ignored)."""
+    """The id keys finished in the output file: rows without an `error` field.
+
+    A task whose rows all carry an `error` is not done, so a rerun retries it (and appends
+    a new row). An unreadable line is warned about and ignored.
+    """
     if not path.exists():
         return set()
     done: set[str] = set()
@@ -155,7 +168,7 @@ def done_ids(path: Path, warn: Callable[[str], None]) -> set[str]:
         except json.JSONDecodeError:
             warn(f"{path}:{number}: not a complete JSON line (an interrupted write?); ignored")
             continue
-        if isinstance(data, dict) and "id" in data:
+        if isinstance(data, dict) and "id" in data and not data.get("error"):
             done.add(id_key(data["id"]))
     return done
 
@@ -211,6 +224,23 @@ def output_record(item: BatchItem, result: RefineResult) -> dict[str, Any]:
     }
 
 
+def error_record(item: BatchItem, exc: BaseException, message: str) -> dict[str, Any]:
+    """The output line of a failed task: its `error`, and the attempts it had, if known.
+
+    `BudgetExhaustedError` and `ContextLengthError` carry the best result so far in
+    `.result`; its fields (attempts, scores) are kept, so no finished model call is lost
+    from the record.
+    """
+    result = getattr(exc, "result", None)
+    record = (
+        output_record(item, result)
+        if isinstance(result, RefineResult)
+        else {"id": item.id, "task": item.task, "attempts": []}
+    )
+    record["error"] = message
+    return record
+
+
 @dataclass
 class BatchStats:
     """Running totals, shown in the progress bar and the final summary."""
@@ -222,6 +252,10 @@ class BatchStats:
     best_scores: list[float] = field(default_factory=list)
     stop_reasons: dict[str, int] = field(default_factory=dict)
 
+    def fail(self) -> None:
+        """Count one failed task."""
+        self.failed += 1
+
     def add(self, result: RefineResult) -> None:
         """Count one finished task."""
         self.done += 1
@@ -229,7 +263,8 @@ class BatchStats:
             self.first_scores.append(result.score_history[0])
         if result.score is not None:
             self.best_scores.append(result.score)
-        self.stop_reasons[result.stop_reason] = self.stop_reasons.get(result.stop_reason, 0) + 1
+        reason = result.stop_reason or "unfinished"
+        self.stop_reasons[reason] = self.stop_reasons.get(reason, 0) + 1
 
     def describe(self) -> str:
         """`done 3/10, failed 0, mean score 0.42 → 0.81` style summary."""
@@ -298,6 +333,10 @@ class RichProgress(Progress):
         self.bar.console.print(Text(f"langgraph-refine: {one_line(message)}"), soft_wrap=True)
 
 
+RunOne = Callable[[BatchItem], Awaitable[RefineResult]]
+"""Runs one task to its end and returns its result (locally, or on a server)."""
+
+
 async def run_items(
     items: list[BatchItem],
     settings: ModelSettings,
@@ -307,15 +346,12 @@ async def run_items(
     progress: Progress,
     generator: BaseChatModel | None = None,
 ) -> BatchStats:
-    """Refine `items` with at most `concurrency` loops at a time, appending each result.
-
-    A task that fails is reported and left out of the output (a rerun retries it). If the
-    model server cannot be reached at all, no further task is started.
+    """Refine `items` locally with at most `concurrency` loops at a time (see `drive`).
 
     Args:
         items: The tasks to run.
         settings: How to build the models.
-        writer: Where finished tasks are appended.
+        writer: Where finished and failed tasks are appended.
         concurrency: The most loops running at once.
         progress: Receives the counts as tasks finish, and the problems.
         generator: The generator's model (built from `settings` if not given).
@@ -323,11 +359,9 @@ async def run_items(
     Raises:
         CliError: If the model server is unreachable (after the running tasks end).
     """
-    stats = BatchStats(total=len(items))
-    progress.started(stats)
     if not items:
-        return stats
-    generator = generator or settings.generator()
+        return await drive(items, _never, writer, concurrency=concurrency, progress=progress)
+    model = generator or settings.generator()
     judge: list[BaseChatModel] = []
 
     def judge_model() -> BaseChatModel:  # built once, shared by every loop that needs it
@@ -335,37 +369,79 @@ async def run_items(
             judge.append(settings.judge())
         return judge[0]
 
+    async def run_one(item: BatchItem) -> RefineResult:
+        return await arefine(model, item.task, **item.options.graph_kwargs(judge_model))
+
+    def fatal(exc: BaseException) -> str | None:
+        if not is_unreachable(exc):
+            return None
+        return describe_error(exc, settings.describe_endpoint())
+
+    return await drive(
+        items, run_one, writer, concurrency=concurrency, progress=progress, fatal=fatal
+    )
+
+
+async def _never(item: BatchItem) -> RefineResult:  # pragma: no cover - no item to run
+    raise AssertionError(item)
+
+
+async def drive(
+    items: list[BatchItem],
+    run_one: RunOne,
+    writer: LineWriter,
+    *,
+    concurrency: int,
+    progress: Progress,
+    fatal: Callable[[BaseException], str | None] = lambda exc: None,
+    row_extra: Callable[[BatchItem], dict[str, Any]] = lambda item: {},
+) -> BatchStats:
+    """Run `items` with at most `concurrency` in flight, appending one row per task.
+
+    A task that fails is written as a row with an `error` field (a rerun retries it) and
+    reported. An error `fatal` names (the server cannot be reached at all) starts no
+    further task, writes no row, and is raised once the running tasks end.
+
+    Args:
+        items: The tasks to run.
+        run_one: Runs one task.
+        writer: Where rows are appended.
+        concurrency: The most tasks in flight.
+        progress: Receives the counts as tasks finish, and the problems.
+        fatal: Returns the message of an error that must stop the batch, else None.
+        row_extra: Extra fields for a task's row (e.g. its server thread).
+
+    Raises:
+        CliError: With `fatal`'s message, if such an error happened.
+    """
+    stats = BatchStats(total=len(items))
+    progress.started(stats)
     queue = list(reversed(items))
-    unreachable: list[BaseException] = []
+    stopped: list[str] = []
 
     async def worker() -> None:
-        while queue and not unreachable:
+        while queue and not stopped:
             item = queue.pop()
             try:
-                kwargs = item.options.graph_kwargs(judge_model)
-                result = await arefine(generator, item.task, **kwargs)
-            except CliError as exc:
-                stats.failed += 1
-                progress.error(f"id {item.id!r} (line {item.line}): {exc}")
+                result = await run_one(item)
             except Exception as exc:
-                stats.failed += 1
-                if is_unreachable(exc):
-                    unreachable.append(exc)
+                stop = fatal(exc)
+                if stop is not None:
+                    stopped.append(stop)
+                    stats.fail()
                 else:
-                    progress.error(
-                        f"id {item.id!r} (line {item.line}) failed: {describe_error(exc)}"
-                    )
+                    message = describe_error(exc)
+                    writer.write({**error_record(item, exc, message), **row_extra(item)})
+                    stats.fail()
+                    progress.error(f"id {item.id!r} (line {item.line}) failed: {message}")
             else:
-                writer.write(output_record(item, result))
+                writer.write({**output_record(item, result), **row_extra(item)})
                 stats.add(result)
             progress.finished(stats)
 
     await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(items))))))
-    if unreachable:
-        raise CliError(
-            describe_error(unreachable[0], settings.describe_endpoint())
-            + f" ({stats.done} task(s) finished and saved before that)"
-        )
+    if stopped:
+        raise CliError(f"{stopped[0]} ({stats.done} task(s) finished and saved before that)")
     return stats
 
 
@@ -373,4 +449,6 @@ def summary_line(stats: BatchStats, skipped: int, out: Path) -> str:
     """The line printed when the batch ends."""
     reasons = ", ".join(f"{k} {v}" for k, v in sorted(stats.stop_reasons.items()))
     text = f"{stats.describe()}; skipped {skipped} already in {out}"
+    if stats.failed:
+        text += " (failed tasks are rows with an 'error' field; rerun to retry them)"
     return one_line(text + (f"; stop reasons: {reasons}" if reasons else ""))

@@ -1,8 +1,10 @@
 """Chat models for the command line: `--model` / `--base-url`, or the environment.
 
-A `"provider:model"` string goes to LangChain's `init_chat_model`; a bare name (or a name
-whose prefix is not a LangChain provider, such as `smollm2:135m`) is served over the OpenAI
-protocol, so `--base-url` / `OPENAI_BASE_URL` can point it at any OpenAI-compatible server.
+Model strings are resolved by the library's `resolve_chat_model` (the same rule as
+`create_refine_graph` and the server graphs): a `"provider:model"` string names a LangChain
+provider; a bare name, or a name whose prefix is not a provider (such as `qwen2.5:7b`), is
+served over the OpenAI protocol, so `--base-url` / `OPENAI_BASE_URL` can point it at any
+OpenAI-compatible server. Every model gets the generation cap (`--max-tokens`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,13 @@ from typing import Any
 from langchain_core.caches import BaseCache
 from langchain_core.language_models import BaseChatModel
 
+from langgraph_refine._models import (
+    DEFAULT_MAX_TOKENS,
+    OPENAI,
+    max_tokens_setting,
+    model_route,
+    resolve_chat_model,
+)
 from langgraph_refine.cli._errors import CliError
 
 MODEL_ENV = "REFINE_MODEL"
@@ -32,6 +41,7 @@ class ModelSettings:
         base_url: `--base-url`, or `OPENAI_BASE_URL` from the environment.
         judge_model: `--judge-model` (None: the judge uses `model`).
         timeout: Seconds one model call may take.
+        max_tokens: Output tokens one model call may generate.
         cache: The model cache every model shares, if `--cache` was given.
     """
 
@@ -39,6 +49,7 @@ class ModelSettings:
     base_url: str | None = None
     judge_model: str | None = None
     timeout: float = 120.0
+    max_tokens: int = DEFAULT_MAX_TOKENS
     cache: BaseCache | None = None
 
     @classmethod
@@ -49,14 +60,24 @@ class ModelSettings:
         judge_model: str | None,
         *,
         timeout: float = 120.0,
+        max_tokens: int | None = None,
         cache: BaseCache | None = None,
     ) -> ModelSettings:
-        """Fill in what the options leave out from the environment."""
+        """Fill in what the options leave out from the environment.
+
+        Raises:
+            CliError: If `--max-tokens` or `REFINE_MAX_TOKENS` is not a whole number >= 1.
+        """
+        try:
+            cap = max_tokens_setting(max_tokens)
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
         return cls(
             model=_clean(model) or _clean(os.environ.get(MODEL_ENV)),
             base_url=_clean(base_url) or _clean(os.environ.get(BASE_URL_ENV)),
             judge_model=_clean(judge_model),
             timeout=timeout,
+            max_tokens=cap,
             cache=cache,
         )
 
@@ -89,75 +110,39 @@ def _clean(value: str | None) -> str | None:
 
 
 def build_chat_model(name: str, settings: ModelSettings, *, option: str) -> BaseChatModel:
-    """Build one chat model by name.
+    """Build one chat model by name, with the library's resolver (`resolve_chat_model`).
 
     Args:
         name: A `"provider:model"` string or a model name (OpenAI protocol).
-        settings: Base URL, timeout and cache.
+        settings: Base URL, timeout, generation cap and cache.
         option: The option that named the model, for error messages.
 
     Raises:
-        CliError: If the provider is unknown, its package is missing, or the client
-            rejects its settings (e.g. no API key).
+        CliError: If the provider's package is missing or the client rejects its settings
+            (e.g. no API key).
     """
     try:
-        from langchain.chat_models import init_chat_model
-    except ImportError:
-        raise CliError(
-            f"{option} {name!r} needs LangChain's init_chat_model: "
-            "pip install 'langgraph-refine[providers,openai]'"
-        ) from None
-    provider, model = _split(name)
-    if provider is not None:
-        try:
-            return _init(init_chat_model, model, provider, settings)
-        except CliError:
-            raise
-        except ValueError as exc:
-            if "unsupported" not in str(exc).lower() or "provider" not in str(exc).lower():
-                raise CliError(f"{option} {name!r}: {_one_line(exc)}") from None
-            # Not a LangChain provider prefix: the whole string is a model name.
-        except Exception as exc:
-            raise CliError(f"{option} {name!r}: {_one_line(exc)}") from None
-    try:
-        return _init(init_chat_model, name, "openai", settings)
-    except CliError:
-        raise
+        return resolve_chat_model(name, option=option, **model_kwargs(name, settings))
     except Exception as exc:
         raise CliError(f"{option} {name!r}: {_one_line(exc)}") from None
 
 
-def _split(name: str) -> tuple[str | None, str]:
-    if ":" not in name:
-        return None, name
-    provider, _, model = name.partition(":")
-    return provider.strip().lower().replace("-", "_"), model.strip()
-
-
-def _init(init: Any, model: str, provider: str, settings: ModelSettings) -> BaseChatModel:
-    # The loop's retry policy handles transient errors; client retries would multiply it.
-    kwargs: dict[str, Any] = {"max_retries": 0}
+def model_kwargs(name: str, settings: ModelSettings) -> dict[str, Any]:
+    """The constructor arguments the command line gives the model `name` names."""
+    kwargs: dict[str, Any] = {"max_tokens": settings.max_tokens}
     if settings.cache is not None:
         kwargs["cache"] = settings.cache
-    if provider == "openai":
+    if settings.base_url:
+        kwargs["base_url"] = settings.base_url
+    provider, _ = model_route(name)
+    if provider == OPENAI:
         import httpx
 
         kwargs["timeout"] = httpx.Timeout(settings.timeout, connect=CONNECT_TIMEOUT)
-        if settings.base_url:
-            kwargs["base_url"] = settings.base_url
-            # OpenAI-compatible local servers ignore the key, but the client insists on one.
-            if not os.environ.get(API_KEY_ENV):
-                kwargs["api_key"] = "unused"
-    elif settings.base_url:
-        kwargs["base_url"] = settings.base_url
-    try:
-        chat_model: BaseChatModel = init(model, model_provider=provider, **kwargs)
-    except ImportError as exc:
-        extra = " (pip install 'langgraph-refine[openai]')" if provider == "openai" else ""
-        raise CliError(
-            f"model provider {provider!r} needs its package{extra}: {_one_line(exc)}"
-        ) from None
-    return chat_model
+        # OpenAI-compatible local servers ignore the key, but the client insists on one.
+        if settings.base_url and not os.environ.get(API_KEY_ENV):
+            kwargs["api_key"] = "unused"
+    return kwargs
 
 
 def _one_line(exc: BaseException) -> str:

@@ -4,21 +4,96 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 from langchain_core.language_models import BaseChatModel
 from langgraph.types import RetryPolicy
 
+from langgraph_refine._budget import Budget
+from langgraph_refine._graph import create_refine_graph
+from langgraph_refine._memory import MemoryPolicy
 from langgraph_refine._retry import DEFAULT_RETRY_POLICY
+from langgraph_refine._state import Strategy
 from langgraph_refine.cli._errors import CliError
 from langgraph_refine.cli._specs import EvaluatorSpec, build_evaluators, parse_specs
 
 CLI_RETRY_POLICY: RetryPolicy = DEFAULT_RETRY_POLICY._replace(max_attempts=3)
 """Transient errors are retried twice (about 1.5 s of backoff), so a dead server fails fast."""
 
-MEMORY_CHOICES = ("all", "last", "best_and_last")
-PER_LINE_OPTIONS = ("evaluator", "target_score", "max_iterations", "patience", "memory")
+# Allowed values come from the library's own Literal types, so they cannot drift apart.
+MEMORY_CHOICES: tuple[str, ...] = tuple(
+    value for arg in get_args(MemoryPolicy) if get_origin(arg) is Literal for value in get_args(arg)
+)
+STRATEGY_CHOICES: tuple[str, ...] = get_args(Strategy)
+ON_BUDGET_CHOICES: tuple[str, ...] = get_args(
+    get_type_hints(create_refine_graph)["on_budget_exhausted"]
+)
+BUDGET_KEYS = ("max_calls", "max_tokens", "max_seconds")
+PER_LINE_OPTIONS = (
+    "evaluator",
+    "target_score",
+    "max_iterations",
+    "patience",
+    "min_delta",
+    "memory",
+    "strategy",
+    "budget",
+    "on_budget_exhausted",
+)
 """Keys a batch line may set for itself; other keys are carried along and ignored."""
+
+
+def parse_choice(value: object, choices: Sequence[str], *, option: str) -> str:
+    """`value` if it is one of `choices` (case and `-`/`_` do not matter).
+
+    Raises:
+        CliError: Naming the option, the value and the allowed values.
+    """
+    if isinstance(value, str):
+        text = value.strip().lower().replace("-", "_")
+        if text in choices:
+            return text
+    raise CliError(f"{option} must be one of {', '.join(choices)}; got {value!r}")
+
+
+def parse_budget(value: object) -> Budget | None:
+    """A batch line's `budget`: null, or an object with `max_calls`, `max_tokens`, `max_seconds`.
+
+    Raises:
+        CliError: For another shape, an unknown key, or a limit `Budget` rejects.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not set(value) <= set(BUDGET_KEYS):
+        raise CliError(
+            f"'budget' must be null or an object with keys among {', '.join(BUDGET_KEYS)}, "
+            f"got {value!r}"
+        )
+    return make_budget(**value)
+
+
+def make_budget(
+    max_calls: Any = None, max_tokens: Any = None, max_seconds: Any = None
+) -> Budget | None:
+    """A `Budget` from its limits, or None when none is set.
+
+    Raises:
+        CliError: If `Budget` rejects a limit.
+    """
+    if max_calls is None and max_tokens is None and max_seconds is None:
+        return None
+    try:
+        return Budget(max_calls=max_calls, max_tokens=max_tokens, max_seconds=max_seconds)
+    except (TypeError, ValueError) as exc:
+        raise CliError(f"budget: {exc}") from None
+
+
+def budget_dict(budget: Budget | None) -> dict[str, Any] | None:
+    """`budget` as the dict a run's context takes (the limits that are set)."""
+    if budget is None:
+        return None
+    limits = {key: getattr(budget, key) for key in BUDGET_KEYS}
+    return {key: value for key, value in limits.items() if value is not None}
 
 
 def parse_memory(value: str | int) -> str | int:
@@ -58,6 +133,10 @@ class LoopOptions:
         max_iterations: Refinement rounds after the first generation.
         patience: Non-improving rounds tolerated (None disables the rule).
         memory: Which earlier attempts the generator sees.
+        min_delta: The least gain that counts as progress for the plateau rule.
+        strategy: The search strategy; None leaves the library's default.
+        budget: Limits on model calls, tokens and seconds.
+        on_budget_exhausted: `stop` (return the best so far) or `raise` (fail the task).
     """
 
     specs: list[EvaluatorSpec] = field(default_factory=list)
@@ -65,6 +144,10 @@ class LoopOptions:
     max_iterations: int = 4
     patience: int | None = 2
     memory: str | int = "best_and_last"
+    min_delta: float = 0.0
+    strategy: str | None = None
+    budget: Budget | None = None
+    on_budget_exhausted: str = "stop"
 
     @classmethod
     def from_cli(
@@ -74,14 +157,36 @@ class LoopOptions:
         max_iterations: int,
         patience: int | None,
         memory: str,
+        **extra: Any,
     ) -> LoopOptions:
-        """Parse and check the command-line values (before any model is built)."""
+        """Parse and check the command-line values (before any model is built).
+
+        Args:
+            evaluator: `--evaluator` specs.
+            target_score: `--target-score`.
+            max_iterations: `--max-iterations`.
+            patience: `--patience` (0 disables).
+            memory: `--memory`.
+            **extra: `min_delta`, `strategy`, `on_budget_exhausted`, and the budget limits
+                `max_calls`, `max_tokens`, `max_seconds` (None: not given).
+        """
+        strategy = extra.get("strategy")
         options = cls(
             specs=parse_specs(list(evaluator or [])),
             target_score=target_score,
             max_iterations=max_iterations,
             patience=parse_patience(patience),
             memory=parse_memory(memory),
+            min_delta=extra.get("min_delta", 0.0),
+            strategy=None
+            if strategy is None
+            else parse_choice(strategy, STRATEGY_CHOICES, option="--strategy"),
+            budget=make_budget(*(extra.get(key) for key in BUDGET_KEYS)),
+            on_budget_exhausted=parse_choice(
+                extra.get("on_budget_exhausted", "stop"),
+                ON_BUDGET_CHOICES,
+                option="--on-budget-exhausted",
+            ),
         )
         options.check()
         return options
@@ -96,6 +201,8 @@ class LoopOptions:
             raise CliError(f"target score must be in [0, 1], got {self.target_score}")
         if self.max_iterations < 0:
             raise CliError(f"max iterations must be >= 0, got {self.max_iterations}")
+        if self.min_delta < 0:
+            raise CliError(f"min delta must be >= 0, got {self.min_delta}")
 
     def override(self, line: Mapping[str, Any]) -> LoopOptions:
         """These options with a batch line's own values on top.
@@ -123,6 +230,18 @@ class LoopOptions:
             )
         if "memory" in line:
             changes["memory"] = parse_memory(line["memory"])
+        if "min_delta" in line:
+            changes["min_delta"] = _number(line, "min_delta")
+        if "strategy" in line:
+            changes["strategy"] = parse_choice(
+                line["strategy"], STRATEGY_CHOICES, option="'strategy'"
+            )
+        if "budget" in line:
+            changes["budget"] = parse_budget(line["budget"])
+        if "on_budget_exhausted" in line:
+            changes["on_budget_exhausted"] = parse_choice(
+                line["on_budget_exhausted"], ON_BUDGET_CHOICES, option="'on_budget_exhausted'"
+            )
         updated = replace(self, **changes)
         updated.check()
         return updated
@@ -143,8 +262,13 @@ class LoopOptions:
             "max_iterations": self.max_iterations,
             "patience": self.patience,
             "memory": self.memory,
+            "min_delta": self.min_delta,
+            "budget": self.budget,
+            "on_budget_exhausted": self.on_budget_exhausted,
             "retry_policy": CLI_RETRY_POLICY,
         }
+        if self.strategy is not None:  # only when given: the library's default otherwise
+            kwargs["strategy"] = self.strategy
         if evaluator is None:
             kwargs["judge_model"] = judge_model()
         return kwargs

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from langgraph_refine.cli._batch import read_jsonl
-from langgraph_refine.cli._errors import CliError
+from langgraph_refine.cli._errors import CliError, one_line
 
 PLOT_WIDTH, PLOT_HEIGHT = 760, 380
 MARGIN_LEFT, MARGIN_RIGHT, MARGIN_TOP, MARGIN_BOTTOM = 56, 24, 20, 44
@@ -48,6 +48,7 @@ class TaskRecord:
         iterations: Refinement rounds run.
         score_history: One score per evaluated attempt.
         attempts: The attempts as dicts (`index`, `response`, `evaluation`).
+        error: Why the task failed (a row written by a failed task), else None.
     """
 
     id: Any
@@ -59,6 +60,7 @@ class TaskRecord:
     iterations: int
     score_history: list[float]
     attempts: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TaskRecord:
@@ -92,6 +94,7 @@ class TaskRecord:
             iterations=int(data.get("iterations") or max(len(attempts) - 1, 0)),
             score_history=[float(s) for s in history],
             attempts=[a for a in attempts if isinstance(a, dict)],
+            error=str(data["error"]) if data.get("error") else None,
         )
 
     @property
@@ -114,16 +117,20 @@ def _is_number(value: Any) -> bool:
 def read_records(path: Path, warn: Callable[[str], None]) -> list[TaskRecord]:
     """Read a batch output file; a bad line is warned about (with its number) and skipped.
 
+    Reruns append, so a task may have several rows (an error, then its retry): the last
+    row of each id counts, in the place of its first row.
+
     Raises:
         CliError: If the file cannot be read or holds no usable line.
     """
-    records: list[TaskRecord] = []
+    records: dict[str, TaskRecord] = {}
     for number, text in read_jsonl(path, what="output file"):
         try:
             data = json.loads(text)
             if not isinstance(data, dict):
                 raise ValueError(f"expected a JSON object, got {type(data).__name__}")
-            records.append(TaskRecord.from_json(data))
+            record = TaskRecord.from_json(data)
+            records[json.dumps(record.id)] = record
         except json.JSONDecodeError as exc:
             warn(f"{path}:{number}: malformed JSON line ({exc.msg} at column {exc.colno}); skipped")
         except (ValueError, TypeError, KeyError) as exc:
@@ -132,7 +139,12 @@ def read_records(path: Path, warn: Callable[[str], None]) -> list[TaskRecord]:
         raise CliError(
             f"{path} holds no task results; write one with langgraph-refine batch ... --out {path}"
         )
-    return records
+    return list(records.values())
+
+
+def failure_lines(records: Sequence[TaskRecord]) -> list[str]:
+    """One line per failed task, `id X: error`, for the terminal."""
+    return [f"failed: id {r.id!r}: {one_line(r.error)}" for r in records if r.error]
 
 
 def _mean(values: Sequence[float | None]) -> float | None:
@@ -272,6 +284,7 @@ border-radius:4px;margin:.3rem 0}
 .legend span{display:inline-block;margin-right:1.2rem}
 .swatch{display:inline-block;width:1.4rem;height:.3rem;vertical-align:middle;margin-right:.4rem}.verdict-PASS{color:#1a7f37}.verdict-FAIL{color:#b42318}
 .verdict-NEEDS_IMPROVEMENT{color:#9a6700}
+.error{color:#b42318}
 """
 
 
@@ -284,8 +297,10 @@ def render_report(records: Sequence[TaskRecord], *, source: str) -> str:
     for record in records:
         reasons[record.stop_reason] = reasons.get(record.stop_reason, 0) + 1
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")  # noqa: UP017 - clearer
+    failed = [r for r in records if r.error]
     summary_rows = [
         ("tasks", str(len(records))),
+        ("failed tasks", str(len(failed))),
         ("mean first score", _fmt(_mean(firsts))),
         ("mean best score", _fmt(_mean(bests))),
         ("mean gain (best - first)", _fmt(_mean(gains))),
@@ -314,8 +329,10 @@ def render_report(records: Sequence[TaskRecord], *, source: str) -> str:
             f'<td class="num">{_fmt(_mean([r.first_score for r in group]))}</td>'
             f'<td class="num">{_fmt(_mean([r.best_score for r in group]))}</td></tr>'
         )
+    out.append("</tbody></table></section>")
+    if failed:
+        out.append(_failed_section(failed))
     out += [
-        "</tbody></table></section>",
         '<section id="plot"><h2>Score per round</h2>',
         score_plot(records),
         '<p class="legend">'
@@ -331,6 +348,69 @@ def render_report(records: Sequence[TaskRecord], *, source: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def _failed_section(failed: Sequence[TaskRecord]) -> str:
+    esc = html.escape
+    rows = "".join(
+        f'<tr class="failed-task" data-id="{esc(str(r.id), quote=True)}">'
+        f"<td>{esc(str(r.id))}</td><td><pre>{esc(r.error or '')}</pre></td>"
+        f'<td class="num">{len(r.attempts)}</td></tr>'
+        for r in failed
+    )
+    return (
+        '<section id="failed"><h2>Failed tasks</h2>'
+        "<p>These tasks ended with an error; rerun the batch with the same output to retry "
+        "them.</p>"
+        '<table class="failed"><thead><tr><th>id</th><th>error</th><th>attempts</th></tr>'
+        f"</thead><tbody>{rows}</tbody></table></section>"
+    )
+
+
+def attempt_tree(attempts: Sequence[dict[str, Any]]) -> str:
+    """An SVG of which attempt refined which.
+
+    One dot per attempt (x: order, y: score), an arrow from each refined attempt to its
+    refinement; fresh samples are hollow.
+    """
+    if not attempts:
+        return ""
+    width, height, pad = max(160, 60 * len(attempts)), 120, 20
+    where: dict[Any, tuple[float, float]] = {}
+    for k, attempt in enumerate(attempts):
+        score = (attempt.get("evaluation") or {}).get("score")
+        value = float(score) if score is not None and _is_number(score) else 0.0
+        y = height - pad - value * (height - 2 * pad)
+        where[attempt.get("index", k)] = (pad + k * 60.0, y)
+    parts = [
+        f'<svg class="attempt-tree" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">'
+        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" '
+        'markerHeight="6" orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="#555"/></marker>'
+        "</defs>"
+    ]
+    for attempt in attempts:
+        parent = attempt.get("parent")
+        if parent in where:
+            (x1, y1), (x2, y2) = where[parent], where[attempt.get("index")]
+            parts.append(
+                f'<line class="refines" data-from="{parent}" data-to="{attempt.get("index")}" '
+                f'x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2 - 6:.1f}" y2="{y2:.1f}" stroke="#555" '
+                'marker-end="url(#arrow)"/>'
+            )
+    for attempt in attempts:
+        x, y = where[attempt.get("index")]
+        fresh = attempt.get("parent") is None
+        parts.append(
+            f'<circle class="attempt" cx="{x:.1f}" cy="{y:.1f}" r="6" stroke="#3949ab" '
+            'stroke-width="2" '
+            f'fill="{"#ffffff" if fresh else "#3949ab"}"><title>attempt '
+            f"{attempt.get('index')}</title></circle>"
+            f'<text x="{x:.1f}" y="{height - 4}" text-anchor="middle" font-size="11">'
+            f"#{attempt.get('index')}</text>"
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
 def _task_details(record: TaskRecord, color: str) -> str:
     esc = html.escape
     history = " → ".join(_fmt(s) for s in record.score_history) or "no evaluated attempt"
@@ -339,36 +419,45 @@ def _task_details(record: TaskRecord, color: str) -> str:
         evaluation = attempt.get("evaluation") or {}
         verdict = evaluation.get("verdict") or ""
         score = evaluation.get("score")
+        parent = attempt.get("parent")
         rows.append(
             f'<tr><td class="num">{esc(str(attempt.get("index", "")))}</td>'
+            f"<td>{'refines #' + esc(str(parent)) if parent is not None else 'fresh'}</td>"
             f'<td class="num">{_fmt(score if _is_number(score) else None)}</td>'
             f'<td class="verdict-{esc(str(verdict))}">{esc(str(verdict))}</td>'
             f"<td><pre>{esc(str(evaluation.get('feedback', '')))}</pre></td>"
             f"<td><pre>{esc(str(attempt.get('response', '')))}</pre></td></tr>"
         )
     attempts = (
-        '<table class="attempts"><thead><tr><th>#</th><th>score</th><th>verdict</th>'
+        attempt_tree(record.attempts)
+        + '<table class="attempts"><thead><tr><th>#</th><th>from</th><th>score</th><th>verdict</th>'
         "<th>feedback</th><th>response</th></tr></thead><tbody>"
         + "".join(rows)
         + "</tbody></table>"
         if rows
         else "<p>No attempts were recorded in this line.</p>"
     )
+    error = record.error
+    summary_error = (
+        f'<span class="error">failed: {esc(one_line(error, 120))}</span>' if error else ""
+    )
+    error_block = f"<h4>Error</h4><pre>{esc(error)}</pre>" if error else ""
     return (
         f'<details class="task" data-id="{esc(str(record.id), quote=True)}"><summary>'
         f"<strong>{esc(str(record.id))}</strong>{sparkline(record.score_history, color)}"
-        f"<span>{esc(history)}</span><span>stop: {esc(record.stop_reason)}</span></summary>"
+        f"<span>{esc(history)}</span><span>stop: {esc(record.stop_reason)}</span>"
+        f"{summary_error}</summary>{error_block}"
         f"<h4>Task</h4><pre>{esc(record.task)}</pre>"
         f"<h4>Best response (score {_fmt(record.best_score)})</h4><pre>{esc(record.value)}</pre>"
         f"<h4>Attempts</h4>{attempts}</details>"
     )
 
 
-def write_report(source: Path, target: Path, warn: Callable[[str], None]) -> int:
+def write_report(source: Path, target: Path, warn: Callable[[str], None]) -> list[TaskRecord]:
     """Read `source` and write the HTML report to `target`.
 
     Returns:
-        The number of tasks in the report.
+        The tasks in the report.
 
     Raises:
         CliError: If the source cannot be read or the target cannot be written.
@@ -382,4 +471,4 @@ def write_report(source: Path, target: Path, warn: Callable[[str], None]) -> int
         target.write_text(render_report(records, source=source.name), encoding="utf-8")
     except OSError as exc:
         raise CliError(f"cannot write --html {target}: {exc.strerror or exc}") from None
-    return len(records)
+    return records

@@ -18,12 +18,11 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Command, Durability
 from rich.console import Console
 from rich.text import Text
 
+from langgraph_refine._driver import Driver, drive, run_config, run_flow, strict_serde
 from langgraph_refine._graph import create_refine_graph
 from langgraph_refine._result import RefineResult
 from langgraph_refine.cli._errors import CliError
@@ -79,27 +78,6 @@ def result_json(result: RefineResult) -> dict[str, Any]:
     }
 
 
-def strict_serde() -> JsonPlusSerializer:
-    """A checkpoint serializer that revives only LangGraph's safe types and the loop's own.
-
-    LangGraph's default serializer revives any type (with an "unregistered type" warning
-    per object) unless LANGGRAPH_STRICT_MSGPACK is set; naming the loop's state models
-    keeps the CLI's checkpoints strict and its output free of those warnings.
-    """
-    from pydantic import BaseModel
-
-    from langgraph_refine import _state
-
-    models = [
-        obj
-        for obj in vars(_state).values()
-        if isinstance(obj, type)
-        and issubclass(obj, BaseModel)
-        and obj.__module__ == _state.__name__
-    ]
-    return JsonPlusSerializer(allowed_msgpack_modules=models)
-
-
 @contextlib.contextmanager
 def open_checkpointer(path: Path | None) -> Iterator[BaseCheckpointSaver[Any]]:
     """A SQLite checkpointer on `path`, or an in-memory one.
@@ -134,28 +112,18 @@ def open_checkpointer(path: Path | None) -> Iterator[BaseCheckpointSaver[Any]]:
         conn.close()
 
 
-def _starting_input(
+def _check_pending_review(
     graph: CompiledStateGraph[Any, Any, Any, Any], config: RunnableConfig, request: RunRequest
-) -> tuple[Any, bool]:
-    """What to send first: None to continue the thread's run, else a fresh input.
-
-    Returns:
-        The input and whether a review is already pending on the thread.
-    """
-    if request.thread is None:
-        return {"task": request.task}, False
-    snapshot = graph.get_state(config)
-    same_task = snapshot.values.get("task") == request.task
-    if _review_pending(graph, config) and same_task:
-        if not request.review:
-            raise CliError(
-                f"thread {request.thread!r} is waiting for a human review; "
-                "rerun with --review to answer it"
-            )
-        return None, True
-    if snapshot.next and same_task:
-        return None, False
-    return {"task": request.task}, False
+) -> None:
+    """Refuse to continue a thread paused in a review without `--review` to answer it."""
+    if request.thread is None or request.review:
+        return
+    same_task = graph.get_state(config).values.get("task") == request.task
+    if same_task and _review_pending(graph, config):
+        raise CliError(
+            f"thread {request.thread!r} is waiting for a human review; "
+            "rerun with --review to answer it"
+        )
 
 
 def _review_pending(graph: CompiledStateGraph[Any, Any, Any, Any], config: RunnableConfig) -> bool:
@@ -168,11 +136,6 @@ def _review_pending(graph: CompiledStateGraph[Any, Any, Any, Any], config: Runna
     assert isinstance(saver, BaseCheckpointSaver)
     saved = saver.get_tuple(config)
     return bool(saved and any(w[1] == "__interrupt__" for w in saved.pending_writes or ()))
-
-
-def recursion_limit(options: LoopOptions) -> int:
-    """Enough graph steps for every round of one invocation (two nodes per round)."""
-    return 2 * (options.max_iterations + 1) + 10
 
 
 def execute(
@@ -210,10 +173,9 @@ def execute(
     thread = request.thread or str(uuid.uuid4())
     with open_checkpointer(request.checkpoint) as saver:
         graph = builder.compile(checkpointer=saver)
-        config: RunnableConfig = {
-            "configurable": {"thread_id": thread},
-            "recursion_limit": recursion_limit(request.options),
-        }
+        config = run_config(
+            None, durable=True, thread_id=thread, max_iterations=request.options.max_iterations
+        )
         if request.checkpoint is not None and request.thread is None:
             notes.print(
                 Text(
@@ -221,24 +183,27 @@ def execute(
                     style="dim",
                 )
             )
-        durability: Durability = "sync" if request.checkpoint is not None else "async"
-        payload, review_pending = _starting_input(graph, config, request)
-        while True:
-            if not review_pending:
-                view.start("round 0: generating…" if payload is not None else "resuming…")
-                try:
-                    # "sync" writes each step's checkpoint before the next step starts, so
-                    # a killed run resumes without repeating a completed model call.
-                    for event in graph.stream(
-                        payload, config, stream_mode="custom", durability=durability
-                    ):
-                        view.event(event)
-                finally:
-                    view.stop()
-            snapshot = graph.get_state(config)
-            if not snapshot.interrupts:
-                return RefineResult.from_state(snapshot.values)
+        _check_pending_review(graph, config, request)
+
+        def ask(payload: dict[str, Any]) -> Any:
+            view.stop()  # the prompt needs the terminal
             if reviewer is None:  # pragma: no cover - only reviewed graphs interrupt
                 raise CliError("the loop paused for a review, but --review was not given")
-            payload = Command(resume=dict(reviewer(snapshot.interrupts[0].value)))
-            review_pending = False
+            answer = reviewer(payload)
+            view.start("revising…")
+            return answer
+
+        # "sync" writes each step's checkpoint before the next step starts, so a killed
+        # run resumes without repeating a completed model call.
+        driver = Driver(
+            graph,
+            config,
+            reviewer=ask,
+            on_event=view.event,
+            durability="sync" if request.checkpoint is not None else "async",
+        )
+        view.start("round 0: generating…" if request.thread is None else "resuming…")
+        try:
+            return drive(run_flow(request.task, durable=True), driver)
+        finally:
+            view.stop()

@@ -1,0 +1,117 @@
+"""The loop's two ends: `prepare` (take the task, reset loop state) and `FinalizeNode`."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langgraph.types import Overwrite
+
+from langgraph_refine._errors import BudgetExhaustedError
+from langgraph_refine._options import LoopOptions
+from langgraph_refine._result import RefineResult
+from langgraph_refine._state import RefineState, Usage
+from langgraph_refine._step import emit, run_options
+from langgraph_refine._stop_rules import BUDGET_STOP
+
+logger = logging.getLogger("langgraph_refine")
+
+
+class Prepare:
+    """Starts a loop: checks the run's options, takes the task, resets loop state.
+
+    Args:
+        options: The loop's options; a run's `context` is applied and validated here,
+            so an invalid per-run option fails before any model call.
+
+    Raises:
+        ValueError: If there is no task (empty or whitespace), or the run's context
+            holds an invalid option.
+    """
+
+    def __init__(self, options: LoopOptions) -> None:
+        self.options = options
+        self.name = "prepare"
+
+    def __call__(self, state: RefineState) -> dict[str, Any]:
+        run_options(self.options)
+        return prepare(state)
+
+
+def prepare(state: RefineState) -> dict[str, Any]:
+    """Take the task (or the last human message) and reset loop state.
+
+    Raises:
+        ValueError: If there is no task, or it is empty or whitespace.
+    """
+    task = state.get("task")
+    messages: list[AnyMessage] = list(state.get("messages") or [])
+    from_messages = False
+    # A finished loop on the same thread that took its task from messages takes the
+    # next one from messages too; otherwise an explicit task wins.
+    if (not isinstance(task, str) or not task.strip() or state.get("from_messages")) and messages:
+        human = [m for m in messages if isinstance(m, HumanMessage)]
+        if human:
+            task, from_messages = human[-1].text, True
+    if not isinstance(task, str) or not task.strip():
+        raise ValueError(
+            f"task must be a non-empty string, got {task!r}; pass {{'task': '...'}} "
+            "or messages ending with a human message"
+        )
+    return {
+        "task": task,
+        "attempts": Overwrite([]),
+        "usage": Overwrite(Usage()),
+        "pending": None,
+        "stop_reason": None,
+        "reviewer_feedback": None,
+        "refine_from": None,
+        "from_messages": from_messages,
+    }
+
+
+class FinalizeNode:
+    """Ends the loop: sets `response`, answers in `messages` when asked there, emits the stop event.
+
+    Args:
+        options: The loop's options (`on_budget_exhausted`, `name`).
+
+    Raises:
+        BudgetExhaustedError: On a budget stop with `on_budget_exhausted="raise"`.
+    """
+
+    def __init__(self, options: LoopOptions) -> None:
+        self.options = options
+        self.name = "finalize"
+
+    def __call__(self, state: RefineState) -> dict[str, Any]:
+        result = RefineResult.from_state(state)
+        name = self.options.name
+        if result.stop_reason == BUDGET_STOP and self.options.on_budget_exhausted == "raise":
+            raise BudgetExhaustedError(
+                f"budget exhausted after {len(result.attempts)} attempt(s); best score "
+                f"{result.score}; the best result so far is in this error's .result",
+                result,
+            )
+        update: dict[str, Any] = {"response": result.value, "stop_reason": result.stop_reason}
+        if state.get("from_messages"):
+            update["messages"] = [AIMessage(result.value)]
+        logger.info(
+            "%s stopped: %s after %d attempt(s), best score %s",
+            name,
+            result.stop_reason,
+            len(result.attempts),
+            result.score,
+        )
+        emit(
+            {
+                "type": "stop",
+                "name": name,
+                "stop_reason": result.stop_reason,
+                "score": result.score,
+                "iterations": result.iterations,
+                "response": result.value,
+            }
+        )
+        return update

@@ -1,0 +1,258 @@
+"""The evaluate step: judge the attempt, record it, decide whether to stop and what comes next.
+
+After the evaluation the stop rules decide (`_stop_rules`); if the loop goes on, the
+strategy picks what the next round refines (`_strategy`). Both land in state in the same
+update, so one conditional edge per round is enough to route the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any, Generic, TypeVar
+
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langgraph.types import RetryPolicy
+
+from langgraph_refine._budget import BudgetStop
+from langgraph_refine._errors import RefineError
+from langgraph_refine._options import LoopOptions
+from langgraph_refine._result import best_attempt
+from langgraph_refine._state import Attempt, Candidate, Evaluation, RefineState, revive_state
+from langgraph_refine._step import Step, emit, run_options
+from langgraph_refine._stop_rules import BUDGET_STOP
+from langgraph_refine._strategy import choose_next
+from langgraph_refine.evaluators._base import BaseEvaluator, EvaluatorLike
+from langgraph_refine.evaluators._combine import as_evaluator
+
+logger = logging.getLogger("langgraph_refine")
+
+StateT = TypeVar("StateT", bound=RefineState)
+
+
+class EvaluatorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
+    """Evaluates the pending attempt, records it, and decides whether the loop stops.
+
+    Writes the evaluated attempt to `attempts`, the spent usage to `usage`, the
+    `stop_reason` chosen by the stop rules (None to go on) and, when the loop goes on,
+    `refine_from`: the attempt the next round refines (the strategy's choice; None for a
+    fresh sample). Emits a custom stream event `{"type": "round", ...}` per evaluated
+    attempt. After a generate step stopped by the budget (no pending attempt, a stop
+    reason set) it passes the state through unchanged.
+
+    Args:
+        evaluator: A callable, chat model (LLM judge), evaluator object or list of them.
+        options: The loop's options (stop rules, budget, strategy, name).
+        retry_policy: The retry policy the node runs under.
+        **settings: Shorthand for `LoopOptions` and `StopRules` fields
+            (`target_score=1.0, max_iterations=3`, ...).
+
+    Example:
+        >>> node = EvaluatorNode(lambda response, state: 1.0)
+        >>> from langgraph_refine import Attempt
+        >>> update = node.invoke({"task": "t", "attempts": [],
+        ...                       "pending": Attempt(index=0, response="r")})
+        >>> update["stop_reason"]
+        'target_reached'
+    """
+
+    def __init__(
+        self,
+        evaluator: EvaluatorLike,
+        options: LoopOptions | None = None,
+        *,
+        retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
+        **settings: Any,
+    ) -> None:
+        self.evaluator: BaseEvaluator = as_evaluator(evaluator)
+        self.options = LoopOptions.build(options, **settings)
+        self.retry_policy = retry_policy
+
+    def _begin(
+        self, state: Mapping[str, Any], config: RunnableConfig | None
+    ) -> tuple[Attempt, Step, LoopOptions]:
+        pending = state.get("pending")
+        if pending is None:
+            raise RefineError(
+                "EvaluatorNode found no pending attempt in state['pending']; "
+                "run a GeneratorNode before it"
+            )
+        options = run_options(self.options)
+        step = Step(
+            options,
+            state,
+            config,
+            node="evaluate",
+            index=pending.index,
+            retry_policy=self.retry_policy,
+        )
+        return pending, step, options
+
+    def _runnable(self, state: Mapping[str, Any], step: Step) -> Runnable[str, Evaluation] | None:
+        """The evaluation as a child run `<loop>:evaluate`, when a callback handler listens.
+
+        Handlers (LangSmith, ...) then see one run per evaluation with the iteration and
+        best score in its metadata and the `Evaluation` as output; a judge's model call
+        nests under it. Without listeners the evaluator is called directly (cheaper).
+        """
+        if not step.listened:
+            return None
+        evaluator = self.evaluator
+
+        async def aevaluate(response: str) -> Evaluation:
+            return await evaluator.aevaluate(response, state)
+
+        return RunnableLambda(lambda response: evaluator.evaluate(response, state), aevaluate)
+
+    def invoke(
+        self, input: StateT, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        """Evaluate the pending attempt (sync)."""
+        state = revive_state(input)
+        if state.get("pending") is None and state.get("stop_reason"):
+            return {}
+        pending, step, options = self._begin(state, config)
+        traced = self._runnable(state, step)
+        evaluations: list[Evaluation] = []
+        try:
+            for response in _responses(pending):
+                if traced is None:
+                    evaluations.append(
+                        step.call(self.evaluator.evaluate, response, state, model_call=False)
+                    )
+                else:
+                    evaluations.append(
+                        step.call(traced.invoke, response, step.config, model_call=False)
+                    )
+        except BudgetStop as stop:
+            if not evaluations:
+                return self._unevaluated(pending, step, stop)
+        except Exception as exc:
+            step.on_error(exc, "evaluator")
+            raise
+        return self._finish(state, pending, evaluations, step, options)
+
+    async def ainvoke(
+        self, input: StateT, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        """Evaluate the pending attempt (async)."""
+        state = revive_state(input)
+        if state.get("pending") is None and state.get("stop_reason"):
+            return {}
+        pending, step, options = self._begin(state, config)
+        traced = self._runnable(state, step)
+        responses = _responses(pending)
+
+        async def one(response: str) -> Evaluation:
+            if traced is None:
+                return await step.acall(self.evaluator.aevaluate, response, state, model_call=False)
+            return await step.acall(traced.ainvoke, response, step.config, model_call=False)
+
+        evaluations: list[Evaluation] = []
+        try:
+            # Candidates are judged concurrently unless a budget must be checked between
+            # the judge calls.
+            if len(responses) > 1 and options.budget is None:
+                evaluations = list(await asyncio.gather(*(one(r) for r in responses)))
+            else:
+                for response in responses:
+                    evaluations.append(await one(response))
+        except BudgetStop as stop:
+            if not evaluations:
+                return self._unevaluated(pending, step, stop)
+        except Exception as exc:
+            await step.aon_error(exc, "evaluator")
+            raise
+        return self._finish(state, pending, evaluations, step, options)
+
+    def _unevaluated(self, pending: Attempt, step: Step, stop: BudgetStop) -> dict[str, Any]:
+        logger.info("budget exhausted before evaluating attempt %d: %s", pending.index, stop)
+        usage = step.meter.delta()
+        attempt = pending.model_copy(update={"usage": pending.usage + usage})
+        return {"attempts": [attempt], "pending": None, "usage": usage, "stop_reason": BUDGET_STOP}
+
+    def _finish(
+        self,
+        state: Mapping[str, Any],
+        pending: Attempt,
+        evaluations: list[Evaluation],
+        step: Step,
+        options: LoopOptions,
+    ) -> dict[str, Any]:
+        for evaluation in evaluations:
+            if not isinstance(evaluation, Evaluation):  # a custom BaseEvaluator's mistake
+                raise TypeError(
+                    f"evaluator returned {type(evaluation).__name__}; return an Evaluation"
+                )
+        usage = step.meter.delta()
+        attempt = _choose_candidate(pending, evaluations).model_copy(
+            update={"usage": pending.usage + usage}
+        )
+        attempts = [*(state.get("attempts") or []), attempt]
+        stop_reason = options.rules.decide(attempts)
+        if stop_reason is None and len(evaluations) < len(_responses(pending)):
+            stop_reason = BUDGET_STOP  # it ran out while judging the candidates
+        refine_from = (
+            None if stop_reason else choose_next(options.strategy, attempts, state["task"])
+        )
+        _report(options.name, attempt, best_attempt(attempts), stop_reason)
+        return {
+            "attempts": [attempt],
+            "pending": None,
+            "usage": usage,
+            "stop_reason": stop_reason,
+            "refine_from": refine_from,
+        }
+
+
+def _report(name: str, attempt: Attempt, best: Attempt | None, stop_reason: str | None) -> None:
+    """Log the round and send its `round` stream event."""
+    evaluation = attempt.evaluation
+    assert evaluation is not None
+    best_score = best.score if best is not None else None
+    logger.info(
+        "%s round %d: score=%.3f verdict=%s best=%.3f%s",
+        name,
+        attempt.index,
+        evaluation.score,
+        evaluation.verdict,
+        best_score if best_score is not None else float("nan"),
+        f" -> stop ({stop_reason})" if stop_reason else "",
+    )
+    emit(
+        {
+            "type": "round",
+            "name": name,
+            "iteration": attempt.index,
+            "parent": attempt.parent,
+            "score": evaluation.score,
+            "verdict": evaluation.verdict,
+            "feedback": evaluation.feedback,
+            "best_score": best_score,
+            "response": attempt.response,
+        }
+    )
+
+
+def _responses(pending: Attempt) -> list[str]:
+    return [c.response for c in pending.candidates] or [pending.response]
+
+
+def _choose_candidate(pending: Attempt, evaluations: list[Evaluation]) -> Attempt:
+    """The pending attempt carrying its best candidate (by the best-result rule)."""
+    if not pending.candidates:
+        return pending.model_copy(update={"evaluation": evaluations[0]})
+    candidates = [
+        Candidate(response=c.response, evaluation=evaluations[i] if i < len(evaluations) else None)
+        for i, c in enumerate(pending.candidates)
+    ]
+    ranked = [
+        Attempt(index=i, response=c.response, evaluation=c.evaluation)
+        for i, c in enumerate(candidates)
+    ]
+    best = best_attempt(ranked)
+    assert best is not None
+    return pending.model_copy(
+        update={"response": best.response, "evaluation": best.evaluation, "candidates": candidates}
+    )

@@ -1,0 +1,328 @@
+"""The generate step: the next attempt, a fresh sample or a refinement of an earlier one.
+
+Which attempt a round refines is the strategy's choice, written to state as
+`refine_from` by the evaluate step (see `_strategy`); this step builds the prompt for
+it (see `_prompts` and `_memory`) and calls the generator: a chat model, a graph or
+runnable (such as a `create_agent` agent), or a plain callable that builds its own
+prompt from the state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Generic, TypeVar
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.runnables import Runnable, RunnableConfig
+from langgraph.types import RetryPolicy
+
+from langgraph_refine._budget import BudgetStop
+from langgraph_refine._errors import ContextLengthError, RefineError
+from langgraph_refine._memory import select_attempts
+from langgraph_refine._models import message_text
+from langgraph_refine._options import LoopOptions
+from langgraph_refine._prompts import refinement_messages, smallest_prompt
+from langgraph_refine._result import RefineResult
+from langgraph_refine._retry import is_context_length_error
+from langgraph_refine._state import Attempt, Candidate, RefineState, revive_state
+from langgraph_refine._step import Step, run_options
+from langgraph_refine._stop_rules import BUDGET_STOP
+from langgraph_refine.evaluators._base import acall, call_sync
+
+logger = logging.getLogger("langgraph_refine")
+
+StateT = TypeVar("StateT", bound=RefineState)
+
+GeneratorLike = BaseChatModel | Runnable[Any, Any] | Callable[..., Any]
+"""A chat model, a runnable or compiled graph taking `{"messages": [...]}`, or a
+callable `(state) -> str | AIMessage` (sync or async)."""
+
+
+def next_index(state: Mapping[str, Any]) -> int:
+    """The index the next attempt gets."""
+    attempts = state.get("attempts") or []
+    return attempts[-1].index + 1 if attempts else 0
+
+
+def refined_attempt(state: Mapping[str, Any]) -> Attempt | None:
+    """The attempt the next round refines, or None for a fresh sample.
+
+    `refine_from` is set by the evaluate step; a state without the key (a custom
+    topology) refines the latest attempt, as classic self-refine does.
+    """
+    attempts: Sequence[Attempt] = state.get("attempts") or []
+    if not attempts:
+        return None
+    wanted = state["refine_from"] if "refine_from" in state else attempts[-1].index
+    if state.get("reviewer_feedback") and wanted is None:
+        wanted = attempts[-1].index  # a reviewer's "revise" always refines
+    return next((a for a in attempts if a.index == wanted), None)
+
+
+class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
+    """Generates the next attempt: the first answer, a fresh sample, or a refinement.
+
+    For a chat model, a fresh sample's prompt is the task; a refinement's prompt holds
+    the task, the refined attempt and the earlier ones chosen by `memory`, each with its
+    feedback, and any reviewer request. A graph or runnable generator gets the same
+    prompt as `{"messages": [HumanMessage(...)]}` and answers with its last AI message.
+    A callable generator receives the state and builds its own prompt.
+
+    Args:
+        generator: A chat model, a runnable / compiled graph, or a callable
+            `(state) -> str` (sync or async; it may return an `AIMessage`).
+        options: The loop's options (memory, budget, prompt form, candidates, ...).
+        retry_policy: The retry policy the node runs under (a `Retry-After` wait
+            happens only when it retries).
+        **settings: Shorthand for `LoopOptions` fields (`memory="last"`, ...).
+
+    Example:
+        >>> node = GeneratorNode(lambda state: "draft")
+        >>> node.invoke({"task": "write", "attempts": []})["pending"].response
+        'draft'
+    """
+
+    def __init__(
+        self,
+        generator: GeneratorLike,
+        options: LoopOptions | None = None,
+        *,
+        retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
+        **settings: Any,
+    ) -> None:
+        if not isinstance(generator, BaseChatModel | Runnable) and not callable(generator):
+            raise ValueError(
+                "generator must be a chat model, a 'provider:model' string, a runnable or "
+                f"compiled graph, or a callable (state) -> str; got {type(generator).__name__}"
+            )
+        self.generator = generator
+        self.options = LoopOptions.build(options, **settings)
+        self.retry_policy = retry_policy
+
+    # -- prompts ---------------------------------------------------------------------
+
+    def prompt(
+        self, state: Mapping[str, Any], options: LoopOptions | None = None
+    ) -> list[BaseMessage]:
+        """The messages a chat-model generator is sent for the next attempt."""
+        options = options or self.options
+        parent = refined_attempt(state)
+        if parent is None:
+            return [HumanMessage(state["task"])]
+        history = _history(state.get("attempts") or [], parent, options)
+        shown = select_attempts(history, options.memory)
+        return refinement_messages(
+            state["task"],
+            shown,
+            reviewer_feedback=state.get("reviewer_feedback"),
+            omitted=len(history) - len(shown),
+            max_attempt_chars=options.max_attempt_chars,
+            form=options.prompt_form if isinstance(self.generator, BaseChatModel) else "single",
+        )
+
+    def _smallest(self, state: Mapping[str, Any]) -> list[BaseMessage]:
+        text = smallest_prompt(
+            state["task"], refined_attempt(state), state.get("reviewer_feedback")
+        )
+        return [HumanMessage(text)]
+
+    # -- the call ----------------------------------------------------------------------
+
+    def _begin(
+        self, state: Mapping[str, Any], config: RunnableConfig | None
+    ) -> tuple[Step, int, list[BaseMessage]]:
+        options = run_options(self.options)
+        index = next_index(state)
+        step = Step(
+            options, state, config, node="generate", index=index, retry_policy=self.retry_policy
+        )
+        count = options.candidates
+        if options.budget is not None and options.budget.max_calls is not None:
+            # Sample only as many candidates as the call budget still allows (at least 1).
+            left = options.budget.max_calls - step.meter.total().calls
+            count = max(1, min(count, left))
+        return step, count, self.prompt(state, options)
+
+    def _one(self, state: Mapping[str, Any], prompt: list[BaseMessage], step: Step) -> Any:
+        generator = self.generator
+        if isinstance(generator, BaseChatModel):
+            return generator.invoke(prompt, step.config)
+        if isinstance(generator, Runnable):
+            graph: Runnable[Any, Any] = generator
+            return _graph_answer(graph.invoke({"messages": prompt}, step.config), step.index)
+        return self._counted(call_sync(generator, state, what="generator"), step)
+
+    async def _aone(self, state: Mapping[str, Any], prompt: list[BaseMessage], step: Step) -> Any:
+        generator = self.generator
+        if isinstance(generator, BaseChatModel):
+            return await generator.ainvoke(prompt, step.config)
+        if isinstance(generator, Runnable):
+            graph: Runnable[Any, Any] = generator
+            output = await graph.ainvoke({"messages": prompt}, step.config)
+            return _graph_answer(output, step.index)
+        return self._counted(await acall(generator, state), step)
+
+    @staticmethod
+    def _counted(output: Any, step: Step) -> Any:
+        # A plain callable in which no model call was seen counts as one call.
+        if step.meter.calls == 0:
+            step.meter.count_call(output)
+        return output
+
+    def invoke(
+        self, input: StateT, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        """Generate the next attempt (sync)."""
+        state = revive_state(input)
+        step, count, prompt = self._begin(state, config)
+        outputs: list[Any] = []
+        try:
+            for _ in range(count):
+                outputs.append(step.call(self._one, state, prompt, step))
+        except BudgetStop as stop:
+            return self._stopped(stop, step, outputs)
+        except Exception as exc:
+            if not is_context_length_error(exc):
+                step.on_error(exc, "generator")
+                raise
+            outputs = self._retry_small(state, step, exc)
+        return self._finish(state, outputs, step)
+
+    async def ainvoke(
+        self, input: StateT, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        """Generate the next attempt (async)."""
+        state = revive_state(input)
+        step, count, prompt = self._begin(state, config)
+        outputs: list[Any] = []
+        try:
+            if count == 1:  # awaited directly: gather() would cost a task per round
+                outputs.append(await step.acall(self._aone, state, prompt, step))
+            else:
+                outputs = list(
+                    await asyncio.gather(
+                        *(step.acall(self._aone, state, prompt, step) for _ in range(count))
+                    )
+                )
+        except BudgetStop as stop:
+            return self._stopped(stop, step, outputs)
+        except Exception as exc:
+            if not is_context_length_error(exc):
+                await step.aon_error(exc, "generator")
+                raise
+            outputs = await self._aretry_small(state, step, exc)
+        return self._finish(state, outputs, step)
+
+    def _retry_small(self, state: Mapping[str, Any], step: Step, exc: Exception) -> list[Any]:
+        small = self._check_small(state, step, exc)
+        try:
+            return [step.call(self._one, state, small, step)]
+        except Exception as again:
+            raise self._overflow(state, step, again) from again
+
+    async def _aretry_small(
+        self, state: Mapping[str, Any], step: Step, exc: Exception
+    ) -> list[Any]:
+        small = self._check_small(state, step, exc)
+        try:
+            return [await step.acall(self._aone, state, small, step)]
+        except Exception as again:
+            raise self._overflow(state, step, again) from again
+
+    def _check_small(
+        self, state: Mapping[str, Any], step: Step, exc: Exception
+    ) -> list[BaseMessage]:
+        """The smallest prompt to retry with, or raise if this round cannot shrink."""
+        if refined_attempt(state) is None or not isinstance(
+            self.generator, BaseChatModel | Runnable
+        ):
+            # The task alone (or a callable's own prompt) does not fit: nothing to cut.
+            raise self._overflow(state, step, exc) from exc
+        logger.info(
+            "attempt %d: prompt exceeds the context; retrying with the smallest", step.index
+        )
+        return self._smallest(state)
+
+    @staticmethod
+    def _overflow(state: Mapping[str, Any], step: Step, exc: BaseException) -> ContextLengthError:
+        if isinstance(exc, ContextLengthError):
+            return exc
+        attempts = list(state.get("attempts") or [])
+        result = RefineResult.from_state(dict(state)) if attempts else None
+        return ContextLengthError(
+            f"attempt {step.index}: the prompt exceeds the model's context even in its "
+            f"smallest form (the task, the attempt cut short, its feedback): {exc}. Shorten "
+            "the task, lower max_attempt_chars, or use a model with a larger context; the "
+            "best result so far is in this error's .result",
+            result,
+        )
+
+    # -- the update --------------------------------------------------------------------
+
+    def _stopped(self, stop: BudgetStop, step: Step, outputs: list[Any]) -> dict[str, Any]:
+        logger.info("budget exhausted before attempt %d: %s", step.index, stop)
+        return {"stop_reason": BUDGET_STOP, "pending": None, "usage": step.meter.delta()}
+
+    def _finish(self, state: Mapping[str, Any], outputs: list[Any], step: Step) -> dict[str, Any]:
+        texts = []
+        for output in outputs:
+            if not isinstance(output, str | BaseMessage):
+                raise TypeError(
+                    f"generator returned {type(output).__name__} on attempt {step.index}; "
+                    "return a string or an AIMessage"
+                )
+            texts.append(message_text(output))
+        usage = step.meter.delta()
+        parent = refined_attempt(state)
+        attempt = Attempt(
+            index=step.index,
+            response=texts[0],
+            instruction=state.get("reviewer_feedback"),
+            parent=parent.index if parent is not None else None,
+            usage=usage,
+            candidates=[Candidate(response=t) for t in texts] if len(texts) > 1 else [],
+        )
+        logger.debug("attempt %d generated (%d candidate(s))", step.index, len(texts))
+        return {"pending": attempt, "usage": usage, "reviewer_feedback": None}
+
+
+def _history(attempts: Sequence[Attempt], parent: Attempt, options: LoopOptions) -> list[Attempt]:
+    """The attempts a refinement of `parent` may show: its line of descent, ending with it.
+
+    Under `"chain"` every earlier attempt is in the line; under the other strategies the
+    line follows `parent` links back to the fresh sample it grew from.
+    """
+    if options.strategy == "chain":
+        return [a for a in attempts if a.index <= parent.index]
+    by_index = {a.index: a for a in attempts}
+    line = [parent]
+    while line[-1].parent is not None and line[-1].parent in by_index:
+        line.append(by_index[line[-1].parent])
+    return line[::-1]
+
+
+def _graph_answer(output: Any, index: int) -> AIMessage:
+    """The last AI message of a graph generator's output state.
+
+    Raises:
+        RefineError: If the output has no AI message, or ends on a tool call.
+    """
+    messages = output.get("messages") if isinstance(output, Mapping) else None
+    if isinstance(output, AIMessage):
+        messages = [output]
+    last = messages[-1] if messages else None
+    if not isinstance(last, AIMessage):
+        raise RefineError(
+            f"graph generator gave no final AI message on attempt {index} (its last message "
+            f"is {type(last).__name__ if last is not None else 'missing'}); the generator "
+            "must end with an AIMessage holding the answer"
+        )
+    if last.tool_calls:
+        raise RefineError(
+            f"graph generator ended on a tool call on attempt {index} "
+            f"({[c['name'] for c in last.tool_calls]}); give the agent a final answer step"
+        )
+    return last

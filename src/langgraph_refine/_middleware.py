@@ -1,0 +1,492 @@
+"""`RefineMiddleware`: the refine loop inside a LangChain agent built with `create_agent`.
+
+The agent keeps its own loop (model, tools, model, ...). When it gives a final answer (an
+AI message without tool calls), this middleware evaluates it and either sends the agent
+back to its model with the feedback, as a human message, or ends the run with the best
+answer as the last message. Stop rules, the best-attempt rule, the budget and the human
+review are the graph's own code (`StopRules`, `best_attempt`, `Budget`, `ReviewNode`).
+
+The hooks, in the agent's graph:
+
+- `before_agent`: starts a loop for this run (the task is the last human message);
+- `before_model`: checks the budget before every model call;
+- `wrap_model_call`: counts the call and its tokens;
+- `after_model`: evaluates a final answer and decides (refine, or stop);
+- `after_agent`: the human review (its own step, so resuming it repeats no model call)
+  and the end of the loop.
+
+Needs the `agents` extra: `pip install 'langgraph-refine[agents]'`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Annotated, Any, Literal
+
+try:
+    from langchain.agents.middleware import (
+        AgentMiddleware,
+        AgentState,
+        ExtendedModelResponse,
+        ModelRequest,
+        ModelResponse,
+        hook_config,
+    )
+    from langchain.agents.middleware.types import OmitFromInput, PrivateStateAttr
+except ImportError as exc:  # the optional dependency is missing
+    raise ImportError(
+        "RefineMiddleware needs LangChain's agents (langchain>=1.0), which is not installed: "
+        "pip install 'langgraph-refine[agents]'"
+    ) from exc
+
+from typing import NotRequired
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.runtime import Runtime
+from langgraph.types import Command
+
+from langgraph_refine._budget import Budget, BudgetMeter, BudgetStop, metered
+from langgraph_refine._errors import BudgetExhaustedError
+from langgraph_refine._options import HumanReview
+from langgraph_refine._result import RefineResult, best_attempt
+from langgraph_refine._review import ReviewNode
+from langgraph_refine._review_schema import ask_review
+from langgraph_refine._state import Attempt, Evaluation, StopReason, Usage, revive_state
+from langgraph_refine._step import emit as _emit
+from langgraph_refine._stop_rules import StopRules
+from langgraph_refine.evaluators._base import BaseEvaluator, EvaluatorLike
+from langgraph_refine.evaluators._combine import as_evaluator
+
+LOOP_NAME = "refine"
+"""The loop's name in stream events and review payloads."""
+
+Phase = Literal["running", "deciding", "done"]
+
+FEEDBACK_PROMPT = (
+    "Your answer was evaluated{score}.\nFeedback:\n{feedback}\n\n"
+    "Write a new, improved final answer to the original request. Fix every problem the "
+    "feedback names and keep what was already good; use the tools again if you need more "
+    "information. Reply with the complete answer only."
+)
+REVIEW_PROMPT = (
+    "A reviewer asked for changes:\n{feedback}\n\n"
+    "Write a new, improved final answer to the original request that does what the "
+    "reviewer asks; use the tools again if you need more information. Reply with the "
+    "complete answer only."
+)
+NO_FEEDBACK = "(no specific feedback: the answer is not good enough yet)"
+
+
+class RefineAgentState(AgentState[Any]):
+    """The agent state keys `RefineMiddleware` adds (all prefixed `refine_`).
+
+    Attributes:
+        refine_task: The request being answered: the last human message of the run's input.
+        refine_attempts: Every final answer of this run, in order, with its evaluation.
+        refine_usage: Model calls (the agent's and the judge's), tokens and seconds spent.
+        refine_stop_reason: Why the loop stopped (None while it runs).
+        refine_response: The loop's answer, set when it stops.
+        refine_phase: `running`, `deciding` (an answer awaits review or the end), `done`.
+        refine_instruction: A reviewer's request, recorded on the next attempt.
+    """
+
+    refine_task: NotRequired[Annotated[str, OmitFromInput]]
+    refine_attempts: NotRequired[Annotated[list[Attempt], OmitFromInput]]
+    refine_usage: NotRequired[Annotated[Usage, OmitFromInput]]
+    refine_stop_reason: NotRequired[Annotated[StopReason | None, OmitFromInput]]
+    refine_response: NotRequired[Annotated[str | None, OmitFromInput]]
+    refine_phase: NotRequired[Annotated[Phase, PrivateStateAttr]]
+    refine_instruction: NotRequired[Annotated[str | None, PrivateStateAttr]]
+
+
+class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
+    """The evaluator-optimizer loop as middleware for `langchain.agents.create_agent`.
+
+    Each final answer of the agent (an AI message without tool calls) is evaluated. If no
+    stop rule holds, the feedback goes back to the agent as a human message and the agent
+    runs its model again, tools still available. When the loop stops, the agent's last
+    message is the best answer (a `PASS` verdict outranks any score; ties go to the
+    earlier answer), appended as an `AIMessage` when it is not already the last message.
+    `result(state)` turns the agent's final state into a `RefineResult`.
+
+    Args:
+        evaluator: A callable `(response, state) -> float | Evaluation` (sync or async;
+            `state` holds `task`, `attempts` and the agent's `messages`), a chat model
+            (LLM judge), an evaluator from `langgraph_refine.evaluators`, a list of these
+            (combined), or None for an LLM judge on `judge_model`.
+        judge_model: The model of the default LLM judge (a chat model or a
+            `"provider:model"` string). Required when `evaluator` is None: hooks that run
+            after the model cannot see the agent's model, so there is no fallback.
+        target_score: Stop once an answer scores at least this, in [0, 1].
+        max_iterations: Refinement rounds after the first answer (>= 0).
+        patience: Stop after this many rounds without raising the best score by more than
+            `min_delta` (>= 1); None disables the rule.
+        min_delta: Improvement that counts as progress (>= 0).
+        budget: Limits on model calls (the agent's, tool-calling turns included, and the
+            judge's), tokens and seconds, checked before every call.
+        on_budget_exhausted: `"stop"` ends with the best answer so far; `"raise"` raises
+            `BudgetExhaustedError` carrying it in `.result`.
+        human_review: None, `"final"` (pause when the loop would stop) or `"every_round"`
+            (pause after every evaluation). Same payload and actions as the graph's review;
+            the agent needs a checkpointer.
+
+    Raises:
+        ValueError: If an option is outside its allowed range (the message names it).
+
+    Example:
+        >>> from langgraph_refine import RefineMiddleware
+        >>> from langgraph_refine.evaluators import contains_all
+        >>> refine = RefineMiddleware(contains_all(["1889", "330"]), max_iterations=2)
+        >>> refine.stop_rules.max_iterations
+        2
+
+        Then `agent = create_agent(model, tools, middleware=[refine])`, and
+        `refine.result(agent.invoke(...))` for the loop's `RefineResult`.
+    """
+
+    state_schema = RefineAgentState
+
+    def __init__(
+        self,
+        evaluator: EvaluatorLike = None,
+        *,
+        judge_model: BaseChatModel | str | None = None,
+        target_score: float = 0.9,
+        max_iterations: int = 4,
+        patience: int | None = 2,
+        min_delta: float = 0.0,
+        budget: Budget | None = None,
+        on_budget_exhausted: Literal["stop", "raise"] = "stop",
+        human_review: HumanReview | None = None,
+    ) -> None:
+        super().__init__()
+        self.stop_rules = StopRules(target_score, max_iterations, patience, min_delta)
+        if on_budget_exhausted not in ("stop", "raise"):
+            raise ValueError(
+                f"on_budget_exhausted must be 'stop' or 'raise', got {on_budget_exhausted!r}"
+            )
+        if budget is not None and not isinstance(budget, Budget):
+            raise ValueError(f"budget must be a Budget or None, got {type(budget).__name__}")
+        self.evaluator = _resolve_evaluator(evaluator, judge_model)
+        self.budget = budget
+        self.on_budget_exhausted = on_budget_exhausted
+        self.review = (
+            None
+            if human_review is None
+            else ReviewNode(human_review, on_budget_exhausted=on_budget_exhausted, name=LOOP_NAME)
+        )
+
+    # -- before_agent: a new loop per run -------------------------------------------------
+
+    def before_agent(self, state: RefineAgentState, runtime: Runtime[Any]) -> dict[str, Any]:
+        """Start a loop: the task is the last human message; earlier runs' attempts go."""
+        human = [m for m in state["messages"] if isinstance(m, HumanMessage)]
+        return {
+            "refine_task": human[-1].text if human else "",
+            "refine_attempts": [],
+            "refine_usage": Usage(),
+            "refine_stop_reason": None,
+            "refine_response": None,
+            "refine_phase": "running",
+            "refine_instruction": None,
+        }
+
+    async def abefore_agent(self, state: RefineAgentState, runtime: Runtime[Any]) -> dict[str, Any]:
+        """Async twin of `before_agent`."""
+        return self.before_agent(state, runtime)
+
+    # -- before_model: the budget ----------------------------------------------------------
+
+    @hook_config(can_jump_to=["end"])
+    def before_model(self, state: RefineAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Stop the loop (no model call) when a budget limit is already reached."""
+        if self.budget is None or self.budget.exceeded(_spent(state)) is None:
+            return None
+        return {
+            "refine_stop_reason": "budget_exhausted",
+            "refine_phase": "deciding",
+            "jump_to": "end",
+        }
+
+    @hook_config(can_jump_to=["end"])
+    async def abefore_model(
+        self, state: RefineAgentState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """Async twin of `before_model`."""
+        return self.before_model(state, runtime)
+
+    # -- wrap_model_call: counting ---------------------------------------------------------
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+    ) -> ExtendedModelResponse[Any]:
+        """Call the model and count the call, its tokens and its time in `refine_usage`."""
+        meter = self._meter(request.state)
+        return _counted(handler(request), meter)
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> ExtendedModelResponse[Any]:
+        """Async twin of `wrap_model_call`."""
+        meter = self._meter(request.state)
+        return _counted(await handler(request), meter)
+
+    def _meter(self, state: Mapping[str, Any]) -> BudgetMeter:
+        """The one place that counts: a meter over what the loop has spent so far.
+
+        Both the agent's model calls and the judge's go through it; it refuses a call
+        (`BudgetStop`) once a limit is reached.
+        """
+        return BudgetMeter(self.budget, _spent(state))
+
+    # -- after_model: evaluate a final answer ----------------------------------------------
+
+    @hook_config(can_jump_to=["model"])
+    def after_model(self, state: RefineAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Evaluate the agent's final answer; refine (back to the model) or stop."""
+        answer = self._final_answer(state)
+        if answer is None:
+            return None
+        view, meter = self._view(state), self._meter(state)
+        evaluation: Evaluation | None = None
+        try:
+            with metered(meter):
+                evaluation = self.evaluator.evaluate(answer, view)
+        except BudgetStop:
+            pass
+        return self._decide(state, answer, evaluation, meter)
+
+    @hook_config(can_jump_to=["model"])
+    async def aafter_model(
+        self, state: RefineAgentState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """Async twin of `after_model`."""
+        answer = self._final_answer(state)
+        if answer is None:
+            return None
+        view, meter = self._view(state), self._meter(state)
+        evaluation: Evaluation | None = None
+        try:
+            with metered(meter):
+                evaluation = await self.evaluator.aevaluate(answer, view)
+        except BudgetStop:
+            pass
+        return self._decide(state, answer, evaluation, meter)
+
+    def _final_answer(self, state: RefineAgentState) -> str | None:
+        """The text of the agent's final answer, or None if it is not one (tool calls)."""
+        if state.get("refine_phase", "running") != "running" or not state["messages"]:
+            return None
+        last = state["messages"][-1]
+        if not isinstance(last, AIMessage) or last.tool_calls:
+            return None
+        return last.text
+
+    def _view(self, state: Mapping[str, Any]) -> dict[str, Any]:
+        """The loop's state in the graph's terms, for evaluators, stop rules and review."""
+        view = {
+            "task": state.get("refine_task", ""),
+            "attempts": list(state.get("refine_attempts") or []),
+            "usage": state.get("refine_usage"),
+            "stop_reason": state.get("refine_stop_reason"),
+            "response": state.get("refine_response"),
+            "messages": state.get("messages") or [],
+        }
+        return dict(revive_state(view))
+
+    def _decide(
+        self,
+        state: RefineAgentState,
+        answer: str,
+        evaluation: Evaluation | None,
+        meter: BudgetMeter,
+    ) -> dict[str, Any]:
+        view = self._view(state)
+        attempts: list[Attempt] = list(view["attempts"])
+        spent = meter.spent_before + meter.delta()
+        attempt = Attempt(
+            index=len(attempts),
+            response=answer,
+            evaluation=evaluation,
+            instruction=state.get("refine_instruction"),
+            parent=attempts[-1].index if attempts else None,
+            usage=_minus(spent, sum((a.usage for a in attempts), Usage())),
+        )
+        attempts.append(attempt)
+        update: dict[str, Any] = {
+            "refine_attempts": attempts,
+            "refine_usage": spent,
+            "refine_instruction": None,
+        }
+        if evaluation is None:  # the budget ran out before the judge's call
+            return update | {"refine_stop_reason": "budget_exhausted", "refine_phase": "deciding"}
+        stop_reason = self.stop_rules.decide(attempts)
+        _emit(_round_event(attempt, attempts))
+        if stop_reason is None and (self.review is None or self.review.mode == "final"):
+            return update | _refine_again(FEEDBACK_PROMPT, evaluation)
+        # Stop, or an every-round review: the agent ends its turn and after_agent decides.
+        return update | {"refine_stop_reason": stop_reason, "refine_phase": "deciding"}
+
+    # -- after_agent: review and the end ---------------------------------------------------
+
+    @hook_config(can_jump_to=["model"])
+    def after_agent(self, state: RefineAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Ask the human reviewer (if any), then refine again or end with the best answer.
+
+        Raises:
+            BudgetExhaustedError: On a budget stop with `on_budget_exhausted="raise"`.
+        """
+        if state.get("refine_phase") != "deciding":
+            return None  # the agent ended for another reason (e.g. another middleware)
+        view = self._view(state)
+        stop_reason: StopReason | None = view["stop_reason"]
+        response: str | None = None
+        raising = stop_reason == "budget_exhausted" and self.on_budget_exhausted == "raise"
+        if self.review is not None and not raising:
+            decision = ask_review(self.review.payload(view), self.review.apply, self.review.actions)
+            if decision.get("reviewer_feedback"):
+                feedback = decision["reviewer_feedback"]
+                return _refine_again(REVIEW_PROMPT, Evaluation(score=0.0, feedback=feedback)) | {
+                    "refine_stop_reason": None,
+                    "refine_instruction": feedback,
+                }
+            stop_reason = decision.get("stop_reason", stop_reason)
+            response = decision.get("response")
+        if stop_reason is None:  # an every-round review said "continue" mid-loop
+            latest = view["attempts"][-1].evaluation
+            return _refine_again(FEEDBACK_PROMPT, latest)
+        return self._finish(state, view | {"stop_reason": stop_reason, "response": response})
+
+    async def aafter_agent(
+        self, state: RefineAgentState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """Async twin of `after_agent`."""
+        return self.after_agent(state, runtime)
+
+    def _finish(self, state: RefineAgentState, view: dict[str, Any]) -> dict[str, Any]:
+        result = RefineResult.from_state(view)
+        if result.stop_reason == "budget_exhausted" and self.on_budget_exhausted == "raise":
+            raise BudgetExhaustedError(
+                f"budget exhausted after {len(result.attempts)} answer(s); best score "
+                f"{result.score}; the best result so far is in this error's .result",
+                result,
+            )
+        _emit(_stop_event(result))
+        update: dict[str, Any] = {
+            "refine_stop_reason": result.stop_reason,
+            "refine_response": result.value,
+            "refine_phase": "done",
+        }
+        last = state["messages"][-1] if state["messages"] else None
+        already_last = (
+            isinstance(last, AIMessage) and not last.tool_calls and (last.text == result.value)
+        )
+        if result.value and not already_last:
+            update["messages"] = [AIMessage(result.value)]
+        return update
+
+    # -- reading the outcome ---------------------------------------------------------------
+
+    def result(self, state: Mapping[str, Any]) -> RefineResult:
+        """The loop's outcome from the agent's final state (what `invoke` returned).
+
+        Args:
+            state: The agent's output state, or `agent.get_state(config).values`.
+
+        Returns:
+            The `RefineResult` of the run's loop: value, score, stop reason, attempts, usage.
+        """
+        return RefineResult.from_state(self._view(state))
+
+
+def _resolve_evaluator(
+    evaluator: EvaluatorLike, judge_model: BaseChatModel | str | None
+) -> BaseEvaluator:
+    if evaluator is None:
+        if judge_model is None:
+            raise ValueError(
+                "RefineMiddleware(evaluator=None) uses an LLM judge, which needs a model: pass "
+                "judge_model=... (a chat model or 'provider:model'), or an evaluator"
+            )
+        from langgraph_refine.evaluators import llm_judge
+
+        return llm_judge(judge_model)
+    if judge_model is not None:
+        raise ValueError("judge_model is only used when evaluator is None; pass one or the other")
+    return as_evaluator(evaluator)
+
+
+def _spent(state: Mapping[str, Any]) -> Usage:
+    usage = state.get("refine_usage")
+    if usage is None:
+        return Usage()
+    return usage if isinstance(usage, Usage) else Usage.model_validate(usage)
+
+
+def _minus(total: Usage, earlier: Usage) -> Usage:
+    return Usage(
+        calls=total.calls - earlier.calls,
+        input_tokens=total.input_tokens - earlier.input_tokens,
+        output_tokens=total.output_tokens - earlier.output_tokens,
+        total_tokens=total.total_tokens - earlier.total_tokens,
+        seconds=max(total.seconds - earlier.seconds, 0.0),
+    )
+
+
+def _counted(response: ModelResponse[Any], meter: BudgetMeter) -> ExtendedModelResponse[Any]:
+    for message in response.result:
+        if isinstance(message, AIMessage):
+            meter.count_call(message)
+    spent = meter.spent_before + meter.delta()
+    return ExtendedModelResponse(
+        model_response=response, command=Command(update={"refine_usage": spent})
+    )
+
+
+def _refine_again(template: str, evaluation: Evaluation | None) -> dict[str, Any]:
+    """The update that sends the agent back to its model with feedback."""
+    feedback = (evaluation.feedback.strip() if evaluation else "") or NO_FEEDBACK
+    score = ""
+    if evaluation is not None and template is FEEDBACK_PROMPT:
+        verdict = f", verdict {evaluation.verdict}" if evaluation.verdict else ""
+        score = f" (score {evaluation.score:.2f}{verdict})"
+    text = template.format(score=score, feedback=feedback)
+    return {"messages": [HumanMessage(text)], "refine_phase": "running", "jump_to": "model"}
+
+
+def _round_event(attempt: Attempt, attempts: list[Attempt]) -> dict[str, Any]:
+    """The custom stream event of one evaluated answer (the graph's `round` event)."""
+    evaluation = attempt.evaluation
+    assert evaluation is not None
+    best = best_attempt(attempts)
+    return {
+        "type": "round",
+        "name": LOOP_NAME,
+        "iteration": attempt.index,
+        "parent": attempt.parent,
+        "score": evaluation.score,
+        "verdict": evaluation.verdict,
+        "feedback": evaluation.feedback,
+        "best_score": best.score if best else None,
+        "response": attempt.response,
+    }
+
+
+def _stop_event(result: RefineResult) -> dict[str, Any]:
+    """The custom stream event of the loop's end (the graph's `stop` event)."""
+    return {
+        "type": "stop",
+        "name": LOOP_NAME,
+        "stop_reason": result.stop_reason,
+        "score": result.score,
+        "iterations": result.iterations,
+        "response": result.value,
+    }
+
+
+__all__ = ["RefineAgentState", "RefineMiddleware"]

@@ -1,0 +1,170 @@
+"""The loop's options as typed objects: validated once, when the graph is built or a run starts.
+
+`LoopOptions` gathers what the nodes need (stop rules, budget, strategy, prompt bounds).
+Some of them can be set per run through the graph's `context_schema` (`RefineContext`);
+`LoopOptions.for_run` applies such a context, validating it the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, TypeAlias, get_args
+
+from typing_extensions import TypedDict
+
+from langgraph_refine._budget import Budget
+from langgraph_refine._memory import DEFAULT_MEMORY, MemoryPolicy, validate_memory
+from langgraph_refine._state import PromptForm, Strategy
+from langgraph_refine._stop_rules import StopRules
+
+HumanReview: TypeAlias = Literal["final", "every_round"]
+"""When a human reviews: when the loop would stop, or after every evaluation."""
+
+OnBudgetExhausted: TypeAlias = Literal["stop", "raise"]
+"""What a budget stop does: return the best so far, or raise `BudgetExhaustedError`."""
+
+DEFAULT_STRATEGY: Strategy = "chain"
+"""The strategy that measured best in `make bench` (benchmarks/RESULTS.md says why)."""
+
+DEFAULT_PROMPT_FORM: PromptForm = "single"
+"""The refinement prompt form that measured best in `make bench`."""
+
+
+def check_choice(option: str, value: object, allowed: Any, *, optional: bool = False) -> Any:
+    """Return `value` if it is one of the `Literal` type's values, else raise.
+
+    Args:
+        option: The option name, for the message.
+        value: What the caller passed.
+        allowed: A `Literal[...]` type; its values are the allowed ones.
+        optional: Whether None is allowed too.
+
+    Raises:
+        ValueError: Naming the option, the value and the allowed values.
+    """
+    choices = get_args(allowed)
+    if (optional and value is None) or value in choices:
+        return value
+    listed = ", ".join(repr(c) for c in ((None, *choices) if optional else choices))
+    raise ValueError(f"{option} must be one of {listed}; got {value!r}")
+
+
+class RefineContext(TypedDict, total=False):
+    """Options that can be set per run: `graph.invoke(input, config, context={...})`.
+
+    Each key overrides the option the graph was built with, for that run only (and so,
+    on LangGraph Server, per assistant). Invalid values fail with `ValueError` before
+    any model call.
+    """
+
+    target_score: float
+    max_iterations: int
+    patience: int | None
+    min_delta: float
+    budget: dict[str, Any] | None
+    strategy: Strategy
+
+
+CONTEXT_KEYS: frozenset[str] = frozenset(RefineContext.__annotations__)
+
+
+@dataclass(frozen=True)
+class LoopOptions:
+    """Everything the loop's nodes decide with, validated once.
+
+    Args:
+        rules: The stop rules.
+        budget: Limits on calls, tokens and seconds, or None.
+        on_budget_exhausted: `"stop"` or `"raise"`.
+        strategy: `"chain"`, `"explore"` or `"sample"`.
+        memory: Which earlier attempts a refinement prompt shows.
+        max_attempt_chars: Each attempt shown in a refinement prompt is cut to this.
+        prompt_form: `"messages"` or `"single"` (chat-model generators).
+        candidates: Responses sampled per round.
+        name: The loop's name.
+
+    Raises:
+        ValueError: If an option is outside its allowed range (the message names it).
+    """
+
+    rules: StopRules = field(default_factory=StopRules)
+    budget: Budget | None = None
+    on_budget_exhausted: OnBudgetExhausted = "stop"
+    strategy: Strategy = DEFAULT_STRATEGY
+    memory: MemoryPolicy = DEFAULT_MEMORY
+    max_attempt_chars: int = 8000
+    prompt_form: PromptForm = DEFAULT_PROMPT_FORM
+    candidates: int = 1
+    name: str = "refine"
+
+    def __post_init__(self) -> None:
+        check_choice("on_budget_exhausted", self.on_budget_exhausted, OnBudgetExhausted)
+        check_choice("strategy", self.strategy, Strategy)
+        check_choice("prompt_form", self.prompt_form, PromptForm)
+        validate_memory(self.memory)
+        if self.budget is not None and not isinstance(self.budget, Budget):
+            raise ValueError(f"budget must be a Budget or None, got {type(self.budget).__name__}")
+        for option, value, floor in (
+            ("max_attempt_chars", self.max_attempt_chars, 1),
+            ("candidates", self.candidates, 1),
+        ):
+            if not isinstance(value, int) or isinstance(value, bool) or value < floor:
+                raise ValueError(f"{option} must be an integer >= {floor}, got {value!r}")
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"name must be a non-empty string, got {self.name!r}")
+
+    @classmethod
+    def build(cls, options: LoopOptions | None = None, **settings: Any) -> LoopOptions:
+        """Options from keyword settings: `LoopOptions` fields or `StopRules` fields.
+
+        Args:
+            options: Options to start from (defaults when None).
+            **settings: `target_score`, `max_iterations`, `patience`, `min_delta`, or any
+                field of `LoopOptions`.
+
+        Raises:
+            ValueError: For an unknown setting or an invalid value.
+        """
+        base = options or cls()
+        rule_fields = {k: settings.pop(k) for k in _RULE_FIELDS if k in settings}
+        unknown = sorted(set(settings) - _OPTION_FIELDS)
+        if unknown:
+            raise ValueError(f"unknown option(s) {unknown}; allowed: {sorted(_ALL_FIELDS)}")
+        if rule_fields:
+            settings["rules"] = replace(base.rules, **rule_fields)
+        return replace(base, **settings) if settings else base
+
+    def for_run(self, context: object) -> LoopOptions:
+        """These options with a run's context applied (see `RefineContext`).
+
+        Args:
+            context: None, a mapping, or an object with the context's attributes.
+
+        Raises:
+            ValueError: For an unknown key or an invalid value.
+        """
+        values = _context_values(context)
+        if not values:
+            return self
+        if "budget" in values:
+            values["budget"] = Budget.coerce(values["budget"], option="context budget")
+        return self.build(self, **values)
+
+
+def _context_values(context: object) -> dict[str, Any]:
+    if context is None:
+        return {}
+    if isinstance(context, Mapping):
+        values = dict(context)
+    else:
+        values = {k: getattr(context, k) for k in CONTEXT_KEYS if hasattr(context, k)}
+    unknown = sorted(set(values) - CONTEXT_KEYS)
+    if unknown:
+        raise ValueError(f"unknown run context key(s) {unknown}; allowed: {sorted(CONTEXT_KEYS)}")
+    return values
+
+
+_RULE_FIELDS = ("target_score", "max_iterations", "patience", "min_delta")
+_OPTION_FIELDS = frozenset(LoopOptions.__dataclass_fields__)
+_ALL_FIELDS = _OPTION_FIELDS | set(_RULE_FIELDS)

@@ -1,0 +1,116 @@
+"""The review step: pause with `interrupt()` for a human decision, then apply it.
+
+Why a resumed review repeats no model call: the review is a node of its own, after the
+evaluate step whose results are already checkpointed. Resuming re-runs only this node
+(LangGraph re-executes the interrupted node from its start), which reads the saved
+attempts and calls no model.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from langgraph_refine._errors import ReviewInputError
+from langgraph_refine._options import HumanReview, OnBudgetExhausted, check_choice
+from langgraph_refine._result import best_attempt
+from langgraph_refine._review_schema import ask_review
+from langgraph_refine._state import RefineState, revive_state
+from langgraph_refine._stop_rules import BUDGET_STOP, review_stop
+
+logger = logging.getLogger("langgraph_refine")
+
+
+class ReviewNode:
+    """Pauses the loop with `interrupt()` for a human decision, then applies it.
+
+    Resume with `Command(resume={"action": ...})`: `approve`, `edit` (with `response`),
+    `reject`, `revise` (with `feedback`), or `continue` (every_round only). A malformed
+    value leaves the review pending: the loop pauses again with the same payload plus an
+    `error` key that says what was wrong.
+
+    Args:
+        mode: `"final"` (review when the loop would stop) or `"every_round"`.
+        on_budget_exhausted: With `"raise"`, a budget stop skips the review.
+        name: The loop's name, included in the payload.
+    """
+
+    def __init__(
+        self,
+        mode: HumanReview,
+        *,
+        on_budget_exhausted: OnBudgetExhausted = "stop",
+        name: str = "refine",
+    ) -> None:
+        self.mode: HumanReview = check_choice("human_review", mode, HumanReview)
+        self.on_budget_exhausted = on_budget_exhausted
+        self.loop_name = name
+        self.actions = ["approve", "edit", "reject", "revise"] + (
+            ["continue"] if mode == "every_round" else []
+        )
+
+    def payload(self, state: Mapping[str, Any]) -> dict[str, Any]:
+        """What the reviewer is shown: the best attempt (final) or the latest (every_round)."""
+        attempts = list(state.get("attempts") or [])
+        best = best_attempt(attempts)
+        reviewed = attempts[-1] if self.mode == "every_round" and attempts else best
+        evaluation = reviewed.evaluation if reviewed else None
+        return {
+            "type": "review",
+            "name": self.loop_name,
+            "mode": self.mode,
+            "task": state.get("task", ""),
+            "response": reviewed.response if reviewed else "",
+            "score": evaluation.score if evaluation else None,
+            "verdict": evaluation.verdict if evaluation else None,
+            "feedback": evaluation.feedback if evaluation else "",
+            "iteration": attempts[-1].index if attempts else 0,
+            "attempt": reviewed.index if reviewed else None,
+            "best_score": best.score if best else None,
+            "stop_reason": state.get("stop_reason"),
+            "actions": list(self.actions),
+        }
+
+    def __call__(self, state: RefineState) -> dict[str, Any]:
+        if state.get("stop_reason") == BUDGET_STOP and self.on_budget_exhausted == "raise":
+            return {}
+        # The interrupt declares its answer's schema (LangGraph Studio shows a form); a
+        # malformed answer pauses again with an `error` key (see `ask_review`).
+        return ask_review(self.payload(revive_state(state)), self.apply, self.actions)
+
+    def apply(self, payload: Mapping[str, Any], value: Any) -> dict[str, Any]:
+        """Turn a resume value into a state update.
+
+        Raises:
+            ReviewInputError: If the value is not a dict with a known action and the
+                fields that action needs.
+        """
+        action = value.get("action") if isinstance(value, Mapping) else None
+        if action not in self.actions:
+            raise ReviewInputError(
+                f"review resume value must be a dict with 'action' in {self.actions}, "
+                f"got {value!r}; resume again with Command(resume={{'action': ...}})"
+            )
+        assert isinstance(value, Mapping)
+        if action == "continue":
+            return {}  # the stop rules' decision stands
+        update: dict[str, Any] = {"stop_reason": review_stop(action, payload.get("stop_reason"))}
+        if action == "approve":
+            update["response"] = payload["response"]
+        elif action == "edit":
+            update["response"] = _required_text(value, "response", action)
+        elif action == "revise":
+            update["reviewer_feedback"] = _required_text(value, "feedback", action)
+            update["refine_from"] = payload.get("attempt")  # the reviewed attempt
+        return update
+
+
+def _required_text(value: Mapping[str, Any], key: str, action: str) -> str:
+    text = value.get(key)
+    if not isinstance(text, str) or not text.strip():
+        raise ReviewInputError(
+            f"review action {action!r} needs a non-empty string {key!r}, got {text!r}; "
+            "resume again with the field filled in"
+        )
+    return text

@@ -1,0 +1,266 @@
+"""What the model-calling nodes share: metering, deadlines, events, error context, retry waits.
+
+A model-calling node runs its calls through a `Step`: the step attaches a `BudgetMeter`
+to the node's config (so every model call under it is counted and checked), cuts off a
+call still running when `Budget.max_seconds` runs out, and adds the attempt, node and
+HTTP status to errors (as notes: the error keeps its type and message).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import logging
+import threading
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from langchain_core.callbacks import BaseCallbackManager
+from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import merge_configs, var_child_runnable_config
+from langgraph.config import get_stream_writer
+from langgraph.errors import GraphBubbleUp
+from langgraph.runtime import get_runtime
+from langgraph.types import RetryPolicy
+
+from langgraph_refine._budget import Budget, BudgetMeter, BudgetStop
+from langgraph_refine._options import LoopOptions
+from langgraph_refine._result import best_attempt
+from langgraph_refine._retry import describe_status, retry_follows, retry_wait
+from langgraph_refine._state import Usage
+
+logger = logging.getLogger("langgraph_refine")
+
+T = TypeVar("T")
+
+
+def emit(event: dict[str, Any]) -> None:
+    """Send a custom stream event; a no-op outside a running graph."""
+    try:
+        writer = get_stream_writer()
+    except RuntimeError:
+        return
+    writer(event)
+
+
+def run_options(options: LoopOptions) -> LoopOptions:
+    """The options for this run: the node's, with the run's `context` applied (if any)."""
+    try:
+        context = get_runtime().context
+    except RuntimeError:  # outside a graph run (a node called directly)
+        return options
+    return options.for_run(context)
+
+
+def has_listeners(config: RunnableConfig | None) -> bool:
+    """False when the run's callbacks have no handler at all (nobody records runs).
+
+    Inside a graph `callbacks` is the node run's callback manager, which carries every
+    inherited handler (tracers from the environment, LangGraph's stream handlers).
+    Without a config the answer is unknown, so it is True.
+    """
+    callbacks = (config or {}).get("callbacks")
+    if callbacks is None:
+        return True
+    if isinstance(callbacks, BaseCallbackManager):
+        return bool(callbacks.handlers or callbacks.inheritable_handlers)
+    return bool(callbacks)
+
+
+def add_context(exc: BaseException, what: str, index: int, node: str) -> None:
+    """Note on the exception which attempt, node (and HTTP status) it came from.
+
+    The exception keeps its type and its own message, so callers' `except` clauses, the
+    retry policy and the provider's text are untouched; the note shows in tracebacks.
+    """
+    if isinstance(exc, GraphBubbleUp) or getattr(exc, "_langgraph_refine_noted", False):
+        return
+    status = describe_status(exc)
+    exc.add_note(
+        f"{what} failed on attempt {index} in node {node!r}" + (f" ({status})" if status else "")
+    )
+    with contextlib.suppress(AttributeError):  # __slots__ exceptions: a second note is harmless
+        exc._langgraph_refine_noted = True  # type: ignore[attr-defined]
+
+
+class Step:
+    """One run of a model-calling node: its meter, config and deadline.
+
+    Args:
+        options: The run's options (budget, name).
+        state: The node's input state (for usage so far and the best score).
+        config: The node's config; the meter is added to its callbacks.
+        node: The node's name (`"generate"` or `"evaluate"`), for run names and errors.
+        index: The attempt this step works on.
+        retry_policy: The node's retry policy, to tell whether a retry follows an error.
+    """
+
+    def __init__(
+        self,
+        options: LoopOptions,
+        state: Mapping[str, Any],
+        config: RunnableConfig | None,
+        *,
+        node: str,
+        index: int,
+        retry_policy: RetryPolicy | Sequence[RetryPolicy] | None,
+    ) -> None:
+        self.budget: Budget | None = options.budget
+        self.task_id = _task_id()
+        # What failed executions of this step spent (they write nothing to state) counts.
+        carried = _CARRIED.pop(self.task_id, None) if self.task_id else None
+        self.meter = BudgetMeter(options.budget, state.get("usage") or Usage(), carried=carried)
+        self.node = node
+        self.index = index
+        self.retry_policy = retry_policy
+        self.listened = has_listeners(config)
+        best = best_attempt(state.get("attempts") or [])
+        self.config = merge_configs(
+            config,
+            {
+                "callbacks": [self.meter],
+                "run_name": f"{options.name}:{node}",
+                "tags": ["langgraph-refine", f"{options.name}:{node}", f"iteration:{index}"],
+                "metadata": {
+                    "refine_loop": options.name,
+                    "iteration": index,
+                    "best_score": best.score if best else None,
+                },
+            },
+        )
+
+    def call(self, fn: Callable[..., T], *args: Any, model_call: bool = True) -> T:
+        """Call `fn(*args)` (sync) under the meter, cut off when the time budget runs out.
+
+        Model calls inside `fn` that pass no config of their own inherit this step's
+        config (and so its meter) from the context.
+
+        Args:
+            fn: The function to call.
+            *args: Its arguments.
+            model_call: Whether the call itself counts as a model call, checked against
+                the budget before it starts (a generator). An evaluator is not: the
+                model calls it makes are checked as they start.
+
+        Raises:
+            BudgetStop: If a limit is reached before or during the call.
+        """
+        left = self._before(model_call)
+        token = var_child_runnable_config.set(self.config)
+        try:
+            if left is None:
+                return fn(*args)
+            return self._call_with_deadline(contextvars.copy_context(), fn, args, left)
+        finally:
+            var_child_runnable_config.reset(token)
+
+    async def acall(
+        self, fn: Callable[..., Awaitable[T]], *args: Any, model_call: bool = True
+    ) -> T:
+        """Await `fn(*args)` under the meter, cancelled when the time budget runs out.
+
+        Runs in the caller's task (no task per round) unless there is a time limit.
+
+        Raises:
+            BudgetStop: If a limit is reached before or during the call.
+        """
+        left = self._before(model_call)
+        token = var_child_runnable_config.set(self.config)
+        try:
+            if left is None:
+                return await fn(*args)
+            try:
+                return await asyncio.wait_for(fn(*args), left)
+            except TimeoutError:
+                raise self._timed_out() from None
+        finally:
+            var_child_runnable_config.reset(token)
+
+    def _before(self, model_call: bool) -> float | None:
+        """Check the budget before a model call; the seconds left, None for no deadline."""
+        if model_call:
+            self.meter.check()
+        left = self.meter.seconds_left()
+        # With no time left, a call that is not itself a model call still runs: its
+        # model calls (if any) are refused as they start.
+        return left if left is not None and left > 0 else None
+
+    def _call_with_deadline(
+        self, context: contextvars.Context, fn: Callable[..., T], args: Any, left: float
+    ) -> T:
+        # A sync call cannot be cancelled: it runs in a daemon thread that is abandoned
+        # when the time is up (its reply, if it ever comes, is dropped).
+        outcome: list[Any] = []
+
+        def target() -> None:
+            try:
+                outcome.append((True, context.run(fn, *args)))
+            except BaseException as exc:  # handed to the caller's thread below
+                outcome.append((False, exc))
+
+        worker = threading.Thread(target=target, name=f"refine-{self.node}", daemon=True)
+        worker.start()
+        worker.join(left)
+        if not outcome:
+            raise self._timed_out()
+        ok, value = outcome[0]
+        if ok:
+            return value  # type: ignore[no-any-return]
+        raise value
+
+    def _timed_out(self) -> BudgetStop:
+        assert self.budget is not None
+        return BudgetStop(
+            f"max_seconds={self.budget.max_seconds} reached: the {self.node} call was cut off "
+            f"on attempt {self.index}"
+        )
+
+    def failed(self, exc: BaseException, what: str) -> float:
+        """Note the error's context; return the `Retry-After` wait due before a retry.
+
+        When a retry follows, what this execution spent is carried over to it, so the
+        budget counts every call that was sent.
+        """
+        add_context(exc, what, self.index, self.node)
+        policy = retry_follows(exc, self.retry_policy, _node_attempt())
+        if policy is None:
+            return 0.0
+        if self.task_id:
+            _CARRIED[self.task_id] = self.meter.delta()
+        return retry_wait(exc, policy)
+
+    def on_error(self, exc: BaseException, what: str) -> None:
+        """Handle a failed call: note its context; wait for `Retry-After` if a retry follows."""
+        wait = self.failed(exc, what)
+        if wait:
+            time.sleep(wait)
+
+    async def aon_error(self, exc: BaseException, what: str) -> None:
+        """Async twin of `on_error`."""
+        wait = self.failed(exc, what)
+        if wait:
+            await asyncio.sleep(wait)
+
+
+_CARRIED: dict[str, Usage] = {}
+"""Usage of failed executions, by task id, until the retry that follows picks it up."""
+
+
+def _task_id() -> str | None:
+    """The running task's id (the same across its retries), or None outside a graph."""
+    try:
+        info = get_runtime().execution_info
+    except RuntimeError:
+        return None
+    return info.task_id if info is not None else None
+
+
+def _node_attempt() -> int | None:
+    """This node execution's attempt number (1 = first), or None outside a graph."""
+    try:
+        info = get_runtime().execution_info
+    except RuntimeError:
+        return None
+    return info.node_attempt if info is not None else None

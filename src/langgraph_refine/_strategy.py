@@ -1,0 +1,111 @@
+"""Search strategies: after each round, what the next round generates.
+
+The choice is written to state as `refine_from`: the index of the attempt to refine, or
+None for a fresh sample of the task alone.
+
+- `"chain"`: always refine the latest attempt (classic self-refine).
+- `"sample"`: always sample afresh (best-of-N through the loop).
+- `"explore"`: refinement as a search, after REx (Tang et al. 2024, "Code Repair with
+  LLMs gives an Exploration-Exploitation Tradeoff"). Round 1 refines attempt 0. A
+  refinement that raised the best score is followed by a refinement of the best
+  attempt (exploit while it works). After a round that did not raise it, the next
+  round is chosen by Thompson sampling: every evaluated attempt is an arm with a
+  `Beta(1 + C*score, 1 + C*(1 - score) + times_refined)` belief that refining it
+  succeeds, and "sample afresh" is one more arm whose belief uses the mean score of the
+  fresh samples so far and counts how many there were. Arms that were refined without
+  success lose weight, so the loop moves on to another attempt or a fresh sample.
+
+Randomness is seeded from the task and the round, so a replayed round (after a crash)
+and a recorded test make the same choice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Sequence
+
+from langgraph_refine._result import best_attempt
+from langgraph_refine._state import Attempt, Strategy
+
+EXPLORE_WEIGHT = 5.0
+"""REx's C: how strongly an arm's score shapes its belief (REx found 5-20 robust)."""
+
+
+def choose_next(strategy: Strategy, attempts: Sequence[Attempt], task: str) -> int | None:
+    """The attempt the next round refines, or None to sample afresh.
+
+    Args:
+        strategy: `"chain"`, `"explore"` or `"sample"`.
+        attempts: Every attempt so far, in order; the last was just evaluated.
+        task: The task, which seeds the explore strategy's draws.
+
+    Returns:
+        An attempt index, or None for a fresh sample.
+
+    Example:
+        >>> from langgraph_refine import Attempt, Evaluation
+        >>> first = Attempt(index=0, response="a", evaluation=Evaluation(score=0.4))
+        >>> choose_next("chain", [first], "t"), choose_next("sample", [first], "t")
+        (0, None)
+    """
+    if not attempts:
+        return None
+    if strategy == "sample":
+        return None
+    if strategy == "chain":
+        return attempts[-1].index
+    return _explore(attempts, task)
+
+
+def _explore(attempts: Sequence[Attempt], task: str) -> int | None:
+    evaluated = [a for a in attempts if a.evaluation is not None]
+    if not evaluated:
+        return None
+    best = best_attempt(evaluated)
+    assert best is not None
+    if len(attempts) == 1 or _raised_best(attempts):
+        return best.index
+    refined = _times_refined(attempts)
+    rng = random.Random(_seed(task, len(attempts)))
+    draws: list[tuple[float, int | None]] = []
+    for attempt in evaluated:
+        draws.append((_draw(rng, _score(attempt), refined.get(attempt.index, 0)), attempt.index))
+    fresh = [a for a in evaluated if a.parent is None]
+    mean = sum(_score(a) for a in fresh) / len(fresh) if fresh else 0.5
+    draws.append((_draw(rng, mean, len(fresh)), None))
+    # Ties go to the earlier arm (refining beats sampling at equal draws).
+    return max(draws, key=lambda d: d[0])[1]
+
+
+def _raised_best(attempts: Sequence[Attempt]) -> bool:
+    """True if the latest attempt beat every earlier one (by the best-attempt rule)."""
+    earlier = best_attempt(attempts[:-1])
+    latest = attempts[-1]
+    return earlier is None or best_attempt([earlier, latest]) is latest
+
+
+def _times_refined(attempts: Sequence[Attempt]) -> dict[int, int]:
+    counts: dict[int, int] = {}
+    for attempt in attempts:
+        if attempt.parent is not None:
+            counts[attempt.parent] = counts.get(attempt.parent, 0) + 1
+    return counts
+
+
+def _score(attempt: Attempt) -> float:
+    evaluation = attempt.evaluation
+    if evaluation is None:
+        return 0.0
+    return 1.0 if evaluation.verdict == "PASS" else evaluation.score
+
+
+def _draw(rng: random.Random, score: float, tries: int) -> float:
+    alpha = 1.0 + EXPLORE_WEIGHT * score
+    beta = 1.0 + EXPLORE_WEIGHT * (1.0 - score) + tries
+    return rng.betavariate(alpha, beta)
+
+
+def _seed(task: str, round_number: int) -> int:
+    digest = hashlib.sha256(f"{round_number}:{task}".encode()).digest()
+    return int.from_bytes(digest[:8], "big")
