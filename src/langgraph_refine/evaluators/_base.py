@@ -65,23 +65,25 @@ def call_sync(fn: Callable[..., Any], *args: Any, what: str) -> Any:
     Args:
         fn: The function to call.
         *args: Its arguments.
-        what: Names `fn` in the error, e.g. `"evaluator 'score'"` or `"the generator"`.
+        what: Names `fn` in the error, after "the": `"generator"`, `"evaluator 'score'"`.
 
     Raises:
         TypeError: If `fn` is async or returns an awaitable (the awaitable is closed
             first, so no "never awaited" warning follows).
 
     Example:
-        >>> call_sync(max, 2, 3, what="max")
+        >>> call_sync(max, 2, 3, what="max function")
         3
     """
     if is_async_callable(fn):
-        raise TypeError(f"{what} is async; run the loop with ainvoke() or arefine()")
+        raise TypeError(f"the {what} is async; run the loop with ainvoke() or arefine()")
     value = fn(*args)
     if inspect.isawaitable(value):
         if inspect.iscoroutine(value):
             value.close()
-        raise TypeError(f"{what} returned an awaitable; run the loop with ainvoke() or arefine()")
+        raise TypeError(
+            f"the {what} returned an awaitable; run the loop with ainvoke() or arefine()"
+        )
     return value
 
 
