@@ -115,13 +115,13 @@ async def test_acall_awaits_an_awaitable_returned_by_a_sync_function() -> None:
 
 def test_call_sync_refuses_async_functions_by_name() -> None:
     with pytest.raises(TypeError, match=r"^the scorer is async; run the loop with ainvoke"):
-        call_sync(async_score, "r", {}, what="the scorer")
+        call_sync(async_score, "r", {}, what="scorer")
 
 
 def test_call_sync_refuses_and_closes_a_returned_awaitable() -> None:
     coroutine = async_score("r", {})
     with pytest.raises(TypeError, match=r"^the scorer returned an awaitable"):
-        call_sync(lambda: coroutine, what="the scorer")
+        call_sync(lambda: coroutine, what="scorer")
     assert inspect.getcoroutinestate(coroutine) == inspect.CORO_CLOSED
 
 
