@@ -360,6 +360,7 @@ def test_server_lifecycle(fake_server: lm.LocalModelServer, tmp_path: Path) -> N
         joined = " ".join(args)
         assert f"--host 127.0.0.1 --port {server.port} -c 8192 -np 4 -n 400" in joined
         assert "--alias smollm2" in joined
+        assert "--no-repack" in args  # no AMX kernels: SIGILL on VMs that report AMX
         with pytest.raises(lm.LocalModelError, match="already running"):
             server.start()
     assert not fake_server.running
@@ -693,18 +694,36 @@ def test_the_package_never_imports_the_tooling() -> None:
 
 
 # ------------------------------------------------------------------------------------------
-# The real server (needs a warm cache: `python -m tools.local_model build`)
+# The real server (needs a warm cache: `python -m tools.local_model build`; skipped otherwise)
 # ------------------------------------------------------------------------------------------
+
+
+def test_missing_from_cache_names_what_a_start_would_fetch(tmp_path: Path) -> None:
+    reason = lm.missing_from_cache(tmp_path)
+    assert reason == (
+        f"no llama-server and no SmolLM2 model in {tmp_path}; "
+        "run `python -m tools.local_model build` (several minutes) first"
+    )
+    _write_script(lm.server_binary_path(tmp_path), _VERSION_OK)
+    assert lm.missing_from_cache(tmp_path) == (
+        f"no SmolLM2 model in {tmp_path}; "
+        "run `python -m tools.local_model build` (several minutes) first"
+    )
+    lm.model_file_path(tmp_path).parent.mkdir(parents=True)
+    lm.model_file_path(tmp_path).write_bytes(b"GGUF")
+    assert lm.missing_from_cache(tmp_path) is None
+
+
+def skip_without_build() -> None:
+    """Skip (never build) when the cache lacks the real server or model."""
+    reason = lm.missing_from_cache()
+    if reason is not None:
+        pytest.skip(reason)
 
 
 @pytest.fixture(scope="module")
 def real_server() -> Any:
-    if not lm.server_binary_path().is_file():
-        pytest.skip(
-            "no llama-server in the cache; run `python -m tools.local_model build`"
-        )
-    if not lm.model_file_path().is_file():
-        pytest.skip("no model in the cache; run `python -m tools.local_model build`")
+    skip_without_build()
     with lm.LocalModelServer() as server:
         yield server
 
@@ -717,6 +736,29 @@ def test_real_server_chat(real_server: lm.LocalModelServer) -> None:
     assert reply.content.strip()
     assert reply.usage_metadata is not None
     assert reply.usage_metadata["output_tokens"] > 0
+
+
+@pytest.mark.slow
+def test_real_server_reply_limit_applies_to_requests_without_one() -> None:
+    # The server's -n cuts a reply whose request names no max_tokens; a request's own wins.
+    skip_without_build()
+    from openai import OpenAI
+
+    with lm.LocalModelServer(max_tokens=8) as server:
+        client = OpenAI(base_url=server.base_url, api_key="local", max_retries=0)
+
+        def ask(**limit: int) -> Any:
+            return client.chat.completions.create(
+                model=server.model,
+                messages=[{"role": "user", "content": "Write a long story about a dragon."}],
+                temperature=0,
+                **limit,
+            )
+
+        cut, longer = ask(), ask(max_tokens=24)
+    assert cut.usage is not None and longer.usage is not None
+    assert (cut.choices[0].finish_reason, cut.usage.completion_tokens) == ("length", 8)
+    assert (longer.choices[0].finish_reason, longer.usage.completion_tokens) == ("length", 24)
 
 
 @pytest.mark.slow
@@ -737,8 +779,7 @@ def test_real_server_structured_output(real_server: lm.LocalModelServer) -> None
 
 @pytest.mark.slow
 def test_real_server_environment_is_clean_after_stop() -> None:
-    if not lm.server_binary_path().is_file() or not lm.model_file_path().is_file():
-        pytest.skip("no llama-server or model in the cache")
+    skip_without_build()
     server = lm.LocalModelServer()
     with server:
         pid = server._process.pid if server._process else 0

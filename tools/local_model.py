@@ -84,6 +84,7 @@ __all__ = [
     "extract_model",
     "find_free_port",
     "main",
+    "missing_from_cache",
     "model_file_path",
     "run_command",
     "server_binary_path",
@@ -212,6 +213,37 @@ def model_file_path(cache: Path | None = None) -> Path:
     """
     root = cache_dir() if cache is None else cache
     return root / "models" / Path(MODEL_MEMBER).name
+
+
+def missing_from_cache(cache: Path | None = None) -> str | None:
+    """Say what a server start would have to build or download first, if anything.
+
+    Tests that need the real server skip with this reason rather than start a build of
+    several minutes on a machine whose cache is empty.
+
+    Args:
+        cache: The cache directory; :func:`cache_dir` when omitted.
+
+    Returns:
+        None when the binary and the model are both cached; otherwise what is missing and the
+        command that fetches it.
+
+    """
+    missing = [
+        what
+        for what, path in (
+            ("llama-server", server_binary_path(cache)),
+            ("SmolLM2 model", model_file_path(cache)),
+        )
+        if not path.is_file()
+    ]
+    if not missing:
+        return None
+    where = cache_dir() if cache is None else cache
+    return (
+        f"no {' and no '.join(missing)} in {where}; "
+        "run `python -m tools.local_model build` (several minutes) first"
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -739,6 +771,12 @@ class LocalModelServer:
             *(() if self._max_tokens is None else ("-n", str(self._max_tokens))),
             "--threads",
             str(self._threads),
+            # The build targets the building machine's CPU, so it includes the AMX matrix
+            # kernels wherever the CPU reports AMX; virtual machines that report it without
+            # enabling it then die of SIGILL on the first request. The weight repacking this
+            # turns off is what routes work to those kernels, and the SmolLM2 weights (Q4_1)
+            # gain nothing from the other repacked layouts.
+            "--no-repack",
             # Answer to the name clients send and report it in /v1/models.
             "--alias",
             self.model,
