@@ -25,15 +25,15 @@ test: $(STAMP) ## run the whole suite offline (cassettes replayed, loopback only
 	$(BIN)/pytest --disable-socket --allow-hosts=127.0.0.1,localhost,::1 --record-mode=none $(ARGS)
 
 lint: $(STAMP) ## ruff and mypy (strict)
-	$(BIN)/ruff check src tests examples
-	$(BIN)/ruff format --check src
+	$(BIN)/ruff check src tests examples tools
+	$(BIN)/ruff format --check src tools
 	$(BIN)/mypy
 
 demo: $(STAMP) ## a real refinement loop on the local model (or OPENAI_API_KEY's model)
-	$(BIN)/python -m langgraph_refine.demo
+	$(BIN)/python -m tools.demo $(ARGS)
 
 record: $(STAMP) ## re-record every cassette against a freshly started local model
-	$(BIN)/python -m langgraph_refine.local_model run -- \
+	$(BIN)/python -m tools.local_model run -- \
 		$(BIN)/pytest -m "not postgres and not server" --record-mode=rewrite tests/test_examples.py tests/test_recorded.py
 
 bench: $(STAMP) ## run the benchmarks and write benchmarks/RESULTS.md (BENCH=name for one)

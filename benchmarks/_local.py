@@ -1,7 +1,7 @@
 """The local model for the benchmarks that need one, started once per run.
 
 `make bench` on a fresh clone builds llama.cpp's server and fetches the SmolLM2 weights
-through `langgraph_refine.local_model` the first time (several minutes), then reuses
+through `tools.local_model` the first time (several minutes), then reuses
 the cache.
 """
 
@@ -18,7 +18,7 @@ def server() -> Any:
     """The running `LocalModelServer`, started on first use and stopped at exit."""
     global _server
     if _server is None or not _server.running:
-        from langgraph_refine.local_model import LocalModelServer
+        from tools.local_model import LocalModelServer
 
         # Leave a core to the benchmark itself: it times client-side work, and llama.cpp
         # threads fighting the client for every core slow both down badly.

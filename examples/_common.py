@@ -2,7 +2,7 @@
 
 Every example runs against any OpenAI-compatible endpoint: set `OPENAI_BASE_URL`,
 `OPENAI_API_KEY` and `REFINE_MODEL` (e.g. `gpt-4o-mini`), or start the local model with
-`python -m langgraph_refine.local_model run -- python examples/<name>.py`.
+`python -m tools.local_model run -- python examples/<name>.py`.
 
 Sampling is fixed (a seed, modest `max_tokens`) so that a run sends the same requests
 every time it sees the same replies: that is what lets the tests replay recorded traffic.
@@ -54,7 +54,7 @@ def default_model(temperature: float = 0.7) -> BaseChatModel:
     if not base_url and not os.environ.get("OPENAI_API_KEY"):
         raise SystemExit(
             "No model configured: set OPENAI_API_KEY (and optionally OPENAI_BASE_URL, "
-            "REFINE_MODEL), or run: python -m langgraph_refine.local_model run -- "
+            "REFINE_MODEL), or run: python -m tools.local_model run -- "
             "python examples/<example>.py"
         )
     fallback = LOCAL_MODEL if local_url and base_url == local_url else "gpt-4o-mini"

@@ -330,7 +330,7 @@ def test_every_example_has_a_recorded_test(name: str) -> None:
 @pytest.mark.vcr
 def test_demo_loop(model: BaseChatModel, cassette: Any, capsys: pytest.CaptureFixture[str]) -> None:
     """`make demo`'s loop on the real model: each round is printed as it happens."""
-    from langgraph_refine import demo
+    from tools import demo
 
     result = demo.run_demo(model, max_iterations=2)
 
@@ -351,7 +351,7 @@ def test_demo_loop(model: BaseChatModel, cassette: Any, capsys: pytest.CaptureFi
 def test_local_server_uses_half_the_cores(
     monkeypatch: pytest.MonkeyPatch, cores: int | None, threads: int
 ) -> None:
-    from langgraph_refine import local_model
+    from tools import local_model
 
     monkeypatch.setattr(local_model.os, "cpu_count", lambda: cores)
     assert local_model.default_threads() == threads

@@ -24,7 +24,7 @@ from typing import IO, Any
 
 import pytest
 
-from langgraph_refine import local_model as lm
+from tools import local_model as lm
 
 # ------------------------------------------------------------------------------------------
 # Cache layout
@@ -360,13 +360,57 @@ def test_server_lifecycle(fake_server: lm.LocalModelServer, tmp_path: Path) -> N
         args = json.loads((tmp_path / "args.json").read_text())
         assert args[:2] == ["-m", str(tmp_path / "model.gguf")]
         joined = " ".join(args)
-        assert f"--host 127.0.0.1 --port {server.port} -c 8192 -np 4" in joined
+        assert f"--host 127.0.0.1 --port {server.port} -c 8192 -np 4 -n 400" in joined
         assert "--alias smollm2" in joined
+        assert "--no-repack" in args  # no AMX kernels: SIGILL on VMs that report AMX
         with pytest.raises(lm.LocalModelError, match="already running"):
             server.start()
     assert not fake_server.running
     assert fake_server.log_path is not None
     assert "fake llama-server starting" in fake_server.log_path.read_text()
+
+
+@pytest.mark.parametrize(
+    ("options", "expected", "absent"),
+    [
+        ({"context_size": 2048, "parallel": 2}, "-c 2048 -np 2 -n 400", None),
+        ({"max_tokens": 64}, "-c 8192 -np 4 -n 64", None),
+        ({"max_tokens": None}, "-c 8192 -np 4 --threads", "-n"),
+    ],
+)
+def test_server_sizes_reach_llama_server(
+    fake_server: lm.LocalModelServer,
+    tmp_path: Path,
+    options: dict[str, Any],
+    expected: str,
+    absent: str | None,
+) -> None:
+    server = lm.LocalModelServer(
+        cache=tmp_path / "cache",
+        binary=fake_server._binary,
+        model_file=fake_server._model_file,
+        startup_timeout=10,
+        stop_timeout=1,
+        **options,
+    )
+    with server:
+        args = json.loads((tmp_path / "args.json").read_text())
+    assert expected in " ".join(args)
+    if absent is not None:
+        assert absent not in args
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"parallel": 0}, "parallel must be at least 1, got 0"),
+        ({"context_size": 1, "parallel": 2}, "context_size 1 leaves no tokens for each of 2"),
+        ({"max_tokens": 0}, r"max_tokens must be at least 1 \(or None for no cap\), got 0"),
+    ],
+)
+def test_server_refuses_impossible_sizes(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(lm.LocalModelError, match=message):
+        lm.LocalModelServer(**options)
 
 
 def test_server_exit_during_startup(
@@ -436,6 +480,13 @@ def test_chat_model_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert llm.openai_api_base == "http://127.0.0.1:9/v1"
     assert llm.model_name == "smollm2"
     assert llm.temperature == 0.5
+    assert llm.max_tokens == lm.DEFAULT_MAX_TOKENS == 400
+
+
+def test_chat_model_reply_limit_can_be_changed_or_lifted() -> None:
+    pytest.importorskip("langchain_openai")
+    assert lm.chat_model("http://127.0.0.1:9/v1", max_tokens=32).max_tokens == 32
+    assert lm.chat_model("http://127.0.0.1:9/v1", max_tokens=None).max_tokens is None
 
 
 class FakeServer:
@@ -513,7 +564,7 @@ def test_run_command_errors() -> None:
 
 _FORWARD_SIGTERM = """
 import signal, sys
-from langgraph_refine import local_model as lm
+from tools import local_model as lm
 
 class Server:
     base_url = "http://127.0.0.1:1/v1"
@@ -560,6 +611,34 @@ def test_main_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert json.loads(out.read_text())["OPENAI_BASE_URL"] == "http://127.0.0.1:5555/v1"
 
 
+@pytest.mark.usefixtures("restore_signals")
+@pytest.mark.parametrize(
+    ("flags", "sizes"),
+    [
+        ([], {"context_size": 8192, "parallel": 4, "max_tokens": 400}),
+        (
+            ["--ctx", "2048", "--parallel", "2", "--max-tokens", "128"],
+            {"context_size": 2048, "parallel": 2, "max_tokens": 128},
+        ),
+        (["--max-tokens", "0"], {"context_size": 8192, "parallel": 4, "max_tokens": None}),
+    ],
+)
+def test_main_run_passes_server_sizes(
+    monkeypatch: pytest.MonkeyPatch, flags: list[str], sizes: dict[str, Any]
+) -> None:
+    FakeServer.instances.clear()
+    monkeypatch.setattr(lm, "LocalModelServer", FakeServer)
+    assert lm.main(["run", *flags, "--", sys.executable, "-c", "pass"]) == 0
+    (server,) = FakeServer.instances
+    assert {key: server.kwargs[key] for key in sizes} == sizes
+
+
+@pytest.mark.usefixtures("restore_signals")
+def test_main_reports_impossible_sizes(capsys: pytest.CaptureFixture[str]) -> None:
+    assert lm.main(["run", "--parallel", "0", "--", sys.executable, "-c", "pass"]) == 1
+    assert "error: parallel must be at least 1, got 0" in capsys.readouterr().err
+
+
 def test_main_run_without_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert lm.main(["run"]) == 2
     assert "run -- CMD" in capsys.readouterr().err
@@ -588,18 +667,65 @@ def test_main_reports_errors(
 
 
 # ------------------------------------------------------------------------------------------
-# The real server (needs a warm cache: `python -m langgraph_refine.local_model build`)
+# Development tooling, not the package
 # ------------------------------------------------------------------------------------------
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "langgraph_refine"
+
+
+@pytest.mark.parametrize("name", ["local_model", "demo"])
+def test_tooling_is_not_part_of_the_package(name: str) -> None:
+    import importlib.util
+
+    assert importlib.util.find_spec(f"langgraph_refine.{name}") is None
+    assert importlib.util.find_spec(f"tools.{name}") is not None
+    assert not list(SRC.rglob(f"{name}.py"))
+
+
+def test_the_package_never_imports_the_tooling() -> None:
+    # The wheel ships src/langgraph_refine alone, where `tools` cannot be imported.
+    offenders = [
+        str(path.relative_to(SRC))
+        for path in SRC.rglob("*.py")
+        if any(
+            line.lstrip().startswith(("import tools", "from tools"))
+            for line in path.read_text().splitlines()
+        )
+    ]
+    assert offenders == []
+
+
+# ------------------------------------------------------------------------------------------
+# The real server (needs a warm cache: `python -m tools.local_model build`; skipped otherwise)
+# ------------------------------------------------------------------------------------------
+
+
+def test_missing_from_cache_names_what_a_start_would_fetch(tmp_path: Path) -> None:
+    reason = lm.missing_from_cache(tmp_path)
+    assert reason == (
+        f"no llama-server and no SmolLM2 model in {tmp_path}; "
+        "run `python -m tools.local_model build` (several minutes) first"
+    )
+    _write_script(lm.server_binary_path(tmp_path), _VERSION_OK)
+    assert lm.missing_from_cache(tmp_path) == (
+        f"no SmolLM2 model in {tmp_path}; "
+        "run `python -m tools.local_model build` (several minutes) first"
+    )
+    lm.model_file_path(tmp_path).parent.mkdir(parents=True)
+    lm.model_file_path(tmp_path).write_bytes(b"GGUF")
+    assert lm.missing_from_cache(tmp_path) is None
+
+
+def skip_without_build() -> None:
+    """Skip (never build) when the cache lacks the real server or model."""
+    reason = lm.missing_from_cache()
+    if reason is not None:
+        pytest.skip(reason)
 
 
 @pytest.fixture(scope="module")
 def real_server() -> Any:
-    if not lm.server_binary_path().is_file():
-        pytest.skip(
-            "no llama-server in the cache; run `python -m langgraph_refine.local_model build`"
-        )
-    if not lm.model_file_path().is_file():
-        pytest.skip("no model in the cache; run `python -m langgraph_refine.local_model build`")
+    skip_without_build()
     with lm.LocalModelServer() as server:
         yield server
 
@@ -612,6 +738,29 @@ def test_real_server_chat(real_server: lm.LocalModelServer) -> None:
     assert reply.content.strip()
     assert reply.usage_metadata is not None
     assert reply.usage_metadata["output_tokens"] > 0
+
+
+@pytest.mark.slow
+def test_real_server_reply_limit_applies_to_requests_without_one() -> None:
+    # The server's -n cuts a reply whose request names no max_tokens; a request's own wins.
+    skip_without_build()
+    from openai import OpenAI
+
+    with lm.LocalModelServer(max_tokens=8) as server:
+        client = OpenAI(base_url=server.base_url, api_key="local", max_retries=0)
+
+        def ask(**limit: int) -> Any:
+            return client.chat.completions.create(
+                model=server.model,
+                messages=[{"role": "user", "content": "Write a long story about a dragon."}],
+                temperature=0,
+                **limit,
+            )
+
+        cut, longer = ask(), ask(max_tokens=24)
+    assert cut.usage is not None and longer.usage is not None
+    assert (cut.choices[0].finish_reason, cut.usage.completion_tokens) == ("length", 8)
+    assert (longer.choices[0].finish_reason, longer.usage.completion_tokens) == ("length", 24)
 
 
 @pytest.mark.slow
@@ -632,8 +781,7 @@ def test_real_server_structured_output(real_server: lm.LocalModelServer) -> None
 
 @pytest.mark.slow
 def test_real_server_environment_is_clean_after_stop() -> None:
-    if not lm.server_binary_path().is_file() or not lm.model_file_path().is_file():
-        pytest.skip("no llama-server or model in the cache")
+    skip_without_build()
     server = lm.LocalModelServer()
     with server:
         pid = server._process.pid if server._process else 0

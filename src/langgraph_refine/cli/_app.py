@@ -1,4 +1,4 @@
-"""The typer application: the `run`, `batch`, `report` and `demo` verbs and their options.
+"""The typer application: the `run`, `batch` and `report` verbs and their options.
 
 Every error reaches the user as one line on stderr with a non-zero exit code, never as a
 traceback: `run_app` turns `CliError`, click's usage errors and anything unexpected into
@@ -8,8 +8,6 @@ traceback: `run_app` turns `CliError`, click's usage errors and anything unexpec
 from __future__ import annotations
 
 import asyncio
-import importlib
-import inspect
 import json
 import sys
 from collections.abc import Sequence
@@ -461,28 +459,6 @@ def report(
     for line in failures:
         out.print(Text(line), soft_wrap=True)
     return 1 if warnings else 0
-
-
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-def demo(ctx: typer.Context) -> int:
-    """Run the demo: a real refinement loop on the local model (same as `make demo`)."""
-    try:
-        module = importlib.import_module("langgraph_refine.demo")
-    except ModuleNotFoundError as exc:
-        if exc.name != "langgraph_refine.demo":
-            raise
-        raise CliError(
-            "the demo is not part of this installation (langgraph_refine.demo is missing); "
-            "reinstall langgraph-refine or run `make demo` from a source checkout"
-        ) from None
-    entry = getattr(module, "main", None)
-    if not callable(entry):
-        raise CliError("langgraph_refine.demo has no main() function")
-    takes_args = bool(inspect.signature(entry).parameters)
-    if ctx.args and not takes_args:
-        raise CliError(f"demo takes no arguments, got {' '.join(ctx.args)!r}")
-    code = entry(list(ctx.args)) if takes_args else entry()
-    return code if isinstance(code, int) else 0
 
 
 def _error(console: Console, message: str) -> None:

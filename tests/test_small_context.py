@@ -1,0 +1,97 @@
+"""The loop on a real server whose slots hold only 1,024 tokens (prompt and reply together).
+
+A small model that rambles, a judge that writes long feedback and refinement prompts that
+carry earlier attempts all push a request past a small context; the provider then answers
+HTTP 400 ("exceeds the available context size"). Whatever the replies, every task must
+still finish with a result: the prompt bounds and the context-length handling keep the
+loop going.
+
+Needs the real local model in the cache (`python -m tools.local_model build`); on a machine
+without it these tests skip rather than start a build of several minutes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from langgraph_refine import evaluators, refine
+from tests.test_local_model import skip_without_build
+from tools import local_model as lm
+
+CONTEXT_SIZE, PARALLEL = 2048, 2  # 1,024 tokens a slot
+MAX_TOKENS = 256
+# A cap past the slot: a reply may fill its slot, and the judge's prompt that carries it
+# then overflows (HTTP 400) unless the loop bounds what it sends.
+RUNAWAY_MAX_TOKENS = 1000
+MAX_ITERATIONS = 3
+
+pytestmark = pytest.mark.slow
+
+TASKS = {
+    "harbour": ["harbour", "lantern", "winter", "bread"],
+    "violin": ["violin", "thunder", "garden", "silver"],
+    "robot": ["robot", "library", "orange", "whisper"],
+    "mountain": ["mountain", "letter", "candle", "river"],
+}
+
+
+def task_text(words: list[str]) -> str:
+    return f"Write one sentence that uses all of these words: {', '.join(words)}."
+
+
+@pytest.fixture(scope="module")
+def small_server() -> Iterator[lm.LocalModelServer]:
+    skip_without_build()
+    with lm.LocalModelServer(context_size=CONTEXT_SIZE, parallel=PARALLEL) as server:
+        yield server
+
+
+def chat_model(server: lm.LocalModelServer, max_tokens: int) -> Any:
+    pytest.importorskip("langchain_openai")
+    return server.chat_model(
+        temperature=0.7, max_tokens=max_tokens, seed=7, max_retries=0, timeout=120
+    )
+
+
+@pytest.fixture(scope="module")
+def model(small_server: lm.LocalModelServer) -> Any:
+    return chat_model(small_server, MAX_TOKENS)
+
+
+def test_the_server_really_has_small_slots(model: Any) -> None:
+    # The premise of this module: a prompt past 1,024 tokens is refused by the provider.
+    import openai
+
+    with pytest.raises(openai.BadRequestError, match="context"):
+        model.invoke("word " * 1500)
+
+
+def run_task(model: Any, name: str) -> None:
+    words = TASKS[name]
+    result = refine(
+        model,
+        task_text(words),
+        [evaluators.llm_judge(model), evaluators.contains_all(words)],
+        max_iterations=MAX_ITERATIONS,
+        target_score=1.0,
+    )
+    assert result.attempts, "no attempt was made"
+    assert 1 <= len(result.attempts) <= 1 + MAX_ITERATIONS
+    assert result.stop_reason in {"passed", "target_reached", "max_iterations", "plateau"}
+    assert result.score_history == [a.score for a in result.attempts if a.evaluation]
+    assert result.value.strip()
+
+
+@pytest.mark.parametrize("name", sorted(TASKS))
+def test_every_task_finishes_in_a_small_context(model: Any, name: str) -> None:
+    run_task(model, name)
+
+
+@pytest.mark.parametrize("name", ["harbour", "robot"])
+def test_a_task_finishes_when_replies_can_fill_the_slot(
+    small_server: lm.LocalModelServer, name: str
+) -> None:
+    run_task(chat_model(small_server, RUNAWAY_MAX_TOKENS), name)
