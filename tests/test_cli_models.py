@@ -171,7 +171,7 @@ def test_invalid_max_tokens_is_one_line(
 
 
 def test_demo_model_uses_the_resolver_and_the_cap(monkeypatch: Any) -> None:
-    from langgraph_refine.demo import demo_model
+    from tools.demo import demo_model
 
     monkeypatch.setenv("OPENAI_API_KEY", "local")
     monkeypatch.setenv("REFINE_MODEL", "qwen2.5:7b")

@@ -391,7 +391,7 @@ def test_batch_on_the_server_runs_each_task_on_its_thread_and_resumes(
         {"id": f"t{i}", "task": f"Write haiku number {i}.", "max_iterations": 3} for i in range(4)
     ]
     lines[1]["budget"] = {"max_calls": 10}
-    lines[2]["strategy"] = "sample"
+    lines[2]["strategy"] = "explore"
     src.write_text("".join(json.dumps(line) + "\n" for line in lines[:3]))
     before = calls(model_server)
     run = cli("batch", str(src), "--out", str(out), "--server", langgraph_server, "-c", "3")
@@ -420,7 +420,7 @@ def test_batch_on_the_server_runs_each_task_on_its_thread_and_resumes(
         "min_delta": 0.0,
     }
     assert contexts["t1"]["budget"] == {"max_calls": 10}
-    assert contexts["t2"]["strategy"] == "sample" and "strategy" not in contexts["t0"]
+    assert contexts["t2"]["strategy"] == "explore" and "strategy" not in contexts["t0"]
 
     # A rerun with one more task runs only that one; finished ids are skipped.
     src.write_text("".join(json.dumps(line) + "\n" for line in lines))

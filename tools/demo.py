@@ -77,13 +77,13 @@ def _print_round(event: dict[str, Any]) -> None:
 
 
 def attempt_tree(attempts: Sequence[Attempt]) -> list[str]:
-    """Lines drawing which attempt refined which, fresh samples at the root.
+    r"""Lines drawing which attempt refined which, fresh samples at the root.
 
     Example:
         >>> from langgraph_refine import Evaluation
         >>> a = [Attempt(index=0, response="x", evaluation=Evaluation(score=0.5)),
         ...      Attempt(index=1, response="y", parent=0, evaluation=Evaluation(score=0.7))]
-        >>> print("\\n".join(attempt_tree(a)))
+        >>> print("\n".join(attempt_tree(a)))
         #0 score 0.50
         └─ #1 score 0.70
     """
