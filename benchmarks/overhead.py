@@ -9,9 +9,10 @@ ratio at the default 5 generations is reported beside it. Each sample is the fas
 10 back-to-back runs (other processes only ever add time); variants are interleaved.
 
 A third variant puts the library's own `GeneratorNode` and `EvaluatorNode` in a custom
-topology with one conditional edge per round (generate -> evaluate is a plain edge), as
-the hand-written loop has: the difference to `refine` is the cost of the factory's
-second conditional edge (after generate, used to stop on an exhausted budget). Where the
+topology with a conditional edge per round (`route_after_evaluation`), as the
+hand-written loop has. The factory's evaluate node routes itself with a `Command`
+instead: a conditional edge re-reads (copies) every channel of the state after each
+evaluation, which is the difference between the two. Where the
 time goes is profiled (cProfile, own time per function, grouped by component).
 """
 
@@ -126,8 +127,8 @@ def refine_loop(rounds: int, *, is_async: bool) -> Any:
 def one_route_loop(rounds: int, *, is_async: bool) -> Any:
     """The library's nodes and inline router, one conditional edge per round (no budget stop)."""
     builder = StateGraph(RefineState)
-    builder.add_node("generate", GeneratorNode(agenerate if is_async else generate))  # type: ignore[type-var]
-    builder.add_node(  # type: ignore[type-var]
+    builder.add_node("generate", GeneratorNode[RefineState](agenerate if is_async else generate))
+    builder.add_node(
         "evaluate",
         EvaluatorNode(
             aevaluate if is_async else evaluate,

@@ -13,13 +13,20 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
-from langgraph.types import RetryPolicy
+from langgraph.types import Command, RetryPolicy
 
 from langgraph_refine._budget import BudgetStop
 from langgraph_refine._errors import RefineError
 from langgraph_refine._options import LoopOptions
 from langgraph_refine._result import best_attempt
-from langgraph_refine._state import Attempt, Candidate, Evaluation, RefineState, revive_state
+from langgraph_refine._state import (
+    Attempt,
+    Candidate,
+    Evaluation,
+    RefineState,
+    Usage,
+    revive_state,
+)
 from langgraph_refine._step import Step, emit, run_options
 from langgraph_refine._stop_rules import BUDGET_STOP
 from langgraph_refine._strategy import choose_next
@@ -31,7 +38,7 @@ logger = logging.getLogger("langgraph_refine")
 StateT = TypeVar("StateT", bound=RefineState)
 
 
-class EvaluatorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
+class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
     """Evaluates the pending attempt, records it, and decides whether the loop stops.
 
     Writes the evaluated attempt to `attempts`, the spent usage to `usage`, the
@@ -45,6 +52,9 @@ class EvaluatorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         evaluator: A callable, chat model (LLM judge), evaluator object or list of them.
         options: The loop's options (stop rules, budget, strategy, name).
         retry_policy: The retry policy the node runs under.
+        routes: Node names for `"refine"` and `"stop"`. When given, the node routes the
+            loop itself (it returns a `Command` with `goto`), so the graph needs no
+            conditional edge after it; without, route with `route_after_evaluation`.
         **settings: Shorthand for `LoopOptions` and `StopRules` fields
             (`target_score=1.0, max_iterations=3`, ...).
 
@@ -63,11 +73,20 @@ class EvaluatorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         options: LoopOptions | None = None,
         *,
         retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
+        routes: Mapping[str, str] | None = None,
         **settings: Any,
     ) -> None:
         self.evaluator: BaseEvaluator = as_evaluator(evaluator)
         self.options = LoopOptions.build(options, **settings)
         self.retry_policy = retry_policy
+        self.routes = dict(routes) if routes is not None else None
+
+    def _route(self, state: Mapping[str, Any], update: dict[str, Any]) -> Any:
+        """The update, or with `routes` a `Command` that also goes where the loop goes next."""
+        if self.routes is None:
+            return update
+        stop = update.get("stop_reason", state.get("stop_reason"))
+        return Command(update=update, goto=self.routes["stop" if stop else "refine"])
 
     def _begin(
         self, state: Mapping[str, Any], config: RunnableConfig | None
@@ -86,6 +105,7 @@ class EvaluatorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             node="evaluate",
             index=pending.index,
             retry_policy=self.retry_policy,
+            pending_usage=pending.usage,
         )
         return pending, step, options
 
@@ -105,13 +125,11 @@ class EvaluatorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
 
         return RunnableLambda(lambda response: evaluator.evaluate(response, state), aevaluate)
 
-    def invoke(
-        self, input: StateT, config: RunnableConfig | None = None, **kwargs: Any
-    ) -> dict[str, Any]:
-        """Evaluate the pending attempt (sync)."""
+    def invoke(self, input: StateT, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        """Evaluate the pending attempt (sync): a state update, or a `Command` with routes."""
         state = revive_state(input)
         if state.get("pending") is None and state.get("stop_reason"):
-            return {}
+            return self._route(state, {})
         pending, step, options = self._begin(state, config)
         traced = self._runnable(state, step)
         evaluations: list[Evaluation] = []
@@ -127,19 +145,19 @@ class EvaluatorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
                     )
         except BudgetStop as stop:
             if not evaluations:
-                return self._unevaluated(pending, step, stop)
+                return self._route(state, self._unevaluated(pending, step, stop))
         except Exception as exc:
             step.on_error(exc, "evaluator")
             raise
-        return self._finish(state, pending, evaluations, step, options)
+        return self._route(state, self._finish(state, pending, evaluations, step, options))
 
     async def ainvoke(
         self, input: StateT, config: RunnableConfig | None = None, **kwargs: Any
-    ) -> dict[str, Any]:
-        """Evaluate the pending attempt (async)."""
+    ) -> Any:
+        """Evaluate the pending attempt (async): a state update, or a `Command` with routes."""
         state = revive_state(input)
         if state.get("pending") is None and state.get("stop_reason"):
-            return {}
+            return self._route(state, {})
         pending, step, options = self._begin(state, config)
         traced = self._runnable(state, step)
         responses = _responses(pending)
@@ -160,17 +178,22 @@ class EvaluatorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
                     evaluations.append(await one(response))
         except BudgetStop as stop:
             if not evaluations:
-                return self._unevaluated(pending, step, stop)
+                return self._route(state, self._unevaluated(pending, step, stop))
         except Exception as exc:
             await step.aon_error(exc, "evaluator")
             raise
-        return self._finish(state, pending, evaluations, step, options)
+        return self._route(state, self._finish(state, pending, evaluations, step, options))
 
     def _unevaluated(self, pending: Attempt, step: Step, stop: BudgetStop) -> dict[str, Any]:
         logger.info("budget exhausted before evaluating attempt %d: %s", pending.index, stop)
         usage = step.meter.delta()
         attempt = pending.model_copy(update={"usage": pending.usage + usage})
-        return {"attempts": [attempt], "pending": None, "usage": usage, "stop_reason": BUDGET_STOP}
+        return {
+            "attempts": [attempt],
+            "pending": None,
+            "usage": attempt.usage,  # the generation's and this step's
+            "stop_reason": BUDGET_STOP,
+        }
 
     def _finish(
         self,
@@ -186,9 +209,7 @@ class EvaluatorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
                     f"evaluator returned {type(evaluation).__name__}; return an Evaluation"
                 )
         usage = step.meter.delta()
-        attempt = _choose_candidate(pending, evaluations).model_copy(
-            update={"usage": pending.usage + usage}
-        )
+        attempt = _choose_candidate(pending, evaluations, pending.usage + usage)
         attempts = [*(state.get("attempts") or []), attempt]
         stop_reason = options.rules.decide(attempts)
         if stop_reason is None and len(evaluations) < len(_responses(pending)):
@@ -197,13 +218,15 @@ class EvaluatorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             None if stop_reason else choose_next(options.strategy, attempts, state["task"])
         )
         _report(options.name, attempt, best_attempt(attempts), stop_reason)
-        return {
+        update: dict[str, Any] = {
             "attempts": [attempt],
             "pending": None,
-            "usage": usage,
-            "stop_reason": stop_reason,
+            "usage": attempt.usage,  # the generation's and this step's
             "refine_from": refine_from,
         }
+        if stop_reason is not None or state.get("stop_reason") is not None:
+            update["stop_reason"] = stop_reason
+        return update
 
 
 def _report(name: str, attempt: Attempt, best: Attempt | None, stop_reason: str | None) -> None:
@@ -239,10 +262,10 @@ def _responses(pending: Attempt) -> list[str]:
     return [c.response for c in pending.candidates] or [pending.response]
 
 
-def _choose_candidate(pending: Attempt, evaluations: list[Evaluation]) -> Attempt:
-    """The pending attempt carrying its best candidate (by the best-result rule)."""
+def _choose_candidate(pending: Attempt, evaluations: list[Evaluation], usage: Usage) -> Attempt:
+    """The pending attempt carrying its best candidate (by the best-result rule) and usage."""
     if not pending.candidates:
-        return pending.model_copy(update={"evaluation": evaluations[0]})
+        return pending.model_copy(update={"evaluation": evaluations[0], "usage": usage})
     candidates = [
         Candidate(response=c.response, evaluation=evaluations[i] if i < len(evaluations) else None)
         for i, c in enumerate(pending.candidates)
@@ -254,5 +277,10 @@ def _choose_candidate(pending: Attempt, evaluations: list[Evaluation]) -> Attemp
     best = best_attempt(ranked)
     assert best is not None
     return pending.model_copy(
-        update={"response": best.response, "evaluation": best.evaluation, "candidates": candidates}
+        update={
+            "response": best.response,
+            "evaluation": best.evaluation,
+            "candidates": candidates,
+            "usage": usage,
+        }
     )

@@ -144,7 +144,9 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             # Sample only as many candidates as the call budget still allows (at least 1).
             left = options.budget.max_calls - step.meter.total().calls
             count = max(1, min(count, left))
-        return step, count, self.prompt(state, options)
+        # A plain callable builds its own prompt from the state.
+        is_callable = not isinstance(self.generator, BaseChatModel | Runnable)
+        return step, count, [] if is_callable else self.prompt(state, options)
 
     def _one(self, state: Mapping[str, Any], prompt: list[BaseMessage], step: Step) -> Any:
         generator = self.generator
@@ -286,7 +288,12 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             candidates=[Candidate(response=t) for t in texts] if len(texts) > 1 else [],
         )
         logger.debug("attempt %d generated (%d candidate(s))", step.index, len(texts))
-        return {"pending": attempt, "usage": usage, "reviewer_feedback": None}
+        # The usage travels in the pending attempt: the evaluate step adds it to the total
+        # (one write of `usage` per round). The reviewer's request is cleared only if set.
+        update: dict[str, Any] = {"pending": attempt}
+        if state.get("reviewer_feedback"):
+            update["reviewer_feedback"] = None
+        return update
 
 
 def _history(attempts: Sequence[Attempt], parent: Attempt, options: LoopOptions) -> list[Attempt]:

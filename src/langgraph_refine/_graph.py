@@ -1,9 +1,9 @@
 """`create_refine_graph`: assemble the nodes into the refine loop's `StateGraph`.
 
-One round is two steps and one route: `generate` -> `evaluate` (a plain edge), then a
-single conditional edge goes back to `generate` or on to the end (through `review` with
-human review). The decisions live in the nodes: the stop rules and the strategy run in
-`evaluate`, a budget stop in either step sets the stop reason.
+One round is two steps and one route: `generate` -> `evaluate` (a plain edge), then the
+evaluate node itself goes back to `generate` or on to the end (through `review` with
+human review), with a `Command`. The decisions live in the nodes: the stop rules and the
+strategy run in `evaluate`, a budget stop in either step sets the stop reason.
 """
 
 from __future__ import annotations
@@ -157,30 +157,34 @@ def create_refine_graph(
         retry_policy=retry_policy,
         metadata={"refine_loop": name},
     )
+    # The evaluate node routes the loop itself (a `Command`): one route per round, and
+    # no conditional edge re-reading the whole state after every evaluation.
+    stop = "finalize" if human_review is None else "review"
+    after_evaluation = "review" if human_review == "every_round" else None
     builder.add_node(
         "evaluate",
-        EvaluatorNode[RefineState](judge, options, retry_policy=retry_policy),
+        EvaluatorNode[RefineState](
+            judge,
+            options,
+            retry_policy=retry_policy,
+            routes=None if after_evaluation else {"refine": "generate", "stop": stop},
+        ),
         retry_policy=retry_policy,
         metadata={"refine_loop": name},
+        destinations=() if after_evaluation else ("generate", stop),
     )
     builder.add_node("finalize", Inline(FinalizeNode(options), name="finalize"))
 
-    route = Inline(route_after_evaluation)
     builder.add_edge(START, "prepare")
     builder.add_edge("prepare", "generate")
     builder.add_edge("generate", "evaluate")
-    if human_review is None:
-        builder.add_conditional_edges("evaluate", route, {"refine": "generate", "stop": "finalize"})
-    else:
+    if human_review is not None:
         builder.add_node(
             "review", ReviewNode(human_review, on_budget_exhausted=on_budget_exhausted, name=name)
         )
-        if human_review == "final":
-            builder.add_conditional_edges(
-                "evaluate", route, {"refine": "generate", "stop": "review"}
-            )
-        else:
-            builder.add_edge("evaluate", "review")
+        if after_evaluation:
+            builder.add_edge("evaluate", after_evaluation)
+        route = Inline(route_after_evaluation)
         builder.add_conditional_edges("review", route, {"refine": "generate", "stop": "finalize"})
     builder.add_edge("finalize", END)
     return builder

@@ -89,8 +89,11 @@ class RefineResult(BaseModel):
         state = revive_state(state)  # type: ignore[assignment]
         attempts = list(state.get("attempts") or [])
         pending = state.get("pending")
+        usage = state.get("usage") or Usage()
         if pending is not None and all(a.index != pending.index for a in attempts):
+            # Generated but not evaluated: its generation is not in the total yet.
             attempts.append(pending)
+            usage = usage + pending.usage
         best = best_attempt(attempts)
         stop_reason = stop_reason_of(state)
         value = state.get("response")
@@ -103,7 +106,6 @@ class RefineResult(BaseModel):
         score_history = [a.evaluation.score for a in attempts if a.evaluation is not None]
         iterations = max(len(attempts) - 1, 0)
         converged = stop_reason in CONVERGED_REASONS
-        usage = state.get("usage") or Usage()
         return cls(
             value=value,
             score=evaluation.score if evaluation else None,

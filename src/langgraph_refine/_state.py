@@ -153,8 +153,18 @@ def merge_attempts(left: list[Attempt] | None, right: Attempt | Sequence[Attempt
     Replacing by index keeps the history free of duplicates when a step is replayed
     after a crash or a retry.
     """
-    merged = [_as_attempt(a) for a in left or []]
+    merged = list(left or [])
+    if merged and not (isinstance(merged[0], Attempt) and isinstance(merged[-1], Attempt)):
+        merged = [_as_attempt(a) for a in merged]  # revived from a saver as dicts
     new = [right] if isinstance(right, Attempt | Mapping) else list(right)
+    # The common case, once per round: one attempt after the last one.
+    if (
+        len(new) == 1
+        and isinstance(new[0], Attempt)
+        and (not merged or new[0].index > merged[-1].index)
+    ):
+        merged.append(new[0])
+        return merged
     positions = {attempt.index: i for i, attempt in enumerate(merged)}
     for attempt in map(_as_attempt, new):
         if attempt.index in positions:
@@ -245,7 +255,9 @@ def revive_state(state: Mapping[str, Any]) -> Mapping[str, Any]:
     """
     fixes: dict[str, Any] = {}
     attempts = state.get("attempts")
-    if attempts and not all(isinstance(a, Attempt) for a in attempts):
+    # A saver revives all or none, and the reducer converts every element it merges:
+    # the two ends tell (checking every element would cost a pass per step).
+    if attempts and not (isinstance(attempts[0], Attempt) and isinstance(attempts[-1], Attempt)):
         fixes["attempts"] = [_as_attempt(a) for a in attempts]
     pending = state.get("pending")
     if pending is not None and not isinstance(pending, Attempt):

@@ -95,6 +95,8 @@ class Step:
         node: The node's name (`"generate"` or `"evaluate"`), for run names and errors.
         index: The attempt this step works on.
         retry_policy: The node's retry policy, to tell whether a retry follows an error.
+        pending_usage: Usage of the pending attempt's generation, which the state's total
+            does not hold yet (the evaluate step adds it).
     """
 
     def __init__(
@@ -106,16 +108,26 @@ class Step:
         node: str,
         index: int,
         retry_policy: RetryPolicy | Sequence[RetryPolicy] | None,
+        pending_usage: Usage | None = None,
     ) -> None:
         self.budget: Budget | None = options.budget
-        self.task_id = _task_id()
         # What failed executions of this step spent (they write nothing to state) counts.
-        carried = _CARRIED.pop(self.task_id, None) if self.task_id else None
-        self.meter = BudgetMeter(options.budget, state.get("usage") or Usage(), carried=carried)
+        # (Only retries leave something here; the lookup is skipped when nothing is.)
+        task_id = _task_id() if _CARRIED else None
+        carried = _CARRIED.pop(task_id, None) if task_id else None
+        spent = state.get("usage") or Usage()
+        if pending_usage is not None:  # the generation not yet added to the total
+            spent = spent + pending_usage
+        self.meter = BudgetMeter(options.budget, spent, carried=carried)
         self.node = node
         self.index = index
         self.retry_policy = retry_policy
         self.listened = has_listeners(config)
+        if not self.listened:
+            # Nobody records runs: the meter is the only handler model calls below need,
+            # and a plain copy of the config is far cheaper than merging callback managers.
+            self.config: RunnableConfig = {**(config or {}), "callbacks": [self.meter]}
+            return
         best = best_attempt(state.get("attempts") or [])
         self.config = merge_configs(
             config,
@@ -227,8 +239,9 @@ class Step:
         policy = retry_follows(exc, self.retry_policy, _node_attempt())
         if policy is None:
             return 0.0
-        if self.task_id:
-            _CARRIED[self.task_id] = self.meter.delta()
+        task_id = _task_id()
+        if task_id:
+            _CARRIED[task_id] = self.meter.delta()
         return retry_wait(exc, policy)
 
     def on_error(self, exc: BaseException, what: str) -> None:

@@ -12,8 +12,10 @@ module (and the loop's core) can build on it without an import cycle.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import math
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeAlias
@@ -35,8 +37,20 @@ def is_async_callable(fn: object) -> bool:
         >>> is_async_callable(judge), is_async_callable(len)
         (True, False)
     """
+    # Asked before every call a loop makes, so the answer is kept per function (weakly:
+    # a loop's lambdas are not kept alive by it).
+    try:
+        return _ASYNC[fn]
+    except (KeyError, TypeError):
+        pass
     call = getattr(type(fn), "__call__", None)  # noqa: B004 - looking for an async __call__
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(call)
+    answer = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(call)
+    with contextlib.suppress(TypeError):  # unhashable or not weak-referenceable
+        _ASYNC[fn] = answer
+    return answer
+
+
+_ASYNC: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 
 
 async def acall(fn: Callable[..., Any], *args: Any) -> Any:
