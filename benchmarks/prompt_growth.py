@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmarks._harness import BenchResult, Figure, md_table
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import PrivateAttr
 
+from benchmarks._harness import BenchResult, Figure, md_table
 from langgraph_refine import Evaluation, create_refine_graph
 from langgraph_refine._memory import DEFAULT_MEMORY
 

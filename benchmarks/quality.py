@@ -1,4 +1,4 @@
-"""Quality on a real model: refinement versus sampling at the same number of model calls.
+"""Search strategies at equal generator calls: on the real local model and on scripted refiners.
 
 The local SmolLM2-135M-Instruct model (llama.cpp server, OpenAI protocol) gets the
 keyword tasks of `dev_tasks.json`: write one sentence that uses all given words, scored
@@ -8,10 +8,15 @@ samples with the same settings and has the same budget of 4 generator calls per 
 
 - `single-shot`: one answer to the task;
 - `best-of-4`: four independent answers to the task, the best kept;
-- `refine`: `create_refine_graph(model, contains_all(words), max_iterations=3)`, so up
-  to 4 generations, each refinement seeing the feedback that names the missing words;
-- `refine, candidates=2`: `candidates=2, max_iterations=1`: two answers to the task, the
-  best one refined with two answers again (4 calls).
+- `sample`: the loop with `strategy="sample"` (best-of-4 through the loop);
+- `chain` and `explore`, each with both refinement prompt forms (`messages`: the
+  attempt as the model's own turn and the feedback as the next human message;
+  `single`: one message): `create_refine_graph(model, contains_all(words),
+  strategy=..., prompt_form=..., max_iterations=3)`, so up to 4 generations.
+
+The same arms also run against scripted refiners (`_scripted_refiner.py`) that add each
+word the feedback names with probability 0.8 (strong) or 0.3 (weak, and forget a word
+with probability 0.1), over many more repetitions: a model that uses feedback well.
 
 Loops stop early once every word is present (`target_score=1.0`) and never on a
 plateau (`patience=None`), so no method is cut short before its 4 calls. The tasks run
@@ -31,6 +36,7 @@ from typing import Any
 from benchmarks import _local
 from benchmarks._harness import BenchResult, Figure, md_table, run_async
 from langgraph_refine import create_refine_graph, evaluators
+from langgraph_refine._options import DEFAULT_PROMPT_FORM, DEFAULT_STRATEGY
 
 TASKS_FILE = Path(__file__).resolve().parent / "dev_tasks.json"
 CALLS = 4
@@ -71,15 +77,16 @@ async def best_of_n(model: Any, words: list[str]) -> tuple[float, int]:
     return best, calls
 
 
-def refine_method(*, candidates: int, max_iterations: int) -> Method:
+def refine_method(*, strategy: str, prompt_form: str = "messages") -> Method:
     async def method(model: Any, words: list[str]) -> tuple[float, int]:
         graph = create_refine_graph(
             model,
             evaluators.contains_all(words),
-            max_iterations=max_iterations,
-            candidates=candidates,
+            max_iterations=CALLS - 1,
             patience=None,
             target_score=1.0,
+            strategy=strategy,  # type: ignore[arg-type]
+            prompt_form=prompt_form,  # type: ignore[arg-type]
         ).compile()
         state = await graph.ainvoke({"task": task_text(words)}, output_keys=["attempts", "usage"])
         scores = [a.evaluation.score for a in state["attempts"] if a.evaluation is not None]
@@ -90,12 +97,15 @@ def refine_method(*, candidates: int, max_iterations: int) -> Method:
 
 METHODS: dict[str, Method] = {
     "single-shot": single_shot,
-    f"best-of-{CALLS}": best_of_n,
-    f"refine (candidates=1, max_iterations={CALLS - 1})": refine_method(
-        candidates=1, max_iterations=CALLS - 1
-    ),
-    "refine (candidates=2, max_iterations=1)": refine_method(candidates=2, max_iterations=1),
+    f"best-of-{CALLS} (by hand)": best_of_n,
+    "sample": refine_method(strategy="sample"),
+    "chain, messages": refine_method(strategy="chain", prompt_form="messages"),
+    "chain, single": refine_method(strategy="chain", prompt_form="single"),
+    "explore, messages": refine_method(strategy="explore", prompt_form="messages"),
+    "explore, single": refine_method(strategy="explore", prompt_form="single"),
 }
+SCRIPTED = {"strong (fix 0.8)": (0.8, 0.0), "weak (fix 0.3, forget 0.1)": (0.3, 0.1)}
+SCRIPTED_REPEATS = 40
 
 
 async def run_repeat(model: Any, tasks: list[list[str]]) -> dict[str, list[tuple[float, int]]]:
@@ -111,70 +121,99 @@ async def run_repeat(model: Any, tasks: list[list[str]]) -> dict[str, list[tuple
     return out
 
 
+def _summary(results: list[dict[str, list[tuple[float, int]]]]) -> dict[str, Any]:
+    means = {n: [statistics.fmean(s for s, _ in rep[n]) for rep in results] for n in METHODS}
+    calls = {n: statistics.fmean(c for rep in results for _, c in rep[n]) for n in METHODS}
+    return {"means": means, "calls": calls}
+
+
+def _stdev(values: list[float]) -> float:
+    return statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def run_scripted(p_fix: float, p_forget: float, repeats: int, tasks: list[list[str]]) -> Any:
+    from benchmarks._scripted_refiner import ScriptedRefiner
+
+    async def all_repeats() -> list[dict[str, list[tuple[float, int]]]]:
+        out = []
+        for seed in range(repeats):
+            model = ScriptedRefiner(p_fix=p_fix, p_forget=p_forget, seed=seed)
+            out.append(await run_repeat(model, tasks))
+        return out
+
+    return _summary(run_async(all_repeats()))
+
+
 def run(quick: bool = False) -> BenchResult:
-    repeats = 1 if quick else 3
+    repeats = 1 if quick else 4
     tasks = load_tasks()[: 4 if quick else None]
+    result = BenchResult(
+        name="quality",
+        title=f"Search strategies at {CALLS} generator calls: real model and scripted refiners",
+    )
+    scripted = {
+        label: run_scripted(fix, forget, 3 if quick else SCRIPTED_REPEATS, tasks)
+        for label, (fix, forget) in SCRIPTED.items()
+    }
     server = _local.server()
     model = server.chat_model(temperature=TEMPERATURE, max_tokens=MAX_TOKENS)
 
     async def all_repeats() -> list[dict[str, list[tuple[float, int]]]]:
         return [await run_repeat(model, tasks) for _ in range(repeats)]
 
-    results = run_async(all_repeats())
-    result = BenchResult(
-        name="quality",
-        title=f"SmolLM2 keyword tasks: refinement vs best-of-{CALLS} at {CALLS} calls",
-    )
-    means = {
-        name: [statistics.fmean(s for s, _ in rep[name]) for rep in results] for name in METHODS
-    }
-    solved = {
-        name: [statistics.fmean(s >= 1.0 for s, _ in rep[name]) for rep in results]
-        for name in METHODS
-    }
-    calls = {name: statistics.fmean(c for rep in results for _, c in rep[name]) for name in METHODS}
-    best_of = statistics.fmean(means[f"best-of-{CALLS}"])
+    real = _summary(run_async(all_repeats()))
+    columns = {"SmolLM2 (real)": real, **scripted}
+    best_of = f"best-of-{CALLS} (by hand)"
+    real_best = statistics.fmean(real["means"][best_of])
     for name in METHODS:
-        mean = statistics.fmean(means[name])
-        is_refine = name.startswith("refine")
-        spread = (
-            f"{min(means[name]):.3f}-{max(means[name]):.3f} over {repeats} runs"
-            if repeats > 1
-            else f"1 run of {len(tasks)} tasks"
-        )
+        mean = statistics.fmean(real["means"][name])
+        is_default = name == f"{DEFAULT_STRATEGY}, {DEFAULT_PROMPT_FORM}"
         result.figures.append(
             Figure(
-                name=f"mean keyword coverage, {name}",
+                name=f"mean keyword coverage on SmolLM2, {name}",
                 value=mean,
                 unit="",
-                target=f">= best-of-{CALLS} ({best_of:.3f})" if is_refine else "",
-                passed=(mean >= best_of) if is_refine else None,
-                spread=spread,
+                target=f">= best-of-{CALLS} ({real_best:.3f})" if is_default else "",
+                passed=(mean >= real_best) if is_default else None,
+                spread=f"sd {_stdev(real['means'][name]):.3f} over {repeats} runs",
             )
         )
-    rows = [
-        [
-            name,
-            f"{statistics.fmean(means[name]):.3f}",
-            ", ".join(f"{m:.3f}" for m in means[name]),
-            f"{statistics.fmean(solved[name]):.2f}",
-            f"{calls[name]:.2f}",
-        ]
-        for name in METHODS
-    ]
-    result.tables.append(
-        md_table(
-            ["method", "mean coverage", "per run", "all words present (share)", "calls/task"],
-            rows,
+    default = f"{DEFAULT_STRATEGY}, {DEFAULT_PROMPT_FORM}"
+    strong = scripted["strong (fix 0.8)"]["means"]
+    chain_strong = statistics.fmean(strong["chain, messages"])
+    default_strong = statistics.fmean(strong[default])
+    noise = (
+        2
+        * max(_stdev(strong["chain, messages"]), _stdev(strong[default]))
+        / (SCRIPTED_REPEATS**0.5)
+    )
+    result.figures.append(
+        Figure(
+            name=f"scripted strong refiner: default ({default}) minus chain",
+            value=default_strong - chain_strong,
+            unit="",
+            target=f"within noise (+-{noise:.3f})",
+            passed=abs(default_strong - chain_strong) <= noise or default_strong > chain_strong,
         )
+    )
+    rows = []
+    for name in METHODS:
+        row = [name]
+        for summary in columns.values():
+            means = summary["means"][name]
+            row.append(f"{statistics.fmean(means):.3f} (sd {_stdev(means):.3f})")
+        row.append(f"{real['calls'][name]:.2f}")
+        rows.append(row)
+    result.tables.append(
+        md_table(["method", *(f"{c}: mean coverage" for c in columns), "calls/task (real)"], rows)
     )
     result.notes.append(__doc__ or "")
     result.notes.append(
-        f"{len(tasks)} tasks x {repeats} runs; temperature {TEMPERATURE}, at most "
-        f"{MAX_TOKENS} tokens per answer."
+        f"{len(tasks)} tasks; real model: {repeats} runs, temperature {TEMPERATURE}, at most "
+        f"{MAX_TOKENS} tokens per answer; scripted: {SCRIPTED_REPEATS} runs each. The sd is "
+        "over runs (each run's figure is the mean over the tasks). The default is "
+        f"`strategy={DEFAULT_STRATEGY!r}, prompt_form={DEFAULT_PROMPT_FORM!r}`."
     )
-    if any(f.passed is False for f in result.figures):
-        result.notes.append(WHY_MISSED)
     return result
 
 

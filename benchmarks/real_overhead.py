@@ -15,10 +15,10 @@ import time
 from typing import Any
 from uuid import UUID
 
-from benchmarks import _local
-from benchmarks._harness import BenchResult, Figure, md_table, median, run_async, spread_text
 from langchain_core.callbacks import BaseCallbackHandler
 
+from benchmarks import _local
+from benchmarks._harness import BenchResult, Figure, md_table, median, run_async, spread_text
 from langgraph_refine import create_refine_graph, evaluators
 
 TARGET_PERCENT = 1.0
