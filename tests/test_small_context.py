@@ -95,3 +95,68 @@ def test_a_task_finishes_when_replies_can_fill_the_slot(
     small_server: lm.LocalModelServer, name: str
 ) -> None:
     run_task(chat_model(small_server, RUNAWAY_MAX_TOKENS), name)
+
+
+BATCH_TASKS = {
+    **TASKS,
+    "desert": ["desert", "clock", "ribbon", "storm"],
+    "ocean": ["ocean", "pencil", "autumn", "castle"],
+    "forest": ["forest", "kettle", "mirror", "comet"],
+    "bridge": ["bridge", "feather", "summer", "engine"],
+}
+
+
+def test_the_cli_batch_finishes_every_task_with_default_settings(
+    small_server: lm.LocalModelServer, tmp_path: Any
+) -> None:
+    """The issue's case: 8 one-sentence tasks, default judge plus a keyword check, defaults."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    src, out = tmp_path / "tasks.jsonl", tmp_path / "out.jsonl"
+    src.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "id": name,
+                    "task": task_text(words),
+                    "evaluator": ["judge", "contains:" + ",".join(words)],
+                }
+            )
+            + "\n"
+            for name, words in BATCH_TASKS.items()
+        )
+    )
+    cli = Path(sys.executable).parent / "langgraph-refine"
+    env = {
+        **os.environ,
+        "OPENAI_BASE_URL": small_server.base_url,
+        "OPENAI_API_KEY": "local",
+    }
+    env.pop("REFINE_MAX_TOKENS", None)  # the CLI's default cap
+    done = subprocess.run(
+        [
+            str(cli),
+            "batch",
+            str(src),
+            "--out",
+            str(out),
+            "--model",
+            small_server.model,
+            "--concurrency",
+            "2",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(r["id"] for r in rows) == sorted(BATCH_TASKS)
+    failed = {r["id"]: r["error"] for r in rows if r.get("error")}
+    assert failed == {}  # no task lost to a context overflow
+    assert all(r["value"].strip() for r in rows)
