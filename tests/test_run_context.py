@@ -1,151 +1,158 @@
-"""Per-run options through the graph's `context_schema`; validated options; results."""
+"""Per-run options: `graph.invoke(input, context={...})` through the graph's `context_schema`.
+
+Each key overrides the built option for that run only; an invalid value fails with
+`ValueError` before any model call.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from langgraph.checkpoint.memory import InMemorySaver
 
-from langgraph_refine import (
-    Attempt,
-    Budget,
-    Evaluation,
-    RefineContext,
-    RefineResult,
-    create_refine_graph,
-    refine,
-)
+from langgraph_refine import Budget, RefineContext, create_refine_graph
+from langgraph_refine._result import RESULT_KEYS
 from tests.fakes import ScriptedChatModel, scores
 
+TASK = "Write a limerick."
 
-def graph_and_model(**options: Any) -> tuple[Any, ScriptedChatModel]:
-    model = ScriptedChatModel(replies=[f"draft {i}" for i in range(9)])
-    graph = create_refine_graph(
-        model, scores(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7), patience=None, **options
-    ).compile()
+
+def loop(evaluator: Any = None, **options: Any) -> tuple[Any, ScriptedChatModel]:
+    """A compiled loop with a recording model; by default never satisfied, no plateau."""
+    model = ScriptedChatModel(replies=[f"r{i}" for i in range(10)])
+    options.setdefault("max_iterations", 4)
+    options.setdefault("patience", None)
+    graph = create_refine_graph(model, evaluator or scores(0.1), **options).compile()
     return graph, model
 
 
-def test_the_graph_declares_its_context_schema() -> None:
-    builder = create_refine_graph(lambda s: "x", lambda r, s: 1.0)
+def run(graph: Any, **kwargs: Any) -> dict[str, Any]:
+    """Invoke the loop and return its full state (the loop's own keys included)."""
+    out: dict[str, Any] = graph.invoke({"task": TASK}, output_keys=RESULT_KEYS, **kwargs)
+    return out
+
+
+def test_the_context_schema_is_refine_context() -> None:
+    builder = create_refine_graph(ScriptedChatModel(), scores(0.1))
     assert builder.context_schema is RefineContext
+    assert builder.compile().builder.context_schema is RefineContext
+    assert set(RefineContext.__annotations__) == {
+        "target_score",
+        "max_iterations",
+        "patience",
+        "min_delta",
+        "budget",
+        "strategy",
+    }
 
 
 def test_max_iterations_per_run() -> None:
-    graph, model = graph_and_model(max_iterations=6)
-    state = graph.invoke({"task": "t"}, context={"max_iterations": 1})
+    graph, model = loop()
+    out = run(graph, context={"max_iterations": 1})
+    assert len(out["attempts"]) == 2
     assert len(model.calls) == 2
-    assert state["response"] == "draft 1"
+    assert out["stop_reason"] == "max_iterations"
 
 
-def test_target_budget_and_strategy_per_run() -> None:
-    graph, model = graph_and_model(max_iterations=6)
-    graph.invoke({"task": "t"}, context={"target_score": 0.3})
-    assert len(model.calls) == 3
-    graph, model = graph_and_model(max_iterations=6)
-    out = graph.invoke({"task": "t"}, context={"budget": {"max_calls": 2}}, output_keys=["usage"])
-    assert len(model.calls) == 2 and out["usage"].calls == 2
-    graph, model = graph_and_model(max_iterations=2, strategy="chain")
-    graph.invoke({"task": "t"}, context={"strategy": "sample"})
-    assert all(len(call) == 1 and call[0].content == "t" for call in model.calls)
+def test_the_context_applies_to_its_run_only() -> None:
+    graph, model = loop()
+    run(graph, context={"max_iterations": 0})
+    assert len(model.calls) == 1
+    out = run(graph)
+    assert len(out["attempts"]) == 5  # the built max_iterations=4
+    assert len(model.calls) == 6
+
+
+def test_target_score_per_run() -> None:
+    graph, _ = loop(scores(0.3, 0.6, 0.7), target_score=0.9)
+    out = run(graph, context={"target_score": 0.5})
+    assert out["stop_reason"] == "target_reached"
+    assert len(out["attempts"]) == 2
+    assert out["response"] == "r1"
+
+
+def test_patience_and_min_delta_per_run() -> None:
+    graph, _ = loop(scores(0.3, 0.35, 0.4, 0.45, 0.5))
+    out = run(graph, context={"patience": 1, "min_delta": 0.1})
+    # r1 raised the best by 0.05, not more than min_delta: one stalled round is enough.
+    assert out["stop_reason"] == "plateau"
+    assert len(out["attempts"]) == 2
+
+
+def test_budget_per_run() -> None:
+    graph, model = loop()
+    out = run(graph, context={"budget": {"max_calls": 2}})
+    assert out["stop_reason"] == "budget_exhausted"
+    assert len(model.calls) == 2
+    assert out["usage"].calls == 2
+
+
+def test_a_run_can_lift_the_built_budget() -> None:
+    limited, limited_model = loop(budget=Budget(max_calls=1), max_iterations=2)
+    assert run(limited)["stop_reason"] == "budget_exhausted"
+    out = run(limited, context={"budget": None})
+    assert out["stop_reason"] == "max_iterations"
+    assert len(limited_model.calls) == 1 + 3
+
+
+def test_strategy_per_run() -> None:
+    graph, model = loop(strategy="chain", max_iterations=2)
+    assert [a.parent for a in run(graph)["attempts"]] == [None, 0, 1]
+    out = run(graph, context={"strategy": "sample"})
+    assert [a.parent for a in out["attempts"]] == [None, None, None]
+    assert [len(call) for call in model.calls[3:]] == [1, 1, 1]
+    assert all(call[0].text == TASK for call in model.calls[3:])
+
+
+def test_a_context_object_with_attributes() -> None:
+    @dataclass
+    class Settings:
+        max_iterations: int = 0
+
+    graph, model = loop()
+    out = run(graph, context=Settings())
+    assert len(out["attempts"]) == 1
+    assert len(model.calls) == 1
 
 
 @pytest.mark.parametrize(
-    ("context", "message"),
+    ("context", "named"),
     [
         ({"max_iterations": -1}, "max_iterations"),
-        ({"strategy": "greedy"}, "strategy must be one of 'chain', 'explore', 'sample'"),
-        ({"budget": {"max_calls": True}}, "Budget.max_calls"),
-        ({"budget": {"calls": 3}}, "unknown field"),
-        ({"temperature": 0.3}, "unknown run context key"),
-        ({"target_score": 2}, "target_score"),
+        ({"max_iterations": 1.5}, "max_iterations"),
+        ({"target_score": 2.0}, "target_score"),
+        ({"patience": 0}, "patience"),
+        ({"min_delta": -0.1}, "min_delta"),
+        ({"strategy": "x"}, "strategy"),
+        ({"budget": {"max_calls": True}}, "max_calls"),
+        ({"budget": {"max_calls": -3}}, "max_calls"),
+        ({"budget": {"max_call": 3}}, "max_call"),
+        ({"budget": "3 calls"}, "budget"),
+        ({"max_iteration": 2}, "max_iteration"),
+        ({"memory": "all"}, "memory"),
     ],
 )
-def test_an_invalid_run_option_fails_before_any_model_call(
-    context: dict[str, Any], message: str
+def test_an_invalid_context_fails_before_any_model_call(
+    context: dict[str, Any], named: str
 ) -> None:
-    graph, model = graph_and_model()
-    with pytest.raises(ValueError, match=message):
-        graph.invoke({"task": "t"}, context=context)
+    graph, model = loop()
+    with pytest.raises(ValueError, match=named):
+        graph.invoke({"task": TASK}, context=context)
     assert model.calls == []
 
 
-@pytest.mark.parametrize(
-    ("field", "value"),
-    [
-        ("max_calls", True),
-        ("max_tokens", False),
-        ("max_seconds", float("nan")),
-        ("max_calls", -1),
-        ("max_seconds", "10"),
-        ("max_calls", 2.5),
-    ],
-)
-def test_budget_rejects_booleans_nan_negative_and_non_numbers(field: str, value: Any) -> None:
-    with pytest.raises(ValueError, match=f"Budget.{field} must be"):
-        Budget(**{field: value})
+async def test_an_invalid_context_fails_before_any_model_call_async() -> None:
+    graph, model = loop()
+    with pytest.raises(ValueError, match="strategy"):
+        await graph.ainvoke({"task": TASK}, context={"strategy": "beam"})
+    assert model.calls == []
 
 
-def test_budget_from_a_dict() -> None:
-    assert Budget.coerce({"max_calls": 3}) == Budget(max_calls=3)
-    assert Budget.coerce(None) is None
-
-
-def test_a_state_that_has_not_stopped_has_no_stop_reason() -> None:
-    attempt = Attempt(index=0, response="r", evaluation=Evaluation(score=0.4))
-    result = RefineResult.from_state({"task": "t", "attempts": [attempt]})
-    assert result.stop_reason is None and result.converged is False
-    # A paused review is not stopped either.
-    graph = create_refine_graph(
-        lambda s: "draft", scores(0.3), human_review="final", max_iterations=0
-    ).compile(checkpointer=InMemorySaver())
-    config: Any = {"configurable": {"thread_id": "p"}}
-    graph.invoke({"task": "t"}, config)
-    paused = RefineResult.from_state(graph.get_state(config).values)
-    assert paused.stop_reason == "max_iterations"  # the rule that sent it to review
-    assert RefineResult.from_state({"task": "t", "attempts": []}).stop_reason is None
-
-
-@pytest.mark.parametrize(
-    ("option", "value", "listed"),
-    [
-        ("strategy", "bogus", "'chain', 'explore', 'sample'"),
-        ("prompt_form", "chat", "'messages', 'single'"),
-        ("human_review", "always", "None, 'final', 'every_round'"),
-        ("on_budget_exhausted", "panic", "'stop', 'raise'"),
-        ("memory", "most", "'all', 'last', 'best_and_last'"),
-    ],
-)
-def test_allowed_values_come_from_the_literals(option: str, value: str, listed: str) -> None:
-    with pytest.raises(ValueError, match=listed):
-        create_refine_graph(lambda s: "x", lambda r, s: 1.0, **{option: value})
-
-
-def test_many_iterations_never_hit_the_recursion_limit() -> None:
-    result = refine(lambda s: "x", "t", scores(0.1), max_iterations=40, patience=None)
-    assert len(result.attempts) == 41
-    reviewed = refine(
-        lambda s: "x",
-        "t",
-        scores(0.1),
-        max_iterations=30,
-        patience=None,
-        human_review="final",
-        reviewer=lambda payload: {"action": "approve"},
+async def test_context_per_run_async() -> None:
+    graph, model = loop()
+    out = await graph.ainvoke(
+        {"task": TASK}, context={"max_iterations": 1}, output_keys=RESULT_KEYS
     )
-    assert (len(reviewed.attempts), reviewed.stop_reason) == (31, "approved")
-
-
-def test_an_explicit_recursion_limit_wins() -> None:
-    from langgraph.errors import GraphRecursionError
-
-    with pytest.raises(GraphRecursionError):
-        refine(
-            lambda s: "x",
-            "t",
-            scores(0.1),
-            max_iterations=40,
-            patience=None,
-            config={"recursion_limit": 10},
-        )
+    assert len(out["attempts"]) == 2
+    assert len(model.calls) == 2

@@ -1,155 +1,393 @@
-"""Search strategies (`chain`, `explore`, `sample`), `Attempt.parent`, and prompt forms."""
+"""Search strategies (`chain`, `sample`, `explore`), `Attempt.parent`, prompt forms and bounds.
+
+The loop runs end to end with a scripted chat model that records every prompt, so each
+test checks both what the loop recorded (`Attempt.parent`) and what the generator was
+actually sent.
+"""
 
 from __future__ import annotations
 
+import re
+import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from langgraph_refine import Attempt, Evaluation, create_refine_graph, refine
+from langgraph_refine._state import Strategy
 from langgraph_refine._strategy import choose_next
-from tests.fakes import ScriptedChatModel, scores
+from tests.fakes import ScriptedChatModel
+
+TASK = "Write a haiku about rain."
+STRATEGIES: tuple[Strategy, ...] = ("chain", "explore", "sample")
 
 
-def evaluated(index: int, score: float, parent: int | None = None) -> Attempt:
+class Scored:
+    """A callable evaluator: scores in call order (the last repeats), feedback naming the answer."""
+
+    def __init__(self, *values: float) -> None:
+        self.values = values
+        self.calls: list[str] = []
+
+    def __call__(self, response: str, state: Any) -> Evaluation:
+        self.calls.append(response)
+        score = self.values[min(len(self.calls) - 1, len(self.values) - 1)]
+        return Evaluation(score=score, feedback=f"feedback on {response[:20]}")
+
+
+def drafts(n: int) -> ScriptedChatModel:
+    """A chat model answering `r0`, `r1`, ... in order."""
+    return ScriptedChatModel(replies=[f"r{i}" for i in range(n)])
+
+
+def refined_answer(prompt: Sequence[BaseMessage]) -> str:
+    """The attempt a single-form refinement prompt refines: its last `<answer>` block."""
+    assert len(prompt) == 1 and isinstance(prompt[0], HumanMessage)
+    answers = re.findall(r"<answer>\n(.*?)\n</answer>", prompt[0].text, re.S)
+    assert answers, f"no attempt in the prompt: {prompt[0].text!r}"
+    return str(answers[-1])
+
+
+def attempt(index: int, score: float, parent: int | None = None, verdict: Any = None) -> Attempt:
     return Attempt(
         index=index,
         response=f"r{index}",
+        evaluation=Evaluation(score=score, verdict=verdict),
         parent=parent,
-        evaluation=Evaluation(score=score, feedback=f"fb{index}"),
     )
 
 
-def drafts(n: int = 6) -> ScriptedChatModel:
-    return ScriptedChatModel(replies=[f"draft {i}" for i in range(n)])
+# -- chain ---------------------------------------------------------------------------------
 
 
-def run(strategy: str, values: tuple[float, ...], **options: Any) -> Any:
-    model = drafts()
+def test_chain_refines_the_latest_attempt_each_round_even_after_a_regression() -> None:
+    model = drafts(4)
+    # r2 regresses below r1: chain still refines r2 (the latest), not r1 (the best).
     result = refine(
-        model,
-        "Write a thing.",
-        scores(*values),
-        strategy=strategy,
-        max_iterations=len(values) - 1,
-        patience=None,
-        target_score=1.0,
-        **options,
+        model, TASK, Scored(0.1, 0.5, 0.2, 0.3), strategy="chain", max_iterations=3, patience=None
     )
-    return model, result
 
-
-def test_chain_refines_the_latest_attempt_every_round() -> None:
-    model, result = run("chain", (0.2, 0.5, 0.3, 0.4), prompt_form="single")
     assert [a.parent for a in result.attempts] == [None, 0, 1, 2]
-    for k in range(1, 4):
-        assert f"draft {k - 1}" in model.prompts[k]  # the refined attempt is shown
+    assert model.calls[0] == [HumanMessage(TASK)]
+    for round_number in (1, 2, 3):
+        prompt = model.calls[round_number]
+        latest = f"r{round_number - 1}"
+        assert refined_answer(prompt) == latest
+        assert f"feedback on {latest}" in prompt[0].text
+        assert TASK in prompt[0].text
+
+
+# -- sample --------------------------------------------------------------------------------
 
 
 def test_sample_sends_the_task_alone_every_round() -> None:
-    model, result = run("sample", (0.2, 0.5, 0.3, 0.4))
-    assert [a.parent for a in result.attempts] == [None] * 4
-    assert all(len(call) == 1 and call[0].content == "Write a thing." for call in model.calls)
+    model = drafts(4)
+    result = refine(
+        model, TASK, Scored(0.1, 0.5, 0.2, 0.3), strategy="sample", max_iterations=3, patience=None
+    )
+
+    assert [a.parent for a in result.attempts] == [None, None, None, None]
+    assert model.calls == [[HumanMessage(TASK)]] * 4
+    # Best-of-N through the same loop: the best sample wins, the stop rules apply.
+    assert result.value == "r1"
+    assert result.stop_reason == "max_iterations"
 
 
-def test_explore_refines_attempt_0_then_the_best_after_an_improvement() -> None:
-    _, result = run("explore", (0.2, 0.5, 0.6))
+# -- explore -------------------------------------------------------------------------------
+
+
+def test_explore_refines_attempt_0_then_the_best_after_a_raise() -> None:
+    model = drafts(3)
+    # r0 0.2, r1 0.6 (raised the best): round 2 refines r1.
+    result = refine(
+        model, TASK, Scored(0.2, 0.6, 0.3), strategy="explore", max_iterations=2, patience=None
+    )
+
     assert [a.parent for a in result.attempts] == [None, 0, 1]
+    assert refined_answer(model.calls[1]) == "r0"
+    assert refined_answer(model.calls[2]) == "r1"
+    assert "feedback on r1" in model.calls[2][0].text
 
 
-def test_explore_after_a_round_that_did_not_help_refines_an_earlier_attempt_or_samples() -> None:
-    attempts = [evaluated(0, 0.4), evaluated(1, 0.3, parent=0)]
-    choices = {choose_next("explore", attempts, f"task {k}") for k in range(60)}
-    assert None in choices  # sometimes a fresh sample
-    assert choices & {0, 1}  # sometimes a refinement of an earlier attempt
-    # Deterministic for the same task and round (a replayed round chooses the same).
-    assert choose_next("explore", attempts, "t") == choose_next("explore", attempts, "t")
+def test_explore_after_a_raise_refines_the_best_not_the_latest() -> None:
+    # r0 0.2; r1 (refines r0) 0.7 raises; r2 (refines r1) 0.4 does not, so round 3 is
+    # Thompson's choice; whatever it was, r3 scores 0.9 and raises the best again.
+    model = drafts(5)
+    result = refine(
+        model,
+        TASK,
+        Scored(0.2, 0.7, 0.4, 0.9, 0.1),
+        strategy="explore",
+        target_score=0.95,
+        max_iterations=4,
+        patience=None,
+    )
+    parents = [a.parent for a in result.attempts]
+    assert parents[:3] == [None, 0, 1]
+    assert result.attempts[3].evaluation is not None
+    # Attempt 3 scored 0.9, above every earlier one: attempt 4 refines it.
+    assert parents[4] == 3
+    assert refined_answer(model.calls[4]) == "r3"
 
 
-def test_explore_turns_away_from_an_attempt_refined_without_success() -> None:
-    stuck = [evaluated(0, 0.5)] + [evaluated(k, 0.1, parent=0) for k in range(1, 6)]
-    picks = [choose_next("explore", stuck, f"t{k}") for k in range(200)]
-    assert picks.count(0) < 100  # refined five times without success: rarely chosen again
+def _explore_run(task: str) -> tuple[list[int | None], ScriptedChatModel]:
+    """Three rounds where round 1 does not raise the best (r0 0.5, r1 0.3)."""
+    model = drafts(3)
+    result = refine(
+        model,
+        task,
+        Scored(0.5, 0.3, 0.1),
+        strategy="explore",
+        target_score=0.99,
+        max_iterations=2,
+        patience=None,
+    )
+    assert len(result.attempts) == 3
+    return [a.parent for a in result.attempts], model
 
 
-def test_choose_next_rules() -> None:
-    attempts = [evaluated(0, 0.4), evaluated(1, 0.6, parent=0)]
-    assert choose_next("chain", attempts, "t") == 1
-    assert choose_next("sample", attempts, "t") is None
-    assert choose_next("explore", attempts, "t") == 1  # it raised the best: refine the best
-    assert choose_next("explore", attempts[:1], "t") == 0  # round 1 refines attempt 0
-    assert choose_next("chain", [], "t") is None
+def test_explore_after_a_non_improving_round_refines_an_evaluated_attempt_or_samples() -> None:
+    seen: dict[str, tuple[list[int | None], ScriptedChatModel]] = {}
+    for i in range(40):
+        parents, model = _explore_run(f"task {i}")
+        assert parents[:2] == [None, 0]
+        assert parents[2] in (0, 1, None)
+        kind = "fresh" if parents[2] is None else f"refine {parents[2]}"
+        seen.setdefault(kind, (parents, model))
+
+    # Over many tasks both kinds of choice happen.
+    assert "fresh" in seen
+    assert {"refine 0", "refine 1"} & set(seen)
+    # The generate step follows the choice: a fresh sample is the task alone, a
+    # refinement holds the chosen attempt (not necessarily the latest) and its feedback.
+    _, fresh_model = seen["fresh"]
+    assert len(fresh_model.calls[2]) == 1
+    assert fresh_model.calls[2][0].text.startswith("task ")
+    assert "<answer>" not in fresh_model.calls[2][0].text
+    for kind in ("refine 0", "refine 1"):
+        if kind in seen:
+            parents, model = seen[kind]
+            chosen = f"r{parents[2]}"
+            assert refined_answer(model.calls[2]) == chosen
+            assert f"feedback on {chosen}" in model.calls[2][0].text
 
 
-def test_round_events_carry_the_parent() -> None:
+def test_explore_choice_is_deterministic_for_the_same_task() -> None:
+    for i in range(10):
+        first, _ = _explore_run(f"same task {i}")
+        again, _ = _explore_run(f"same task {i}")
+        assert first == again
+
+
+# -- choose_next ---------------------------------------------------------------------------
+
+
+def test_choose_next_with_no_attempts_samples() -> None:
+    for strategy in STRATEGIES:
+        assert choose_next(strategy, [], TASK) is None
+
+
+def test_choose_next_chain_is_the_latest_and_sample_is_fresh() -> None:
+    attempts = [attempt(0, 0.2), attempt(1, 0.9, parent=0), attempt(2, 0.1, parent=1)]
+    assert choose_next("chain", attempts, TASK) == 2
+    assert choose_next("sample", attempts, TASK) is None
+
+
+def test_choose_next_explore_round_one_refines_attempt_0() -> None:
+    for score in (0.0, 0.3, 0.8):
+        assert choose_next("explore", [attempt(0, score)], TASK) == 0
+
+
+def test_choose_next_explore_after_a_raise_refines_the_best() -> None:
+    refined = [attempt(0, 0.2), attempt(1, 0.5, parent=0)]
+    assert choose_next("explore", refined, TASK) == 1
+    # A fresh sample that raised the best is refined next too.
+    sampled = [attempt(0, 0.2), attempt(1, 0.1, parent=0), attempt(2, 0.6)]
+    assert choose_next("explore", sampled, TASK) == 2
+    # A PASS verdict outranks a higher score: it counts as raising the best.
+    passed = [attempt(0, 0.8), attempt(1, 0.6, parent=0, verdict="PASS")]
+    assert choose_next("explore", passed, TASK) == 1
+
+
+def test_choose_next_explore_an_equal_score_is_not_a_raise() -> None:
+    # Ties go to the earlier attempt (best-attempt rule): no raise, so the choice is
+    # Thompson's, which over many tasks is not always "refine the latest".
+    attempts = [attempt(0, 0.5), attempt(1, 0.5, parent=0)]
+    choices = {choose_next("explore", attempts, f"t{i}") for i in range(100)}
+    assert choices != {1}
+    assert choices <= {0, 1, None}
+
+
+def test_choose_next_explore_after_no_raise_picks_an_arm_deterministically() -> None:
+    attempts = [attempt(0, 0.5), attempt(1, 0.3, parent=0)]
+    choices = [choose_next("explore", attempts, f"t{i}") for i in range(200)]
+    assert set(choices) <= {0, 1, None}
+    assert None in choices and any(c is not None for c in choices)
+    assert choices == [choose_next("explore", attempts, f"t{i}") for i in range(200)]
+
+
+def test_choose_next_explore_prefers_higher_scores() -> None:
+    # Two fresh samples after a non-improving refinement: the 0.9 one beats the 0.1 one.
+    attempts = [attempt(0, 0.1), attempt(1, 0.9), attempt(2, 0.05, parent=1)]
+    choices = [choose_next("explore", attempts, f"t{i}") for i in range(300)]
+    assert choices.count(1) > 3 * choices.count(0)
+
+
+def test_choose_next_explore_arms_refined_without_success_lose_weight() -> None:
+    once = [attempt(0, 0.6), attempt(1, 0.2, parent=0)]
+    # Attempt 0 refined eight times, every child worse than it.
+    often = [attempt(0, 0.6)] + [attempt(i, 0.2, parent=0) for i in range(1, 9)]
+    tasks = [f"t{i}" for i in range(300)]
+    picked_once = sum(choose_next("explore", once, t) == 0 for t in tasks)
+    picked_often = sum(choose_next("explore", often, t) == 0 for t in tasks)
+    assert picked_often < picked_once / 2
+
+
+def test_choose_next_explore_with_nothing_evaluated_samples() -> None:
+    assert choose_next("explore", [Attempt(index=0, response="r0")], TASK) is None
+
+
+# -- Attempt.parent in the round events ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("strategy", "expected"), [("chain", [None, 0, 1]), ("sample", [None, None, None])]
+)
+def test_round_events_carry_the_parent(strategy: Strategy, expected: list[int | None]) -> None:
     graph = create_refine_graph(
-        drafts(), scores(0.2, 0.5), strategy="chain", max_iterations=1, patience=None
+        drafts(3), Scored(0.1, 0.2, 0.3), strategy=strategy, max_iterations=2, patience=None
     ).compile()
-    events = [e for e in graph.stream({"task": "t"}, stream_mode="custom") if e["type"] == "round"]
-    assert [e["parent"] for e in events] == [None, 0]
+    events = [e for e in graph.stream({"task": TASK}, stream_mode="custom") if e["type"] == "round"]
+    assert [e["parent"] for e in events] == expected
+    assert [e["iteration"] for e in events] == [0, 1, 2]
 
 
-@pytest.mark.parametrize("strategy", ["chain", "explore", "sample"])
-def test_a_reviewer_revise_refines_the_reviewed_attempt(strategy: str) -> None:
-    model = drafts()
+# -- a human "revise" refines the reviewed attempt, whatever the strategy -------------------
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_revise_refines_the_reviewed_attempt_under_every_strategy(strategy: Strategy) -> None:
+    model = drafts(4)
+    # r1 is the best (0.6) and not the latest: the final review shows r1.
     graph = create_refine_graph(
         model,
-        scores(0.6, 0.2, 0.1),
+        Scored(0.2, 0.6, 0.4, 0.3),
         strategy=strategy,
         human_review="final",
-        max_iterations=1,
+        max_iterations=2,
         patience=None,
-        prompt_form="single",
     ).compile(checkpointer=InMemorySaver())
-    config: Any = {"configurable": {"thread_id": strategy}}
-    graph.invoke({"task": "t"}, config)
-    reviewed = graph.get_state(config).interrupts[0].value["attempt"]
-    assert reviewed == 0  # the best
-    graph.invoke(Command(resume={"action": "revise", "feedback": "add a title"}), config)
-    attempts = graph.get_state(config).values["attempts"]
-    assert attempts[-1].parent == reviewed
-    assert "add a title" in model.prompts[-1] and "draft 0" in model.prompts[-1]
+    cfg: dict[str, Any] = {"configurable": {"thread_id": str(uuid.uuid4())}}
+    graph.invoke({"task": TASK}, cfg)
+    payload = graph.get_state(cfg).interrupts[0].value
+    assert payload["attempt"] == 1 and payload["response"] == "r1"
+
+    graph.invoke(Command(resume={"action": "revise", "feedback": "Use fewer words."}), cfg)
+    attempts = graph.get_state(cfg).values["attempts"]
+    assert len(attempts) == 4
+    assert attempts[3].parent == 1
+    assert attempts[3].instruction == "Use fewer words."
+    prompt = model.calls[3]
+    assert refined_answer(prompt) == "r1"
+    assert "Use fewer words." in prompt[0].text
+    assert "feedback on r1" in prompt[0].text
+
+    out = graph.invoke(Command(resume={"action": "approve"}), cfg)
+    assert out["response"] == "r1"
+
+
+# -- prompt forms ---------------------------------------------------------------------------
 
 
 def test_messages_form_is_a_conversation() -> None:
-    model = drafts()
-    refine(
-        model,
-        "Write a thing.",
-        lambda r, s: Evaluation(score=0.2, feedback="too short"),
-        prompt_form="messages",
-        strategy="chain",
-        max_iterations=1,
-        patience=None,
-    )
-    second = model.calls[1]
-    assert [type(m) for m in second] == [HumanMessage, AIMessage, HumanMessage]
-    assert second[0].content == "Write a thing."
-    assert second[1].content == "draft 0"
-    assert "too short" in str(second[2].content)
+    model = drafts(2)
+    refine(model, TASK, Scored(0.3, 0.4), prompt_form="messages", max_iterations=1, patience=None)
+    prompt = model.calls[1]
+    assert [type(m) for m in prompt] == [HumanMessage, AIMessage, HumanMessage]
+    assert prompt[0].text == TASK
+    assert prompt[1].text == "r0"
+    assert "feedback on r0" in prompt[2].text
+    assert "0.30" in prompt[2].text
+    # The first round is the task alone in either form.
+    assert model.calls[0] == [HumanMessage(TASK)]
 
 
-def test_single_form_is_one_message_and_callables_still_get_the_state() -> None:
-    model = drafts()
-    refine(model, "Task.", scores(0.2, 0.3), prompt_form="single", max_iterations=1)
-    assert len(model.calls[1]) == 1 and "draft 0" in str(model.calls[1][0].content)
-    seen: list[Any] = []
-
-    def generator(state: Any) -> str:
-        seen.append(state)
-        return "x"
-
-    refine(generator, "Task.", scores(0.2, 0.3), prompt_form="messages", max_iterations=1)
-    assert seen[1]["task"] == "Task." and len(seen[1]["attempts"]) == 1
+def test_single_form_is_one_human_message() -> None:
+    model = drafts(2)
+    refine(model, TASK, Scored(0.3, 0.4), prompt_form="single", max_iterations=1, patience=None)
+    prompt = model.calls[1]
+    assert len(prompt) == 1 and isinstance(prompt[0], HumanMessage)
+    assert TASK in prompt[0].text
+    assert refined_answer(prompt) == "r0"
+    assert "feedback on r0" in prompt[0].text
 
 
 @pytest.mark.parametrize("form", ["messages", "single"])
-def test_long_attempts_are_cut_in_the_next_prompt(form: str) -> None:
-    model = ScriptedChatModel(replies=["x" * 20_000, "short"])
-    refine(model, "T.", scores(0.1, 0.2), prompt_form=form, max_iterations=1, patience=None)
-    sent = "\n".join(str(m.content) for m in model.calls[1])
-    assert "x" * 8000 in sent and "x" * 8001 not in sent  # the default max_attempt_chars
-    assert "12000 more characters not shown" in sent
+def test_a_callable_generator_receives_the_state(form: str) -> None:
+    seen: list[dict[str, Any]] = []
+
+    def generate(state: Any) -> str:
+        seen.append(dict(state))
+        return f"r{len(seen) - 1}"
+
+    refine(generate, TASK, Scored(0.3, 0.4), prompt_form=form, max_iterations=1, patience=None)
+    assert len(seen) == 2
+    assert seen[1]["task"] == TASK
+    earlier = seen[1]["attempts"]
+    assert [a.response for a in earlier] == ["r0"]
+    assert earlier[0].evaluation.feedback == "feedback on r0"
+
+
+# -- max_attempt_chars ----------------------------------------------------------------------
+
+LONG = "x" * 20_000
+
+
+def test_a_long_attempt_is_cut_to_8000_chars_by_default_single_form() -> None:
+    model = ScriptedChatModel(replies=[LONG, "short"])
+    refine(model, TASK, Scored(0.3, 0.4), prompt_form="single", max_iterations=1, patience=None)
+    text = model.calls[1][0].text
+    assert "x" * 8000 in text
+    assert "x" * 8001 not in text
+    note = text.split("x" * 8000, 1)[1].split("</answer>", 1)[0]
+    assert "cut" in note and "12000" in note
+
+
+def test_a_long_attempt_is_cut_to_the_limit_messages_form() -> None:
+    model = ScriptedChatModel(replies=[LONG, "short"])
+    refine(
+        model,
+        TASK,
+        Scored(0.3, 0.4),
+        prompt_form="messages",
+        max_attempt_chars=1000,
+        max_iterations=1,
+        patience=None,
+    )
+    shown = model.calls[1][1]
+    assert isinstance(shown, AIMessage)
+    assert shown.text.startswith("x" * 1000)
+    assert "x" * 1001 not in shown.text
+    note = shown.text[1000:]
+    assert "cut" in note and "19000" in note
+    assert len(shown.text) < 1200
+
+
+def test_a_long_attempt_is_cut_to_the_limit_single_form() -> None:
+    model = ScriptedChatModel(replies=[LONG, "short"])
+    refine(
+        model,
+        TASK,
+        Scored(0.3, 0.4),
+        prompt_form="single",
+        max_attempt_chars=500,
+        max_iterations=1,
+        patience=None,
+    )
+    text = model.calls[1][0].text
+    assert "x" * 500 in text and "x" * 501 not in text
+    assert "19500" in text

@@ -149,30 +149,24 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         return step, count, [] if is_callable else self.prompt(state, options)
 
     def _one(self, state: Mapping[str, Any], prompt: list[BaseMessage], step: Step) -> Any:
-        generator = self.generator
+        generator, before = self.generator, step.meter.calls
         if isinstance(generator, BaseChatModel):
             return generator.invoke(prompt, step.config)
         if isinstance(generator, Runnable):
             graph: Runnable[Any, Any] = generator
-            return _graph_answer(graph.invoke({"messages": prompt}, step.config), step.index)
-        return self._counted(call_sync(generator, state, what="generator"), step)
+            answer = _graph_answer(graph.invoke({"messages": prompt}, step.config), step.index)
+            return _counted(answer, step, before)
+        return _counted(call_sync(generator, state, what="generator"), step, before)
 
     async def _aone(self, state: Mapping[str, Any], prompt: list[BaseMessage], step: Step) -> Any:
-        generator = self.generator
+        generator, before = self.generator, step.meter.calls
         if isinstance(generator, BaseChatModel):
             return await generator.ainvoke(prompt, step.config)
         if isinstance(generator, Runnable):
             graph: Runnable[Any, Any] = generator
             output = await graph.ainvoke({"messages": prompt}, step.config)
-            return _graph_answer(output, step.index)
-        return self._counted(await acall(generator, state), step)
-
-    @staticmethod
-    def _counted(output: Any, step: Step) -> Any:
-        # A plain callable in which no model call was seen counts as one call.
-        if step.meter.calls == 0:
-            step.meter.count_call(output)
-        return output
+            return _counted(_graph_answer(output, step.index), step, before)
+        return _counted(await acall(generator, state), step, before)
 
     def invoke(
         self, input: StateT, config: RunnableConfig | None = None, **kwargs: Any
@@ -294,6 +288,17 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         if state.get("reviewer_feedback"):
             update["reviewer_feedback"] = None
         return update
+
+
+def _counted(output: Any, step: Step, before: int) -> Any:
+    """Count a generation in which no model call was seen as one call.
+
+    A plain callable, or a runnable that calls a provider's SDK directly, makes no call
+    LangChain's callbacks see; the reply's tokens are counted if it carries usage.
+    """
+    if step.meter.calls == before:
+        step.meter.count_call(output)
+    return output
 
 
 def _history(attempts: Sequence[Attempt], parent: Attempt, options: LoopOptions) -> list[Attempt]:

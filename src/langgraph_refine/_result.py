@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from langgraph.types import StateSnapshot
 from pydantic import BaseModel, ConfigDict, Field
 
 from langgraph_refine._state import (
@@ -84,8 +85,18 @@ class RefineResult(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @classmethod
-    def from_state(cls, state: RefineState | dict[str, Any]) -> RefineResult:
-        """Build the result from a loop's state (final or, for budget errors, current)."""
+    def from_state(cls, state: RefineState | dict[str, Any] | StateSnapshot) -> RefineResult:
+        """Build the result from a loop's state (final or, for budget errors, current).
+
+        Args:
+            state: The state's values, or a thread's `StateSnapshot`
+                (`graph.get_state(config)`): a snapshot of a paused thread (a pending
+                review) gives `stop_reason=None`, since the loop has not stopped yet.
+        """
+        paused = False
+        if isinstance(state, StateSnapshot):
+            paused = bool(state.next)
+            state = state.values
         state = revive_state(state)  # type: ignore[assignment]
         attempts = list(state.get("attempts") or [])
         pending = state.get("pending")
@@ -95,7 +106,7 @@ class RefineResult(BaseModel):
             attempts.append(pending)
             usage = usage + pending.usage
         best = best_attempt(attempts)
-        stop_reason = stop_reason_of(state)
+        stop_reason = None if paused else stop_reason_of(state)
         value = state.get("response")
         if stop_reason not in ("approved", "edited") or value is None:
             # Every other stop returns the best evaluated attempt (the contract's rule).
