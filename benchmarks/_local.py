@@ -14,15 +14,19 @@ from typing import Any
 _server: Any = None
 
 
-def server() -> Any:
-    """The running `LocalModelServer`, started on first use and stopped at exit."""
+def server(threads: int | None = None) -> Any:
+    """The running `LocalModelServer`, started on first use and stopped at exit.
+
+    Args:
+        threads: llama.cpp threads; by default all cores but one (see below).
+    """
     global _server
     if _server is None or not _server.running:
         from tools.local_model import LocalModelServer
 
         # Leave a core to the benchmark itself: it times client-side work, and llama.cpp
         # threads fighting the client for every core slow both down badly.
-        threads = max(1, (os.cpu_count() or 2) - 1)
+        threads = threads or max(1, (os.cpu_count() or 2) - 1)
         _server = LocalModelServer(extra_args=("--threads", str(threads))).start()
         atexit.register(_server.stop)
     return _server

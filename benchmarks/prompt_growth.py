@@ -63,7 +63,13 @@ def prompt_sizes(memory: Any) -> list[int]:
     """Characters of the generator's prompt at each generation (index 0 = the first)."""
     model = RecordingModel()
     graph = create_refine_graph(
-        model, _evaluator, max_iterations=LATE, patience=None, target_score=1.0, memory=memory
+        model,
+        _evaluator,
+        max_iterations=LATE,
+        patience=None,
+        target_score=1.0,
+        memory=memory,
+        strategy="chain",  # every round refines the latest: the longest memory to bound
     ).compile()
     graph.invoke({"task": "Write one paragraph about lighthouses."})
     sizes = [sum(len(m.text) for m in prompt) for prompt in model.prompts]

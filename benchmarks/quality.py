@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import statistics
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -145,7 +146,7 @@ def run_scripted(p_fix: float, p_forget: float, repeats: int, tasks: list[list[s
 
 
 def run(quick: bool = False) -> BenchResult:
-    repeats = 1 if quick else 4
+    repeats = 1 if quick else 3
     tasks = load_tasks()[: 4 if quick else None]
     result = BenchResult(
         name="quality",
@@ -155,7 +156,8 @@ def run(quick: bool = False) -> BenchResult:
         label: run_scripted(fix, forget, 3 if quick else SCRIPTED_REPEATS, tasks)
         for label, (fix, forget) in SCRIPTED.items()
     }
-    server = _local.server()
+    # Quality, not timing: the model may take every core.
+    server = _local.server(threads=os.cpu_count() or 2)
     model = server.chat_model(temperature=TEMPERATURE, max_tokens=MAX_TOKENS)
 
     async def all_repeats() -> list[dict[str, list[tuple[float, int]]]]:

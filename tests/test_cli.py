@@ -192,7 +192,9 @@ def test_memory_option_controls_what_the_generator_sees(
     cli: Any, openai_server: Any, memory: str, shows_first: bool
 ) -> None:
     server = openai_server(drafts_and_judge({"draft 0": 0.6, "draft 1": 0.2, "draft 2": 0.95}))
-    run = cli(*run_args(server, "--memory", memory, "--patience", "0", "--json"))
+    run = cli(
+        *run_args(server, "--memory", memory, "--strategy", "chain", "--patience", "0", "--json")
+    )
     assert run.code == 0, run.err
     third_prompt = last_user_text(server.generator_requests[2])
     assert "<answer>\ndraft 1" in third_prompt

@@ -200,6 +200,7 @@ def judged(server: FaultServer) -> Any:
         llm_judge(chat(server)),
         max_iterations=2,
         patience=None,
+        strategy="chain",  # round 2 shows both earlier attempts (memory of the chain)
         retry_policy=RetryPolicy(
             initial_interval=0.01, max_attempts=2, jitter=False, retry_on=is_transient
         ),

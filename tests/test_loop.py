@@ -201,7 +201,7 @@ def test_feedback_and_earlier_attempts_reach_the_chat_model_generator() -> None:
     model = ScriptedChatModel(replies=["first answer", "second answer", "third answer"])
     feedback = iter(["too short: add an example", "needs a conclusion"])
     ev = lambda r, s: Evaluation(score=0.3, feedback=next(feedback, "more"))  # noqa: E731
-    refine(model, "Explain recursion.", ev, max_iterations=2, patience=None)
+    refine(model, "Explain recursion.", ev, max_iterations=2, patience=None, strategy="chain")
     assert model.prompts[0] == "Explain recursion."
     second = model.prompts[1]
     assert "Explain recursion." in second

@@ -20,7 +20,8 @@ def attempts(*score_values: float) -> list[Attempt]:
 
 
 def prompt(memory: object, history: list[Attempt]) -> str:
-    node = GeneratorNode(lambda s: "", memory=memory)  # type: ignore[arg-type]
+    # Memory chooses among the attempts of the chain (strategy="chain": every attempt).
+    node = GeneratorNode(lambda s: "", memory=memory, strategy="chain")  # type: ignore[arg-type]
     return str(node.prompt({"task": "THE TASK", "attempts": history})[-1].content)
 
 
@@ -69,7 +70,7 @@ def test_default_memory_is_bounded() -> None:
 
 
 def test_reviewer_feedback_is_in_the_prompt() -> None:
-    node = GeneratorNode(lambda s: "")
+    node = GeneratorNode(lambda s: "", strategy="chain")
     text = str(
         node.prompt(
             {"task": "T", "attempts": attempts(0.5), "reviewer_feedback": "use bullet points"}

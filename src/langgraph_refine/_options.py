@@ -24,7 +24,7 @@ HumanReview: TypeAlias = Literal["final", "every_round"]
 OnBudgetExhausted: TypeAlias = Literal["stop", "raise"]
 """What a budget stop does: return the best so far, or raise `BudgetExhaustedError`."""
 
-DEFAULT_STRATEGY: Strategy = "chain"
+DEFAULT_STRATEGY: Strategy = "explore"
 """The strategy that measured best in `make bench` (benchmarks/RESULTS.md says why)."""
 
 DEFAULT_PROMPT_FORM: PromptForm = "single"
