@@ -15,6 +15,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable, RunnableLambda
+from langchain_core.tools import tool
 from pydantic import BaseModel, Field, PrivateAttr
 
 
@@ -113,3 +114,32 @@ class Model(BaseModel):
     """A tiny schema for structured-output tests."""
 
     name: str
+
+
+class AgentModel(ScriptedChatModel):
+    """A scripted model `create_agent` can bind tools to; replies may carry tool calls."""
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> AgentModel:  # type: ignore[override]
+        return self
+
+    def _next(self, messages: list[BaseMessage]) -> AIMessage:
+        reply = self.replies[min(len(self._calls), len(self.replies) - 1)]
+        if not isinstance(reply, AIMessage):
+            return super()._next(messages)
+        self._calls.append(list(messages))
+        usage = {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}
+        return reply.model_copy(update={"usage_metadata": usage})
+
+
+def call_tool(topic: str, call_id: str) -> AIMessage:
+    return AIMessage("", tool_calls=[{"name": "lookup", "args": {"topic": topic}, "id": call_id}])
+
+
+LOOKUPS: list[str] = []
+
+
+@tool
+def lookup(topic: str) -> str:
+    """Look up facts about a topic."""
+    LOOKUPS.append(topic)
+    return f"{topic}: built in 1889, in Paris"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,23 +13,16 @@ from langgraph.types import RetryPolicy
 
 from langgraph_refine import Budget, BudgetExhaustedError, Evaluation, arefine, refine
 from langgraph_refine._retry import is_transient
+from tests import test_faults as faults
 from tests.fakes import ScriptedChatModel
 from tests.fault_server import FaultServer, error, hang, ok
+from tests.test_faults import FAST, server
 
-FAST = RetryPolicy(
-    initial_interval=0.01, backoff_factor=1.0, max_attempts=4, jitter=False, retry_on=is_transient
-)
-
-
-@pytest.fixture
-def server() -> Iterator[FaultServer]:
-    with FaultServer().serve() as running:
-        yield running
+__all__ = ["server"]  # a fixture, used by name
 
 
 def chat(server: FaultServer, **kwargs: Any) -> ChatOpenAI:
-    options: dict[str, Any] = {"max_retries": 0, "timeout": 10.0, **kwargs}
-    return ChatOpenAI(base_url=server.base_url, api_key="test-key", model="m", **options)
+    return faults.chat(server, **{"timeout": 10.0, **kwargs})
 
 
 def test_a_model_call_inside_a_user_evaluator_counts_and_is_refused_past_the_limit() -> None:

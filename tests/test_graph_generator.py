@@ -8,7 +8,6 @@ does not end on a final answer fails clearly.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -20,38 +19,9 @@ from langchain_core.tools import tool
 from langgraph.graph import END, START, MessagesState, StateGraph
 
 from langgraph_refine import Budget, Evaluation, RefineError, refine
-from tests.fakes import ScriptedChatModel, scores
+from tests.fakes import LOOKUPS, AgentModel, ScriptedChatModel, call_tool, lookup, scores
 
 TASK = "Tell me about the Eiffel Tower."
-
-
-class AgentModel(ScriptedChatModel):
-    """A scripted model `create_agent` can bind tools to; replies may carry tool calls."""
-
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> AgentModel:  # type: ignore[override]
-        return self
-
-    def _next(self, messages: list[BaseMessage]) -> AIMessage:
-        reply = self.replies[min(len(self._calls), len(self.replies) - 1)]
-        if not isinstance(reply, AIMessage):
-            return super()._next(messages)
-        self._calls.append(list(messages))
-        usage = {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}
-        return reply.model_copy(update={"usage_metadata": usage})
-
-
-def call_tool(topic: str, call_id: str) -> AIMessage:
-    return AIMessage("", tool_calls=[{"name": "lookup", "args": {"topic": topic}, "id": call_id}])
-
-
-LOOKUPS: list[str] = []
-
-
-@tool
-def lookup(topic: str) -> str:
-    """Look up facts about a topic."""
-    LOOKUPS.append(topic)
-    return f"{topic}: built in 1889, in Paris"
 
 
 @tool(return_direct=True)

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
 from langchain.agents import create_agent
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.tools import tool
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
@@ -25,36 +23,15 @@ from langgraph_refine import (
     create_refine_graph,
 )
 from langgraph_refine._review_schema import review_answer_schema
-from tests.fakes import ScriptedChatModel, judge_reply, scores
-
-
-class AgentModel(ScriptedChatModel):
-    """A scripted model `create_agent` can bind tools to; replies may carry tool calls."""
-
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> AgentModel:  # type: ignore[override]
-        return self
-
-    def _next(self, messages: list[BaseMessage]) -> AIMessage:
-        reply = self.replies[min(len(self._calls), len(self.replies) - 1)]
-        if not isinstance(reply, AIMessage):
-            return super()._next(messages)
-        self._calls.append(list(messages))
-        usage = {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}
-        return reply.model_copy(update={"usage_metadata": usage})
-
-
-def call_tool(topic: str, call_id: str) -> AIMessage:
-    return AIMessage("", tool_calls=[{"name": "lookup", "args": {"topic": topic}, "id": call_id}])
-
-
-LOOKUPS: list[str] = []
-
-
-@tool
-def lookup(topic: str) -> str:
-    """Look up facts about a topic."""
-    LOOKUPS.append(topic)
-    return f"{topic}: built in 1889, in Paris"
+from tests.fakes import (
+    LOOKUPS,
+    AgentModel,
+    ScriptedChatModel,
+    call_tool,
+    judge_reply,
+    lookup,
+    scores,
+)
 
 
 def feedback_evaluator(word: str) -> Any:

@@ -12,7 +12,7 @@ from langgraph_refine._errors import BudgetExhaustedError
 from langgraph_refine._options import LoopOptions
 from langgraph_refine._result import RefineResult
 from langgraph_refine._state import RefineState, Usage
-from langgraph_refine._step import emit, run_options
+from langgraph_refine._step import emit, run_options, stop_event
 from langgraph_refine._stop_rules import BUDGET_STOP
 
 logger = logging.getLogger("langgraph_refine")
@@ -104,14 +104,5 @@ class FinalizeNode:
             len(result.attempts),
             result.score,
         )
-        emit(
-            {
-                "type": "stop",
-                "name": name,
-                "stop_reason": result.stop_reason,
-                "score": result.score,
-                "iterations": result.iterations,
-                "response": result.value,
-            }
-        )
+        emit(stop_event(name, result))
         return update

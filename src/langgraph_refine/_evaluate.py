@@ -27,7 +27,7 @@ from langgraph_refine._state import (
     Usage,
     revive_state,
 )
-from langgraph_refine._step import Step, emit, run_options
+from langgraph_refine._step import Step, emit, round_event, run_options
 from langgraph_refine._stop_rules import BUDGET_STOP
 from langgraph_refine._strategy import choose_next
 from langgraph_refine.evaluators._base import BaseEvaluator, EvaluatorLike
@@ -243,19 +243,7 @@ def _report(name: str, attempt: Attempt, best: Attempt | None, stop_reason: str 
         best_score if best_score is not None else float("nan"),
         f" -> stop ({stop_reason})" if stop_reason else "",
     )
-    emit(
-        {
-            "type": "round",
-            "name": name,
-            "iteration": attempt.index,
-            "parent": attempt.parent,
-            "score": evaluation.score,
-            "verdict": evaluation.verdict,
-            "feedback": evaluation.feedback,
-            "best_score": best_score,
-            "response": attempt.response,
-        }
-    )
+    emit(round_event(name, attempt, best))
 
 
 def _responses(pending: Attempt) -> list[str]:

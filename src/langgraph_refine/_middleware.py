@@ -54,6 +54,7 @@ from langgraph_refine._review import ReviewNode
 from langgraph_refine._review_schema import ask_review
 from langgraph_refine._state import Attempt, Evaluation, StopReason, Usage, revive_state
 from langgraph_refine._step import emit as _emit
+from langgraph_refine._step import round_event, stop_event
 from langgraph_refine._stop_rules import StopRules
 from langgraph_refine.evaluators import llm_judge
 from langgraph_refine.evaluators._base import BaseEvaluator, EvaluatorLike
@@ -327,7 +328,7 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         if evaluation is None:  # the budget ran out before the judge's call
             return update | {"refine_stop_reason": "budget_exhausted", "refine_phase": "deciding"}
         stop_reason = self.stop_rules.decide(attempts)
-        _emit(_round_event(attempt, attempts))
+        _emit(round_event(LOOP_NAME, attempt, best_attempt(attempts)))
         if stop_reason is None and (self.review is None or self.review.mode == "final"):
             return update | _refine_again(FEEDBACK_PROMPT, evaluation)
         # Stop, or an every-round review: the agent ends its turn and after_agent decides.
@@ -377,7 +378,7 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
                 f"{result.score}; the best result so far is in this error's .result",
                 result,
             )
-        _emit(_stop_event(result))
+        _emit(stop_event(LOOP_NAME, result))
         update: dict[str, Any] = {
             "refine_stop_reason": result.stop_reason,
             "refine_response": result.value,
@@ -456,36 +457,6 @@ def _refine_again(template: str, evaluation: Evaluation | None) -> dict[str, Any
         score = f" (score {evaluation.score:.2f}{verdict})"
     text = template.format(score=score, feedback=feedback)
     return {"messages": [HumanMessage(text)], "refine_phase": "running", "jump_to": "model"}
-
-
-def _round_event(attempt: Attempt, attempts: list[Attempt]) -> dict[str, Any]:
-    """The custom stream event of one evaluated answer (the graph's `round` event)."""
-    evaluation = attempt.evaluation
-    assert evaluation is not None
-    best = best_attempt(attempts)
-    return {
-        "type": "round",
-        "name": LOOP_NAME,
-        "iteration": attempt.index,
-        "parent": attempt.parent,
-        "score": evaluation.score,
-        "verdict": evaluation.verdict,
-        "feedback": evaluation.feedback,
-        "best_score": best.score if best else None,
-        "response": attempt.response,
-    }
-
-
-def _stop_event(result: RefineResult) -> dict[str, Any]:
-    """The custom stream event of the loop's end (the graph's `stop` event)."""
-    return {
-        "type": "stop",
-        "name": LOOP_NAME,
-        "stop_reason": result.stop_reason,
-        "score": result.score,
-        "iterations": result.iterations,
-        "response": result.value,
-    }
 
 
 __all__ = ["RefineAgentState", "RefineMiddleware"]

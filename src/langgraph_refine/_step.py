@@ -27,9 +27,9 @@ from langgraph.types import RetryPolicy
 
 from langgraph_refine._budget import Budget, BudgetMeter, BudgetStop
 from langgraph_refine._options import LoopOptions
-from langgraph_refine._result import best_attempt
+from langgraph_refine._result import RefineResult, best_attempt
 from langgraph_refine._retry import describe_status, retry_follows, retry_wait
-from langgraph_refine._state import Usage
+from langgraph_refine._state import Attempt, Usage
 
 logger = logging.getLogger("langgraph_refine")
 
@@ -43,6 +43,35 @@ def emit(event: dict[str, Any]) -> None:
     except RuntimeError:
         return
     writer(event)
+
+
+def round_event(name: str, attempt: Attempt, best: Attempt | None) -> dict[str, Any]:
+    """The custom stream event of one evaluated attempt (graph and middleware alike)."""
+    evaluation = attempt.evaluation
+    assert evaluation is not None
+    return {
+        "type": "round",
+        "name": name,
+        "iteration": attempt.index,
+        "parent": attempt.parent,
+        "score": evaluation.score,
+        "verdict": evaluation.verdict,
+        "feedback": evaluation.feedback,
+        "best_score": best.score if best is not None else None,
+        "response": attempt.response,
+    }
+
+
+def stop_event(name: str, result: RefineResult) -> dict[str, Any]:
+    """The custom stream event of the loop's end."""
+    return {
+        "type": "stop",
+        "name": name,
+        "stop_reason": result.stop_reason,
+        "score": result.score,
+        "iterations": result.iterations,
+        "response": result.value,
+    }
 
 
 def run_options(options: LoopOptions) -> LoopOptions:
