@@ -27,7 +27,7 @@ OnBudgetExhausted: TypeAlias = Literal["stop", "raise"]
 DEFAULT_STRATEGY: Strategy = "explore"
 """The strategy that measured best in `make bench` (benchmarks/RESULTS.md says why)."""
 
-DEFAULT_PROMPT_FORM: PromptForm = "messages"
+DEFAULT_PROMPT_FORM: PromptForm = "single"
 """The refinement prompt form that measured best in `make bench`."""
 
 
