@@ -56,6 +56,7 @@ def main(model: BaseChatModel | None = None) -> RefineResult:
         TASK,
         reward_model(correction_reward, low=-2.0, high=4.0),
         memory="all",
+        strategy="chain",  # every round refines the last, seeing the whole history
         target_score=1.0,
         max_iterations=2,
         patience=None,

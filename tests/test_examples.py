@@ -84,12 +84,19 @@ def generator_prompts(sent: list[str]) -> list[str]:
 
 
 def check_refinement_prompts(result: RefineResult, sent: list[str]) -> None:
-    """Each refinement prompt shows the previous attempt and its feedback."""
-    for previous, attempt in zip(result.attempts, result.attempts[1:], strict=False):
-        assert previous.evaluation is not None
-        prompt = next(p for p in generator_prompts(sent) if previous.response.strip() in p)
-        assert previous.evaluation.feedback.strip() in prompt
-        assert attempt.response  # the refinement produced a new attempt
+    """Each refinement prompt shows the attempt it refined and its feedback; a fresh
+    sample (the explore strategy may draw one) is the task alone."""
+    prompts = generator_prompts(sent)
+    by_index = {a.index: a for a in result.attempts}
+    for attempt in result.attempts[1:]:
+        assert attempt.response  # the round produced a new attempt
+        if attempt.parent is None:
+            assert any("<answer>" not in p for p in prompts[1:])
+            continue
+        refined = by_index[attempt.parent]
+        assert refined.evaluation is not None
+        prompt = next(p for p in prompts if refined.response.strip()[:2000] in p)
+        assert refined.evaluation.feedback.strip() in prompt
 
 
 @pytest.mark.vcr
@@ -339,10 +346,12 @@ def test_demo_loop(model: BaseChatModel, cassette: Any, capsys: pytest.CaptureFi
     assert sent[0] == demo.TASK
     check_refinement_prompts(result, sent)
     out = capsys.readouterr().out.splitlines()
-    printed = [line for line in out if line.strip().startswith("round ")]
-    assert [line.split(":")[0].strip() for line in printed] == [
-        f"round {a.index}" for a in result.attempts
-    ]
+    printed = [line for line in out if line.strip().startswith("#") and "score" in line]
+    printed = printed[: len(result.attempts)]  # the rounds, before the tree of attempts
+    assert [line.split(" ")[2] for line in printed] == [f"#{a.index}" for a in result.attempts]
+    for line, attempt in zip(printed, result.attempts, strict=True):
+        origin = "fresh sample" if attempt.parent is None else f"refines #{attempt.parent}"
+        assert f"({origin})" in line
     for line, score in zip(printed, result.score_history, strict=True):
         assert f"score {score:.2f}" in line
 

@@ -108,7 +108,12 @@ def attempt_tree(attempts: Sequence[Attempt]) -> list[str]:
 def run_demo(model: BaseChatModel, *, max_iterations: int = 4) -> RefineResult:
     """Run the Turing-test paragraph loop on `model`, printing each round as it happens."""
     graph = create_refine_graph(
-        model, demo_evaluator(), target_score=1.0, max_iterations=max_iterations, name="demo"
+        model,
+        demo_evaluator(),
+        target_score=1.0,
+        max_iterations=max_iterations,
+        patience=None,  # show every round the demo was given
+        name="demo",
     ).compile()
     config = run_config(None, durable=False, thread_id=None, max_iterations=max_iterations)
     return drive(run_flow(TASK, durable=False), Driver(graph, config, on_event=_print_round))
