@@ -335,6 +335,27 @@ def test_every_example_has_a_recorded_test(name: str) -> None:
 
 
 @pytest.mark.vcr
+def test_research_agent_generator(model: BaseChatModel, cassette: Any) -> None:
+    from examples import research_agent_generator as example
+
+    result = example.main(model)
+
+    assert result.attempts
+    assert result.stop_reason in {"target_reached", "max_iterations", "budget_exhausted"}
+    recheck = contains_all(example.REQUIRED)
+    assert [a.evaluation for a in result.attempts if a.evaluation] == [
+        recheck.evaluate(a.response, {}) for a in result.attempts if a.evaluation
+    ]
+    # Every attempt is a real reply of the model (the agent's last AI message).
+    replies = recording.reply_texts(cassette)
+    assert all(a.response in replies for a in result.attempts)
+    # The budget counted every model call made inside the agent.
+    assert result.usage.calls == len(replies) <= 12
+    best = best_attempt(result.attempts)
+    assert best is not None and result.value == best.response
+
+
+@pytest.mark.vcr
 def test_demo_loop(model: BaseChatModel, cassette: Any, capsys: pytest.CaptureFixture[str]) -> None:
     """`make demo`'s loop on the real model: each round is printed as it happens."""
     from tools import demo
