@@ -61,9 +61,7 @@ async def acall(fn: Callable[..., Any], *args: Any) -> Any:
     awaited too.
 
     Example:
-        >>> import asyncio
-        >>> asyncio.run(acall(max, 2, 3))
-        3
+        In a coroutine, `await acall(max, 2, 3)` gives 3, run in a worker thread.
     """
     if is_async_callable(fn):
         return await fn(*args)
