@@ -98,6 +98,15 @@ def before_record_request(request: Any) -> Any:
     return request
 
 
+def model_calls_only(request: Any) -> Any:
+    """`before_record_request` for tests that also talk to a local server of their own:
+    requests other than chat completions are neither recorded nor replayed (vcrpy lets
+    them through to the network, which `make test` limits to loopback)."""
+    if not urlsplit(request.uri).path.endswith("/chat/completions"):
+        return None
+    return before_record_request(request)
+
+
 def before_record_response(response: dict[str, Any]) -> dict[str, Any]:
     """Keep only the content type among the response headers (drops cookies and noise)."""
     headers = response.get("headers") or {}
@@ -177,3 +186,58 @@ def reply_texts(cassette: Any) -> list[str]:
         body = json.loads(response["body"]["string"])
         texts.append(body["choices"][0]["message"].get("content") or "")
     return texts
+
+
+class RecordingProxy:
+    """A loopback OpenAI endpoint that forwards each request to `upstream` from this process.
+
+    Model calls made by another process (a `langgraph dev` server) are invisible to vcrpy,
+    which patches the HTTP client of the process it runs in. Pointing that process at this
+    proxy brings its traffic here: the proxy sends each request on with `httpx`, so the
+    test's cassette records it (`make record`) or answers it (`make test`) like any call the
+    test makes itself. Requests are forwarded one at a time, so a recording is never
+    interleaved.
+
+    Use as a context manager; `url` is the base URL (ending in `/v1`) to give the client.
+    """
+
+    def __init__(self, upstream: str) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        import httpx
+
+        self.upstream = upstream.rstrip("/")
+        self.forwarded = 0
+        lock = threading.Lock()
+        proxy = self
+
+        class Forward(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
+                pass
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                path = self.path.removeprefix("/v1")
+                headers = {"Content-Type": self.headers.get("Content-Type", "application/json")}
+                with lock, httpx.Client(timeout=300) as client:
+                    reply = client.post(proxy.upstream + path, content=body, headers=headers)
+                    proxy.forwarded += 1
+                data = reply.content  # decoded: the Content-Encoding header is not passed on
+                self.send_response(reply.status_code)
+                self.send_header("Content-Type", reply.headers.get("content-type", "text/plain"))
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Forward)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def __enter__(self) -> RecordingProxy:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()

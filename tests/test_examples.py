@@ -11,6 +11,7 @@ than were recorded fails, and one that makes a request the cassette lacks fails 
 from __future__ import annotations
 
 import importlib
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +21,7 @@ import pytest
 from langchain_core.language_models import BaseChatModel
 from vcr.errors import CannotOverwriteExistingCassetteException
 
-from langgraph_refine import RefineResult, best_attempt
+from langgraph_refine import Attempt, RefineResult, best_attempt
 from langgraph_refine.evaluators import contains_all, json_schema, python_tests, word_count
 from tests import recording
 
@@ -375,6 +376,52 @@ def test_demo_loop(model: BaseChatModel, cassette: Any, capsys: pytest.CaptureFi
         assert f"({origin})" in line
     for line, score in zip(printed, result.score_history, strict=True):
         assert f"score {score:.2f}" in line
+
+
+@pytest.mark.vcr(before_record_request=recording.model_calls_only)
+@pytest.mark.slow
+def test_batch_on_server(
+    record_mode: str, cassette: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batch runs on a real `langgraph dev`; its model calls come back through a proxy
+    in this process, so the cassette records and replays them (tests/recording.py)."""
+    from examples import batch_on_server as example
+
+    with recording.RecordingProxy(recording.base_url(record_mode)) as proxy:
+        calls_before_each_batch = []
+        run_batch = example._batch
+
+        def counted(*args: Any) -> str:
+            calls_before_each_batch.append(proxy.forwarded)
+            return run_batch(*args)
+
+        monkeypatch.setattr(example, "_batch", counted)
+        rows, rerun = example.main(proxy.url, recording.LOCAL_MODEL, tmp_path / "batch")
+        forwarded = proxy.forwarded
+
+    lines = {line["id"]: line for line in example.TASKS}
+    assert sorted(row["id"] for row in rows) == sorted(lines)  # one row per task
+    assert forwarded == len(cassette) > 0  # every model call went through the proxy
+    # The rerun found every id in the output file and sent nothing to the model.
+    assert f"skipped {len(lines)}" in rerun
+    assert calls_before_each_batch == [0, forwarded]
+    replies = recording.reply_texts(cassette)
+    bodies = [json.dumps(body) for body in recording.sent_bodies(cassette)]
+    for row in rows:
+        line = lines[row["id"]]
+        assert "error" not in row, row.get("error")
+        attempts = [Attempt.model_validate(a) for a in row["attempts"]]
+        # Per-line options reached the server as the run's context.
+        assert 1 <= len(attempts) <= 1 + line["max_iterations"]
+        if line.get("strategy") == "sample":
+            assert all(a.parent is None for a in attempts)
+        if "budget" in line:  # every generator and judge request quotes the task
+            task_calls = sum(json.dumps(line["task"])[1:-1] in body for body in bodies)
+            assert task_calls <= line["budget"]["max_calls"]
+        assert row["score_history"] == [a.score for a in attempts]
+        best = best_attempt(attempts)
+        assert best is not None and row["value"] == best.response
+        assert all(a.response in replies for a in attempts)  # real replies of the model
 
 
 @pytest.mark.parametrize(("cores", "threads"), [(None, 1), (1, 1), (2, 1), (8, 4)])

@@ -190,6 +190,22 @@ def test_choose_next_explore_picks_the_kind_of_move_that_has_worked() -> None:
     assert choose_next("explore", mixed, TASK) in (0, 1, 2, 3)
 
 
+def test_choose_next_explore_samples_once_refinements_fall_below_what_they_refined() -> None:
+    # Refinement and a fresh sample have each failed once. A refinement that kept its
+    # parent's score (a fix missed) leaves the tie to refining ...
+    kept = [attempt(0, 0.5), attempt(1, 0.5, parent=0), attempt(2, 0.4)]
+    assert choose_next("explore", kept, TASK) in (0, 1, 2)
+    # ... one that scored below its parent is a model degrading what it refines: sample.
+    fell = [attempt(0, 0.5), attempt(1, 0.2, parent=0), attempt(2, 0.4)]
+    assert choose_next("explore", fell, TASK) is None
+    # A refinement that raised the best offsets one that fell: refining goes on.
+    offset = [attempt(0, 0.2), attempt(1, 0.6, parent=0), attempt(2, 0.3, parent=1)]
+    assert choose_next("explore", offset, TASK) in (0, 1, 2)
+    # Two falls against one raise: sample.
+    twice = [*offset, attempt(3, 0.1, parent=1)]
+    assert choose_next("explore", twice, TASK) is None
+
+
 def test_choose_next_explore_refines_high_scores_and_spares_attempts_refined_in_vain() -> None:
     # Refining chosen (1 of 2 refinements raised the best; no samples since the first).
     attempts = [attempt(0, 0.1), attempt(1, 0.9, parent=0), attempt(2, 0.05, parent=1)]

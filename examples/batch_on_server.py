@@ -1,0 +1,194 @@
+"""A batch of tasks refined on LangGraph Server: `langgraph dev` plus `batch --server`.
+
+What a user does in two terminals, done by one script:
+
+1. serve the project's graphs (`langgraph.json`) with `langgraph dev`, the model named by
+   `REFINE_MODEL` and reached through `OPENAI_BASE_URL`:
+   `REFINE_MODEL=smollm2 OPENAI_BASE_URL=... langgraph dev --no-browser --port 2124`
+2. send every task of a JSONL file to it, each as a run on its own thread:
+   `langgraph-refine batch tasks.jsonl --out results.jsonl --server http://127.0.0.1:2124`
+
+Per-line options (`max_iterations`, `budget`, `strategy`, ...) travel as each run's context.
+The script then runs the same batch again: every id is already in the output file, so
+nothing is sent to the model. In production the same command drives a deployed server
+(`langgraph up`, or LangGraph Platform) backed by PostgreSQL; see docs/scaling-out.md.
+
+Run: `python -m tools.local_model run -- python examples/batch_on_server.py`
+(or set `OPENAI_BASE_URL`, `OPENAI_API_KEY` and `REFINE_MODEL` for another server).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+PROJECT = Path(__file__).resolve().parents[1]  # where langgraph.json lives
+MAX_TOKENS = 160  # short answers: a runaway generation ends soon
+STARTUP_SECONDS = 90.0
+
+TASKS: list[dict[str, Any]] = [
+    {
+        "id": "capital",
+        "task": "In one sentence, name the capital of France and one thing it is known for.",
+        "max_iterations": 1,
+    },
+    {
+        "id": "sky",
+        "task": "Explain in two sentences why the sky is blue.",
+        "max_iterations": 2,
+        "budget": {"max_calls": 5},  # generator and judge calls together
+    },
+    {
+        "id": "colors",
+        "task": "Name the three primary colors of paint in one sentence.",
+        "max_iterations": 1,
+        "strategy": "sample",  # each round a fresh answer: best-of-N on the server
+    },
+]
+
+
+def main(
+    base_url: str | None = None, model: str | None = None, workdir: Path | None = None
+) -> tuple[list[dict[str, Any]], str]:
+    """Serve the graphs, run the batch on the server, run it again; print the rows.
+
+    Args:
+        base_url: The OpenAI-compatible endpoint the server's model is reached through;
+            `OPENAI_BASE_URL` (or the local model's URL) when omitted.
+        model: The model name; `REFINE_MODEL` (or the local model) when omitted.
+        workdir: Where the task and result files go; a temporary folder when omitted.
+
+    Returns:
+        The result rows, in the order they were written, and the rerun's summary line.
+    """
+    base_url, model = _model_settings(base_url, model)
+    with _folder(workdir) as folder:
+        tasks, out = folder / "tasks.jsonl", folder / "results.jsonl"
+        tasks.write_text("".join(json.dumps(line) + "\n" for line in TASKS))
+        with serve(base_url, model, logs=folder / "server.log") as url:
+            _batch(tasks, out, url, "--concurrency", "2")
+            rerun = _batch(tasks, out, url)
+        rows = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+    for row in rows:
+        scores = ", ".join(f"{s:.2f}" for s in row.get("score_history", []))
+        print(f"{row['id']}: {row.get('stop_reason') or row.get('error')} (scores {scores})")
+        print(f"    {row.get('value', '')!r}")
+    print(f"rerun: {rerun}")
+    return rows, rerun
+
+
+@contextmanager
+def serve(base_url: str, model: str, *, logs: Path) -> Iterator[str]:
+    """Run `langgraph dev` on a free loopback port for the duration; yield its URL."""
+    port = _free_port()
+    env = {
+        **os.environ,
+        "REFINE_MODEL": model,
+        "REFINE_MAX_TOKENS": str(MAX_TOKENS),
+        "OPENAI_BASE_URL": base_url,
+        "OPENAI_API_KEY": os.environ.get("OPENAI_API_KEY", "local"),
+        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
+        "LANGSMITH_TRACING": "false",
+    }
+    command = [
+        *_console_script("langgraph"),
+        "dev",
+        "--no-browser",
+        "--no-reload",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--config",
+        "langgraph.json",
+    ]
+    url = f"http://127.0.0.1:{port}"
+    # The log goes outside the project: the dev server watches the project folder.
+    with logs.open("w") as log:
+        server = subprocess.Popen(command, cwd=PROJECT, env=env, stdout=log, stderr=log)
+        try:
+            _wait_until_ready(url, server, logs)
+            yield url
+        finally:
+            server.terminate()
+            try:
+                server.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+
+
+def _batch(tasks: Path, out: Path, url: str, *extra: str) -> str:
+    """`langgraph-refine batch ... --server URL`; returns its summary line."""
+    command = [sys.executable, "-m", "langgraph_refine.cli", "batch", str(tasks)]
+    command += ["--out", str(out), "--server", url, *extra]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        raise SystemExit(f"batch failed ({done.returncode}):\n{done.stderr}{done.stdout}")
+    return done.stdout.strip().splitlines()[-1]
+
+
+def _model_settings(base_url: str | None, model: str | None) -> tuple[str, str]:
+    local = os.environ.get("LANGGRAPH_REFINE_LOCAL_BASE_URL")
+    base_url = base_url or os.environ.get("OPENAI_BASE_URL") or local
+    if not base_url:
+        raise SystemExit(
+            "No model server: set OPENAI_BASE_URL (and REFINE_MODEL), or run: "
+            "python -m tools.local_model run -- python examples/batch_on_server.py"
+        )
+    return base_url, model or os.environ.get("REFINE_MODEL", "smollm2")
+
+
+@contextmanager
+def _folder(workdir: Path | None) -> Iterator[Path]:
+    if workdir is not None:
+        workdir.mkdir(parents=True, exist_ok=True)
+        yield workdir
+        return
+    with tempfile.TemporaryDirectory(prefix="refine-batch-") as tmp:
+        yield Path(tmp)
+
+
+def _console_script(name: str) -> list[str]:
+    """A console script of the running environment (its `bin/` may not be on PATH)."""
+    beside = Path(sys.executable).parent / name
+    return [str(beside)] if beside.exists() else [name]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _wait_until_ready(url: str, server: subprocess.Popen[bytes], logs: Path) -> None:
+    deadline = time.monotonic() + STARTUP_SECONDS
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise SystemExit(f"langgraph dev exited ({server.returncode}):\n{_tail(logs)}")
+        try:
+            with urllib.request.urlopen(f"{url}/ok", timeout=1) as reply:
+                if reply.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.3)
+    raise SystemExit(f"langgraph dev did not start in {STARTUP_SECONDS:.0f} s:\n{_tail(logs)}")
+
+
+def _tail(path: Path) -> str:
+    return path.read_text(errors="replace")[-3000:]
+
+
+if __name__ == "__main__":
+    main()
