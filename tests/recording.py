@@ -196,7 +196,8 @@ class RecordingProxy:
     proxy brings its traffic here: the proxy sends each request on with `httpx`, so the
     test's cassette records it (`make record`) or answers it (`make test`) like any call the
     test makes itself. Requests are forwarded one at a time, so a recording is never
-    interleaved.
+    interleaved. A request that cannot be forwarded (in replay: one the cassette lacks) is
+    answered with HTTP 400, which is not retried, and listed in `errors`.
 
     Use as a context manager; `url` is the base URL (ending in `/v1`) to give the client.
     """
@@ -205,34 +206,45 @@ class RecordingProxy:
         import threading
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-        import httpx
-
         self.upstream = upstream.rstrip("/")
         self.forwarded = 0
-        lock = threading.Lock()
+        self.errors: list[str] = []
+        self._lock = threading.Lock()
         proxy = self
 
-        class Forward(BaseHTTPRequestHandler):
+        class Handler(BaseHTTPRequestHandler):
             def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
                 pass
 
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                path = self.path.removeprefix("/v1")
-                headers = {"Content-Type": self.headers.get("Content-Type", "application/json")}
-                with lock, httpx.Client(timeout=300) as client:
-                    reply = client.post(proxy.upstream + path, content=body, headers=headers)
-                    proxy.forwarded += 1
-                data = reply.content  # decoded: the Content-Encoding header is not passed on
-                self.send_response(reply.status_code)
-                self.send_header("Content-Type", reply.headers.get("content-type", "text/plain"))
+                content_type = self.headers.get("Content-Type", "application/json")
+                status, reply_type, data = proxy.forward(self.path, body, content_type)
+                self.send_response(status)
+                self.send_header("Content-Type", reply_type)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Forward)
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def forward(self, path: str, body: bytes, content_type: str) -> tuple[int, str, bytes]:
+        """Send one request upstream; returns the reply's status, content type and body."""
+        import httpx
+
+        url = self.upstream + path.removeprefix("/v1")
+        try:
+            with self._lock, httpx.Client(timeout=300) as client:
+                reply = client.post(url, content=body, headers={"Content-Type": content_type})
+                self.forwarded += 1
+        except Exception as exc:
+            self.errors.append(f"{type(exc).__name__}: {exc}")
+            error = json.dumps({"error": {"message": str(exc)}}).encode()
+            return 400, "application/json", error
+        # `content` is decoded, so the Content-Encoding header is not passed on.
+        return reply.status_code, reply.headers.get("content-type", "text/plain"), reply.content
 
     def __enter__(self) -> RecordingProxy:
         self._thread.start()

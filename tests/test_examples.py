@@ -136,6 +136,41 @@ def test_a_request_the_cassette_lacks_fails(
     assert vcr.play_count == 0
 
 
+@pytest.mark.vcr(record_mode="none", before_record_request=recording.model_calls_only)
+@pytest.mark.default_cassette("test_turing_paragraph.yaml")
+def test_the_proxy_replays_for_another_process_and_refuses_what_the_cassette_lacks(
+    vcr: Any,
+) -> None:
+    """The proxy that brings a server's model calls to the cassette: a recorded request
+    from another process is answered from it; one it lacks gets a 400 (not retried) and
+    is listed."""
+    import subprocess
+    import sys
+
+    recorded = recording.sent_bodies(vcr)[0]
+    changed = {**recorded, "messages": [{"role": "user", "content": "not recorded"}]}
+    client = (
+        "import json, sys, httpx\n"
+        "for body in json.loads(sys.argv[2]):\n"
+        "    reply = httpx.post(sys.argv[1], json=body, timeout=30)\n"
+        "    print(json.dumps([reply.status_code, reply.text]))\n"
+    )
+    with recording.RecordingProxy(recording.STABLE_BASE_URL) as proxy:
+        url = f"{proxy.url}/chat/completions"
+        bodies = json.dumps([recorded, changed])
+        done = subprocess.run(
+            [sys.executable, "-c", client, url, bodies], capture_output=True, text=True
+        )
+    assert done.returncode == 0, done.stderr
+    (ok_status, ok_text), (missing_status, _) = map(json.loads, done.stdout.splitlines())
+    assert ok_status == 200
+    reply = json.loads(ok_text)["choices"][0]["message"]["content"]
+    assert reply == recording.reply_texts(vcr)[0]
+    assert missing_status == 400
+    assert proxy.forwarded == 1 and len(proxy.errors) == 1
+    assert "CannotOverwriteExistingCassetteException" in proxy.errors[0]
+
+
 @pytest.mark.vcr
 def test_min_stack(model: BaseChatModel, cassette: Any) -> None:
     from examples import min_stack
@@ -399,6 +434,7 @@ def test_batch_on_server(
         rows, rerun = example.main(proxy.url, recording.LOCAL_MODEL, tmp_path / "batch")
         forwarded = proxy.forwarded
 
+    assert not proxy.errors, proxy.errors
     lines = {line["id"]: line for line in example.TASKS}
     assert sorted(row["id"] for row in rows) == sorted(lines)  # one row per task
     assert forwarded == len(cassette) > 0  # every model call went through the proxy
