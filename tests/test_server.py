@@ -44,6 +44,15 @@ class ScriptedOpenAI(BaseHTTPRequestHandler):
             return
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.server.requests.append(body)  # type: ignore[attr-defined]
+        refused = self.server.refuse  # type: ignore[attr-defined]
+        if refused and refused in json.dumps(body["messages"]):
+            data = json.dumps({"error": {"message": f"refused: {refused}"}}).encode()
+            self.send_response(400)  # a client error: the loop does not retry it
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
         text = reply_for(body)
         usage = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
         if body.get("stream"):
@@ -111,6 +120,7 @@ def free_port() -> int:
 def model_server() -> Iterator[ThreadingHTTPServer]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), ScriptedOpenAI)
     server.requests = []  # type: ignore[attr-defined]
+    server.refuse = ""  # type: ignore[attr-defined]  # answer 400 to prompts holding this
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield server
@@ -430,6 +440,41 @@ def test_batch_on_the_server_runs_each_task_on_its_thread_and_resumes(
     assert [r["id"] for r in _batch_rows(out)][3:] == ["t3"]
     again = calls(model_server)
     assert (again[0] - after[0], again[1] - after[1]) == (2, 2)
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_batch_on_the_server_writes_a_failed_run_as_an_error_row_and_retries_it(
+    langgraph_server: str, model_server: Any, cli: Any, tmp_path: Path
+) -> None:
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    lines = [{"id": "ok", "task": "Write a haiku."}, {"id": "bad", "task": "Write a BROKEN one."}]
+    src.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    model_server.refuse = "BROKEN"
+    try:
+        run = cli("batch", str(src), "--out", str(out), "--server", langgraph_server)
+    finally:
+        model_server.refuse = ""
+    assert run.code == 1  # a task failed
+    rows = {r["id"]: r for r in _batch_rows(out)}
+    assert rows["ok"]["stop_reason"] == "passed" and "error" not in rows["ok"]
+    # The server names the error's type; it hides messages of non-builtin errors.
+    assert rows["bad"]["error"].startswith("RunFailedError: ")
+    assert rows["bad"]["attempts"] == []  # the first generation failed: nothing to keep
+
+    report = cli("report", str(out), "--html", str(tmp_path / "report.html"))
+    assert report.code == 0, report.err
+    assert report.out.splitlines()[1:] == [f"failed: id 'bad': {rows['bad']['error']}"]
+
+    # The rerun skips the finished task and retries the failed one, on the same thread.
+    before = calls(model_server)
+    rerun = cli("batch", str(src), "--out", str(out), "--server", langgraph_server)
+    assert rerun.code == 0, rerun.err
+    final = [r for r in _batch_rows(out) if r["id"] == "bad"][-1]
+    assert final["stop_reason"] == "passed" and "error" not in final
+    assert final["value"] == "draft 1" and final["thread_id"] == rows["bad"]["thread_id"]
+    after = calls(model_server)
+    assert (after[0] - before[0], after[1] - before[1]) == (2, 2)  # only "bad" ran
 
 
 @pytest.mark.server
