@@ -26,10 +26,11 @@ ORDER = (
     "prompt_growth",
     "checkpoint_growth",
     "quality",
+    "refine_outcomes",
     "real_overhead",
     "judge_contradictions",
 )
-NEEDS_LOCAL_MODEL = ("quality", "real_overhead", "judge_contradictions")
+NEEDS_LOCAL_MODEL = ("quality", "refine_outcomes", "real_overhead", "judge_contradictions")
 
 
 def _runner(name: str) -> Callable[[bool], BenchResult]:
