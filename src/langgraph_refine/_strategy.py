@@ -71,8 +71,9 @@ def _explore(attempts: Sequence[Attempt], task: str) -> int | None:
         return best.index
     (refine_wins, refines), (sample_wins, samples) = _record(attempts)
     # A refinement that scored below its parent is evidence of a model that degrades what
-    # it refines (the local 135M model: 59% of its refinements fall, 14% raise); one that
-    # kept its parent's score is not (a strong model that missed a fix). Then: which kind
+    # it refines (the local 135M model: two in three of its refinements fall, 2-4% raise;
+    # `make bench BENCH=refine_outcomes`); one that kept its parent's score is not (a
+    # strong model that missed a fix). Then: which kind
     # of move has raised the best score more often so far (Laplace-smoothed, ties to
     # refining)? With a handful of rounds a greedy choice measured better than a Thompson
     # draw: a draw samples away from a refiner that works half the time.
