@@ -9,14 +9,9 @@ real local model is covered by the recorded tests): it answers generator prompts
 from __future__ import annotations
 
 import json
-import os
 import re
 import socket
-import subprocess
-import sys
 import threading
-import time
-import urllib.request
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -27,7 +22,6 @@ import pytest
 from tests.test_cli_helpers import cli  # noqa: F401 - fixture
 
 ROOT = Path(__file__).resolve().parents[1]
-STARTUP_TIMEOUT = 60.0
 
 
 class ScriptedOpenAI(BaseHTTPRequestHandler):
@@ -132,59 +126,17 @@ def model_server() -> Iterator[ThreadingHTTPServer]:
 def langgraph_server(
     model_server: ThreadingHTTPServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
-    port = free_port()
+    """`langgraph dev` serving `langgraph.json`, its model the scripted server above.
+
+    Started the way `examples/batch_on_server.py` starts it (that example's `serve`).
+    """
+    from examples.batch_on_server import serve
+
     # Logs go outside the project: the dev server watches the project folder.
-    log_path = tmp_path_factory.mktemp("langgraph-dev") / "server.log"
-    env = {
-        **os.environ,
-        "REFINE_MODEL": "scripted-model",
-        "OPENAI_BASE_URL": f"http://127.0.0.1:{model_server.server_address[1]}/v1",
-        "OPENAI_API_KEY": "local",
-        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
-        "LANGSMITH_TRACING": "false",
-        "LANGCHAIN_TRACING_V2": "false",
-    }
-    command = [
-        str(Path(sys.executable).parent / "langgraph"),
-        "dev",
-        "--no-browser",
-        "--no-reload",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--config",
-        "langgraph.json",
-    ]
-    url = f"http://127.0.0.1:{port}"
-    with log_path.open("w") as log:
-        proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            wait_until_ready(url, proc, log_path)
-            yield url
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-
-def wait_until_ready(url: str, proc: Any, log_path: Path) -> None:
-    deadline = time.monotonic() + STARTUP_TIMEOUT
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(
-                f"langgraph dev exited ({proc.returncode}):\n{log_path.read_text()[-3000:]}"
-            )
-        try:
-            with urllib.request.urlopen(f"{url}/ok", timeout=1) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.2)
-    pytest.fail(f"langgraph dev did not start:\n{log_path.read_text()[-3000:]}")
+    logs = tmp_path_factory.mktemp("langgraph-dev") / "server.log"
+    base_url = f"http://127.0.0.1:{model_server.server_address[1]}/v1"
+    with serve(base_url, "scripted-model", logs=logs) as url:
+        yield url
 
 
 def calls(model_server: Any) -> tuple[int, int]:
