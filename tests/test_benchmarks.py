@@ -86,3 +86,18 @@ def test_quick_run_leaves_results_alone(monkeypatch: Any, tmp_path: Path) -> Non
     monkeypatch.setattr(_harness, "RESULTS_MD", tmp_path / "RESULTS.md")
     assert main(["--quick", "prompt_growth"]) == 0
     assert not (tmp_path / "RESULTS.md").exists()
+
+
+def test_quality_verdict_reads_the_measured_numbers() -> None:
+    from benchmarks import quality
+
+    def columns(default: float, best_of_4: float) -> dict[str, Any]:
+        means = {name: [0.5] for name in quality.METHODS}
+        means["explore, single"] = [default]
+        means["best-of-4 (by hand)"] = [best_of_4]
+        return {c: {"means": means} for c in ["SmolLM2 (real)", *quality.SCRIPTED]}
+
+    below = quality.verdict(columns(0.81, 0.85))
+    assert "It does not reach best-of-4 on SmolLM2" in below
+    assert "0.810 on SmolLM2" in below and "best-of-4 (0.850)" in below
+    assert "It reaches best-of-4" in quality.verdict(columns(0.86, 0.85))

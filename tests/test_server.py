@@ -40,19 +40,16 @@ class ScriptedOpenAI(BaseHTTPRequestHandler):
         self.server.requests.append(body)  # type: ignore[attr-defined]
         refused = self.server.refuse  # type: ignore[attr-defined]
         if refused and refused in json.dumps(body["messages"]):
-            data = json.dumps({"error": {"message": f"refused: {refused}"}}).encode()
-            self.send_response(400)  # a client error: the loop does not retry it
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            # A client error: the loop does not retry it.
+            self._json(400, {"error": {"message": f"refused: {refused}"}})
             return
         text = reply_for(body)
         usage = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
         if body.get("stream"):
             self._stream(body, text, usage)
             return
-        data = json.dumps(
+        self._json(
+            200,
             {
                 "id": "chatcmpl-scripted",
                 "object": "chat.completion",
@@ -66,9 +63,12 @@ class ScriptedOpenAI(BaseHTTPRequestHandler):
                     }
                 ],
                 "usage": usage,
-            }
-        ).encode()
-        self.send_response(200)
+            },
+        )
+
+    def _json(self, status: int, payload: dict[str, Any]) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
