@@ -7,6 +7,7 @@ actually sent.
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from collections.abc import Sequence
@@ -19,7 +20,13 @@ from langgraph.types import Command
 
 from langgraph_refine import Attempt, Evaluation, create_refine_graph, refine
 from langgraph_refine._state import Strategy
-from langgraph_refine._strategy import choose_next
+from langgraph_refine._strategy import (
+    Choice,
+    MoveStats,
+    choose_next,
+    latest_round_stats,
+    round_stats,
+)
 from tests.fakes import ScriptedChatModel
 
 TASK = "Write a haiku about rain."
@@ -59,6 +66,15 @@ def attempt(index: int, score: float, parent: int | None = None, verdict: Any = 
         evaluation=Evaluation(score=score, verdict=verdict),
         parent=parent,
     )
+
+
+def pick(
+    strategy: Strategy, attempts: Sequence[Attempt], task: str, record: Any = None
+) -> int | None:
+    """The attempt `choose_next` refines (None: a fresh sample), checking the move agrees."""
+    choice = choose_next(strategy, attempts, task, record)
+    assert choice.move == ("sample" if choice.parent is None else "refine")
+    return choice.parent
 
 
 # -- chain ---------------------------------------------------------------------------------
@@ -145,9 +161,7 @@ def test_explore_keeps_refining_a_model_whose_refinements_work() -> None:
 def test_explore_choice_is_deterministic_for_the_same_task() -> None:
     attempts = [attempt(0, 0.2), attempt(1, 0.6, parent=0), attempt(2, 0.5, parent=1)]
     for i in range(20):
-        assert choose_next("explore", attempts, f"t{i}") == choose_next(
-            "explore", attempts, f"t{i}"
-        )
+        assert pick("explore", attempts, f"t{i}") == pick("explore", attempts, f"t{i}")
 
 
 # -- choose_next ---------------------------------------------------------------------------
@@ -155,61 +169,61 @@ def test_explore_choice_is_deterministic_for_the_same_task() -> None:
 
 def test_choose_next_with_no_attempts_samples() -> None:
     for strategy in STRATEGIES:
-        assert choose_next(strategy, [], TASK) is None
+        assert choose_next(strategy, [], TASK) == Choice("sample", None)
 
 
 def test_choose_next_chain_is_the_latest_and_sample_is_fresh() -> None:
     attempts = [attempt(0, 0.2), attempt(1, 0.9, parent=0), attempt(2, 0.1, parent=1)]
-    assert choose_next("chain", attempts, TASK) == 2
-    assert choose_next("sample", attempts, TASK) is None
+    assert choose_next("chain", attempts, TASK) == Choice("refine", 2)
+    assert choose_next("sample", attempts, TASK) == Choice("sample", None)
 
 
 def test_choose_next_explore_round_one_refines_attempt_0() -> None:
     for score in (0.0, 0.3, 0.8):
-        assert choose_next("explore", [attempt(0, score)], TASK) == 0
+        assert pick("explore", [attempt(0, score)], TASK) == 0
 
 
 def test_choose_next_explore_after_a_raising_refinement_refines_the_best() -> None:
     refined = [attempt(0, 0.2), attempt(1, 0.5, parent=0)]
-    assert choose_next("explore", refined, TASK) == 1
+    assert pick("explore", refined, TASK) == 1
     # A PASS verdict outranks a higher score: it counts as raising the best.
     passed = [attempt(0, 0.8), attempt(1, 0.6, parent=0, verdict="PASS")]
-    assert choose_next("explore", passed, TASK) == 1
+    assert pick("explore", passed, TASK) == 1
 
 
 def test_choose_next_explore_picks_the_kind_of_move_that_has_worked() -> None:
     # Refinement failed once, sampling untried: sample.
-    assert choose_next("explore", [attempt(0, 0.5), attempt(1, 0.3, parent=0)], TASK) is None
+    assert pick("explore", [attempt(0, 0.5), attempt(1, 0.3, parent=0)], TASK) is None
     # An equal score is not a raise (ties go to the earlier attempt).
-    assert choose_next("explore", [attempt(0, 0.5), attempt(1, 0.5, parent=0)], TASK) is None
+    assert pick("explore", [attempt(0, 0.5), attempt(1, 0.5, parent=0)], TASK) is None
     # A fresh sample raised the best, refinement never did: sample again.
     sampled = [attempt(0, 0.2), attempt(1, 0.1, parent=0), attempt(2, 0.6)]
-    assert choose_next("explore", sampled, TASK) is None
+    assert pick("explore", sampled, TASK) is None
     # Refinement raised it once in two rounds, a fresh sample failed: refine.
     mixed = [attempt(0, 0.2), attempt(1, 0.6, parent=0), attempt(2, 0.1), attempt(3, 0.5, 1)]
-    assert choose_next("explore", mixed, TASK) in (0, 1, 2, 3)
+    assert pick("explore", mixed, TASK) in (0, 1, 2, 3)
 
 
 def test_choose_next_explore_samples_once_refinements_fall_below_what_they_refined() -> None:
     # Refinement and a fresh sample have each failed once. A refinement that kept its
     # parent's score (a fix missed) leaves the tie to refining ...
     kept = [attempt(0, 0.5), attempt(1, 0.5, parent=0), attempt(2, 0.4)]
-    assert choose_next("explore", kept, TASK) in (0, 1, 2)
+    assert pick("explore", kept, TASK) in (0, 1, 2)
     # ... one that scored below its parent is a model degrading what it refines: sample.
     fell = [attempt(0, 0.5), attempt(1, 0.2, parent=0), attempt(2, 0.4)]
-    assert choose_next("explore", fell, TASK) is None
+    assert pick("explore", fell, TASK) is None
     # A refinement that raised the best offsets one that fell: refining goes on.
     offset = [attempt(0, 0.2), attempt(1, 0.6, parent=0), attempt(2, 0.3, parent=1)]
-    assert choose_next("explore", offset, TASK) in (0, 1, 2)
+    assert pick("explore", offset, TASK) in (0, 1, 2)
     # Two falls against one raise: sample.
     twice = [*offset, attempt(3, 0.1, parent=1)]
-    assert choose_next("explore", twice, TASK) is None
+    assert pick("explore", twice, TASK) is None
 
 
 def test_choose_next_explore_refines_high_scores_and_spares_attempts_refined_in_vain() -> None:
     # Refining chosen (1 of 2 refinements raised the best; no samples since the first).
     attempts = [attempt(0, 0.1), attempt(1, 0.9, parent=0), attempt(2, 0.05, parent=1)]
-    choices = [choose_next("explore", attempts, f"t{i}") for i in range(300)]
+    choices = [pick("explore", attempts, f"t{i}") for i in range(300)]
     assert choices.count(1) > 3 * choices.count(0)
     rng_tasks = [f"t{i}" for i in range(2000)]
     import random
@@ -222,7 +236,7 @@ def test_choose_next_explore_refines_high_scores_and_spares_attempts_refined_in_
 
 
 def test_choose_next_explore_with_nothing_evaluated_samples() -> None:
-    assert choose_next("explore", [Attempt(index=0, response="r0")], TASK) is None
+    assert pick("explore", [Attempt(index=0, response="r0")], TASK) is None
 
 
 # -- Attempt.parent in the round events ----------------------------------------------------
@@ -365,3 +379,114 @@ def test_a_long_attempt_is_cut_to_the_limit_single_form() -> None:
     text = model.calls[1][0].text
     assert "x" * 500 in text and "x" * 501 not in text
     assert "19500" in text
+
+
+# -- Attempt.move and the round statistics ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("strategy", "moves"),
+    [
+        ("chain", ["sample", "refine", "refine"]),
+        ("sample", ["sample", "sample", "sample"]),
+        # r1 (refines r0) falls below r0: explore samples afresh in round 2.
+        ("explore", ["sample", "refine", "sample"]),
+    ],
+)
+def test_the_generate_step_records_the_move(strategy: Strategy, moves: list[str]) -> None:
+    result = refine(
+        drafts(3), TASK, Scored(0.5, 0.3, 0.1), strategy=strategy, max_iterations=2, patience=None
+    )
+    assert [a.move for a in result.attempts] == moves
+    assert [a.parent is None for a in result.attempts] == [m == "sample" for m in moves]
+
+
+def test_the_round_event_carries_the_move() -> None:
+    graph = create_refine_graph(
+        drafts(2), Scored(0.1, 0.2), strategy="chain", max_iterations=1, patience=None
+    ).compile()
+    events = [e for e in graph.stream({"task": TASK}, stream_mode="custom") if e["type"] == "round"]
+    assert [e["move"] for e in events] == ["sample", "refine"]
+
+
+def test_a_reviewers_revise_round_is_recorded_as_revise() -> None:
+    graph = create_refine_graph(
+        drafts(3), Scored(0.2, 0.6, 0.4), human_review="final", max_iterations=1, patience=None
+    ).compile(checkpointer=InMemorySaver())
+    cfg: dict[str, Any] = {"configurable": {"thread_id": str(uuid.uuid4())}}
+    graph.invoke({"task": TASK}, cfg)
+    graph.invoke(Command(resume={"action": "revise", "feedback": "Shorter."}), cfg)
+    attempts = graph.get_state(cfg).values["attempts"]
+    assert [(a.move, a.parent) for a in attempts] == [
+        ("sample", None),
+        ("refine", 0),
+        ("revise", 1),
+    ]
+
+
+def test_an_attempt_stored_without_a_move_reads_it_from_its_parent() -> None:
+    # A checkpoint written before `move` existed holds attempts without the key.
+    old = {"index": 1, "response": "r1", "parent": 0}
+    assert Attempt.model_validate(old).move == "refine"
+    assert Attempt.model_validate({"index": 0, "response": "r0"}).move == "sample"
+    assert Attempt(index=2, response="r2", move=None).move == "sample"
+    # A recorded move is kept, also through a JSON round trip.
+    revised = Attempt(index=3, response="r3", parent=1, move="revise")
+    assert Attempt.model_validate_json(revised.model_dump_json()).move == "revise"
+
+
+def test_round_stats_counts_rounds_raises_and_falls_by_move() -> None:
+    attempts = [
+        attempt(0, 0.4),
+        attempt(1, 0.6, parent=0),  # refine: raised the best
+        attempt(2, 0.3, parent=1),  # refine: fell below its parent (0.6)
+        attempt(3, 0.5),  # sample: neither raised (0.6) nor fell below attempt 0 (0.4)
+        attempt(4, 0.2),  # sample: fell below attempt 0
+        attempt(5, 0.9),  # sample: raised
+        attempt(6, 0.9, parent=5),  # refine: kept its parent's score (no raise, no fall)
+        Attempt(index=7, response="r7", parent=6),  # not evaluated: not counted
+    ]
+    stats = round_stats(attempts)
+    assert stats == {
+        "refine": MoveStats(rounds=3, raised=1, fell=1),
+        "sample": MoveStats(rounds=3, raised=1, fell=1),
+    }
+    # Attempt 0 is no round; a revise round counts under its own kind.
+    assert round_stats(attempts[:1]) == {}
+    revised = Attempt(
+        index=1, response="r", parent=0, move="revise", evaluation=Evaluation(score=0.1)
+    )
+    assert round_stats([attempts[0], revised]) == {"revise": MoveStats(1, 0, 1)}
+    # The latest round alone is what a run adds to the pooled record after it.
+    assert latest_round_stats(attempts[:3]) == {"refine": MoveStats(1, 0, 1)}
+    assert latest_round_stats(attempts[:1]) == {} and latest_round_stats(attempts) == {}
+    total: dict[str, MoveStats] = {}
+    for k in range(1, len(attempts) + 1):
+        for kind, outcome in latest_round_stats(attempts[:k]).items():
+            total[kind] = total.get(kind, MoveStats()) + outcome
+    assert total == stats
+
+
+def test_a_pass_verdict_counts_as_raising_the_best() -> None:
+    attempts = [attempt(0, 0.8), attempt(1, 0.6, parent=0, verdict="PASS")]
+    assert round_stats(attempts) == {"refine": MoveStats(rounds=1, raised=1, fell=0)}
+
+
+def test_move_stats_add_and_round_trip_through_json() -> None:
+    a, b = MoveStats(3, 1, 2), MoveStats(rounds=2, raised=2)
+    assert a + b == MoveStats(5, 3, 2)
+    assert MoveStats.from_dict(json.loads(json.dumps(a.to_dict()))) == a
+    assert MoveStats.from_dict({}) == MoveStats()
+
+
+@pytest.mark.parametrize("bad", [{"rounds": -1}, {"raised": 1.5}, {"fell": "2"}, {"rounds": True}])
+def test_move_stats_from_dict_rejects_what_is_not_a_count(bad: dict[str, Any]) -> None:
+    name = next(iter(bad))
+    with pytest.raises(ValueError, match=f"{name!r} must be a non-negative integer"):
+        MoveStats.from_dict(bad)
+
+
+@pytest.mark.parametrize("record", [None, {}])
+def test_explore_without_a_record_refines_attempt_0_in_round_1(record: Any) -> None:
+    for score in (0.0, 0.3, 0.8):
+        assert choose_next("explore", [attempt(0, score)], TASK, record) == Choice("refine", 0)

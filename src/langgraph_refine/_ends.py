@@ -67,6 +67,7 @@ def prepare(state: RefineState) -> dict[str, Any]:
         "stop_reason": None,
         "reviewer_feedback": None,
         "refine_from": None,
+        "next_move": None,
         "from_messages": from_messages,
     }
 

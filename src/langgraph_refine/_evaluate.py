@@ -43,10 +43,10 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
 
     Writes the evaluated attempt to `attempts`, the spent usage to `usage`, the
     `stop_reason` chosen by the stop rules (None to go on) and, when the loop goes on,
-    `refine_from`: the attempt the next round refines (the strategy's choice; None for a
-    fresh sample). Emits a custom stream event `{"type": "round", ...}` per evaluated
-    attempt. After a generate step stopped by the budget (no pending attempt, a stop
-    reason set) it passes the state through unchanged.
+    `refine_from` and `next_move`: the attempt the next round refines (None for a fresh
+    sample) and the kind of move (the strategy's choice). Emits a custom stream event
+    `{"type": "round", ...}` per evaluated attempt. After a generate step stopped by the
+    budget (no pending attempt, a stop reason set) it passes the state through unchanged.
 
     Args:
         evaluator: A callable, chat model (LLM judge), evaluator object or list of them.
@@ -214,15 +214,14 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         stop_reason = options.rules.decide(attempts)
         if stop_reason is None and len(evaluations) < len(_responses(pending)):
             stop_reason = BUDGET_STOP  # it ran out while judging the candidates
-        refine_from = (
-            None if stop_reason else choose_next(options.strategy, attempts, state["task"])
-        )
+        choice = None if stop_reason else choose_next(options.strategy, attempts, state["task"])
         _report(options.name, attempt, best_attempt(attempts), stop_reason)
         update: dict[str, Any] = {
             "attempts": [attempt],
             "pending": None,
             "usage": attempt.usage,  # the generation's and this step's
-            "refine_from": refine_from,
+            "refine_from": choice.parent if choice is not None else None,
+            "next_move": choice.move if choice is not None else None,
         }
         if stop_reason is not None or state.get("stop_reason") is not None:
             update["stop_reason"] = stop_reason

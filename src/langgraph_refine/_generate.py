@@ -27,7 +27,7 @@ from langgraph_refine._options import LoopOptions
 from langgraph_refine._prompts import refinement_messages, smallest_prompt
 from langgraph_refine._result import RefineResult
 from langgraph_refine._retry import is_context_length_error
-from langgraph_refine._state import Attempt, Candidate, RefineState, revive_state
+from langgraph_refine._state import Attempt, Candidate, MoveKind, RefineState, revive_state
 from langgraph_refine._step import Step, run_options
 from langgraph_refine._stop_rules import BUDGET_STOP
 from langgraph_refine.evaluators._base import acall, call_sync
@@ -60,6 +60,17 @@ def refined_attempt(state: Mapping[str, Any]) -> Attempt | None:
     if state.get("reviewer_feedback") and wanted is None:
         wanted = attempts[-1].index  # a reviewer's "revise" always refines
     return next((a for a in attempts if a.index == wanted), None)
+
+
+def next_move(state: Mapping[str, Any]) -> MoveKind:
+    """The kind of move the next attempt makes (recorded as its `Attempt.move`).
+
+    A reviewer's request makes it a `"revise"`; otherwise a refinement (`refined_attempt`)
+    is a `"refine"` and a fresh answer a `"sample"`.
+    """
+    if refined_attempt(state) is None:
+        return "sample"
+    return "revise" if state.get("reviewer_feedback") else "refine"
 
 
 class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
@@ -278,6 +289,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             response=texts[0],
             instruction=state.get("reviewer_feedback"),
             parent=parent.index if parent is not None else None,
+            move=next_move(state),
             usage=usage,
             candidates=[Candidate(response=t) for t in texts] if len(texts) > 1 else [],
         )

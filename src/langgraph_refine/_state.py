@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal, NotRequired, TypeAlias
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from typing_extensions import TypedDict
 
 Verdict: TypeAlias = Literal["PASS", "NEEDS_IMPROVEMENT", "FAIL"]
@@ -31,6 +31,12 @@ StopReason: TypeAlias = Literal[
 
 Strategy: TypeAlias = Literal["chain", "explore", "sample"]
 """How each round after the first chooses what to generate (see `_strategy`)."""
+
+MoveKind: TypeAlias = Literal["sample", "refine", "revise"]
+"""The kind of move that produced an attempt (`Attempt.move`, see `_strategy`):
+`"sample"` a fresh answer to the task alone (attempt 0 included), `"refine"` a
+refinement of an earlier attempt chosen by the strategy, `"revise"` a refinement a
+human reviewer asked for."""
 
 PromptForm: TypeAlias = Literal["messages", "single"]
 """How a refinement round is put to a chat model: a multi-turn conversation
@@ -120,6 +126,10 @@ class Attempt(BaseModel):
         instruction: Reviewer feedback this attempt was asked to address, if any.
         parent: The index of the attempt this one refined; None for a fresh sample
             (attempt 0 included).
+        move: The kind of move that produced it: `"sample"`, `"refine"` or
+            `"revise"` (see `MoveKind`). Left out (as in checkpoints written before
+            the field existed), it is read from `parent`: `"sample"` without one,
+            else `"refine"`.
         usage: Model usage spent producing and evaluating this attempt.
         candidates: With `candidates > 1`, every response sampled in this round; the
             attempt's own `response` and `evaluation` are the best of them.
@@ -132,8 +142,18 @@ class Attempt(BaseModel):
     evaluation: Evaluation | None = None
     instruction: str | None = None
     parent: int | None = None
+    move: MoveKind | None = None
     usage: Usage = Field(default_factory=Usage)
     candidates: list[Candidate] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _move_from_parent(cls, data: Any) -> Any:
+        # Attempts stored before `move` existed (and ones built without it) read as the
+        # move their parent link implies.
+        if isinstance(data, Mapping) and data.get("move") is None:
+            return {**data, "move": "sample" if data.get("parent") is None else "refine"}
+        return data
 
     @property
     def score(self) -> float | None:
@@ -295,6 +315,8 @@ class RefineState(TypedDict):
         stop_reason: Why the loop stops; set by the step that decides it.
         reviewer_feedback: Feedback from a human `"revise"` action for the next generation.
         refine_from: The attempt the next round refines; None for a fresh sample.
+        next_move: The kind of move the next round makes (the strategy's choice); a
+            state without it reads the move from `refine_from`.
         usage: Model calls, tokens and seconds spent so far.
         from_messages: True when the task came from `messages` (the answer goes back there).
     """
@@ -307,5 +329,6 @@ class RefineState(TypedDict):
     stop_reason: NotRequired[StopReason | None]
     reviewer_feedback: NotRequired[str | None]
     refine_from: NotRequired[int | None]
+    next_move: NotRequired[MoveKind | None]
     usage: NotRequired[Annotated[Usage, add_usage]]
     from_messages: NotRequired[bool]

@@ -1,7 +1,9 @@
 """Search strategies: after each round, what the next round generates.
 
-The choice is written to state as `refine_from`: the index of the attempt to refine, or
-None for a fresh sample of the task alone.
+The choice (`Choice`) is a kind of move and the attempt it starts from. The evaluate
+step writes it to state as `next_move` and `refine_from` (the index of the attempt to
+refine, or None for a fresh sample of the task alone); the generate step records the
+move on the new attempt (`Attempt.move`).
 
 - `"chain"`: always refine the latest attempt (classic self-refine).
 - `"sample"`: always sample afresh (best-of-N through the loop).
@@ -18,6 +20,12 @@ None for a fresh sample of the task alone.
   evaluated attempts, each with REx's `Beta(1 + C*score, 1 + C*(1 - score) +
   times_refined)` belief, so an attempt refined without success loses weight.
 
+The strategy record: `round_stats` counts a run's rounds by kind of move (`MoveStats`:
+rounds made, how many raised the best score, how many fell below where they started).
+Counts pooled over earlier runs of the same model and evaluator (kept in a LangGraph
+store) can be passed to `choose_next` as `record`; without a record (or with an empty
+one) explore behaves as described above.
+
 Randomness is seeded from the task and the round, so a replayed round (after a crash)
 and a recorded test make the same choice.
 """
@@ -26,49 +34,176 @@ from __future__ import annotations
 
 import hashlib
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from langgraph_refine._result import best_attempt
-from langgraph_refine._state import Attempt, Strategy
+from langgraph_refine._state import Attempt, MoveKind, Strategy
 
 EXPLORE_WEIGHT = 5.0
 """REx's C: how strongly an arm's score shapes its belief (REx found 5-20 robust)."""
 
 
-def choose_next(strategy: Strategy, attempts: Sequence[Attempt], task: str) -> int | None:
-    """The attempt the next round refines, or None to sample afresh.
+@dataclass(frozen=True)
+class MoveStats:
+    """What one kind of move did over some rounds (one run's, or pooled over runs).
+
+    Attributes:
+        rounds: Evaluated rounds (attempt index 1 and later) made by this move.
+        raised: Of those, how many raised the best score of the attempts before them
+            (by the best-attempt rule: a PASS verdict outranks a higher score).
+        fell: How many scored below the attempt they started from: the refined
+            attempt for a refinement (`parent`), attempt 0 for a fresh sample.
+    """
+
+    rounds: int = 0
+    raised: int = 0
+    fell: int = 0
+
+    def __add__(self, other: MoveStats) -> MoveStats:
+        return MoveStats(
+            self.rounds + other.rounds, self.raised + other.raised, self.fell + other.fell
+        )
+
+    def to_dict(self) -> dict[str, int]:
+        """The counts as a JSON-ready dict."""
+        return {"rounds": self.rounds, "raised": self.raised, "fell": self.fell}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> MoveStats:
+        """Read counts written by `to_dict` (missing counts read as 0).
+
+        Raises:
+            ValueError: If a count is not a non-negative integer.
+        """
+        counts = {}
+        for name in ("rounds", "raised", "fell"):
+            value = data.get(name, 0)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(
+                    f"strategy record count {name!r} must be a non-negative integer, "
+                    f"got {value!r}; delete the record to start it afresh"
+                )
+            counts[name] = value
+        return cls(**counts)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What the next round generates: a kind of move and the attempt it starts from.
+
+    Attributes:
+        move: The kind of move (`"sample"`, `"refine"`, ...).
+        parent: The index of the attempt to refine; None for a fresh sample.
+    """
+
+    move: MoveKind
+    parent: int | None = None
+
+
+SAMPLE = Choice("sample")
+"""A fresh sample of the task alone."""
+
+
+def round_stats(attempts: Sequence[Attempt]) -> dict[str, MoveStats]:
+    """This run's evaluated rounds (attempt index 1 and later), counted by kind of move.
+
+    Args:
+        attempts: Every attempt so far, in order.
+
+    Returns:
+        `MoveStats` per kind of move that made at least one evaluated round.
+
+    Example:
+        >>> from langgraph_refine import Attempt, Evaluation
+        >>> first = Attempt(index=0, response="a", evaluation=Evaluation(score=0.4))
+        >>> better = Attempt(index=1, response="b", parent=0, evaluation=Evaluation(score=0.6))
+        >>> round_stats([first, better])
+        {'refine': MoveStats(rounds=1, raised=1, fell=0)}
+    """
+    stats: dict[str, MoveStats] = {}
+    for k in range(1, len(attempts)):
+        kind, outcome = _outcome(attempts[: k + 1])
+        if kind is not None:
+            stats[kind] = stats.get(kind, MoveStats()) + outcome
+    return stats
+
+
+def latest_round_stats(attempts: Sequence[Attempt]) -> dict[str, MoveStats]:
+    """The latest attempt's round alone, as `round_stats` counts it (empty for attempt 0).
+
+    What a run adds to the pooled record after each evaluated round.
+    """
+    if len(attempts) < 2:
+        return {}
+    kind, outcome = _outcome(attempts)
+    return {kind: outcome} if kind is not None else {}
+
+
+def _outcome(attempts: Sequence[Attempt]) -> tuple[str | None, MoveStats]:
+    """The kind of move of the latest attempt and its round's counts (None: not evaluated)."""
+    latest = attempts[-1]
+    if latest.evaluation is None:
+        return None, MoveStats()
+    start = _start(attempts)
+    fell = start is not None and start.evaluation is not None and _score(latest) < _score(start)
+    kind = latest.move or ("sample" if latest.parent is None else "refine")
+    return kind, MoveStats(rounds=1, raised=int(_raised_best(attempts)), fell=int(fell))
+
+
+def _start(attempts: Sequence[Attempt]) -> Attempt | None:
+    """The attempt the latest one started from: its parent, or attempt 0 for a fresh sample."""
+    wanted = attempts[-1].parent if attempts[-1].parent is not None else attempts[0].index
+    return next((a for a in attempts[:-1] if a.index == wanted), None)
+
+
+def choose_next(
+    strategy: Strategy,
+    attempts: Sequence[Attempt],
+    task: str,
+    record: Mapping[str, MoveStats] | None = None,
+) -> Choice:
+    """What the next round generates: a fresh sample, or a refinement of which attempt.
 
     Args:
         strategy: `"chain"`, `"explore"` or `"sample"`.
         attempts: Every attempt so far, in order; the last was just evaluated.
         task: The task, which seeds the explore strategy's draws.
+        record: Counts per kind of move pooled over earlier runs of the same model and
+            evaluator, not counting this run's rounds (explore adds those itself from
+            `attempts`). None or empty: explore starts knowing nothing.
 
     Returns:
-        An attempt index, or None for a fresh sample.
+        The kind of move and the attempt it starts from.
 
     Example:
         >>> from langgraph_refine import Attempt, Evaluation
         >>> first = Attempt(index=0, response="a", evaluation=Evaluation(score=0.4))
-        >>> choose_next("chain", [first], "t"), choose_next("sample", [first], "t")
-        (0, None)
+        >>> choose_next("chain", [first], "t")
+        Choice(move='refine', parent=0)
+        >>> choose_next("sample", [first], "t")
+        Choice(move='sample', parent=None)
     """
-    if not attempts:
-        return None
-    if strategy == "sample":
-        return None
+    if not attempts or strategy == "sample":
+        return SAMPLE
     if strategy == "chain":
-        return attempts[-1].index
-    return _explore(attempts, task)
+        return _refine(attempts[-1].index)
+    return _explore(attempts, task, record or {})
 
 
-def _explore(attempts: Sequence[Attempt], task: str) -> int | None:
+def _refine(index: int) -> Choice:
+    return Choice("refine", index)
+
+
+def _explore(attempts: Sequence[Attempt], task: str, record: Mapping[str, MoveStats]) -> Choice:
     evaluated = [a for a in attempts if a.evaluation is not None]
     if not evaluated:
-        return None
+        return SAMPLE
     best = best_attempt(evaluated)
     assert best is not None
     if len(attempts) == 1 or (attempts[-1].parent is not None and _raised_best(attempts)):
-        return best.index
+        return _refine(best.index)
     (refine_wins, refines), (sample_wins, samples) = _record(attempts)
     # A refinement that scored below its parent is evidence of a model that degrades what
     # it refines (the local 135M model: two in three of its refinements fall, 2-4% raise;
@@ -78,13 +213,13 @@ def _explore(attempts: Sequence[Attempt], task: str) -> int | None:
     # refining)? With a handful of rounds a greedy choice measured better than a Thompson
     # draw: a draw samples away from a refiner that works half the time.
     if _fell(attempts) > refine_wins:
-        return None
+        return SAMPLE
     if (sample_wins + 1) / (samples + 2) > (refine_wins + 1) / (refines + 2):
-        return None
+        return SAMPLE
     rng = random.Random(_seed(task, len(attempts)))
     refined = _times_refined(attempts)
     draws = [(_draw(rng, _score(a), refined.get(a.index, 0)), a.index) for a in evaluated]
-    return max(draws, key=lambda d: d[0])[1]  # ties go to the earlier attempt
+    return _refine(max(draws, key=lambda d: d[0])[1])  # ties go to the earlier attempt
 
 
 def _record(attempts: Sequence[Attempt]) -> tuple[tuple[int, int], tuple[int, int]]:
