@@ -72,7 +72,7 @@ def test_single_generation_is_awaited_in_the_nodes_own_task() -> None:
         return update, asyncio.current_task()
 
     update, caller = asyncio.run(main())
-    assert update["pending"].response == "draft"
+    assert update["pending"]["response"] == "draft"
     assert tasks == [caller]  # no extra task per round
 
 
@@ -90,7 +90,7 @@ def test_several_candidates_still_run_concurrently() -> None:
 
     node = GeneratorNode(generate, candidates=3)
     update = asyncio.run(node.ainvoke({"task": "t", "attempts": []}))
-    assert len(update["pending"].candidates) == 3
+    assert len(update["pending"]["candidates"]) == 3
     assert peak == 3
 
 

@@ -183,12 +183,13 @@ def test_build_graph_reads_the_model_from_the_environment(monkeypatch: Any) -> N
 
 def test_loop_runs_on_a_saver_that_does_not_revive_models() -> None:
     # LangGraph Server's saver does not take the graph's msgpack allowlist, so under
-    # strict msgpack the loop's pydantic models come back from it as plain dicts.
+    # strict msgpack it would not revive the loop's pydantic models; checkpoints hold
+    # plain data, which the state's channels turn back into models.
     from langgraph.checkpoint.memory import InMemorySaver
     from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
     from langgraph.types import Command
 
-    from langgraph_refine import RefineResult, create_refine_graph
+    from langgraph_refine import RefineResult, Usage, create_refine_graph
     from tests.fakes import ScriptedChatModel
 
     class ServerLikeSaver(InMemorySaver):
@@ -203,7 +204,7 @@ def test_loop_runs_on_a_saver_that_does_not_revive_models() -> None:
     ).compile(checkpointer=saver)
     config = {"configurable": {"thread_id": "dicts"}}
     graph.invoke({"task": "t"}, config)
-    assert isinstance(graph.get_state(config).values["usage"], dict)  # what nodes are given
+    assert isinstance(graph.get_state(config).values["usage"], Usage)
     graph.invoke(Command(resume={"action": "revise", "feedback": "shorter"}), config)
     assert "shorter" in model.prompts[2]
     graph.invoke(Command(resume={"action": "reject"}), config)

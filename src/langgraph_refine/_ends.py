@@ -62,7 +62,7 @@ def prepare(state: RefineState) -> dict[str, Any]:
     return {
         "task": task,
         "attempts": Overwrite([]),
-        "usage": Overwrite(Usage()),
+        "usage": Overwrite(Usage().model_dump()),  # plain data: see `plain_writes`
         "pending": None,
         "stop_reason": None,
         "reviewer_feedback": None,

@@ -25,6 +25,7 @@ from langgraph_refine._state import (
     Evaluation,
     RefineState,
     Usage,
+    plain_writes,
     revive_state,
 )
 from langgraph_refine._step import Step, emit, round_event, run_options
@@ -83,9 +84,10 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
 
     def _route(self, state: Mapping[str, Any], update: dict[str, Any]) -> Any:
         """The update, or with `routes` a `Command` that also goes where the loop goes next."""
+        stop = update.get("stop_reason", state.get("stop_reason"))
+        update = plain_writes(update)
         if self.routes is None:
             return update
-        stop = update.get("stop_reason", state.get("stop_reason"))
         return Command(update=update, goto=self.routes["stop" if stop else "refine"])
 
     def _begin(

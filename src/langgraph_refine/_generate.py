@@ -27,7 +27,14 @@ from langgraph_refine._options import LoopOptions
 from langgraph_refine._prompts import refinement_messages, smallest_prompt
 from langgraph_refine._result import RefineResult
 from langgraph_refine._retry import is_context_length_error
-from langgraph_refine._state import Attempt, Candidate, MoveKind, RefineState, revive_state
+from langgraph_refine._state import (
+    Attempt,
+    Candidate,
+    MoveKind,
+    RefineState,
+    plain_writes,
+    revive_state,
+)
 from langgraph_refine._step import Step, run_options
 from langgraph_refine._stop_rules import BUDGET_STOP
 from langgraph_refine.evaluators._base import acall, call_sync
@@ -92,7 +99,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
 
     Example:
         >>> node = GeneratorNode(lambda state: "draft")
-        >>> node.invoke({"task": "write", "attempts": []})["pending"].response
+        >>> node.invoke({"task": "write", "attempts": []})["pending"]["response"]
         'draft'
     """
 
@@ -271,7 +278,9 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
 
     def _stopped(self, stop: BudgetStop, step: Step, outputs: list[Any]) -> dict[str, Any]:
         logger.info("budget exhausted before attempt %d: %s", step.index, stop)
-        return {"stop_reason": BUDGET_STOP, "pending": None, "usage": step.meter.delta()}
+        return plain_writes(
+            {"stop_reason": BUDGET_STOP, "pending": None, "usage": step.meter.delta()}
+        )
 
     def _finish(self, state: Mapping[str, Any], outputs: list[Any], step: Step) -> dict[str, Any]:
         texts = []
@@ -299,7 +308,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         update: dict[str, Any] = {"pending": attempt}
         if state.get("reviewer_feedback"):
             update["reviewer_feedback"] = None
-        return update
+        return plain_writes(update)
 
 
 def _counted(output: Any, step: Step, before: int) -> Any:

@@ -52,7 +52,16 @@ from langgraph_refine._options import HumanReview
 from langgraph_refine._result import RefineResult, best_attempt
 from langgraph_refine._review import ReviewNode
 from langgraph_refine._review_schema import ask_review
-from langgraph_refine._state import Attempt, Evaluation, StopReason, Usage, revive_state
+from langgraph_refine._state import (
+    Attempt,
+    Evaluation,
+    PlainDataChannel,
+    StopReason,
+    Usage,
+    keep_latest,
+    revive_state,
+    to_plain,
+)
 from langgraph_refine._step import emit as _emit
 from langgraph_refine._step import round_event, stop_event
 from langgraph_refine._stop_rules import StopRules
@@ -85,7 +94,8 @@ class RefineAgentState(AgentState[Any]):
 
     Attributes:
         refine_task: The request being answered: the last human message of the run's input.
-        refine_attempts: Every final answer of this run, in order, with its evaluation.
+        refine_attempts: Every final answer of this run, in order, with its evaluation
+            (models in the state, plain data in checkpoints: see `PlainDataChannel`).
         refine_usage: Model calls (the agent's and the judge's), tokens and seconds spent.
         refine_stop_reason: Why the loop stopped (None while it runs).
         refine_response: The loop's answer, set when it stops.
@@ -94,8 +104,10 @@ class RefineAgentState(AgentState[Any]):
     """
 
     refine_task: NotRequired[Annotated[str, OmitFromInput]]
-    refine_attempts: NotRequired[Annotated[list[Attempt], OmitFromInput]]
-    refine_usage: NotRequired[Annotated[Usage, OmitFromInput]]
+    refine_attempts: NotRequired[
+        Annotated[list[Attempt], OmitFromInput, PlainDataChannel(list[Attempt], keep_latest)]
+    ]
+    refine_usage: NotRequired[Annotated[Usage, OmitFromInput, PlainDataChannel(Usage, keep_latest)]]
     refine_stop_reason: NotRequired[Annotated[StopReason | None, OmitFromInput]]
     refine_response: NotRequired[Annotated[str | None, OmitFromInput]]
     refine_phase: NotRequired[Annotated[Phase, PrivateStateAttr]]
@@ -187,7 +199,7 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         return {
             "refine_task": human[-1].text if human else "",
             "refine_attempts": [],
-            "refine_usage": Usage(),
+            "refine_usage": to_plain(Usage()),
             "refine_stop_reason": None,
             "refine_response": None,
             "refine_phase": "running",
@@ -320,9 +332,11 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
             usage=_minus(spent, sum((a.usage for a in attempts), Usage())),
         )
         attempts.append(attempt)
+        # Plain data in the agent's state: its checkpoints never hold the loop's models
+        # (see `PlainDataChannel`).
         update: dict[str, Any] = {
-            "refine_attempts": attempts,
-            "refine_usage": spent,
+            "refine_attempts": to_plain(attempts),
+            "refine_usage": to_plain(spent),
             "refine_instruction": None,
         }
         if evaluation is None:  # the budget ran out before the judge's call
@@ -444,7 +458,7 @@ def _counted(response: ModelResponse[Any], meter: BudgetMeter) -> ExtendedModelR
             meter.count_call(message)
     spent = meter.spent_before + meter.delta()
     return ExtendedModelResponse(
-        model_response=response, command=Command(update={"refine_usage": spent})
+        model_response=response, command=Command(update={"refine_usage": to_plain(spent)})
     )
 
 

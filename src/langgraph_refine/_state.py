@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import math
 import os
 import re
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Literal, NotRequired, TypeAlias
+from typing import Annotated, Any, Literal, NotRequired, Self, TypeAlias
 
 from langchain_core.messages import AnyMessage
+from langgraph.channels import BinaryOperatorAggregate
 from langgraph.graph.message import add_messages
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from langgraph.types import Overwrite
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 from typing_extensions import TypedDict
 
 Verdict: TypeAlias = Literal["PASS", "NEEDS_IMPROVEMENT", "FAIL"]
@@ -176,17 +179,14 @@ def merge_attempts(left: list[Attempt] | None, right: Attempt | Sequence[Attempt
     merged = list(left or [])
     if merged and not (isinstance(merged[0], Attempt) and isinstance(merged[-1], Attempt)):
         merged = [_as_attempt(a) for a in merged]  # revived from a saver as dicts
-    new = [right] if isinstance(right, Attempt | Mapping) else list(right)
+    # Nodes write attempts as plain data (see `plain_writes`); the channel holds models.
+    new = [_as_attempt(a) for a in ([right] if isinstance(right, Attempt | Mapping) else right)]
     # The common case, once per round: one attempt after the last one.
-    if (
-        len(new) == 1
-        and isinstance(new[0], Attempt)
-        and (not merged or new[0].index > merged[-1].index)
-    ):
+    if len(new) == 1 and (not merged or new[0].index > merged[-1].index):
         merged.append(new[0])
         return merged
     positions = {attempt.index: i for i, attempt in enumerate(merged)}
-    for attempt in map(_as_attempt, new):
+    for attempt in new:
         if attempt.index in positions:
             merged[positions[attempt.index]] = attempt
         else:
@@ -256,6 +256,81 @@ ATTEMPTS_CHANNEL_DESIGN = "delta" if ATTEMPTS_CHANNEL is not merge_attempts else
 """`"delta"` when `attempts` is a `DeltaChannel`, `"reducer"` for the plain reducer."""
 
 
+class PlainDataChannel(BinaryOperatorAggregate[Any]):
+    """A reducer channel that holds the state's models in memory and plain data on disk.
+
+    LangGraph's checkpoint serializer stores a pydantic model with its class name and
+    revives it by name on load, which it logs as "Deserializing unregistered type" (and
+    will block in a future release) unless the saver's allowlist names the class. A
+    user's own saver cannot be given that list in LangGraph's default (non-strict) mode,
+    so the loop's models never reach the serializer: this channel checkpoints its value
+    as plain data and turns it back into models on load, and nodes write plain data
+    (`plain_writes`). The conversion follows the annotated type, so every field of the
+    models, present and future, goes through it.
+
+    Args:
+        typ: The value's type (`Usage`, `list[Attempt]`, `Attempt | None`).
+        operator: The reducer; it receives models or plain data and returns models.
+    """
+
+    __slots__ = ()
+
+    def update(self, values: Sequence[Any]) -> bool:
+        """Apply the writes with the reducer; the value is revived as models."""
+        changed = super().update(values)
+        if changed and self.is_available():
+            self.value = _adapter(self.typ).validate_python(self.value)
+        return changed
+
+    def checkpoint(self) -> Any:
+        """The value as plain data (dicts, lists, strings, numbers)."""
+        if not self.is_available():
+            return super().checkpoint()
+        return _adapter(self.typ).dump_python(self.value)
+
+    def from_checkpoint(self, checkpoint: Any) -> Self:
+        """A channel holding the checkpointed value, revived as models."""
+        channel = super().from_checkpoint(checkpoint)
+        if channel.is_available():
+            channel.value = _adapter(self.typ).validate_python(channel.value)
+        return channel
+
+
+@functools.cache
+def _adapter(typ: Any) -> TypeAdapter[Any]:
+    return TypeAdapter(typ)
+
+
+STATE_MODEL_KEYS = ("attempts", "pending", "usage")
+"""The state keys whose values are the loop's models."""
+
+
+def plain_writes(update: dict[str, Any]) -> dict[str, Any]:
+    """A node's state update with the loop's models as plain data.
+
+    A node's writes are checkpointed as they are, before any channel sees them, so nodes
+    write plain data and the channels (`PlainDataChannel`, the `attempts` reducers)
+    turn it back into models.
+    """
+    return {key: to_plain(v) if key in STATE_MODEL_KEYS else v for key, v in update.items()}
+
+
+def to_plain(value: Any) -> Any:
+    """A model, or a list or `Overwrite` of models, as plain data; anything else unchanged."""
+    if isinstance(value, BaseModel):
+        return value.model_dump()
+    if isinstance(value, Overwrite):
+        return Overwrite(to_plain(value.value))
+    if isinstance(value, list | tuple):
+        return [to_plain(item) for item in value]
+    return value
+
+
+def keep_latest(left: Any, right: Any) -> Any:
+    """Reducer of `pending`: the latest write wins."""
+    return right
+
+
 def add_usage(left: Usage | None, right: Usage) -> Usage:
     """Reducer for `usage`: nodes write what they spent; the channel holds the total."""
     return _as_usage(left) + _as_usage(right)
@@ -286,6 +361,15 @@ def revive_state(state: Mapping[str, Any]) -> Mapping[str, Any]:
     if usage is not None and not isinstance(usage, Usage):
         fixes["usage"] = _as_usage(usage)
     return {**state, **fixes} if fixes else state
+
+
+# The delta channel stores only the writes (plain data) and holds models; the plain
+# reducer's value is checkpointed whole, so it goes through `PlainDataChannel`.
+_ATTEMPTS_ANNOTATION: Any = (
+    PlainDataChannel(list[Attempt], merge_attempts)
+    if ATTEMPTS_CHANNEL is merge_attempts
+    else ATTEMPTS_CHANNEL
+)
 
 
 class RefineInput(TypedDict):
@@ -322,13 +406,13 @@ class RefineState(TypedDict):
     """
 
     task: str
-    attempts: Annotated[list[Attempt], ATTEMPTS_CHANNEL]
+    attempts: Annotated[list[Attempt], _ATTEMPTS_ANNOTATION]
     response: NotRequired[str]
     messages: NotRequired[Annotated[list[AnyMessage], add_messages]]
-    pending: NotRequired[Attempt | None]
+    pending: NotRequired[Annotated[Attempt | None, PlainDataChannel(Attempt | None, keep_latest)]]
     stop_reason: NotRequired[StopReason | None]
     reviewer_feedback: NotRequired[str | None]
     refine_from: NotRequired[int | None]
     next_move: NotRequired[MoveKind | None]
-    usage: NotRequired[Annotated[Usage, add_usage]]
+    usage: NotRequired[Annotated[Usage, PlainDataChannel(Usage, add_usage)]]
     from_messages: NotRequired[bool]

@@ -1,0 +1,210 @@
+"""Checkpoints hold no models: no "Deserializing unregistered type" warning with any saver.
+
+LangGraph logs that warning (and will block the type in a future release) when a saver's
+serializer revives a class it was not told about. The loop's state keeps its models in
+memory and plain data in checkpoints (`PlainDataChannel`, `plain_writes`), so a loop
+checkpointed in a user's own `InMemorySaver()`, `SqliteSaver` or `PostgresSaver`, under
+LangGraph's default settings or `LANGGRAPH_STRICT_MSGPACK=true`, reads back with no
+warning; and threads written by release 0.1.0 (models in checkpoints) still load.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.serde.event_hooks import register_serde_event_listener
+from langgraph.types import Command
+
+from langgraph_refine import Attempt, RefineResult, Usage, create_refine_graph
+from langgraph_refine._state import PlainDataChannel, plain_writes
+from tests.conftest import POSTGRES_URI_ENV, postgres_uri
+
+ROOT = Path(__file__).resolve().parents[1]
+RELEASE_THREAD = ROOT / "tests" / "data" / "release_thread.sqlite"
+SCORES = [0.4, 0.7, 0.6]
+
+# Runs in a fresh interpreter (LangGraph reads LANGGRAPH_STRICT_MSGPACK at import and logs
+# each warning once per process): a paused-and-resumed loop, a loop as a node of a
+# checkpointed parent, and an agent with RefineMiddleware, on each saver, with warnings
+# as errors and LangGraph's serializer events recorded.
+WORKER = r"""
+import logging, sys, warnings
+warnings.simplefilter("error")
+logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+from langgraph.checkpoint.serde.event_hooks import register_serde_event_listener
+events = []
+register_serde_event_listener(events.append)
+
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import START, StateGraph
+from langgraph.types import Command
+from typing_extensions import TypedDict
+from langgraph_refine import RefineMiddleware, RefineResult, create_refine_graph
+
+SCORES = [0.4, 0.7, 0.6]
+gen = lambda state: f"draft {len(state['attempts'])}"
+ev = lambda response, state: SCORES[len(state["attempts"])]
+
+def run(saver, label):
+    graph = create_refine_graph(gen, ev, max_iterations=2, patience=None, human_review="final")
+    graph = graph.compile(checkpointer=saver)
+    cfg = {"configurable": {"thread_id": label + "-review"}}
+    graph.invoke({"task": "Write a tagline."}, cfg)
+    graph.invoke(Command(resume={"action": "approve"}), cfg)
+    result = RefineResult.from_state(graph.get_state(cfg).values)
+    assert result.score_history == SCORES, result.score_history
+    assert result.value == "draft 1", result.value
+
+    class Parent(TypedDict):
+        task: str
+        response: str
+
+    loop = create_refine_graph(gen, ev, max_iterations=2, patience=None).compile()
+    parent = StateGraph(Parent).add_node("refine", loop).add_edge(START, "refine")
+    parent = parent.compile(checkpointer=saver)
+    cfg = {"configurable": {"thread_id": label + "-parent"}}
+    assert parent.invoke({"task": "Write a tagline."}, cfg)["response"] == "draft 1"
+    parent.get_state(cfg, subgraphs=True)
+
+    from langchain.agents import create_agent
+    from tests.fakes import ScriptedChatModel
+    refine = RefineMiddleware(lambda response, state: SCORES[len(state["attempts"])],
+                              max_iterations=2, patience=None)
+    model = ScriptedChatModel(replies=["one", "two", "three"])
+    agent = create_agent(model, [], middleware=[refine], checkpointer=saver)
+    cfg = {"configurable": {"thread_id": label + "-agent"}}
+    agent.invoke({"messages": [("user", "Write a tagline.")]}, cfg)
+    state = agent.get_state(cfg).values
+    assert refine.result(state).score_history == SCORES
+
+kind = sys.argv[1]
+if kind == "memory":
+    run(InMemorySaver(), kind)
+elif kind == "sqlite":
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    with SqliteSaver.from_conn_string(sys.argv[2]) as saver:
+        run(saver, kind)
+else:
+    from langgraph.checkpoint.postgres import PostgresSaver
+    with PostgresSaver.from_conn_string(sys.argv[2]) as saver:
+        saver.setup()
+        run(saver, kind + "-" + sys.argv[3])
+assert events == [], events
+print("clean")
+"""
+
+
+@pytest.mark.parametrize("strict", [False, True], ids=["default", "strict"])
+@pytest.mark.parametrize(
+    "kind", ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def test_no_serializer_warning_with_any_saver(kind: str, strict: bool, tmp_path: Path) -> None:
+    args = [kind]
+    if kind == "sqlite":
+        args.append(str(tmp_path / "checkpoints.sqlite"))
+    elif kind == "postgres":
+        uri = postgres_uri()
+        if not uri:
+            pytest.fail(f"{POSTGRES_URI_ENV} is not set; `make test` sets it")
+        args += [uri, f"{os.getpid()}-{tmp_path.name}-{strict}"]
+    env = {k: v for k, v in os.environ.items() if k != "LANGGRAPH_STRICT_MSGPACK"}
+    if strict:
+        env["LANGGRAPH_STRICT_MSGPACK"] = "true"
+    proc = subprocess.run(
+        [sys.executable, "-c", WORKER, *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-4000:]
+    assert "clean" in proc.stdout
+    assert "Deserializing unregistered type" not in output, output[-4000:]
+    assert "Blocked deserialization" not in output, output[-4000:]
+    assert "WARNING" not in proc.stderr, proc.stderr[-4000:]
+
+
+def test_checkpoints_and_writes_hold_plain_data() -> None:
+    # What reaches the serializer: plain data in the node's writes and the channels'
+    # checkpoints; models again when the channel is read.
+    attempt = Attempt(index=0, response="r", usage=Usage(calls=1))
+    update = plain_writes({"attempts": [attempt], "pending": attempt, "usage": attempt.usage})
+    assert update["attempts"] == [attempt.model_dump()]
+    assert update["pending"] == attempt.model_dump()
+    assert update["usage"] == Usage(calls=1).model_dump()
+
+    channel = PlainDataChannel(list[Attempt], lambda left, right: [*left, *right])
+    channel.update([[attempt.model_dump()]])
+    assert channel.get() == [attempt]
+    assert channel.checkpoint() == [attempt.model_dump()]
+    assert channel.from_checkpoint([attempt.model_dump()]).get() == [attempt]
+
+
+def test_no_serializer_event_in_this_process() -> None:
+    events: list[dict[str, Any]] = []
+    register_serde_event_listener(events.append)
+    graph = create_refine_graph(
+        lambda state: f"draft {len(state['attempts'])}",
+        lambda response, state: SCORES[len(state["attempts"])],
+        max_iterations=2,
+        patience=None,
+        human_review="final",
+    ).compile(checkpointer=InMemorySaver())
+    cfg = {"configurable": {"thread_id": "events"}}
+    graph.invoke({"task": "Write a tagline."}, cfg)
+    graph.invoke(Command(resume={"action": "approve"}), cfg)
+    assert RefineResult.from_state(graph.get_state(cfg).values).score_history == SCORES
+    assert [e for e in events if e.get("module", "").startswith("langgraph_refine")] == []
+
+
+def _release_graphs(saver: Any) -> tuple[Any, Any]:
+    def generate(state: Any) -> str:
+        return f"draft {len(state['attempts'])}"
+
+    def evaluate(response: str, state: Any) -> float:
+        return SCORES[len(state["attempts"])]
+
+    done = create_refine_graph(generate, evaluate, max_iterations=2, patience=None)
+    reviewed = create_refine_graph(
+        generate, evaluate, max_iterations=2, patience=None, human_review="final"
+    )
+    return done.compile(checkpointer=saver), reviewed.compile(checkpointer=saver)
+
+
+def test_reads_and_resumes_a_thread_written_by_release_0_1(tmp_path: Path) -> None:
+    # tests/data/release_thread.sqlite was written by 0.1.0 (tests/data/make_release_thread.py):
+    # its checkpoints hold the models themselves. It still loads, and a paused review resumes.
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    path = tmp_path / "release.sqlite"
+    shutil.copy(RELEASE_THREAD, path)
+    events: list[dict[str, Any]] = []
+    register_serde_event_listener(events.append)
+    with SqliteSaver.from_conn_string(str(path)) as saver:
+        done, reviewed = _release_graphs(saver)
+        finished = done.get_state({"configurable": {"thread_id": "finished"}}).values
+        result = RefineResult.from_state(finished)
+        assert result.score_history == SCORES
+        assert result.value == "draft 1" and result.stop_reason == "max_iterations"
+        assert all(isinstance(a, Attempt) for a in finished["attempts"])
+        assert isinstance(finished["usage"], Usage)
+
+        cfg = {"configurable": {"thread_id": "paused"}}
+        payload = reviewed.get_state(cfg).interrupts[0].value
+        assert payload["response"] == "draft 1" and payload["score"] == 0.7
+        reviewed.invoke(Command(resume={"action": "approve"}), cfg)
+        resumed = RefineResult.from_state(reviewed.get_state(cfg).values)
+        assert resumed.stop_reason == "approved" and resumed.value == "draft 1"
+        assert resumed.score_history == SCORES
+    if os.environ.get("LANGGRAPH_STRICT_MSGPACK") == "true":
+        # Strict mode revives the old models through the graph's own allowlist.
+        assert [e for e in events if e["kind"] == "msgpack_blocked"] == []
