@@ -44,6 +44,9 @@ def test_the_context_schema_is_refine_context() -> None:
         "min_delta",
         "budget",
         "strategy",
+        "evaluator",
+        "judge_model",
+        "max_tokens",
     }
 
 

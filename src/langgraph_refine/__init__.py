@@ -14,6 +14,7 @@ from langgraph_refine._budget import Budget
 from langgraph_refine._errors import (
     BudgetExhaustedError,
     ContextLengthError,
+    ProviderError,
     RefineError,
     ReviewInputError,
 )
@@ -39,6 +40,7 @@ __all__ = [
     "Evaluation",
     "EvaluatorNode",
     "GeneratorNode",
+    "ProviderError",
     "RefineContext",
     "RefineError",
     "RefineResult",

@@ -8,8 +8,22 @@ if TYPE_CHECKING:
     from langgraph_refine._result import RefineResult
 
 
-class RefineError(Exception):
-    """Base class for errors raised by langgraph-refine."""
+class RefineError(RuntimeError):
+    """Base class for errors raised by langgraph-refine.
+
+    A `RuntimeError`, so that LangGraph Server passes its message on to the client (the
+    server replaces the message of errors that are not built-in types with "An internal
+    error occurred"): a run that failed on a server says why in the user's terms.
+    """
+
+
+class ProviderError(RefineError):
+    """The model provider failed a call for good (after the retries), on a served graph.
+
+    The served graphs raise it in place of the client library's own error (whose message
+    a server would hide); the message starts with "the model provider failed:" and holds
+    the provider's error type and text. The original error is its `__cause__`.
+    """
 
 
 class BudgetExhaustedError(RefineError):

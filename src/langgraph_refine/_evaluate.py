@@ -12,6 +12,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
+from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langgraph.types import Command, RetryPolicy
 
@@ -19,6 +20,7 @@ from langgraph_refine._budget import BudgetStop
 from langgraph_refine._errors import RefineError
 from langgraph_refine._options import LoopOptions
 from langgraph_refine._result import best_attempt
+from langgraph_refine._specs import SpecError, build_evaluators, run_judge_model
 from langgraph_refine._state import (
     Attempt,
     Candidate,
@@ -56,6 +58,8 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         routes: Node names for `"refine"` and `"stop"`. When given, the node routes the
             loop itself (it returns a `Command` with `goto`), so the graph needs no
             conditional edge after it; without, route with `route_after_evaluation`.
+        judge_model: The model of a `judge` check a run asks for in its context without
+            naming a `judge_model` (see `RefineContext`).
         **settings: Shorthand for `LoopOptions` and `StopRules` fields
             (`target_score=1.0, max_iterations=3`, ...).
 
@@ -75,12 +79,43 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         *,
         retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
         routes: Mapping[str, str] | None = None,
+        judge_model: BaseChatModel | None = None,
         **settings: Any,
     ) -> None:
         self.evaluator: BaseEvaluator = as_evaluator(evaluator)
         self.options = LoopOptions.build(options, **settings)
         self.retry_policy = retry_policy
         self.routes = dict(routes) if routes is not None else None
+        self.judge_model = judge_model
+        self._run_evaluators: dict[Any, BaseEvaluator] = {}
+
+    def evaluator_for(self, options: LoopOptions) -> BaseEvaluator:
+        """The evaluator of a run: the check its context asks for, else the node's own.
+
+        Raises:
+            SpecError: If the run's `judge` check has no model to run on.
+        """
+        if options.checks is None:
+            return self.evaluator
+        key = (tuple(c.text for c in options.checks), options.judge_model, options.max_tokens)
+        built = self._run_evaluators.get(key)
+        if built is None:
+            built = as_evaluator(build_evaluators(options.checks, lambda: self._judge(options)))
+            if len(self._run_evaluators) >= 64:  # a served graph lives long: stay bounded
+                self._run_evaluators.clear()
+            self._run_evaluators[key] = built
+        return built
+
+    def _judge(self, options: LoopOptions) -> BaseChatModel:
+        if options.judge_model is not None:
+            model: BaseChatModel = run_judge_model(options.judge_model, options.max_tokens)
+            return model
+        if self.judge_model is None:
+            raise SpecError(
+                "the run's 'judge' check needs a model: set judge_model in the run's context "
+                "(this graph's generator is not a chat model)"
+            )
+        return self.judge_model
 
     def _route(self, state: Mapping[str, Any], update: dict[str, Any]) -> Any:
         """The update, or with `routes` a `Command` that also goes where the loop goes next."""
@@ -92,7 +127,7 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
 
     def _begin(
         self, state: Mapping[str, Any], config: RunnableConfig | None
-    ) -> tuple[Attempt, Step, LoopOptions]:
+    ) -> tuple[Attempt, Step, LoopOptions, BaseEvaluator]:
         pending = state.get("pending")
         if pending is None:
             raise RefineError(
@@ -109,9 +144,11 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
             retry_policy=self.retry_policy,
             pending_usage=pending.usage,
         )
-        return pending, step, options
+        return pending, step, options, self.evaluator_for(options)
 
-    def _runnable(self, state: Mapping[str, Any], step: Step) -> Runnable[str, Evaluation] | None:
+    def _runnable(
+        self, state: Mapping[str, Any], step: Step, evaluator: BaseEvaluator
+    ) -> Runnable[str, Evaluation] | None:
         """The evaluation as a child run `<loop>:evaluate`, when a callback handler listens.
 
         Handlers (LangSmith, ...) then see one run per evaluation with the iteration and
@@ -120,7 +157,6 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         """
         if not step.listened:
             return None
-        evaluator = self.evaluator
 
         async def aevaluate(response: str) -> Evaluation:
             return await evaluator.aevaluate(response, state)
@@ -132,14 +168,14 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         state = revive_state(input)
         if state.get("pending") is None and state.get("stop_reason"):
             return self._route(state, {})
-        pending, step, options = self._begin(state, config)
-        traced = self._runnable(state, step)
+        pending, step, options, evaluator = self._begin(state, config)
+        traced = self._runnable(state, step, evaluator)
         evaluations: list[Evaluation] = []
         try:
             for response in _responses(pending):
                 if traced is None:
                     evaluations.append(
-                        step.call(self.evaluator.evaluate, response, state, model_call=False)
+                        step.call(evaluator.evaluate, response, state, model_call=False)
                     )
                 else:
                     evaluations.append(
@@ -160,13 +196,13 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         state = revive_state(input)
         if state.get("pending") is None and state.get("stop_reason"):
             return self._route(state, {})
-        pending, step, options = self._begin(state, config)
-        traced = self._runnable(state, step)
+        pending, step, options, evaluator = self._begin(state, config)
+        traced = self._runnable(state, step, evaluator)
         responses = _responses(pending)
 
         async def one(response: str) -> Evaluation:
             if traced is None:
-                return await step.acall(self.evaluator.aevaluate, response, state, model_call=False)
+                return await step.acall(evaluator.aevaluate, response, state, model_call=False)
             return await step.acall(traced.ainvoke, response, step.config, model_call=False)
 
         evaluations: list[Evaluation] = []

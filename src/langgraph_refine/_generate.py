@@ -80,6 +80,34 @@ def next_move(state: Mapping[str, Any]) -> MoveKind:
     return "revise" if state.get("reviewer_feedback") else "refine"
 
 
+def check_max_tokens(generator: Any, max_tokens: int) -> None:
+    """Refuse a run's `max_tokens` the generator cannot take.
+
+    A run may lower the chat model's own limit (its `max_tokens`, which the served graphs
+    set from `REFINE_MAX_TOKENS`), never raise it: the deployment's cap stands.
+
+    Raises:
+        ValueError: If the generator is not a chat model, or `max_tokens` is above its cap.
+    """
+    if not isinstance(generator, BaseChatModel):
+        raise ValueError(
+            f"max_tokens={max_tokens} in the run's context applies to a chat-model generator; "
+            f"this graph's generator is a {type(generator).__name__}"
+        )
+    cap = getattr(generator, "max_tokens", None)
+    if isinstance(cap, int) and max_tokens > cap:
+        raise ValueError(
+            f"max_tokens={max_tokens} in the run's context is above this deployment's cap of "
+            f"{cap} output tokens per call (the model's max_tokens, REFINE_MAX_TOKENS on a "
+            f"served graph); ask for at most {cap}"
+        )
+
+
+def model_kwargs(options: LoopOptions) -> dict[str, Any]:
+    """Keyword arguments a chat-model call takes for this run (its `max_tokens`)."""
+    return {} if options.max_tokens is None else {"max_tokens": options.max_tokens}
+
+
 class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
     """Generates the next attempt: the first answer, a fresh sample, or a refinement.
 
@@ -153,6 +181,8 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         self, state: Mapping[str, Any], config: RunnableConfig | None
     ) -> tuple[Step, int, list[BaseMessage]]:
         options = run_options(self.options)
+        if options.max_tokens is not None:
+            check_max_tokens(self.generator, options.max_tokens)
         index = next_index(state)
         step = Step(
             options, state, config, node="generate", index=index, retry_policy=self.retry_policy
@@ -169,7 +199,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
     def _one(self, state: Mapping[str, Any], prompt: list[BaseMessage], step: Step) -> Any:
         generator, before = self.generator, step.meter.calls
         if isinstance(generator, BaseChatModel):
-            return generator.invoke(prompt, step.config)
+            return generator.invoke(prompt, step.config, **model_kwargs(step.options))
         if isinstance(generator, Runnable):
             graph: Runnable[Any, Any] = generator
             answer = _graph_answer(graph.invoke({"messages": prompt}, step.config), step.index)
@@ -179,7 +209,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
     async def _aone(self, state: Mapping[str, Any], prompt: list[BaseMessage], step: Step) -> Any:
         generator, before = self.generator, step.meter.calls
         if isinstance(generator, BaseChatModel):
-            return await generator.ainvoke(prompt, step.config)
+            return await generator.ainvoke(prompt, step.config, **model_kwargs(step.options))
         if isinstance(generator, Runnable):
             graph: Runnable[Any, Any] = generator
             output = await graph.ainvoke({"messages": prompt}, step.config)

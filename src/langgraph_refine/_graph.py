@@ -168,6 +168,7 @@ def create_refine_graph(
             options,
             retry_policy=retry_policy,
             routes=None if after_evaluation else {"refine": "generate", "stop": stop},
+            judge_model=_judge_model(gen, judge_model),
         ),
         retry_policy=retry_policy,
         metadata={"refine_loop": name},
@@ -203,3 +204,11 @@ def _evaluator(gen: Any, evaluator: EvaluatorLike, judge_model: BaseChatModel | 
     if judge_model is not None:
         raise ValueError("judge_model is only used when evaluator is None; pass one or the other")
     return as_evaluator(evaluator)
+
+
+def _judge_model(gen: Any, judge_model: BaseChatModel | str | None) -> BaseChatModel | None:
+    """The model a run's `judge` check uses when its context names none."""
+    judge = judge_model if judge_model is not None else gen
+    if isinstance(judge, str):
+        return resolve_chat_model(judge, option="judge_model")
+    return judge if isinstance(judge, BaseChatModel) else None

@@ -15,6 +15,14 @@ from typing_extensions import TypedDict
 
 from langgraph_refine._budget import Budget
 from langgraph_refine._memory import DEFAULT_MEMORY, MemoryPolicy, validate_memory
+from langgraph_refine._models import parse_max_tokens
+from langgraph_refine._specs import (
+    EvaluatorSpec,
+    code_checks_allowed,
+    parse_run_specs,
+    parse_specs,
+    run_judge_model,
+)
 from langgraph_refine._state import PromptForm, Strategy
 from langgraph_refine._stop_rules import StopRules
 
@@ -54,8 +62,20 @@ class RefineContext(TypedDict, total=False):
     """Options that can be set per run: `graph.invoke(input, config, context={...})`.
 
     Each key overrides the option the graph was built with, for that run only (and so,
-    on LangGraph Server, per assistant). Invalid values fail with `ValueError` before
-    any model call.
+    on LangGraph Server, per run or per assistant). Invalid values fail with `ValueError`
+    before any model call.
+
+    Besides the loop's options, a run may set its check and its models' limits:
+
+    - `evaluator`: a check spec or a list of them (combined with equal weights), in the
+      CLI's spec language (`contains:a,b`, `regex:...`, `words:MIN-MAX`, `judge`,
+      `no_repetition`, `schema:{...}`); it replaces the graph's evaluator for the run.
+      Specs that read files or run code (`json-schema:FILE`, `python-tests:FILE`) are
+      refused unless the environment sets `LANGGRAPH_REFINE_ALLOW_CODE_CHECKS=1`.
+    - `judge_model`: the model of the run's `judge` check (a model string); alone, it
+      makes the run's check `judge` on that model.
+    - `max_tokens`: output tokens per generator call; at most the generator's own
+      `max_tokens` (on the served graphs, `REFINE_MAX_TOKENS`).
     """
 
     target_score: float
@@ -64,6 +84,9 @@ class RefineContext(TypedDict, total=False):
     min_delta: float
     budget: dict[str, Any] | None
     strategy: Strategy
+    evaluator: str | list[str]
+    judge_model: str
+    max_tokens: int
 
 
 CONTEXT_KEYS: frozenset[str] = frozenset(RefineContext.__annotations__)
@@ -83,6 +106,9 @@ class LoopOptions:
         prompt_form: `"messages"` or `"single"` (chat-model generators).
         candidates: Responses sampled per round.
         name: The loop's name.
+        checks: The run's check, from its context (None: the graph's evaluator).
+        judge_model: The model string of the run's `judge` check, from its context.
+        max_tokens: The run's limit on output tokens per generator call, from its context.
 
     Raises:
         ValueError: If an option is outside its allowed range (the message names it).
@@ -97,6 +123,9 @@ class LoopOptions:
     prompt_form: PromptForm = DEFAULT_PROMPT_FORM
     candidates: int = 1
     name: str = "refine"
+    checks: tuple[EvaluatorSpec, ...] | None = None
+    judge_model: str | None = None
+    max_tokens: int | None = None
 
     def __post_init__(self) -> None:
         check_choice("on_budget_exhausted", self.on_budget_exhausted, OnBudgetExhausted)
@@ -149,6 +178,7 @@ class LoopOptions:
             return self
         if "budget" in values:
             values["budget"] = Budget.coerce(values["budget"], option="context budget")
+        values.update(_run_checks(values))
         return self.build(self, **values)
 
 
@@ -163,6 +193,38 @@ def _context_values(context: object) -> dict[str, Any]:
     if unknown:
         raise ValueError(f"unknown run context key(s) {unknown}; allowed: {sorted(CONTEXT_KEYS)}")
     return values
+
+
+def _run_checks(values: dict[str, Any]) -> dict[str, Any]:
+    """Validate (and take out of `values`) a run's check: `evaluator`, `judge_model`, `max_tokens`.
+
+    Raises:
+        ValueError: For a bad or refused spec, an empty judge model, or a bad `max_tokens`
+            (each message names the key, the value, and what is allowed).
+    """
+    checked: dict[str, Any] = {}
+    if "max_tokens" in values:
+        checked["max_tokens"] = parse_max_tokens(values.pop("max_tokens"), source="max_tokens")
+    judge = values.pop("judge_model", None)
+    if judge is not None:
+        if not isinstance(judge, str) or not judge.strip():
+            raise ValueError(
+                f"judge_model must be a model string ('provider:model' or a model name), "
+                f"got {judge!r}"
+            )
+        checked["judge_model"] = judge.strip()
+        run_judge_model(checked["judge_model"], checked.get("max_tokens"))
+    specs = values.pop("evaluator", None)
+    if specs is None and judge is not None:
+        specs = "judge"  # a judge model alone asks for the judge on it
+    if specs is not None:
+        texts = (specs,) if isinstance(specs, str) else specs
+        allow = code_checks_allowed()
+        if isinstance(texts, list | tuple) and all(isinstance(s, str) for s in texts):
+            checked["checks"] = parse_run_specs(tuple(texts), allow) or None
+        else:
+            parse_specs(specs, allow_files=allow)  # raises, naming what was wrong
+    return checked
 
 
 _RULE_FIELDS = ("target_score", "max_iterations", "patience", "min_delta")

@@ -140,6 +140,7 @@ class Step:
         retry_policy: RetryPolicy | Sequence[RetryPolicy] | None,
         pending_usage: Usage | None = None,
     ) -> None:
+        self.options = options
         self.budget: Budget | None = options.budget
         # What failed executions of this step spent (they write nothing to state) counts.
         # (Only retries leave something here; the lookup is skipped when nothing is.)

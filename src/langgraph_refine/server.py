@@ -17,24 +17,44 @@ Environment:
 - `OPENAI_BASE_URL` / `OPENAI_API_KEY`: the address and key of any OpenAI-compatible
   server (read by the OpenAI client itself).
 
+- `LANGGRAPH_REFINE_ALLOW_CODE_CHECKS`: `1` lets runs ask for checks that read files or
+  run code (`python-tests:FILE`, `json-schema:FILE`); refused otherwise.
+
 Input: `{"task": "..."}` (or `{"messages": [...]}` ending with a human message); output:
-`{"response": "..."}`. The server brings its own persistence, so the graphs are compiled
-without a checkpointer.
+`{"response": "..."}`. A run's context may set the loop's options and its check
+(`RefineContext`: `evaluator` in the CLI's spec language, `judge_model`, `max_tokens`
+up to `REFINE_MAX_TOKENS`). The server brings its own persistence, so the graphs are
+compiled without a checkpointer.
+
+Errors keep their message on the way to the client: the server hides the message of
+errors that are not built-in types, so the library's own errors are `RuntimeError`s, a
+bad option is a `ValueError`, and a provider's error that outlived the retries is raised
+again as a `ProviderError` ("the model provider failed: ...").
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
+from langgraph.errors import NodeError
 from langgraph.graph.state import CompiledStateGraph
 
+from langgraph_refine._errors import ProviderError, RefineError
 from langgraph_refine._graph import create_refine_graph
 from langgraph_refine._models import MAX_TOKENS_ENV, max_tokens_setting, resolve_chat_model
 from langgraph_refine._options import HumanReview
+from langgraph_refine._retry import describe_status, is_transient, status_code
 
-__all__ = ["MAX_TOKENS_ENV", "MODEL_ENV", "build_graph", "refine", "refine_reviewed"]
+__all__ = [
+    "MAX_TOKENS_ENV",
+    "MODEL_ENV",
+    "build_graph",
+    "explain_error",
+    "refine",
+    "refine_reviewed",
+]
 
 MODEL_ENV = "REFINE_MODEL"
 """The environment variable naming the served model."""
@@ -77,7 +97,34 @@ def build_graph(
     max_tokens = max_tokens_setting(environ=env)
     model = resolve_chat_model(model_name, option=MODEL_ENV, max_tokens=max_tokens)
     builder = create_refine_graph(model, human_review=human_review, name=name)
+    # Runs after a node failed for good (its retries spent): see `explain_error`.
+    # (LangGraph's `StateNode` type does not list the `(state, NodeError)` form yet.)
+    builder.set_node_defaults(error_handler=cast("Any", explain_error))
     return builder.compile(name=name)
+
+
+def explain_error(state: Any, error: NodeError) -> None:
+    """Fail the run with an error whose message the server passes on to the client.
+
+    A provider's error (an HTTP status, a connection failure or timeout) becomes a
+    `ProviderError` that says so; any other error is raised again as it was (the
+    library's errors and bad options already reach the client with their message).
+
+    Raises:
+        ProviderError: For a provider's error.
+        BaseException: The node's own error, otherwise.
+    """
+    exc = error.error
+    provider = status_code(exc) is not None or is_transient(exc)
+    if provider and isinstance(exc, Exception) and not isinstance(exc, RefineError):
+        status = describe_status(exc)
+        text = " ".join(str(exc).split()) or "no message"
+        raise ProviderError(
+            f"the model provider failed in node {error.node!r}"
+            + (f" ({status})" if status else "")
+            + f": {type(exc).__name__}: {text}"
+        ) from exc
+    raise exc
 
 
 def refine() -> CompiledStateGraph[Any, Any, Any, Any]:

@@ -324,7 +324,8 @@ def batch(
             "--server",
             metavar="URL",
             help="Run each task on its own thread of the LangGraph Server at URL (the server's "
-            "model and evaluator are used; per-line loop options go in each run's context).",
+            "model is used; each line's evaluator and loop options, --judge-model and "
+            "--max-tokens go in its run's context).",
         ),
     ] = None,
     assistant: Annotated[
@@ -394,7 +395,12 @@ def batch(
     todo = [item for item in found.items if id_key(item.id) not in done]
     skipped = len(found.items) - len(todo)
     if server is not None:
-        stats = _batch_on_server(todo, server, assistant, out, concurrency, err)
+        models = {
+            key: value
+            for key, value in (("judge_model", judge_model), ("max_tokens", max_tokens))
+            if value is not None
+        }
+        stats = _batch_on_server(todo, server, assistant, out, concurrency, err, models)
     else:
         settings = _settings(model, base_url, judge_model, cache, timeout, max_tokens)
         generator = settings.generator() if todo else None  # a bad model fails before output
@@ -418,7 +424,13 @@ def batch(
 
 
 def _batch_on_server(
-    todo: list[Any], url: str, assistant: str, out: Path, concurrency: int, err: Console
+    todo: list[Any],
+    url: str,
+    assistant: str,
+    out: Path,
+    concurrency: int,
+    err: Console,
+    models: dict[str, Any],
 ) -> Any:
     from langgraph_refine.cli._batch import RichProgress
     from langgraph_refine.cli._remote import ServerBatch, run_on_server
@@ -426,7 +438,7 @@ def _batch_on_server(
     return asyncio.run(
         run_on_server(
             todo,
-            ServerBatch(url, assistant, out),
+            ServerBatch(url, assistant, out, models),
             concurrency=concurrency,
             progress=lambda: RichProgress(err),
         )

@@ -212,14 +212,7 @@ class LoopOptions:
         """
         changes: dict[str, Any] = {}
         if "evaluator" in line:
-            specs = line["evaluator"]
-            if isinstance(specs, str):
-                specs = [specs]
-            if not isinstance(specs, list) or not all(isinstance(s, str) for s in specs):
-                raise CliError(
-                    f"'evaluator' must be a spec string or a list of them, got {specs!r}"
-                )
-            changes["specs"] = parse_specs(specs)
+            changes["specs"] = parse_specs(line["evaluator"])
         if "target_score" in line:
             changes["target_score"] = _number(line, "target_score")
         if "max_iterations" in line:

@@ -9,7 +9,9 @@ run again, and a run still in flight is joined. Rows have the same shape as a lo
 batch's; failed tasks are rows with an `error` field, retried on rerun.
 
 Per-line options that a run can take as its `context` (`RUN_CONTEXT_KEYS`) are sent
-with each run; options that shape the graph itself (evaluator, memory,
+with each run, the line's check (`evaluator` specs) included, so the same batch file gives
+the same rows locally and on the server; `--judge-model` and `--max-tokens`, when given,
+go in every run's context too. Options that shape the graph itself (memory,
 on_budget_exhausted) belong to the server's assistant and are refused on the line.
 """
 
@@ -26,9 +28,17 @@ from langgraph_refine.cli._batch import BatchItem, BatchStats, LineWriter, Progr
 from langgraph_refine.cli._errors import CliError, is_unreachable, one_line
 from langgraph_refine.cli._options import budget_dict
 
-RUN_CONTEXT_KEYS = ("target_score", "max_iterations", "patience", "min_delta", "budget", "strategy")
-"""Loop options a run on the server takes in its `context`."""
-GRAPH_ONLY_KEYS = ("evaluator", "memory", "on_budget_exhausted")
+RUN_CONTEXT_KEYS = (
+    "evaluator",
+    "target_score",
+    "max_iterations",
+    "patience",
+    "min_delta",
+    "budget",
+    "strategy",
+)
+"""Per-line options a run on the server takes in its `context`."""
+GRAPH_ONLY_KEYS = ("memory", "on_budget_exhausted")
 """Per-line options the server's assistant fixes; a line that sets one is refused."""
 
 _THREADS = uuid.UUID("8d5a7c1e-3f3b-4c55-9a0e-6f1f3c2b9d10")
@@ -40,10 +50,17 @@ def thread_id_for(out: Path, item_id: str | int) -> str:
     return str(uuid.uuid5(_THREADS, f"{out.resolve()}\n{id_key(item_id)}"))
 
 
-def run_context(item: BatchItem) -> dict[str, Any]:
-    """The run's `context`: the task's loop options a run can set (strategy only if given)."""
+def run_context(item: BatchItem, models: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The run's `context`: the task's check and loop options (check and strategy if given).
+
+    Args:
+        item: The task.
+        models: `judge_model` / `max_tokens` given on the command line, for every run.
+    """
     options = item.options
     context: dict[str, Any] = {
+        **({"evaluator": [spec.text for spec in options.specs]} if options.specs else {}),
+        **(models or {}),
         "target_score": options.target_score,
         "max_iterations": options.max_iterations,
         "patience": options.patience,
@@ -77,14 +94,18 @@ class ServerBatch:
         url: The server's address.
         assistant: The assistant (or graph) id the runs use.
         out: The output file (it names the threads).
+        models: `judge_model` / `max_tokens` sent in every run's context (when given).
     """
 
-    def __init__(self, url: str, assistant: str, out: Path) -> None:
+    def __init__(
+        self, url: str, assistant: str, out: Path, models: dict[str, Any] | None = None
+    ) -> None:
         from langgraph_sdk import get_client
 
         self.url = url
         self.assistant = assistant
         self.out = out
+        self.models = dict(models or {})
         self.client = get_client(url=url)
 
     def unreachable(self, exc: BaseException) -> str | None:
@@ -158,7 +179,7 @@ class ServerBatch:
                         thread_id,
                         self.assistant,
                         input={"task": item.task},
-                        context=run_context(item),
+                        context=run_context(item, self.models),
                         raise_error=True,
                     )
             except Exception as exc:
