@@ -88,8 +88,14 @@ def main(
 
 
 @contextmanager
-def serve(base_url: str, model: str, *, logs: Path) -> Iterator[str]:
-    """Run `langgraph dev` on a free loopback port for the duration; yield its URL."""
+def serve(
+    base_url: str, model: str, *, logs: Path, settings: dict[str, str] | None = None
+) -> Iterator[str]:
+    """Run `langgraph dev` on a free loopback port for the duration; yield its URL.
+
+    `settings` adds deployment settings to its environment (such as
+    `LANGGRAPH_REFINE_ALLOW_CODE_CHECKS`).
+    """
     port = _free_port()
     env = {
         **os.environ,
@@ -99,6 +105,7 @@ def serve(base_url: str, model: str, *, logs: Path) -> Iterator[str]:
         "OPENAI_API_KEY": os.environ.get("OPENAI_API_KEY", "local"),
         "LANGGRAPH_CLI_NO_ANALYTICS": "1",
         "LANGSMITH_TRACING": "false",
+        **(settings or {}),
     }
     command = [
         *_console_script("langgraph"),

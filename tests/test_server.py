@@ -43,6 +43,10 @@ class ScriptedOpenAI(BaseHTTPRequestHandler):
             # A client error: the loop does not retry it.
             self._json(400, {"error": {"message": f"refused: {refused}"}})
             return
+        if OVERFLOW in json.dumps(body["messages"]):  # as llama.cpp says it
+            message = "request (5000 tokens) exceeds the available context size (2048 tokens)"
+            self._json(400, {"error": {"message": message, "type": "exceed_context_size_error"}})
+            return
         text = reply_for(body)
         usage = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
         if body.get("stream"):
@@ -90,8 +94,14 @@ class ScriptedOpenAI(BaseHTTPRequestHandler):
         self.wfile.write(b"data: [DONE]\n\n")
 
 
+OVERFLOW = "OVERFLOWING"
+"""A prompt holding this gets the provider's context-length error."""
+
+
 def reply_for(body: dict[str, Any]) -> str:
     prompt = "\n".join(str(m.get("content")) for m in body["messages"])
+    if "PYTHON" in prompt and "<response_to_rate>" not in prompt:
+        return "def f():\n    return 1\n"
     if body.get("response_format") or "<response_to_rate>" in prompt:
         rated = re.search(r"<response_to_rate>\s*(.*?)\s*</response_to_rate>", prompt, re.S)
         first = rated is not None and rated.group(1) == "draft 0"
@@ -456,3 +466,190 @@ def test_batch_on_an_unreachable_server_is_one_line(cli: Any, tmp_path: Path) ->
     assert len(lines) == 2 and "Traceback" not in run.err
     assert "in.jsonl:2: memory cannot be set per run on a server" in lines[0]
     assert f"cannot reach the LangGraph Server at {url}" in lines[1]
+
+
+# -- a run's check in its context --------------------------------------------------------
+
+CHECKED_LINES: list[dict[str, Any]] = [
+    {"id": "kw", "task": "Write a draft.", "evaluator": "contains:draft,1", "max_iterations": 2},
+    {"id": "re", "task": "Write a draft.", "evaluator": "regex:^draft [1-9]$"},
+    {"id": "both", "task": "Write a draft.", "evaluator": ["words:2-3", "no_repetition"]},
+    {
+        "id": "schema",
+        "task": "Write a draft.",
+        "evaluator": 'schema:{"type": "object", "required": ["name"]}',
+        "max_iterations": 1,
+    },
+]
+
+
+def check_score(line: dict[str, Any], value: str) -> float:
+    """The score the line's own check gives `value`, computed here with the library."""
+    from langgraph_refine._specs import build_evaluators, parse_specs
+    from langgraph_refine.evaluators._combine import as_evaluator
+
+    built = build_evaluators(parse_specs(line["evaluator"]), judge_model=lambda: None)
+    return as_evaluator(built).evaluate(value, {"task": line["task"]}).score
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_one_batch_file_with_per_line_checks_gives_the_same_rows_locally_and_on_the_server(
+    langgraph_server: str, model_server: Any, cli: Any, tmp_path: Path
+) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(line) + "\n" for line in CHECKED_LINES))
+    on_server, local = tmp_path / "server.jsonl", tmp_path / "local.jsonl"
+    before = calls(model_server)
+    run = cli("batch", str(src), "--out", str(on_server), "--server", langgraph_server)
+    assert run.code == 0, run.err
+    assert calls(model_server)[1] == before[1]  # the checks ran, not the served judge
+    base_url = f"http://127.0.0.1:{model_server.server_address[1]}/v1"
+    run = cli("batch", str(src), "--out", str(local), "--model", "m", "--base-url", base_url)
+    assert run.code == 0, run.err
+
+    server_rows = {r["id"]: r for r in _batch_rows(on_server)}
+    local_rows = {r["id"]: r for r in _batch_rows(local)}
+    assert sorted(server_rows) == sorted(local_rows) == sorted(r["id"] for r in CHECKED_LINES)
+    for line in CHECKED_LINES:
+        row, twin = server_rows[line["id"]], local_rows[line["id"]]
+        assert set(row) - {"thread_id"} == set(twin), line["id"]
+        for key in ("value", "score", "score_history", "stop_reason", "iterations"):
+            assert row[key] == twin[key], (line["id"], key)
+        assert row["score"] == pytest.approx(check_score(line, row["value"]))
+    assert server_rows["kw"]["score_history"] == [0.5, 1.0]  # "draft 0", then "draft 1"
+    assert server_rows["re"]["score_history"][0] == 0.0
+    assert server_rows["schema"]["score_history"] == [0.0, 0.0]
+
+    # The check travelled as the run's context.
+    from langgraph_sdk import get_sync_client
+
+    client = get_sync_client(url=langgraph_server)
+    [server_run] = client.runs.list(server_rows["both"]["thread_id"])
+    assert server_run["kwargs"]["context"]["evaluator"] == ["words:2-3", "no_repetition"]
+
+
+LEAVES_A_FILE = """
+import pathlib
+pathlib.Path({marker!r}).write_text("code ran")
+
+def test_f():
+    assert f() == 1
+"""
+
+
+def code_check(folder: Path) -> tuple[Path, Path]:
+    """A python-tests file whose code, if it ever runs, leaves `marker` behind."""
+    marker, tests = folder / "ran.txt", folder / "tests.py"
+    tests.write_text(LEAVES_A_FILE.format(marker=str(marker)))
+    return tests, marker
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_user_errors_reach_the_row_and_the_report_with_their_own_message(
+    langgraph_server: str, model_server: Any, cli: Any, tmp_path: Path
+) -> None:
+    tests, marker = code_check(tmp_path)
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    lines = [
+        {"id": "code", "task": "Write PYTHON code.", "evaluator": f"python-tests:{tests}"},
+        {"id": "overflow", "task": f"Summarise {OVERFLOW} text."},
+        {"id": "down", "task": "Write a BROKEN one."},
+    ]
+    src.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    before = calls(model_server)
+    model_server.refuse = "BROKEN"
+    try:
+        run = cli("batch", str(src), "--out", str(out), "--server", langgraph_server)
+    finally:
+        model_server.refuse = ""
+    assert run.code == 1
+    errors = {r["id"]: r["error"] for r in _batch_rows(out)}
+    # Refused by a default deployment before any model call: no code ran.
+    assert errors["code"].startswith(
+        f"RunFailedError: SpecError: evaluator spec 'python-tests:{tests}' is refused"
+    )
+    assert "LANGGRAPH_REFINE_ALLOW_CODE_CHECKS=1" in errors["code"]
+    assert not marker.exists()
+    assert errors["overflow"].startswith("RunFailedError: ContextLengthError: ")
+    assert "exceeds the model's context" in errors["overflow"]
+    assert errors["down"].startswith(
+        "RunFailedError: ProviderError: the model provider failed in node 'generate' (HTTP 400)"
+    )
+    assert "refused: BROKEN" in errors["down"]
+    assert "internal error" not in json.dumps(errors)
+    sent = model_server.requests[sum(before) :]
+    assert not any("PYTHON" in json.dumps(body) for body in sent)
+
+    report = cli("report", str(out), "--html", str(tmp_path / "report.html"))
+    assert report.code == 0, report.err
+    for task_id, error in errors.items():
+        assert f"failed: id {task_id!r}: {error}" in report.out.splitlines()
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_a_run_sets_its_judge_model_and_max_tokens_within_the_deployments_cap(
+    langgraph_server: str, model_server: Any
+) -> None:
+    from langgraph_sdk import get_sync_client
+
+    client = get_sync_client(url=langgraph_server)
+    thread = client.threads.create()
+    first = len(model_server.requests)
+    client.runs.wait(
+        thread["thread_id"],
+        "refine",
+        input={"task": "Write a haiku."},
+        context={"judge_model": "another-judge", "max_tokens": 40, "max_iterations": 0},
+    )
+    generation, judging = model_server.requests[first:]
+    assert generation["max_completion_tokens"] == 40 and generation["model"] == "scripted-model"
+    assert judging["model"] == "another-judge" and judging["max_completion_tokens"] == 40
+    state = client.threads.get_state(thread["thread_id"])["values"]
+    assert state["stop_reason"] == "max_iterations"
+
+    # The deployment's cap (REFINE_MAX_TOKENS=160 in `serve`) stands; the message says so.
+    from examples.batch_on_server import MAX_TOKENS
+
+    failed = client.runs.create(
+        client.threads.create()["thread_id"],
+        "refine",
+        input={"task": "Write a haiku."},
+        context={"max_tokens": MAX_TOKENS + 1},
+    )
+    client.runs.join(failed["thread_id"], failed["run_id"])
+    run = client.runs.get(failed["thread_id"], failed["run_id"])
+    assert run["status"] == "error"
+    assert len(model_server.requests) == first + 2  # refused before any model call
+    with pytest.raises(Exception, match=f"above this deployment's cap of {MAX_TOKENS}"):
+        client.runs.wait(
+            client.threads.create()["thread_id"],
+            "refine",
+            input={"task": "Write a haiku."},
+            context={"max_tokens": MAX_TOKENS + 1},
+            raise_error=True,
+        )
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_a_deployment_that_allows_code_checks_runs_them(
+    model_server: Any, cli: Any, tmp_path: Path
+) -> None:
+    from examples.batch_on_server import serve
+
+    tests, marker = code_check(tmp_path)
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    line = {"id": "code", "task": "Write PYTHON code.", "evaluator": f"python-tests:{tests}"}
+    src.write_text(json.dumps(line) + "\n")
+    base_url = f"http://127.0.0.1:{model_server.server_address[1]}/v1"
+    allowed = {"LANGGRAPH_REFINE_ALLOW_CODE_CHECKS": "1"}
+    logs = tmp_path / "server.log"
+    with serve(base_url, "scripted-model", logs=logs, settings=allowed) as url:
+        run = cli("batch", str(src), "--out", str(out), "--server", url)
+    assert run.code == 0, run.err
+    [row] = _batch_rows(out)
+    assert row["score"] == 1.0 and row["stop_reason"] == "target_reached"
+    assert marker.read_text() == "code ran"
