@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
@@ -69,6 +70,8 @@ def prepare(state: RefineState) -> dict[str, Any]:
         "refine_from": None,
         "next_move": None,
         "from_messages": from_messages,
+        # A new id per run: the strategy record counts each run's rounds under it.
+        "loop_id": uuid.uuid4().hex,
     }
 
 

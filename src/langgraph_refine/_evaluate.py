@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
@@ -19,6 +19,7 @@ from langgraph.types import Command, RetryPolicy
 from langgraph_refine._budget import BudgetStop
 from langgraph_refine._errors import RefineError
 from langgraph_refine._options import LoopOptions
+from langgraph_refine._record import aexchange, exchange, run_record
 from langgraph_refine._result import best_attempt
 from langgraph_refine._specs import SpecError, build_evaluators, run_judge_model
 from langgraph_refine._state import (
@@ -26,13 +27,14 @@ from langgraph_refine._state import (
     Candidate,
     Evaluation,
     RefineState,
+    StopReason,
     Usage,
     plain_writes,
     revive_state,
 )
 from langgraph_refine._step import Step, emit, round_event, run_options
 from langgraph_refine._stop_rules import BUDGET_STOP
-from langgraph_refine._strategy import choose_next
+from langgraph_refine._strategy import MoveStats, choose_next
 from langgraph_refine.evaluators._base import BaseEvaluator, EvaluatorLike
 from langgraph_refine.evaluators._combine import as_evaluator
 
@@ -187,7 +189,10 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         except Exception as exc:
             step.on_error(exc, "evaluator")
             raise
-        return self._route(state, self._finish(state, pending, evaluations, step, options))
+        judged = self._judged(state, pending, evaluations, step, options)
+        found = run_record(state, judged.attempts, options)
+        record = exchange(*found) if found else None
+        return self._route(state, self._finish(state, judged, options, record))
 
     async def ainvoke(
         self, input: StateT, config: RunnableConfig | None = None, **kwargs: Any
@@ -220,7 +225,10 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         except Exception as exc:
             await step.aon_error(exc, "evaluator")
             raise
-        return self._route(state, self._finish(state, pending, evaluations, step, options))
+        judged = self._judged(state, pending, evaluations, step, options)
+        found = run_record(state, judged.attempts, options)
+        record = await aexchange(*found) if found else None
+        return self._route(state, self._finish(state, judged, options, record))
 
     def _unevaluated(self, pending: Attempt, step: Step, stop: BudgetStop) -> dict[str, Any]:
         logger.info("budget exhausted before evaluating attempt %d: %s", pending.index, stop)
@@ -233,14 +241,15 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
             "stop_reason": BUDGET_STOP,
         }
 
-    def _finish(
+    def _judged(
         self,
         state: Mapping[str, Any],
         pending: Attempt,
         evaluations: list[Evaluation],
         step: Step,
         options: LoopOptions,
-    ) -> dict[str, Any]:
+    ) -> _Judged:
+        """The evaluated attempt, the attempts with it, and the stop rules' decision."""
         for evaluation in evaluations:
             if not isinstance(evaluation, Evaluation):  # a custom BaseEvaluator's mistake
                 raise TypeError(
@@ -252,7 +261,21 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         stop_reason = options.rules.decide(attempts)
         if stop_reason is None and len(evaluations) < len(_responses(pending)):
             stop_reason = BUDGET_STOP  # it ran out while judging the candidates
-        choice = None if stop_reason else choose_next(options.strategy, attempts, state["task"])
+        return _Judged(attempt, attempts, stop_reason)
+
+    def _finish(
+        self,
+        state: Mapping[str, Any],
+        judged: _Judged,
+        options: LoopOptions,
+        record: Mapping[str, MoveStats] | None,
+    ) -> dict[str, Any]:
+        attempt, attempts, stop_reason = judged
+        choice = (
+            None
+            if stop_reason
+            else choose_next(options.strategy, attempts, state["task"], record=record)
+        )
         _report(options.name, attempt, best_attempt(attempts), stop_reason)
         update: dict[str, Any] = {
             "attempts": [attempt],
@@ -264,6 +287,12 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         if stop_reason is not None or state.get("stop_reason") is not None:
             update["stop_reason"] = stop_reason
         return update
+
+
+class _Judged(NamedTuple):
+    attempt: Attempt
+    attempts: list[Attempt]
+    stop_reason: StopReason | None
 
 
 def _report(name: str, attempt: Attempt, best: Attempt | None, stop_reason: str | None) -> None:

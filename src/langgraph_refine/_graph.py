@@ -32,6 +32,7 @@ from langgraph_refine._options import (
     RefineContext,
     check_choice,
 )
+from langgraph_refine._record import record_key as default_record_key
 from langgraph_refine._retry import DEFAULT_RETRY_POLICY
 from langgraph_refine._review import ReviewNode
 from langgraph_refine._router import route_after_evaluation
@@ -62,6 +63,7 @@ def create_refine_graph(
     name: str = "refine",
     candidates: int = 1,
     retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = DEFAULT_RETRY_POLICY,
+    record_key: str | None = None,
 ) -> StateGraph[RefineState, RefineContext, RefineInput, RefineOutput]:
     """Build the refine loop as an uncompiled `StateGraph`.
 
@@ -105,6 +107,10 @@ def create_refine_graph(
             call with an LLM judge).
         retry_policy: Retry policy of the model-calling nodes; by default transient
             provider errors are retried with backoff and other errors fail at once.
+        record_key: The key of the strategy record `strategy="explore"` keeps when the
+            graph runs with a store (`compile(store=...)`). By default it names the
+            generator's model and the evaluator's kind, e.g.
+            `"openai:gpt-4o-mini|llm_judge"`; runs with the same key pool what they learn.
 
     Returns:
         The uncompiled graph, with nodes `prepare`, `generate`, `evaluate`, `finalize`
@@ -134,6 +140,7 @@ def create_refine_graph(
         prompt_form=prompt_form,
         candidates=candidates,
         name=name,
+        record_key=record_key,
     )
     check_choice("human_review", human_review, HumanReview, optional=True)
     gen = (
@@ -142,6 +149,8 @@ def create_refine_graph(
         else generator
     )
     judge = _evaluator(gen, evaluator, judge_model)
+    if options.record_key is None:
+        options = LoopOptions.build(options, record_key=default_record_key(gen, judge))
 
     builder = StateGraph(
         RefineState,

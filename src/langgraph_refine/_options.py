@@ -87,6 +87,7 @@ class RefineContext(TypedDict, total=False):
     evaluator: str | list[str]
     judge_model: str
     max_tokens: int
+    record_key: str
 
 
 CONTEXT_KEYS: frozenset[str] = frozenset(RefineContext.__annotations__)
@@ -109,6 +110,8 @@ class LoopOptions:
         checks: The run's check, from its context (None: the graph's evaluator).
         judge_model: The model string of the run's `judge` check, from its context.
         max_tokens: The run's limit on output tokens per generator call, from its context.
+        record_key: The key of the strategy record explore keeps in the run's store
+            (None: no record; `create_refine_graph` names the model and evaluator).
 
     Raises:
         ValueError: If an option is outside its allowed range (the message names it).
@@ -126,6 +129,7 @@ class LoopOptions:
     checks: tuple[EvaluatorSpec, ...] | None = None
     judge_model: str | None = None
     max_tokens: int | None = None
+    record_key: str | None = None
 
     def __post_init__(self) -> None:
         check_choice("on_budget_exhausted", self.on_budget_exhausted, OnBudgetExhausted)
@@ -142,6 +146,12 @@ class LoopOptions:
                 raise ValueError(f"{option} must be an integer >= {floor}, got {value!r}")
         if not isinstance(self.name, str) or not self.name:
             raise ValueError(f"name must be a non-empty string, got {self.name!r}")
+        if self.record_key is not None and (
+            not isinstance(self.record_key, str) or not self.record_key.strip()
+        ):
+            raise ValueError(
+                f"record_key must be a non-empty string or None, got {self.record_key!r}"
+            )
 
     @classmethod
     def build(cls, options: LoopOptions | None = None, **settings: Any) -> LoopOptions:

@@ -10,6 +10,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.store.base import BaseStore
 
 from langgraph_refine._driver import (
     AsyncReviewer,
@@ -42,6 +43,7 @@ def _driver(
     thread_id: str | None,
     reviewer: Any,
     config: RunnableConfig | None,
+    store: BaseStore | None,
 ) -> Driver:
     if options.get("human_review") is not None and reviewer is None:
         raise ValueError(
@@ -50,8 +52,12 @@ def _driver(
         )
     if checkpointer is None and (thread_id is not None or reviewer is not None):
         checkpointer = InMemorySaver(serde=strict_serde())
+    if store is not None and not isinstance(store, BaseStore):
+        raise ValueError(
+            f"store must be a LangGraph BaseStore (e.g. InMemoryStore()), got {type(store).__name__}"
+        )
     graph = create_refine_graph(generator, evaluator, **options).compile(
-        checkpointer=checkpointer, name=options.get("name", "refine")
+        checkpointer=checkpointer, store=store, name=options.get("name", "refine")
     )
     config = run_config(
         config,
@@ -71,6 +77,7 @@ def refine(
     thread_id: str | None = None,
     reviewer: Reviewer | None = None,
     config: RunnableConfig | None = None,
+    store: BaseStore | None = None,
     **options: Any,
 ) -> RefineResult:
     """Run one refinement loop to the end (sync) and return its result.
@@ -86,6 +93,10 @@ def refine(
         reviewer: Answers human-review interrupts when `human_review` is set, e.g.
             `lambda payload: {"action": "approve"}`.
         config: Extra run config (callbacks, tags, recursion_limit, ...).
+        store: A LangGraph store shared by runs. With `strategy="explore"` (the
+            default) each run reads the strategy record there and adds its own rounds,
+            so later runs on the same model and evaluator start from what earlier ones
+            learned (see `record_key`).
         **options: Keyword options of `create_refine_graph` (`target_score`, `budget`, ...).
 
     Returns:
@@ -105,7 +116,9 @@ def refine(
         'hello'
     """
     _check_task(task)
-    driver = _driver(generator, evaluator, options, checkpointer, thread_id, reviewer, config)
+    driver = _driver(
+        generator, evaluator, options, checkpointer, thread_id, reviewer, config, store
+    )
     return drive(run_flow(task, durable=driver.graph.checkpointer is not None), driver)
 
 
@@ -118,6 +131,7 @@ async def arefine(
     thread_id: str | None = None,
     reviewer: AsyncReviewer | None = None,
     config: RunnableConfig | None = None,
+    store: BaseStore | None = None,
     **options: Any,
 ) -> RefineResult:
     """Run one refinement loop to the end (async) and return its result.
@@ -126,5 +140,7 @@ async def arefine(
     (`AsyncSqliteSaver`, `AsyncPostgresSaver`) or the in-memory one here.
     """
     _check_task(task)
-    driver = _driver(generator, evaluator, options, checkpointer, thread_id, reviewer, config)
+    driver = _driver(
+        generator, evaluator, options, checkpointer, thread_id, reviewer, config, store
+    )
     return await adrive(run_flow(task, durable=driver.graph.checkpointer is not None), driver)

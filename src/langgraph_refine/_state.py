@@ -403,6 +403,8 @@ class RefineState(TypedDict):
             state without it reads the move from `refine_from`.
         usage: Model calls, tokens and seconds spent so far.
         from_messages: True when the task came from `messages` (the answer goes back there).
+        loop_id: Identifies this run of the loop (set by `prepare`); its key in the
+            strategy record, so a resumed run updates its own counts.
     """
 
     task: str
@@ -416,3 +418,4 @@ class RefineState(TypedDict):
     next_move: NotRequired[MoveKind | None]
     usage: NotRequired[Annotated[Usage, PlainDataChannel(Usage, add_usage)]]
     from_messages: NotRequired[bool]
+    loop_id: NotRequired[str | None]
