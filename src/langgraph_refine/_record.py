@@ -112,7 +112,7 @@ def model_name(generator: Any) -> str:
         return type(model).__name__
     if isinstance(generator, Runnable):
         return type(generator).__name__
-    name = getattr(generator, "__qualname__", None) or getattr(generator, "__name__", None)
+    name = getattr(generator, "__name__", None)
     return str(name) if name else type(generator).__name__
 
 

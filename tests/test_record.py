@@ -1,0 +1,404 @@
+"""The strategy record: where it lives, how it is keyed, and that runs sharing a store learn.
+
+The generator is a scripted chat model whose refinements either always fall below the
+attempt they refine or always raise it; the evaluator reads the score the model wrote.
+Every entry point here shares one real LangGraph store over several runs (in memory,
+SQLite and PostgreSQL), and the tests check both what the store holds and what later
+runs do with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pytest
+from langchain_core.messages import BaseMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.store.base import BaseStore
+from langgraph.store.memory import InMemoryStore
+
+from langgraph_refine import Attempt, Evaluation, arefine, create_refine_graph, refine
+from langgraph_refine._record import (
+    RECENT_RUNS,
+    RECORD_NAMESPACE,
+    StrategyRecord,
+    evaluator_kind,
+    model_name,
+    read_records,
+    record_key,
+)
+from langgraph_refine._strategy import MoveStats, round_stats
+from langgraph_refine.evaluators import combine, contains_all, word_count
+from tests.conftest import POSTGRES_URI_ENV, postgres_uri
+from tests.fakes import ScriptedChatModel
+
+TASK = "Write a short note."
+SCORE = re.compile(r"score=([0-9.]+)")
+LOOP = {"max_iterations": 3, "patience": None, "target_score": 1.0}
+
+
+def scripted(step: float, *, fresh: float = 0.5) -> ScriptedChatModel:
+    """A model that writes `score=<x>`: `fresh` for a new sample, the refined score + `step`."""
+
+    def reply(messages: Sequence[BaseMessage]) -> str:
+        text = messages[-1].text
+        if "<answer>" in text:  # a refinement prompt: it shows the attempt refined
+            refined = float(SCORE.findall(text)[-1])
+            return f"score={min(0.95, max(0.0, refined + step)):.2f}"
+        return f"score={fresh:.2f}"
+
+    return ScriptedChatModel(replies=[reply])
+
+
+def judge(response: str, state: Any) -> Evaluation:
+    """Reads the score the scripted model wrote."""
+    found = SCORE.search(response)
+    assert found, response
+    return Evaluation(score=float(found.group(1)), feedback="make it better")
+
+
+def falling() -> ScriptedChatModel:
+    return scripted(-0.2)
+
+
+def helping() -> ScriptedChatModel:
+    return scripted(+0.1, fresh=0.3)
+
+
+def move(attempt: Attempt) -> str:
+    """The attempt's kind of move."""
+    return getattr(attempt, "move", None) or ("sample" if attempt.parent is None else "refine")
+
+
+def stored(store: BaseStore, key: str) -> StrategyRecord:
+    item = store.get(RECORD_NAMESPACE, key)
+    assert item is not None, f"no record {key!r} in the store"
+    return StrategyRecord.from_value(item.value)
+
+
+def rounds(record: StrategyRecord) -> int:
+    return sum(stats.rounds for stats in record.moves.values())
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[BaseStore]:
+    """A real store of each kind LangGraph ships."""
+    if request.param == "memory":
+        yield InMemoryStore()
+    elif request.param == "sqlite":
+        from langgraph.store.sqlite import SqliteStore
+
+        with SqliteStore.from_conn_string(str(tmp_path / "store.sqlite")) as sqlite:
+            sqlite.setup()
+            yield sqlite
+    else:
+        uri = postgres_uri()
+        if not uri:
+            pytest.fail(f"{POSTGRES_URI_ENV} is not set; `make test` sets it")
+        from langgraph.store.postgres import PostgresStore
+
+        with PostgresStore.from_conn_string(uri) as postgres:
+            postgres.setup()
+            yield postgres
+
+
+@pytest.fixture
+def key() -> str:
+    """A record key of its own, so tests sharing a database do not share a record."""
+    return f"test-{uuid.uuid4().hex}"
+
+
+# -- where the record lives and how it is keyed -------------------------------------------
+
+
+def test_record_is_one_item_under_the_namespace_keyed_by_model_and_evaluator() -> None:
+    store = InMemoryStore()
+    refine(falling(), TASK, judge, store=store, **LOOP)
+    items = store.search(("langgraph_refine",))
+    assert [(tuple(i.namespace), i.key) for i in items] == [
+        (("langgraph_refine", "strategy"), "ScriptedChatModel|judge")
+    ]
+    value = items[0].value
+    assert set(value["moves"]) == {"refine", "sample"} or set(value["moves"]) <= {
+        "refine",
+        "sample",
+        "revise",
+    }
+    for stats in value["moves"].values():
+        assert set(stats) == {"rounds", "raised", "fell"}
+        assert all(isinstance(n, int) for n in stats.values())
+    assert sum(s["rounds"] for s in value["moves"].values()) == 3  # rounds 1-3 of one run
+
+
+def test_model_name_is_provider_and_model_as_langchain_reports_them() -> None:
+    from langchain_openai import ChatOpenAI
+
+    model = ChatOpenAI(model="gpt-4o-mini", api_key="sk-test")  # type: ignore[arg-type]
+    assert model_name(model) == "openai:gpt-4o-mini"
+    assert model_name(model.bind(temperature=0.2)) == "openai:gpt-4o-mini"  # a binding
+    assert model_name(falling()) == "ScriptedChatModel"  # no model name: the class
+
+    def write_draft(state: Any) -> str:
+        return "draft"
+
+    assert model_name(write_draft) == "write_draft"
+
+
+def test_evaluator_kind_is_the_factory_or_callable_name_not_its_arguments() -> None:
+    assert evaluator_kind(contains_all(["a", "b"])) == evaluator_kind(contains_all(["c"]))
+    assert evaluator_kind(word_count(1, 9)) == "word_count"
+    kind = evaluator_kind(combine(contains_all(["a"]), word_count(1, 5)))
+    assert kind == "combined(contains_all+word_count)"
+    from langgraph_refine.evaluators._combine import as_evaluator
+
+    assert evaluator_kind(as_evaluator(judge)) == "judge"
+
+
+def test_default_key_of_a_graph_names_model_and_evaluator() -> None:
+    from langchain_openai import ChatOpenAI
+
+    model = ChatOpenAI(model="gpt-4o-mini", api_key="sk-test")  # type: ignore[arg-type]
+    assert record_key(model, contains_all(["x"])) == "openai:gpt-4o-mini|contains_all"
+
+
+def test_record_key_overrides_the_default() -> None:
+    store = InMemoryStore()
+    refine(falling(), TASK, judge, store=store, record_key="my-model/my-check", **LOOP)
+    assert [i.key for i in store.search(RECORD_NAMESPACE)] == ["my-model/my-check"]
+
+
+def test_record_key_per_run_context() -> None:
+    store = InMemoryStore()
+    graph = create_refine_graph(falling(), judge, **LOOP).compile(store=store)
+    graph.invoke({"task": TASK}, context={"record_key": "from-context"})
+    assert [i.key for i in store.search(RECORD_NAMESPACE)] == ["from-context"]
+
+
+@pytest.mark.parametrize("bad", ["", "   ", 3])
+def test_bad_record_key_fails_at_build_time(bad: Any) -> None:
+    with pytest.raises(ValueError, match="record_key must be a non-empty string"):
+        create_refine_graph(falling(), judge, record_key=bad)
+
+
+def test_store_must_be_a_langgraph_store() -> None:
+    with pytest.raises(ValueError, match="store must be a LangGraph BaseStore"):
+        refine(falling(), TASK, judge, store={"not": "a store"})  # type: ignore[arg-type]
+
+
+# -- without a store, or without explore: nothing changes -------------------------------
+
+
+def test_without_a_store_nothing_is_kept_and_runs_are_unchanged() -> None:
+    plain = refine(falling(), TASK, judge, **LOOP)
+    store = InMemoryStore()
+    with_store = refine(falling(), TASK, judge, store=store, **LOOP)  # a first run: empty record
+    assert [(a.parent, a.score) for a in plain.attempts] == [
+        (a.parent, a.score) for a in with_store.attempts
+    ]
+    assert move(plain.attempts[1]) == "refine"  # cold: round 1 refines attempt 0
+
+
+@pytest.mark.parametrize("strategy", ["chain", "sample"])
+def test_only_explore_keeps_a_record(strategy: str) -> None:
+    store = InMemoryStore()
+    refine(falling(), TASK, judge, store=store, strategy=strategy, **LOOP)
+    assert store.search(RECORD_NAMESPACE) == []
+
+
+# -- runs sharing a store learn --------------------------------------------------------------
+
+
+def test_repeated_refine_calls_learn_that_refinements_fall(store: BaseStore, key: str) -> None:
+    first = refine(falling(), TASK, judge, store=store, record_key=key, **LOOP)
+    assert move(first.attempts[1]) == "refine"  # nothing learned yet
+    for _ in range(3):
+        later = refine(falling(), TASK, judge, store=store, record_key=key, **LOOP)
+    assert move(later.attempts[1]) == "sample"  # sampled from round 1
+    record = stored(store, key)
+    assert record.moves["refine"].fell == record.moves["refine"].rounds > 0
+
+
+def test_repeated_refine_calls_learn_that_refinements_help(store: BaseStore, key: str) -> None:
+    for _ in range(4):
+        later = refine(helping(), TASK, judge, store=store, record_key=key, **LOOP)
+    assert [move(a) for a in later.attempts[1:]] == ["refine"] * 3  # refined from round 1
+    record = stored(store, key)
+    assert record.moves["refine"].raised == record.moves["refine"].rounds == 12
+
+
+async def test_repeated_arefine_calls_learn(store: BaseStore, key: str) -> None:
+    # The sync SQLite and Postgres stores have no async methods: their calls run in a
+    # worker thread, so `arefine` works with whatever store it is given.
+    for _ in range(4):
+        later = await arefine(falling(), TASK, judge, store=store, record_key=key, **LOOP)
+    assert move(later.attempts[1]) == "sample"
+    assert rounds(stored(store, key)) == 12
+
+
+def attempts_of(app: Any, config: Any) -> list[Attempt]:
+    """The attempts of a finished run on a thread."""
+    return [Attempt.model_validate(a) for a in app.get_state(config).values["attempts"]]
+
+
+def threads(n: int) -> list[Any]:
+    return [{"configurable": {"thread_id": str(uuid.uuid4())}} for _ in range(n)]
+
+
+def test_a_compiled_graph_learns_through_its_store() -> None:
+    store = InMemoryStore()
+    app = create_refine_graph(falling(), judge, **LOOP).compile(
+        store=store, checkpointer=InMemorySaver()
+    )
+    configs = threads(4)
+    for config in configs:
+        app.invoke({"task": TASK}, config)
+    assert move(attempts_of(app, configs[0])[1]) == "refine"
+    assert move(attempts_of(app, configs[-1])[1]) == "sample"
+    assert rounds(stored(store, "ScriptedChatModel|judge")) == 12
+
+
+# -- concurrency and replays ---------------------------------------------------------------
+
+
+class SlowStore(InMemoryStore):
+    """An in-memory store whose operations take a moment, as a database's do.
+
+    Concurrent read-modify-writes then overlap, as they would on a real server.
+    """
+
+    def batch(self, ops: Any) -> Any:
+        time.sleep(0.002)
+        return super().batch(ops)
+
+    async def abatch(self, ops: Any) -> Any:
+        await asyncio.sleep(0.002)
+        return await super().abatch(ops)
+
+
+async def test_concurrent_runs_lose_no_counts() -> None:
+    store = SlowStore()
+    app = create_refine_graph(falling(), judge, **LOOP).compile(
+        store=store, checkpointer=InMemorySaver()
+    )
+    configs = threads(8)
+    await app.abatch([{"task": TASK}] * 8, configs)
+    record = stored(store, "ScriptedChatModel|judge")
+    assert rounds(record) == sum(len(attempts_of(app, c)) - 1 for c in configs) == 24
+    assert len(record.runs) == 8
+
+
+def test_concurrent_sync_runs_lose_no_counts() -> None:
+    store = SlowStore()
+    app = create_refine_graph(falling(), judge, **LOOP).compile(
+        store=store, checkpointer=InMemorySaver()
+    )
+    configs = threads(8)
+    app.batch([{"task": TASK}] * 8, configs)
+    assert rounds(stored(store, "ScriptedChatModel|judge")) == sum(
+        len(attempts_of(app, c)) - 1 for c in configs
+    )
+
+
+def test_a_resumed_run_does_not_double_count(checkpointer: Any, key: str) -> None:
+    calls = {"n": 0}
+
+    def reply(messages: Sequence[BaseMessage]) -> str:
+        calls["n"] += 1
+        if calls["n"] == 3:  # round 2's generation fails once
+            raise ValueError("provider went away")
+        return "score=0.50"
+
+    store = InMemoryStore()
+    model = ScriptedChatModel(replies=[reply])
+    graph = create_refine_graph(model, judge, record_key=key, retry_policy=None, **LOOP)
+    app = graph.compile(checkpointer=checkpointer, store=store)
+    config: Any = {"configurable": {"thread_id": str(uuid.uuid4())}}
+    with pytest.raises(ValueError, match="provider went away"):
+        app.invoke({"task": TASK}, config)
+    assert rounds(stored(store, key)) == 1  # round 1 counted before the crash
+    app.invoke(None, config)  # resume
+    attempts = attempts_of(app, config)
+    assert len(attempts) == 4
+    assert stored(store, key).moves == round_stats(attempts)  # rounds 1-3, each once
+
+
+def test_a_replayed_round_does_not_double_count() -> None:
+    judged: list[str] = []
+
+    def counting_judge(response: str, state: Any) -> Evaluation:
+        judged.append(response)
+        return judge(response, state)
+
+    store = InMemoryStore()
+    app = create_refine_graph(falling(), counting_judge, **LOOP).compile(
+        checkpointer=InMemorySaver(), store=store
+    )
+    config: Any = {"configurable": {"thread_id": "replayed"}}
+    app.invoke({"task": TASK}, config)
+    before = stored(store, "ScriptedChatModel|counting_judge").moves
+    # Replay the run from the checkpoint before its last evaluation (as after a crash).
+    history = list(app.get_state_history(config))
+    last_evaluate = next(s for s in history if s.next == ("evaluate",))
+    app.invoke(None, last_evaluate.config)
+    assert len(judged) == 5  # the last round was evaluated (and written) again
+    after = stored(store, "ScriptedChatModel|counting_judge")
+    assert after.moves == before
+    assert len(after.runs) == 1
+
+
+# -- the stored value ------------------------------------------------------------------------
+
+
+def test_a_run_replaces_its_own_counts_and_old_runs_fold_into_the_totals() -> None:
+    one = {"refine": MoveStats(rounds=2, raised=1, fell=1)}
+    record = StrategyRecord().with_run("a", one).with_run("a", one)
+    assert record.moves == one  # replaced, not added
+    for i in range(RECENT_RUNS + 5):
+        record = record.with_run(f"run{i}", one)
+    assert len(record.runs) == RECENT_RUNS
+    assert record.moves["refine"].rounds == 2 * (RECENT_RUNS + 6)
+    assert StrategyRecord.from_value(record.to_value()) == record
+    assert record.without(f"run{RECENT_RUNS + 4}")["refine"].rounds == 2 * (RECENT_RUNS + 5)
+
+
+def test_an_unreadable_record_starts_afresh(caplog: pytest.LogCaptureFixture) -> None:
+    store = InMemoryStore()
+    store.put(RECORD_NAMESPACE, "ScriptedChatModel|judge", {"moves": {"refine": "many"}})
+    with caplog.at_level(logging.WARNING, logger="langgraph_refine"):
+        refine(falling(), TASK, judge, store=store, **LOOP)
+    assert "unreadable" in caplog.text
+    assert rounds(stored(store, "ScriptedChatModel|judge")) == 3
+
+
+class BrokenStore(InMemoryStore):
+    """A store whose every operation fails (a database gone away)."""
+
+    def batch(self, ops: Any) -> Any:
+        raise OSError("database is locked")
+
+    async def abatch(self, ops: Any) -> Any:
+        raise OSError("database is locked")
+
+
+def test_a_failing_store_is_logged_and_the_run_goes_on(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="langgraph_refine"):
+        result = refine(falling(), TASK, judge, store=BrokenStore(), **LOOP)
+        again = asyncio.run(arefine(falling(), TASK, judge, store=BrokenStore(), **LOOP))
+    assert len(result.attempts) == len(again.attempts) == 4
+    assert "the store failed (OSError: database is locked)" in caplog.text
+
+
+def test_read_records_lists_every_record() -> None:
+    store = InMemoryStore()
+    refine(falling(), TASK, judge, store=store, record_key="b", **LOOP)
+    refine(helping(), TASK, judge, store=store, record_key="a", **LOOP)
+    store.put(("langgraph_refine", "other"), "x", {"unrelated": True})
+    records = read_records(store)
+    assert list(records) == ["a", "b"]
+    assert records["a"].moves["refine"].raised == 3
