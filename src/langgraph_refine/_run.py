@@ -54,7 +54,8 @@ def _driver(
         checkpointer = InMemorySaver(serde=strict_serde())
     if store is not None and not isinstance(store, BaseStore):
         raise ValueError(
-            f"store must be a LangGraph BaseStore (e.g. InMemoryStore()), got {type(store).__name__}"
+            "store must be a LangGraph BaseStore (e.g. InMemoryStore()), "
+            f"got {type(store).__name__}"
         )
     graph = create_refine_graph(generator, evaluator, **options).compile(
         checkpointer=checkpointer, store=store, name=options.get("name", "refine")

@@ -351,12 +351,26 @@ def batch(
     cache: CacheOpt = None,
     timeout: TimeoutOpt = 120.0,
     max_tokens: MaxTokensOpt = None,
+    store: Annotated[
+        Path | None,
+        typer.Option(
+            "--store",
+            metavar="PATH",
+            help="SQLite file that keeps the strategy record across batches (explore learns "
+            "which moves help this model). Default: one in-memory record per batch.",
+        ),
+    ] = None,
+    no_store: Annotated[
+        bool,
+        typer.Option("--no-store", help="Keep no strategy record: every task starts cold."),
+    ] = False,
 ) -> int:
     """Refine every task of a JSONL file; rerun with the same --out to finish an interrupted batch.
 
     A line may set its own evaluator (a spec or a list of specs), target_score,
     max_iterations, patience and memory. Bad lines are reported with their line number and
-    skipped; the exit code is 1 if any line or task failed.
+    skipped; the exit code is 1 if any line or task failed. The tasks share a strategy
+    record (in memory, or in the --store file), so explore learns from the tasks before.
     """
     from langgraph_refine.cli._batch import (
         LineWriter,
@@ -364,12 +378,13 @@ def batch(
         done_ids,
         id_key,
         read_input,
-        run_items,
         summary_line,
     )
+    from langgraph_refine.cli._store import StoreChoice
 
     if concurrency < 1:
         raise CliError(f"--concurrency must be >= 1, got {concurrency}")
+    kept = StoreChoice.from_cli(store, no_store, server)
     defaults = LoopOptions.from_cli(
         evaluator,
         target_score,
@@ -394,6 +409,7 @@ def batch(
     done = done_ids(out, lambda message: _error(err, message))
     todo = [item for item in found.items if id_key(item.id) not in done]
     skipped = len(found.items) - len(todo)
+    learned: list[str] = []
     if server is not None:
         models = {
             key: value
@@ -407,20 +423,41 @@ def batch(
         writer = LineWriter(out)
         try:
             with RichProgress(err) as progress:
-                stats = asyncio.run(
-                    run_items(
-                        todo,
-                        settings,
-                        writer,
-                        concurrency=concurrency,
-                        progress=progress,
-                        generator=generator,
-                    )
+                stats, learned = asyncio.run(
+                    _run_local(todo, settings, writer, concurrency, progress, generator, kept)
                 )
         finally:
             writer.close()
     _stdout().print(Text(summary_line(stats, skipped, out)), soft_wrap=True)
+    for line in learned:
+        _stdout().print(Text(line), soft_wrap=True)
     return 1 if found.errors or stats.failed else 0
+
+
+async def _run_local(
+    todo: list[Any],
+    settings: ModelSettings,
+    writer: Any,
+    concurrency: int,
+    progress: Any,
+    generator: Any,
+    kept: Any,
+) -> tuple[Any, list[str]]:
+    """Run the batch's tasks locally over one shared store; the stats and the record's lines."""
+    from langgraph_refine.cli._batch import run_items
+    from langgraph_refine.cli._store import store_summary
+
+    async with kept.open() as store:
+        stats = await run_items(
+            todo,
+            settings,
+            writer,
+            concurrency=concurrency,
+            progress=progress,
+            generator=generator,
+            store=store,
+        )
+        return stats, await store_summary(store)
 
 
 def _batch_on_server(
@@ -451,9 +488,22 @@ def report(
         Path, typer.Argument(metavar="OUTPUT.jsonl", help="A batch's output file.")
     ],
     html: Annotated[Path, typer.Option("--html", metavar="FILE", help="The HTML file to write.")],
+    store: Annotated[
+        Path | None,
+        typer.Option(
+            "--store",
+            metavar="PATH",
+            help="Also show the strategy record a batch kept in this SQLite file (--store).",
+        ),
+    ] = None,
 ) -> int:
-    """Write a self-contained HTML report: summary, failed tasks, score plot, every attempt."""
-    from langgraph_refine.cli._report import failure_lines, write_report
+    """Write a self-contained HTML report: summary, moves, failed tasks, score plot, attempts.
+
+    The moves section shows the kinds of move the batch's loops made and how often each
+    raised the best score; with --store, also the strategy record kept in that file.
+    """
+    from langgraph_refine.cli._report import batch_moves, failure_lines, write_report
+    from langgraph_refine.cli._store import describe_moves, read_store_records
 
     err = _stderr()
     warnings: list[str] = []
@@ -462,12 +512,16 @@ def report(
         warnings.append(message)
         _error(err, message)
 
-    records = write_report(output_file, html, warn)
+    kept = read_store_records(store) if store is not None else None
+    records = write_report(output_file, html, warn, kept=kept)
     out = _stdout()
     failures = failure_lines(records)
     out.print(
         Text(f"wrote {html} ({len(records)} task(s), {len(failures)} failed)"), soft_wrap=True
     )
+    out.print(Text(f"moves in this batch: {describe_moves(batch_moves(records))}"), soft_wrap=True)
+    for key, record in (kept or {}).items():
+        out.print(Text(f"strategy record {key}: {describe_moves(record.moves)}"), soft_wrap=True)
     for line in failures:
         out.print(Text(line), soft_wrap=True)
     return 1 if warnings else 0

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from langchain_core.language_models import BaseChatModel
+from langgraph.store.base import BaseStore
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 from rich.progress import Progress as RichProgressBar
@@ -345,6 +346,7 @@ async def run_items(
     concurrency: int,
     progress: Progress,
     generator: BaseChatModel | None = None,
+    store: BaseStore | None = None,
 ) -> BatchStats:
     """Refine `items` locally with at most `concurrency` loops at a time (see `drive`).
 
@@ -355,6 +357,7 @@ async def run_items(
         concurrency: The most loops running at once.
         progress: Receives the counts as tasks finish, and the problems.
         generator: The generator's model (built from `settings` if not given).
+        store: The store every loop shares (the strategy record), or None.
 
     Raises:
         CliError: If the model server is unreachable (after the running tasks end).
@@ -370,7 +373,8 @@ async def run_items(
         return judge[0]
 
     async def run_one(item: BatchItem) -> RefineResult:
-        return await arefine(model, item.task, **item.options.graph_kwargs(judge_model))
+        options = item.options.graph_kwargs(judge_model)
+        return await arefine(model, item.task, store=store, **options)
 
     def fatal(exc: BaseException) -> str | None:
         if not is_unreachable(exc):

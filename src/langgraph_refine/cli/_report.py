@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from langgraph_refine._record import StrategyRecord
+from langgraph_refine._state import Attempt
+from langgraph_refine._strategy import MoveStats, round_stats
 from langgraph_refine.cli._batch import read_jsonl
 from langgraph_refine.cli._errors import CliError, one_line
 
@@ -288,8 +291,13 @@ border-radius:4px;margin:.3rem 0}
 """
 
 
-def render_report(records: Sequence[TaskRecord], *, source: str) -> str:
-    """The whole HTML page for `records` read from `source`."""
+def render_report(
+    records: Sequence[TaskRecord],
+    *,
+    source: str,
+    kept: Mapping[str, StrategyRecord] | None = None,
+) -> str:
+    """The whole HTML page for `records` read from `source` (and strategy records `kept`)."""
     firsts = [r.first_score for r in records]
     bests = [r.best_score for r in records]
     gains = [b - f for f, b in zip(firsts, bests, strict=True) if f is not None and b is not None]
@@ -330,6 +338,7 @@ def render_report(records: Sequence[TaskRecord], *, source: str) -> str:
             f'<td class="num">{_fmt(_mean([r.best_score for r in group]))}</td></tr>'
         )
     out.append("</tbody></table></section>")
+    out.append(moves_section(records, kept))
     if failed:
         out.append(_failed_section(failed))
     out += [
@@ -453,8 +462,75 @@ def _task_details(record: TaskRecord, color: str) -> str:
     )
 
 
-def write_report(source: Path, target: Path, warn: Callable[[str], None]) -> list[TaskRecord]:
+def batch_moves(records: Sequence[TaskRecord]) -> dict[str, MoveStats]:
+    """The rounds of every task, counted by kind of move (as the strategy record counts them).
+
+    A row whose attempts cannot be read is left out.
+    """
+    total: dict[str, MoveStats] = {}
+    for record in records:
+        try:
+            attempts = [Attempt.model_validate(a) for a in record.attempts]
+        except ValueError:
+            continue
+        for kind, stats in round_stats(attempts).items():
+            total[kind] = total[kind] + stats if kind in total else stats
+    return total
+
+
+def moves_section(
+    records: Sequence[TaskRecord], kept: Mapping[str, StrategyRecord] | None = None
+) -> str:
+    """The moves the batch made and how often each raised the best; the stored record too."""
+    out = [
+        '<section id="moves"><h2>Moves</h2>',
+        "<p>Each refinement round is a kind of move. <em>Raised</em>: it beat every attempt "
+        "before it; <em>fell</em>: it scored below the attempt it started from.</p>",
+        _moves_table("this batch", batch_moves(records)),
+    ]
+    for key, record in (kept or {}).items():
+        out.append(_moves_table(f"strategy record {key}", record.moves))
+    out.append("</section>")
+    return "".join(out)
+
+
+def _moves_table(title: str, moves: Mapping[str, MoveStats]) -> str:
+    esc = html.escape
+    rows = (
+        "".join(
+            f'<tr data-move="{esc(kind, quote=True)}"><td>{esc(kind)}</td>'
+            f'<td class="num">{stats.rounds}</td><td class="num">{stats.raised}</td>'
+            f'<td class="num">{_share(stats.raised, stats.rounds)}</td>'
+            f'<td class="num">{stats.fell}</td></tr>'
+            for kind, stats in sorted(moves.items())
+        )
+        or '<tr><td colspan="5">no refinement rounds</td></tr>'
+    )
+    return (
+        f'<table class="moves" data-title="{esc(title, quote=True)}"><caption>{esc(title)}'
+        "</caption><thead><tr><th>move</th><th>rounds</th><th>raised the best</th>"
+        f"<th>share</th><th>fell</th></tr></thead><tbody>{rows}</tbody></table>"
+    )
+
+
+def _share(part: int, whole: int) -> str:
+    return f"{part / whole:.0%}" if whole else "–"
+
+
+def write_report(
+    source: Path,
+    target: Path,
+    warn: Callable[[str], None],
+    *,
+    kept: Mapping[str, StrategyRecord] | None = None,
+) -> list[TaskRecord]:
     """Read `source` and write the HTML report to `target`.
+
+    Args:
+        source: The batch's output file.
+        target: The HTML file to write.
+        warn: Receives one message per unreadable line.
+        kept: Strategy records from a store to show beside the batch's own moves.
 
     Returns:
         The tasks in the report.
@@ -468,7 +544,8 @@ def write_report(source: Path, target: Path, warn: Callable[[str], None]) -> lis
             f"--html {target} is a folder; give a file name, e.g. {target / 'report.html'}"
         )
     try:
-        target.write_text(render_report(records, source=source.name), encoding="utf-8")
+        page = render_report(records, source=source.name, kept=kept)
+        target.write_text(page, encoding="utf-8")
     except OSError as exc:
         raise CliError(f"cannot write --html {target}: {exc.strerror or exc}") from None
     return records
