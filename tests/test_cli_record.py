@@ -1,4 +1,4 @@
-"""The strategy record on the command line: `batch` shares a store, `--store`, `--no-store`, `report`.
+"""The strategy record on the command line: batch shares a store, --store, --no-store, report.
 
 Real `ChatOpenAI` clients talk to a scripted OpenAI server whose refinements always score
 below the attempt they refine, so a loop that learned from the tasks before samples
