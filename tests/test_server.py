@@ -97,6 +97,9 @@ class ScriptedOpenAI(BaseHTTPRequestHandler):
 OVERFLOW = "OVERFLOWING"
 """A prompt holding this gets the provider's context-length error."""
 
+FALLING = "[refinements fall]"
+"""A task holding this gets refinements that always score below what they refine."""
+
 
 def reply_for(body: dict[str, Any]) -> str:
     prompt = "\n".join(str(m.get("content")) for m in body["messages"])
@@ -105,6 +108,9 @@ def reply_for(body: dict[str, Any]) -> str:
     if body.get("response_format") or "<response_to_rate>" in prompt:
         rated = re.search(r"<response_to_rate>\s*(.*?)\s*</response_to_rate>", prompt, re.S)
         first = rated is not None and rated.group(1) == "draft 0"
+        if FALLING in prompt:  # every refinement scores below the fresh draft it refines
+            score = 0.5 if first else 0.2
+            return json.dumps({"verdict": "FAIL", "score": score, "feedback": "add detail"})
         return json.dumps(
             {"verdict": "NEEDS_IMPROVEMENT", "score": 0.4, "feedback": "add a season word"}
             if first
@@ -547,6 +553,41 @@ def code_check(folder: Path) -> tuple[Path, Path]:
 
 @pytest.mark.server
 @pytest.mark.slow
+def test_a_served_graph_learns_from_earlier_runs_through_the_servers_store(
+    langgraph_server: str,
+) -> None:
+    import uuid
+
+    from langgraph_sdk import get_sync_client
+
+    client = get_sync_client(url=langgraph_server)
+    # A record of this test's own (per-run context), so other tests' runs do not count.
+    key = f"served-{uuid.uuid4().hex}"
+    context = {"record_key": key, "max_iterations": 3, "patience": 3}
+    task = {"task": f"Write a haiku. {FALLING}"}
+
+    def round_1_parent() -> Any:
+        thread_id = client.threads.create()["thread_id"]
+        client.runs.wait(thread_id, "refine", input=task, context=context)
+        attempts = client.threads.get_state(thread_id)["values"]["attempts"]
+        assert len(attempts) == 4
+        return attempts[1]
+
+    first = round_1_parent()
+    assert first["parent"] == 0  # nothing learned yet: round 1 refines attempt 0
+    item = client.store.get_item(["langgraph_refine", "strategy"], key)
+    assert item["value"]["moves"]["refine"]["fell"] >= 1  # the first run's rounds are there
+    later = [round_1_parent() for _ in range(3)]
+    assert later[-1]["parent"] is None  # a later run read them: it samples in round 1
+    assert later[-1].get("move", "sample") == "sample"
+    item = client.store.get_item(["langgraph_refine", "strategy"], key)
+    assert len(item["value"]["runs"]) == 4
+    moves = item["value"]["moves"]
+    assert sum(m["rounds"] for m in moves.values()) == 4 * 3
+
+
+@pytest.mark.server
+@pytest.mark.slow
 def test_user_errors_reach_the_row_and_the_report_with_their_own_message(
     langgraph_server: str, model_server: Any, cli: Any, tmp_path: Path
 ) -> None:
@@ -592,6 +633,10 @@ def test_user_errors_reach_the_row_and_the_report_with_their_own_message(
 @pytest.mark.slow
 def test_a_run_sets_its_judge_model_and_max_tokens_within_the_deployments_cap(
     langgraph_server: str, model_server: Any
+
+
+def test_a_served_graph_keys_its_record_by_model_and_evaluator(
+    langgraph_server: str,
 ) -> None:
     from langgraph_sdk import get_sync_client
 
@@ -653,3 +698,10 @@ def test_a_deployment_that_allows_code_checks_runs_them(
     [row] = _batch_rows(out)
     assert row["score"] == 1.0 and row["stop_reason"] == "target_reached"
     assert marker.read_text() == "code ran"
+
+
+    thread_id = client.threads.create()["thread_id"]
+    client.runs.wait(thread_id, "refine", input={"task": "Name a lake."})
+    found = client.store.search_items(["langgraph_refine", "strategy"], limit=100)
+    keys = {item["key"] for item in found["items"]}
+    assert "openai:scripted-model|llm_judge" in keys
