@@ -346,7 +346,8 @@ def test_report_lists_failed_tasks_and_counts_the_last_row_of_each_id(
     assert run.code == 0, run.err
     out = run.out.splitlines()
     assert out[0].endswith("(5 task(s), 1 failed)")
-    assert out[1:] == ["failed: id 'x': HTTP 400: <too long>"]
+    assert out[1].startswith("moves in this batch: refine ")
+    assert out[2:] == ["failed: id 'x': HTTP 400: <too long>"]
 
     html = target.read_text()
     page = parse(html)

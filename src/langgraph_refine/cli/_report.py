@@ -514,7 +514,7 @@ def _moves_table(title: str, moves: Mapping[str, MoveStats]) -> str:
 
 
 def _share(part: int, whole: int) -> str:
-    return f"{part / whole:.0%}" if whole else "–"
+    return f"{part / whole:.0%}" if whole else "-"
 
 
 def write_report(
