@@ -47,6 +47,7 @@ def test_the_context_schema_is_refine_context() -> None:
         "evaluator",
         "judge_model",
         "max_tokens",
+        "record_key",
     }
 
 
