@@ -186,6 +186,21 @@ def test_record_key_per_run_context() -> None:
     assert [i.key for i in store.search(RECORD_NAMESPACE)] == ["from-context"]
 
 
+def test_a_runs_own_check_names_its_record() -> None:
+    store = InMemoryStore()
+    graph = create_refine_graph(falling(), judge, **LOOP).compile(store=store)
+    graph.invoke({"task": TASK}, context={"evaluator": "contains:score,note"})
+    assert [i.key for i in store.search(RECORD_NAMESPACE)] == ["ScriptedChatModel|contains_all"]
+
+
+def test_a_custom_topology_keeps_a_record_only_with_a_key() -> None:
+    from langgraph_refine import EvaluatorNode
+
+    assert EvaluatorNode(judge).record_key(EvaluatorNode(judge).options) is None
+    node = EvaluatorNode(judge, record_key="mine")
+    assert node.record_key(node.options) == "mine"
+
+
 @pytest.mark.parametrize("bad", ["", "   ", 3])
 def test_bad_record_key_fails_at_build_time(bad: Any) -> None:
     with pytest.raises(ValueError, match="record_key must be a non-empty string"):

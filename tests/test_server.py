@@ -634,10 +634,6 @@ def test_user_errors_reach_the_row_and_the_report_with_their_own_message(
 @pytest.mark.slow
 def test_a_run_sets_its_judge_model_and_max_tokens_within_the_deployments_cap(
     langgraph_server: str, model_server: Any
-
-
-def test_a_served_graph_keys_its_record_by_model_and_evaluator(
-    langgraph_server: str,
 ) -> None:
     from langgraph_sdk import get_sync_client
 
@@ -701,6 +697,14 @@ def test_a_deployment_that_allows_code_checks_runs_them(
     assert marker.read_text() == "code ran"
 
 
+@pytest.mark.server
+@pytest.mark.slow
+def test_a_served_graph_keys_its_record_by_model_and_evaluator(
+    langgraph_server: str,
+) -> None:
+    from langgraph_sdk import get_sync_client
+
+    client = get_sync_client(url=langgraph_server)
     thread_id = client.threads.create()["thread_id"]
     client.runs.wait(thread_id, "refine", input={"task": "Name a lake."})
     found = client.store.search_items(["langgraph_refine", "strategy"], limit=100)

@@ -19,7 +19,7 @@ from langgraph.types import Command, RetryPolicy
 from langgraph_refine._budget import BudgetStop
 from langgraph_refine._errors import RefineError
 from langgraph_refine._options import LoopOptions
-from langgraph_refine._record import aexchange, exchange, run_record
+from langgraph_refine._record import aexchange, evaluator_kind, exchange, run_record
 from langgraph_refine._result import best_attempt
 from langgraph_refine._specs import SpecError, build_evaluators, run_judge_model
 from langgraph_refine._state import (
@@ -62,6 +62,9 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
             conditional edge after it; without, route with `route_after_evaluation`.
         judge_model: The model of a `judge` check a run asks for in its context without
             naming a `judge_model` (see `RefineContext`).
+        record_model: The generator's model as the strategy record's key names it (see
+            `langgraph_refine._record`); with a store, explore keeps a record under
+            `"<record_model>|<evaluator kind>"`. None: only with `record_key=` set.
         **settings: Shorthand for `LoopOptions` and `StopRules` fields
             (`target_score=1.0, max_iterations=3`, ...).
 
@@ -82,9 +85,11 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
         routes: Mapping[str, str] | None = None,
         judge_model: BaseChatModel | None = None,
+        record_model: str | None = None,
         **settings: Any,
     ) -> None:
         self.evaluator: BaseEvaluator = as_evaluator(evaluator)
+        self.record_model = record_model
         self.options = LoopOptions.build(options, **settings)
         self.retry_policy = retry_policy
         self.routes = dict(routes) if routes is not None else None
@@ -107,6 +112,23 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
                 self._run_evaluators.clear()
             self._run_evaluators[key] = built
         return built
+
+    def record_key(self, options: LoopOptions) -> str | None:
+        """The key of the run's strategy record: `record_key`, else model and evaluator kind.
+
+        The evaluator is the run's own (a check its context asks for) when it has one, so
+        runs judged differently keep different records. None (no record) when neither a
+        `record_key` nor the generator's model (`record_model`) is known.
+        """
+        if options.record_key is not None:
+            return options.record_key
+        if self.record_model is None:
+            return None
+        try:
+            evaluator = self.evaluator_for(options)
+        except SpecError:  # the evaluation itself reports it
+            return None
+        return f"{self.record_model}|{evaluator_kind(evaluator)}"
 
     def _judge(self, options: LoopOptions) -> BaseChatModel:
         if options.judge_model is not None:
@@ -190,7 +212,7 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
             step.on_error(exc, "evaluator")
             raise
         judged = self._judged(state, pending, evaluations, step, options)
-        found = run_record(state, judged.attempts, options)
+        found = run_record(state, judged.attempts, options, self.record_key(options))
         record = exchange(*found) if found else None
         return self._route(state, self._finish(state, judged, options, record))
 
@@ -226,7 +248,7 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
             await step.aon_error(exc, "evaluator")
             raise
         judged = self._judged(state, pending, evaluations, step, options)
-        found = run_record(state, judged.attempts, options)
+        found = run_record(state, judged.attempts, options, self.record_key(options))
         record = await aexchange(*found) if found else None
         return self._route(state, self._finish(state, judged, options, record))
 

@@ -32,7 +32,7 @@ from langgraph_refine._options import (
     RefineContext,
     check_choice,
 )
-from langgraph_refine._record import record_key as default_record_key
+from langgraph_refine._record import model_name
 from langgraph_refine._retry import DEFAULT_RETRY_POLICY
 from langgraph_refine._review import ReviewNode
 from langgraph_refine._router import route_after_evaluation
@@ -149,8 +149,6 @@ def create_refine_graph(
         else generator
     )
     judge = _evaluator(gen, evaluator, judge_model)
-    if options.record_key is None:
-        options = LoopOptions.build(options, record_key=default_record_key(gen, judge))
 
     builder = StateGraph(
         RefineState,
@@ -178,6 +176,7 @@ def create_refine_graph(
             retry_policy=retry_policy,
             routes=None if after_evaluation else {"refine": "generate", "stop": stop},
             judge_model=_judge_model(gen, judge_model),
+            record_model=model_name(gen),
         ),
         retry_policy=retry_policy,
         metadata={"refine_loop": name},

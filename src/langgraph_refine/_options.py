@@ -111,7 +111,7 @@ class LoopOptions:
         judge_model: The model string of the run's `judge` check, from its context.
         max_tokens: The run's limit on output tokens per generator call, from its context.
         record_key: The key of the strategy record explore keeps in the run's store
-            (None: no record; `create_refine_graph` names the model and evaluator).
+            (None: the evaluate node names the generator's model and the evaluator).
 
     Raises:
         ValueError: If an option is outside its allowed range (the message names it).

@@ -271,7 +271,10 @@ class RecordUpdate:
 
 
 def run_record(
-    state: Mapping[str, Any], attempts: Sequence[Attempt], options: LoopOptions
+    state: Mapping[str, Any],
+    attempts: Sequence[Attempt],
+    options: LoopOptions,
+    key: str | None,
 ) -> tuple[BaseStore, RecordUpdate] | None:
     """The running graph's store and this round's update, when the run keeps a record.
 
@@ -281,9 +284,10 @@ def run_record(
     Args:
         state: The loop's state (its `loop_id` names this run in the record).
         attempts: The attempts so far, the one just evaluated included.
-        options: The run's options (strategy, record key).
+        options: The run's options (its strategy).
+        key: The run's record key (None: no record).
     """
-    if options.strategy != "explore" or options.record_key is None:
+    if options.strategy != "explore" or key is None:
         return None
     try:
         store = get_runtime().store
@@ -291,7 +295,7 @@ def run_record(
         return None
     if store is None:
         return None
-    return store, RecordUpdate(options.record_key, state.get("loop_id"), attempts)
+    return store, RecordUpdate(key, state.get("loop_id"), attempts)
 
 
 def exchange(store: BaseStore, update: RecordUpdate) -> Counts | None:
