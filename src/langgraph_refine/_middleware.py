@@ -20,6 +20,7 @@ Needs the `agents` extra: `pip install 'langgraph-refine[agents]'`.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Annotated, Any, Literal
 
@@ -44,19 +45,23 @@ from typing import NotRequired
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.runtime import Runtime
+from langgraph.store.base import BaseStore
 from langgraph.types import Command
 
 from langgraph_refine._budget import Budget, BudgetMeter, BudgetStop, metered
 from langgraph_refine._errors import BudgetExhaustedError
-from langgraph_refine._options import HumanReview
+from langgraph_refine._options import HumanReview, check_choice
+from langgraph_refine._record import RecordUpdate, aexchange, evaluator_kind, exchange, model_name
 from langgraph_refine._result import RefineResult, best_attempt
 from langgraph_refine._review import ReviewNode
 from langgraph_refine._review_schema import ask_review
 from langgraph_refine._state import (
     Attempt,
     Evaluation,
+    MoveKind,
     PlainDataChannel,
     StopReason,
+    Strategy,
     Usage,
     keep_latest,
     revive_state,
@@ -65,6 +70,7 @@ from langgraph_refine._state import (
 from langgraph_refine._step import emit as _emit
 from langgraph_refine._step import round_event, stop_event
 from langgraph_refine._stop_rules import StopRules
+from langgraph_refine._strategy import Choice, MoveStats, choose_next
 from langgraph_refine.evaluators import llm_judge
 from langgraph_refine.evaluators._base import BaseEvaluator, EvaluatorLike
 from langgraph_refine.evaluators._combine import as_evaluator
@@ -86,6 +92,14 @@ REVIEW_PROMPT = (
     "reviewer asks; use the tools again if you need more information. Reply with the "
     "complete answer only."
 )
+REFINE_EARLIER_PROMPT = (
+    "Here is an earlier answer of yours to the request above:\n"
+    "<answer>\n{answer}\n</answer>\n\n"
+    "It was evaluated{score}.\nFeedback:\n{feedback}\n\n"
+    "Write a new, improved final answer to the request. Fix every problem the feedback "
+    "names and keep what was already good; use the tools again if you need more "
+    "information. Reply with the complete answer only."
+)
 NO_FEEDBACK = "(no specific feedback: the answer is not good enough yet)"
 
 
@@ -101,6 +115,13 @@ class RefineAgentState(AgentState[Any]):
         refine_response: The loop's answer, set when it stops.
         refine_phase: `running`, `deciding` (an answer awaits review or the end), `done`.
         refine_instruction: A reviewer's request, recorded on the next attempt.
+        refine_base: How many messages came before this run's loop (its conversation).
+        refine_hidden_to: With `strategy="explore"`: the model does not see the messages
+            from `refine_base` up to this index (earlier answers, for a fresh sample or
+            a refinement of an earlier answer); None: it sees the whole conversation.
+        refine_next: The next answer's move and the attempt it refines (`[move, parent]`).
+        refine_loop_id: Identifies this run's loop in the strategy record.
+        refine_model: The agent's model as the strategy record's key names it.
     """
 
     refine_task: NotRequired[Annotated[str, OmitFromInput]]
@@ -112,6 +133,11 @@ class RefineAgentState(AgentState[Any]):
     refine_response: NotRequired[Annotated[str | None, OmitFromInput]]
     refine_phase: NotRequired[Annotated[Phase, PrivateStateAttr]]
     refine_instruction: NotRequired[Annotated[str | None, PrivateStateAttr]]
+    refine_base: NotRequired[Annotated[int, PrivateStateAttr]]
+    refine_hidden_to: NotRequired[Annotated[int | None, PrivateStateAttr]]
+    refine_next: NotRequired[Annotated[list[Any] | None, PrivateStateAttr]]
+    refine_loop_id: NotRequired[Annotated[str, PrivateStateAttr]]
+    refine_model: NotRequired[Annotated[str | None, PrivateStateAttr]]
 
 
 class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
@@ -144,6 +170,15 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         human_review: None, `"final"` (pause when the loop would stop) or `"every_round"`
             (pause after every evaluation). Same payload and actions as the graph's review;
             the agent needs a checkpointer.
+        strategy: What each round after the first does. `"chain"` (default): the agent
+            continues its conversation with the feedback. `"explore"`: the graph's rule
+            (see `create_refine_graph`), where a fresh sample answers the request again
+            without seeing the earlier answers; with the agent's store
+            (`create_agent(..., store=...)`) it keeps the strategy record there, so later
+            runs start from what earlier ones learned. `"sample"`: every round answers
+            afresh (best-of-N).
+        record_key: The strategy record's key; by default the agent's model and the
+            evaluator's kind, as in the graph.
 
     Raises:
         ValueError: If an option is outside its allowed range (the message names it).
@@ -173,8 +208,14 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         budget: Budget | None = None,
         on_budget_exhausted: Literal["stop", "raise"] = "stop",
         human_review: HumanReview | None = None,
+        strategy: Strategy = "chain",
+        record_key: str | None = None,
     ) -> None:
         super().__init__()
+        self.strategy: Strategy = check_choice("strategy", strategy, Strategy)
+        if record_key is not None and (not isinstance(record_key, str) or not record_key.strip()):
+            raise ValueError(f"record_key must be a non-empty string or None, got {record_key!r}")
+        self.record_key = record_key
         self.stop_rules = StopRules(target_score, max_iterations, patience, min_delta)
         if on_budget_exhausted not in ("stop", "raise"):
             raise ValueError(
@@ -204,6 +245,10 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
             "refine_response": None,
             "refine_phase": "running",
             "refine_instruction": None,
+            "refine_base": len(state["messages"]),
+            "refine_hidden_to": None,
+            "refine_next": None,
+            "refine_loop_id": uuid.uuid4().hex,
         }
 
     async def abefore_agent(self, state: RefineAgentState, runtime: Runtime[Any]) -> dict[str, Any]:
@@ -237,9 +282,13 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ExtendedModelResponse[Any]:
-        """Call the model and count the call, its tokens and its time in `refine_usage`."""
+        """Call the model and count the call, its tokens and its time in `refine_usage`.
+
+        A fresh sample (or a refinement of an earlier answer) does not show the model the
+        answers it sets aside (see `refine_hidden_to`).
+        """
         meter = self._meter(request.state)
-        return _counted(handler(request), meter)
+        return _counted(handler(_shown(request)), meter, _model_name(request))
 
     async def awrap_model_call(
         self,
@@ -248,7 +297,7 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
     ) -> ExtendedModelResponse[Any]:
         """Async twin of `wrap_model_call`."""
         meter = self._meter(request.state)
-        return _counted(await handler(request), meter)
+        return _counted(await handler(_shown(request)), meter, _model_name(request))
 
     def _meter(self, state: Mapping[str, Any]) -> BudgetMeter:
         """The one place that counts: a meter over what the loop has spent so far.
@@ -273,7 +322,10 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
                 evaluation = self.evaluator.evaluate(answer, view)
         except BudgetStop:
             pass
-        return self._decide(state, answer, evaluation, meter)
+        update, attempts = self._record_answer(state, answer, evaluation, meter)
+        kept = self._record(state, runtime, attempts)
+        record = exchange(*kept) if kept else None
+        return self._decide(state, update, attempts, record)
 
     @hook_config(can_jump_to=["model"])
     async def aafter_model(
@@ -290,7 +342,10 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
                 evaluation = await self.evaluator.aevaluate(answer, view)
         except BudgetStop:
             pass
-        return self._decide(state, answer, evaluation, meter)
+        update, attempts = self._record_answer(state, answer, evaluation, meter)
+        kept = self._record(state, runtime, attempts)
+        record = await aexchange(*kept) if kept else None
+        return self._decide(state, update, attempts, record)
 
     def _final_answer(self, state: RefineAgentState) -> str | None:
         """The text of the agent's final answer, or None if it is not one (tool calls)."""
@@ -313,38 +368,71 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         }
         return dict(revive_state(view))
 
-    def _decide(
+    def _record_answer(
         self,
         state: RefineAgentState,
         answer: str,
         evaluation: Evaluation | None,
         meter: BudgetMeter,
-    ) -> dict[str, Any]:
+    ) -> tuple[dict[str, Any], list[Attempt]]:
+        """The answer as the loop's next attempt: the state update, and the attempts with it."""
         view = self._view(state)
         attempts: list[Attempt] = list(view["attempts"])
         spent = meter.spent_before + meter.delta()
-        attempt = Attempt(
-            index=len(attempts),
-            response=answer,
-            evaluation=evaluation,
-            instruction=state.get("refine_instruction"),
-            parent=attempts[-1].index if attempts else None,
-            usage=_minus(spent, sum((a.usage for a in attempts), Usage())),
+        move, parent = _next_move(state, attempts)
+        attempts.append(
+            Attempt(
+                index=len(attempts),
+                response=answer,
+                evaluation=evaluation,
+                instruction=state.get("refine_instruction"),
+                parent=parent,
+                move=move,
+                usage=_minus(spent, sum((a.usage for a in attempts), Usage())),
+            )
         )
-        attempts.append(attempt)
         # Plain data in the agent's state: its checkpoints never hold the loop's models
         # (see `PlainDataChannel`).
         update: dict[str, Any] = {
             "refine_attempts": to_plain(attempts),
             "refine_usage": to_plain(spent),
             "refine_instruction": None,
+            "refine_next": None,
         }
+        return update, attempts
+
+    def _record(
+        self, state: RefineAgentState, runtime: Runtime[Any], attempts: list[Attempt]
+    ) -> tuple[BaseStore, RecordUpdate] | None:
+        """The agent's store and this round's record update, when explore keeps a record."""
+        store = getattr(runtime, "store", None)
+        if self.strategy != "explore" or store is None or attempts[-1].evaluation is None:
+            return None
+        key = self.record_key
+        if key is None:
+            model = state.get("refine_model")
+            if not model:
+                return None
+            key = f"{model}|{evaluator_kind(self.evaluator)}"
+        return store, RecordUpdate(key, state.get("refine_loop_id"), attempts)
+
+    def _decide(
+        self,
+        state: RefineAgentState,
+        update: dict[str, Any],
+        attempts: list[Attempt],
+        record: Mapping[str, MoveStats] | None,
+    ) -> dict[str, Any]:
+        attempt = attempts[-1]
+        evaluation = attempt.evaluation
         if evaluation is None:  # the budget ran out before the judge's call
             return update | {"refine_stop_reason": "budget_exhausted", "refine_phase": "deciding"}
         stop_reason = self.stop_rules.decide(attempts)
         _emit(round_event(LOOP_NAME, attempt, best_attempt(attempts)))
         if stop_reason is None and (self.review is None or self.review.mode == "final"):
-            return update | _refine_again(FEEDBACK_PROMPT, evaluation)
+            task = str(state.get("refine_task") or "")
+            choice = choose_next(self.strategy, attempts, task, record=record)
+            return update | _move(state, choice, attempts)
         # Stop, or an every-round review: the agent ends its turn and after_agent decides.
         return update | {"refine_stop_reason": stop_reason, "refine_phase": "deciding"}
 
@@ -452,25 +540,87 @@ def _minus(total: Usage, earlier: Usage) -> Usage:
     )
 
 
-def _counted(response: ModelResponse[Any], meter: BudgetMeter) -> ExtendedModelResponse[Any]:
+def _counted(
+    response: ModelResponse[Any], meter: BudgetMeter, model: str | None
+) -> ExtendedModelResponse[Any]:
     for message in response.result:
         if isinstance(message, AIMessage):
             meter.count_call(message)
     spent = meter.spent_before + meter.delta()
-    return ExtendedModelResponse(
-        model_response=response, command=Command(update={"refine_usage": to_plain(spent)})
+    update: dict[str, Any] = {"refine_usage": to_plain(spent)}
+    if model is not None:
+        update["refine_model"] = model
+    return ExtendedModelResponse(model_response=response, command=Command(update=update))
+
+
+def _model_name(request: ModelRequest[Any]) -> str | None:
+    """The agent's model as the record key names it (the hooks after the model cannot see it)."""
+    model = getattr(request, "model", None)
+    return model_name(model) if model is not None else None
+
+
+def _shown(request: ModelRequest[Any]) -> ModelRequest[Any]:
+    """The request without the messages a fresh start sets aside (see `refine_hidden_to`)."""
+    state = request.state
+    hidden_to = state.get("refine_hidden_to")
+    if hidden_to is None:
+        return request
+    base = int(state.get("refine_base") or 0)  # type: ignore[call-overload]
+    set_aside = state["messages"][base : int(hidden_to)]  # type: ignore[call-overload]
+    hidden_ids = {m.id for m in set_aside if m.id}
+    shown = [m for m in request.messages if m.id is None or m.id not in hidden_ids]
+    return request.override(messages=shown)
+
+
+def _next_move(state: Mapping[str, Any], attempts: list[Attempt]) -> tuple[MoveKind, int | None]:
+    """The move and parent of the answer just given: what was chosen for it, else the chain's."""
+    chosen = state.get("refine_next")
+    if chosen:
+        return chosen[0], chosen[1]
+    if not attempts:
+        return "sample", None
+    return "refine", attempts[-1].index
+
+
+def _move(state: Mapping[str, Any], choice: Choice, attempts: list[Attempt]) -> dict[str, Any]:
+    """The update that sends the agent back to its model for the chosen move.
+
+    Refining the latest answer continues the conversation with the feedback (what the
+    chain strategy always does). A fresh sample hides this loop's turns so far from the
+    model, which then answers the request as if first asked. Refining an earlier answer
+    hides them too, and shows that answer with its feedback in one new message.
+    """
+    latest = attempts[-1]
+    chosen: dict[str, Any] = {"refine_next": [choice.move, choice.parent]}
+    if choice.parent == latest.index:
+        return _refine_again(FEEDBACK_PROMPT, latest.evaluation) | chosen
+    chosen["refine_hidden_to"] = len(state["messages"])
+    again: dict[str, Any] = {"refine_phase": "running", "jump_to": "model"}
+    if choice.parent is None:
+        return again | chosen
+    refined = next(a for a in attempts if a.index == choice.parent)
+    evaluation = refined.evaluation
+    text = REFINE_EARLIER_PROMPT.format(
+        answer=refined.response,
+        score=_score_note(evaluation),
+        feedback=(evaluation.feedback.strip() if evaluation else "") or NO_FEEDBACK,
     )
+    return again | chosen | {"messages": [HumanMessage(text)]}
 
 
 def _refine_again(template: str, evaluation: Evaluation | None) -> dict[str, Any]:
     """The update that sends the agent back to its model with feedback."""
     feedback = (evaluation.feedback.strip() if evaluation else "") or NO_FEEDBACK
-    score = ""
-    if evaluation is not None and template is FEEDBACK_PROMPT:
-        verdict = f", verdict {evaluation.verdict}" if evaluation.verdict else ""
-        score = f" (score {evaluation.score:.2f}{verdict})"
+    score = _score_note(evaluation) if template is FEEDBACK_PROMPT else ""
     text = template.format(score=score, feedback=feedback)
     return {"messages": [HumanMessage(text)], "refine_phase": "running", "jump_to": "model"}
+
+
+def _score_note(evaluation: Evaluation | None) -> str:
+    if evaluation is None:
+        return ""
+    verdict = f", verdict {evaluation.verdict}" if evaluation.verdict else ""
+    return f" (score {evaluation.score:.2f}{verdict})"
 
 
 __all__ = ["RefineAgentState", "RefineMiddleware"]
