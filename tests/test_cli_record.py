@@ -10,6 +10,7 @@ afresh in round 1 instead of refining.
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -253,3 +254,19 @@ def test_report_store_must_exist(cli: Any, tmp_path: Path) -> None:
         str(tmp_path / "no.sqlite"),
     )
     assert_one_line_error(run, "does not exist")
+
+
+def test_an_unwritable_store_file_is_refused(
+    cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from langgraph_refine.cli import _store
+
+    store = tmp_path / "record.sqlite"
+    store.write_bytes(b"")  # an empty file is a valid (empty) SQLite database
+    # Tests may run as root, for whom every file is writable: ask the check directly.
+    readable_only = {os.R_OK, os.F_OK, os.X_OK}
+    monkeypatch.setattr(_store.os, "access", lambda path, mode: mode in readable_only)
+    src, out = write_tasks(tmp_path / "in.jsonl", 1), tmp_path / "out.jsonl"
+    run = cli("batch", str(src), "--out", str(out), "--store", str(store))
+    assert_one_line_error(run, f"--store {store} is not writable", "permissions")
+    assert not out.exists()

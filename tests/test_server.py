@@ -711,3 +711,32 @@ def test_a_served_graph_keys_its_record_by_model_and_evaluator(
     found = client.store.search_items(["langgraph_refine", "strategy"], limit=100)
     keys = {item["key"] for item in found["items"]}
     assert "openai:scripted-model|llm_judge" in keys
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_batch_on_the_server_learns_in_the_servers_store(
+    langgraph_server: str, cli: Any, tmp_path: Path
+) -> None:
+    import uuid
+
+    from langgraph_sdk import get_sync_client
+
+    # Nothing is sent for the record: the served graph keeps it in the server's store
+    # under its default key, so the batch's tasks add to it.
+    client = get_sync_client(url=langgraph_server)
+    key = ["langgraph_refine", "strategy"]
+
+    def counted() -> int:
+        item = client.store.get_item(key, "openai:scripted-model|llm_judge")
+        return sum(m["rounds"] for m in item["value"]["moves"].values()) if item else 0
+
+    before = counted()
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    tag = uuid.uuid4().hex[:8]
+    lines = [{"id": f"s{i}", "task": f"Name a bird {tag} {i}."} for i in range(2)]
+    src.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    run = cli("batch", str(src), "--out", str(out), "--server", langgraph_server)
+    assert run.code == 0, run.err
+    rounds = sum(r["iterations"] for r in _batch_rows(out))
+    assert rounds == 2 and counted() == before + rounds
