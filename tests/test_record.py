@@ -254,6 +254,32 @@ def test_repeated_refine_calls_learn_that_refinements_help(store: BaseStore, key
     assert record.moves["refine"].raised == record.moves["refine"].rounds == 12
 
 
+async def test_arefine_keeps_the_record_in_any_store(store: BaseStore, key: str) -> None:
+    # The sync SQLite and Postgres stores have no async methods: their calls run in a
+    # worker thread, so `arefine` works with whatever store it is given.
+    for _ in range(2):
+        await arefine(helping(), TASK, judge, store=store, record_key=key, **LOOP)
+    record = stored(store, key)
+    assert record.moves["refine"] == MoveStats(rounds=6, raised=6, fell=0)
+    assert len(record.runs) == 2
+
+
+class UnhashableStore(InMemoryStore):
+    """A store that cannot be a dict key (it defines equality without a hash)."""
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def test_a_store_that_cannot_be_hashed_still_keeps_the_record() -> None:
+    store = UnhashableStore()
+    refine(falling(), TASK, judge, store=store, **LOOP)
+    asyncio.run(arefine(falling(), TASK, judge, store=store, **LOOP))
+    assert rounds(stored(store, "ScriptedChatModel|judge")) == 6
+
+
 @LEARNS
 async def test_repeated_arefine_calls_learn(store: BaseStore, key: str) -> None:
     # The sync SQLite and Postgres stores have no async methods: their calls run in a

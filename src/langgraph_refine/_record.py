@@ -49,7 +49,7 @@ import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable
@@ -61,6 +61,7 @@ from langgraph_refine._state import Attempt
 from langgraph_refine._strategy import MoveStats, round_stats
 
 logger = logging.getLogger("langgraph_refine")
+T = TypeVar("T")
 
 RECORD_NAMESPACE: tuple[str, ...] = ("langgraph_refine", "strategy")
 """The store namespace of strategy records; each record is one item, keyed by its record key."""
@@ -410,13 +411,31 @@ _GUARD = threading.Lock()
 
 def _thread_lock(store: BaseStore, key: str) -> threading.Lock:
     with _GUARD:
-        locks = _THREAD_LOCKS.setdefault(store, {})
-        return locks.setdefault(key, threading.Lock())
+        return _per_store(_THREAD_LOCKS, _THREAD_LOCKS_BY_ID, store).setdefault(
+            key, threading.Lock()
+        )
 
 
 def _async_lock(store: BaseStore, key: str) -> asyncio.Lock:
     loop = asyncio.get_running_loop()
     with _GUARD:
         by_store = _ASYNC_LOCKS.setdefault(loop, weakref.WeakKeyDictionary())
-        locks = by_store.setdefault(store, {})
-        return locks.setdefault(key, asyncio.Lock())
+        by_id = _ASYNC_LOCKS_BY_ID.setdefault(loop, {})
+        return _per_store(by_store, by_id, store).setdefault(key, asyncio.Lock())
+
+
+def _per_store(
+    locks: weakref.WeakKeyDictionary[BaseStore, dict[str, T]],
+    by_id: dict[int, dict[str, T]],
+    store: BaseStore,
+) -> dict[str, T]:
+    try:
+        return locks.setdefault(store, {})
+    except TypeError:  # a store that cannot be weakly referenced or hashed: by identity
+        return by_id.setdefault(id(store), {})
+
+
+_THREAD_LOCKS_BY_ID: dict[int, dict[str, threading.Lock]] = {}
+_ASYNC_LOCKS_BY_ID: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, dict[int, dict[str, asyncio.Lock]]
+] = weakref.WeakKeyDictionary()
