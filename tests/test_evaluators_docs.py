@@ -18,6 +18,7 @@ MODULES = [
     "langgraph_refine.evaluators._base",
     "langgraph_refine.evaluators._combine",
     "langgraph_refine.evaluators._judge",
+    "langgraph_refine.evaluators._openevals",
     "langgraph_refine.evaluators._python_tests",
     "langgraph_refine.evaluators._repetition",
     "langgraph_refine.evaluators._reward",

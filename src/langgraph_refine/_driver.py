@@ -23,6 +23,7 @@ from langgraph.types import Command
 
 from langgraph_refine._errors import ReviewInputError
 from langgraph_refine._result import RESULT_KEYS, RefineResult
+from langgraph_refine._typed import OutputSchema
 
 Graph = CompiledStateGraph[Any, Any, Any, Any]
 Reviewer = Callable[[dict[str, Any]], Mapping[str, Any]]
@@ -54,7 +55,9 @@ class AskReviewer:
 FlowStep = Run | ReadState | AskReviewer
 
 
-def run_flow(task: str, *, durable: bool) -> Generator[FlowStep, Any, RefineResult]:
+def run_flow(
+    task: str, *, durable: bool, output_schema: OutputSchema | None = None
+) -> Generator[FlowStep, Any, RefineResult]:
     """The steps of one run, from the first invocation to the result.
 
     With a checkpointer (`durable`), an unfinished run of the same task on the thread is
@@ -64,6 +67,7 @@ def run_flow(task: str, *, durable: bool) -> Generator[FlowStep, Any, RefineResu
     Args:
         task: The task to run.
         durable: Whether the graph has a checkpointer (a thread to read and resume).
+        output_schema: The loop's typed output, so the result's `output` has its type.
 
     Returns:
         The loop's result (as the generator's return value).
@@ -74,7 +78,7 @@ def run_flow(task: str, *, durable: bool) -> Generator[FlowStep, Any, RefineResu
     """
     if not durable:
         values = yield Run({"task": task})
-        return RefineResult.from_state(values)
+        return RefineResult.from_state(values, output_schema=output_schema)
     snapshot = yield ReadState()
     unfinished = bool(snapshot.next) and snapshot.values.get("task") == task
     yield Run(None if unfinished else {"task": task})
@@ -82,7 +86,7 @@ def run_flow(task: str, *, durable: bool) -> Generator[FlowStep, Any, RefineResu
     while True:
         snapshot = yield ReadState()
         if not snapshot.interrupts:
-            return RefineResult.from_state(snapshot.values)
+            return RefineResult.from_state(snapshot.values, output_schema=output_schema)
         payload = snapshot.interrupts[0].value
         if answered and payload.get("error"):
             # The last answer was rejected: asking the same reviewer again would loop.

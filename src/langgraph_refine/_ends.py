@@ -15,6 +15,7 @@ from langgraph_refine._result import RefineResult
 from langgraph_refine._state import RefineState, Usage
 from langgraph_refine._step import emit, run_options, stop_event
 from langgraph_refine._stop_rules import BUDGET_STOP
+from langgraph_refine._typed import plain
 
 logger = logging.getLogger("langgraph_refine")
 
@@ -90,7 +91,7 @@ class FinalizeNode:
         self.name = "finalize"
 
     def __call__(self, state: RefineState) -> dict[str, Any]:
-        result = RefineResult.from_state(state)
+        result = RefineResult.from_state(state, output_schema=self.options.output_schema)
         name = self.options.name
         if result.stop_reason == BUDGET_STOP and self.options.on_budget_exhausted == "raise":
             raise BudgetExhaustedError(
@@ -99,6 +100,8 @@ class FinalizeNode:
                 result,
             )
         update: dict[str, Any] = {"response": result.value, "stop_reason": result.stop_reason}
+        if self.options.output_schema is not None:
+            update["output"] = plain(result.output)  # plain JSON: checkpoint-safe
         if state.get("from_messages"):
             update["messages"] = [AIMessage(result.value)]
         logger.info(

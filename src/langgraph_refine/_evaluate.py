@@ -24,7 +24,6 @@ from langgraph_refine._result import best_attempt
 from langgraph_refine._specs import SpecError, build_evaluators, run_judge_model
 from langgraph_refine._state import (
     Attempt,
-    Candidate,
     Evaluation,
     RefineState,
     StopReason,
@@ -196,8 +195,10 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         traced = self._runnable(state, step, evaluator)
         evaluations: list[Evaluation] = []
         try:
-            for response in _responses(pending):
-                if traced is None:
+            for response, preset in _responses(pending):
+                if preset is not None:  # not a valid object: already FAIL (see _typed)
+                    evaluations.append(preset)
+                elif traced is None:
                     evaluations.append(
                         step.call(evaluator.evaluate, response, state, model_call=False)
                     )
@@ -227,7 +228,10 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         traced = self._runnable(state, step, evaluator)
         responses = _responses(pending)
 
-        async def one(response: str) -> Evaluation:
+        async def one(item: tuple[str, Evaluation | None]) -> Evaluation:
+            response, preset = item
+            if preset is not None:  # not a valid object: already FAIL (see _typed)
+                return preset
             if traced is None:
                 return await step.acall(evaluator.aevaluate, response, state, model_call=False)
             return await step.acall(traced.ainvoke, response, step.config, model_call=False)
@@ -334,8 +338,11 @@ def _report(name: str, attempt: Attempt, best: Attempt | None, stop_reason: str 
     emit(round_event(name, attempt, best))
 
 
-def _responses(pending: Attempt) -> list[str]:
-    return [c.response for c in pending.candidates] or [pending.response]
+def _responses(pending: Attempt) -> list[tuple[str, Evaluation | None]]:
+    """Each response to judge, with the evaluation it already has (an invalid object's)."""
+    if pending.candidates:
+        return [(c.response, c.evaluation) for c in pending.candidates]
+    return [(pending.response, pending.evaluation)]
 
 
 def _choose_candidate(pending: Attempt, evaluations: list[Evaluation], usage: Usage) -> Attempt:
@@ -343,7 +350,7 @@ def _choose_candidate(pending: Attempt, evaluations: list[Evaluation], usage: Us
     if not pending.candidates:
         return pending.model_copy(update={"evaluation": evaluations[0], "usage": usage})
     candidates = [
-        Candidate(response=c.response, evaluation=evaluations[i] if i < len(evaluations) else None)
+        c.model_copy(update={"evaluation": evaluations[i] if i < len(evaluations) else None})
         for i, c in enumerate(pending.candidates)
     ]
     ranked = [
@@ -352,10 +359,13 @@ def _choose_candidate(pending: Attempt, evaluations: list[Evaluation], usage: Us
     ]
     best = best_attempt(ranked)
     assert best is not None
+    chosen = candidates[best.index]
     return pending.model_copy(
         update={
-            "response": best.response,
-            "evaluation": best.evaluation,
+            "response": chosen.response,
+            "evaluation": chosen.evaluation,
+            "output": chosen.output,
+            "reasoning": chosen.reasoning,
             "candidates": candidates,
             "usage": usage,
         }

@@ -22,7 +22,6 @@ from langgraph.types import RetryPolicy
 from langgraph_refine._budget import BudgetStop
 from langgraph_refine._errors import ContextLengthError, RefineError
 from langgraph_refine._memory import select_attempts
-from langgraph_refine._models import message_text
 from langgraph_refine._options import LoopOptions
 from langgraph_refine._prompts import refinement_messages, smallest_prompt
 from langgraph_refine._result import RefineResult
@@ -37,6 +36,7 @@ from langgraph_refine._state import (
 )
 from langgraph_refine._step import Step, run_options
 from langgraph_refine._stop_rules import BUDGET_STOP
+from langgraph_refine._typed import OutputSchema, Reply, untyped_reply
 from langgraph_refine.evaluators._base import acall, call_sync
 
 logger = logging.getLogger("langgraph_refine")
@@ -45,7 +45,8 @@ StateT = TypeVar("StateT", bound=RefineState)
 
 GeneratorLike = BaseChatModel | Runnable[Any, Any] | Callable[..., Any]
 """A chat model, a runnable or compiled graph taking `{"messages": [...]}`, or a
-callable `(state) -> str | AIMessage` (sync or async)."""
+callable `(state) -> str | AIMessage` (sync or async; with `output_schema` it may also
+return the object or a dict)."""
 
 
 def next_index(state: Mapping[str, Any]) -> int:
@@ -117,6 +118,13 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
     prompt as `{"messages": [HumanMessage(...)]}` and answers with its last AI message.
     A callable generator receives the state and builds its own prompt.
 
+    With `output_schema`, a chat model is asked for the object through the provider's
+    structured output, and every prompt ends with the schema; a graph generator's
+    `structured_response` is used when it has one, else its last message is parsed; a
+    callable may return the object, a dict or JSON text. A reply that is not a valid
+    object is kept, already evaluated FAIL with the validation errors (see `_typed`).
+    Reasoning beside the answer is kept on `Attempt.reasoning`, out of `response`.
+
     Args:
         generator: A chat model, a runnable / compiled graph, or a callable
             `(state) -> str` (sync or async; it may return an `AIMessage`).
@@ -157,10 +165,10 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         options = options or self.options
         parent = refined_attempt(state)
         if parent is None:
-            return [HumanMessage(state["task"])]
+            return _asking_for(options.output_schema, [HumanMessage(state["task"])])
         history = _history(state.get("attempts") or [], parent, options)
         shown = select_attempts(history, options.memory)
-        return refinement_messages(
+        messages = refinement_messages(
             state["task"],
             shown,
             reviewer_feedback=state.get("reviewer_feedback"),
@@ -168,18 +176,19 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             max_attempt_chars=options.max_attempt_chars,
             form=options.prompt_form if isinstance(self.generator, BaseChatModel) else "single",
         )
+        return _asking_for(options.output_schema, messages)
 
-    def _smallest(self, state: Mapping[str, Any]) -> list[BaseMessage]:
+    def _smallest(self, state: Mapping[str, Any], schema: OutputSchema | None) -> list[BaseMessage]:
         text = smallest_prompt(
             state["task"], refined_attempt(state), state.get("reviewer_feedback")
         )
-        return [HumanMessage(text)]
+        return _asking_for(schema, [HumanMessage(text)])
 
     # -- the call ----------------------------------------------------------------------
 
     def _begin(
         self, state: Mapping[str, Any], config: RunnableConfig | None
-    ) -> tuple[Step, int, list[BaseMessage]]:
+    ) -> tuple[Step, int, list[BaseMessage], OutputSchema | None]:
         options = run_options(self.options)
         if options.max_tokens is not None:
             check_max_tokens(self.generator, options.max_tokens)
@@ -194,26 +203,55 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             count = max(1, min(count, left))
         # A plain callable builds its own prompt from the state.
         is_callable = not isinstance(self.generator, BaseChatModel | Runnable)
-        return step, count, [] if is_callable else self.prompt(state, options)
+        prompt = [] if is_callable else self.prompt(state, options)
+        return step, count, prompt, options.output_schema
 
-    def _one(self, state: Mapping[str, Any], prompt: list[BaseMessage], step: Step) -> Any:
+    def _model(
+        self, schema: OutputSchema | None, kwargs: dict[str, Any]
+    ) -> tuple[Runnable[Any, Any], dict[str, Any]]:
+        """The chat model and its call arguments; when typed, asking for the object
+        through the provider's structured output (with the run's settings built in,
+        since a structured-output chain does not pass call arguments on to the model).
+        """
+        assert isinstance(self.generator, BaseChatModel)
+        if schema is None:
+            return self.generator, kwargs
+        model = self.generator.model_copy(update=kwargs) if kwargs else self.generator
+        structured = schema.structured(model, cache=not kwargs)
+        return (structured, {}) if structured is not None else (model, {})
+
+    def _one(
+        self,
+        state: Mapping[str, Any],
+        prompt: list[BaseMessage],
+        step: Step,
+        schema: OutputSchema | None,
+    ) -> Any:
         generator, before = self.generator, step.meter.calls
         if isinstance(generator, BaseChatModel):
-            return generator.invoke(prompt, step.config, **model_kwargs(step.options))
+            model, kwargs = self._model(schema, model_kwargs(step.options))
+            return model.invoke(prompt, step.config, **kwargs)
         if isinstance(generator, Runnable):
             graph: Runnable[Any, Any] = generator
-            answer = _graph_answer(graph.invoke({"messages": prompt}, step.config), step.index)
-            return _counted(answer, step, before)
+            output = graph.invoke({"messages": prompt}, step.config)
+            return _counted(_graph_answer(output, step.index, schema), step, before)
         return _counted(call_sync(generator, state, what="generator"), step, before)
 
-    async def _aone(self, state: Mapping[str, Any], prompt: list[BaseMessage], step: Step) -> Any:
+    async def _aone(
+        self,
+        state: Mapping[str, Any],
+        prompt: list[BaseMessage],
+        step: Step,
+        schema: OutputSchema | None,
+    ) -> Any:
         generator, before = self.generator, step.meter.calls
         if isinstance(generator, BaseChatModel):
-            return await generator.ainvoke(prompt, step.config, **model_kwargs(step.options))
+            model, kwargs = self._model(schema, model_kwargs(step.options))
+            return await model.ainvoke(prompt, step.config, **kwargs)
         if isinstance(generator, Runnable):
             graph: Runnable[Any, Any] = generator
             output = await graph.ainvoke({"messages": prompt}, step.config)
-            return _counted(_graph_answer(output, step.index), step, before)
+            return _counted(_graph_answer(output, step.index, schema), step, before)
         return _counted(await acall(generator, state), step, before)
 
     def invoke(
@@ -221,34 +259,34 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
     ) -> dict[str, Any]:
         """Generate the next attempt (sync)."""
         state = revive_state(input)
-        step, count, prompt = self._begin(state, config)
+        step, count, prompt, schema = self._begin(state, config)
         outputs: list[Any] = []
         try:
             for _ in range(count):
-                outputs.append(step.call(self._one, state, prompt, step))
+                outputs.append(step.call(self._one, state, prompt, step, schema))
         except BudgetStop as stop:
             return self._stopped(stop, step, outputs)
         except Exception as exc:
             if not is_context_length_error(exc):
                 step.on_error(exc, "generator")
                 raise
-            outputs = self._retry_small(state, step, exc)
-        return self._finish(state, outputs, step)
+            outputs = self._retry_small(state, step, exc, schema)
+        return self._finish(state, outputs, step, schema)
 
     async def ainvoke(
         self, input: StateT, config: RunnableConfig | None = None, **kwargs: Any
     ) -> dict[str, Any]:
         """Generate the next attempt (async)."""
         state = revive_state(input)
-        step, count, prompt = self._begin(state, config)
+        step, count, prompt, schema = self._begin(state, config)
         outputs: list[Any] = []
         try:
             if count == 1:  # awaited directly: gather() would cost a task per round
-                outputs.append(await step.acall(self._aone, state, prompt, step))
+                outputs.append(await step.acall(self._aone, state, prompt, step, schema))
             else:
                 outputs = list(
                     await asyncio.gather(
-                        *(step.acall(self._aone, state, prompt, step) for _ in range(count))
+                        *(step.acall(self._aone, state, prompt, step, schema) for _ in range(count))
                     )
                 )
         except BudgetStop as stop:
@@ -257,45 +295,49 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             if not is_context_length_error(exc):
                 await step.aon_error(exc, "generator")
                 raise
-            outputs = await self._aretry_small(state, step, exc)
-        return self._finish(state, outputs, step)
+            outputs = await self._aretry_small(state, step, exc, schema)
+        return self._finish(state, outputs, step, schema)
 
-    def _retry_small(self, state: Mapping[str, Any], step: Step, exc: Exception) -> list[Any]:
-        small = self._check_small(state, step, exc)
+    def _retry_small(
+        self, state: Mapping[str, Any], step: Step, exc: Exception, schema: OutputSchema | None
+    ) -> list[Any]:
+        small = self._check_small(state, step, exc, schema)
         try:
-            return [step.call(self._one, state, small, step)]
+            return [step.call(self._one, state, small, step, schema)]
         except Exception as again:
-            raise self._overflow(state, step, again) from again
+            raise self._overflow(state, step, again, schema) from again
 
     async def _aretry_small(
-        self, state: Mapping[str, Any], step: Step, exc: Exception
+        self, state: Mapping[str, Any], step: Step, exc: Exception, schema: OutputSchema | None
     ) -> list[Any]:
-        small = self._check_small(state, step, exc)
+        small = self._check_small(state, step, exc, schema)
         try:
-            return [await step.acall(self._aone, state, small, step)]
+            return [await step.acall(self._aone, state, small, step, schema)]
         except Exception as again:
-            raise self._overflow(state, step, again) from again
+            raise self._overflow(state, step, again, schema) from again
 
     def _check_small(
-        self, state: Mapping[str, Any], step: Step, exc: Exception
+        self, state: Mapping[str, Any], step: Step, exc: Exception, schema: OutputSchema | None
     ) -> list[BaseMessage]:
         """The smallest prompt to retry with, or raise if this round cannot shrink."""
         if refined_attempt(state) is None or not isinstance(
             self.generator, BaseChatModel | Runnable
         ):
             # The task alone (or a callable's own prompt) does not fit: nothing to cut.
-            raise self._overflow(state, step, exc) from exc
+            raise self._overflow(state, step, exc, schema) from exc
         logger.info(
             "attempt %d: prompt exceeds the context; retrying with the smallest", step.index
         )
-        return self._smallest(state)
+        return self._smallest(state, schema)
 
     @staticmethod
-    def _overflow(state: Mapping[str, Any], step: Step, exc: BaseException) -> ContextLengthError:
+    def _overflow(
+        state: Mapping[str, Any], step: Step, exc: BaseException, schema: OutputSchema | None
+    ) -> ContextLengthError:
         if isinstance(exc, ContextLengthError):
             return exc
         attempts = list(state.get("attempts") or [])
-        result = RefineResult.from_state(dict(state)) if attempts else None
+        result = RefineResult.from_state(dict(state), output_schema=schema) if attempts else None
         return ContextLengthError(
             f"attempt {step.index}: the prompt exceeds the model's context even in its "
             f"smallest form (the task, the attempt cut short, its feedback): {exc}. Shorten "
@@ -312,33 +354,71 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             {"stop_reason": BUDGET_STOP, "pending": None, "usage": step.meter.delta()}
         )
 
-    def _finish(self, state: Mapping[str, Any], outputs: list[Any], step: Step) -> dict[str, Any]:
-        texts = []
-        for output in outputs:
-            if not isinstance(output, str | BaseMessage):
-                raise TypeError(
-                    f"generator returned {type(output).__name__} on attempt {step.index}; "
-                    "return a string or an AIMessage"
-                )
-            texts.append(message_text(output))
+    def _finish(
+        self,
+        state: Mapping[str, Any],
+        outputs: list[Any],
+        step: Step,
+        schema: OutputSchema | None,
+    ) -> dict[str, Any]:
+        replies = [_read(output, step.index, schema) for output in outputs]
         usage = step.meter.delta()
         parent = refined_attempt(state)
+        first = replies[0]
         attempt = Attempt(
             index=step.index,
-            response=texts[0],
+            response=first.response,
+            # An invalid object comes already evaluated (FAIL): the evaluator is skipped.
+            evaluation=first.evaluation,
+            output=first.output,
+            reasoning=first.reasoning,
             instruction=state.get("reviewer_feedback"),
             parent=parent.index if parent is not None else None,
             move=next_move(state),
             usage=usage,
-            candidates=[Candidate(response=t) for t in texts] if len(texts) > 1 else [],
+            candidates=[
+                Candidate(
+                    response=r.response,
+                    evaluation=r.evaluation,
+                    output=r.output,
+                    reasoning=r.reasoning,
+                )
+                for r in replies
+            ]
+            if len(replies) > 1
+            else [],
         )
-        logger.debug("attempt %d generated (%d candidate(s))", step.index, len(texts))
+        logger.debug("attempt %d generated (%d candidate(s))", step.index, len(replies))
         # The usage travels in the pending attempt: the evaluate step adds it to the total
         # (one write of `usage` per round). The reviewer's request is cleared only if set.
         update: dict[str, Any] = {"pending": attempt}
         if state.get("reviewer_feedback"):
             update["reviewer_feedback"] = None
         return plain_writes(update)
+
+
+def _read(output: Any, index: int, schema: OutputSchema | None) -> Reply:
+    """One generator output as an attempt's fields (see `_typed`).
+
+    Raises:
+        TypeError: If an untyped generator returned something that is not text.
+    """
+    if schema is not None:
+        return schema.read(output)
+    if not isinstance(output, str | BaseMessage):
+        raise TypeError(
+            f"generator returned {type(output).__name__} on attempt {index}; return a "
+            "string or an AIMessage (or pass output_schema= to refine an object)"
+        )
+    return untyped_reply(output)
+
+
+def _asking_for(schema: OutputSchema | None, messages: list[BaseMessage]) -> list[BaseMessage]:
+    """The prompt, its last message ending with the schema when the loop is typed."""
+    if schema is None:
+        return messages
+    last = messages[-1]
+    return [*messages[:-1], HumanMessage(f"{last.text}\n\n{schema.instruction()}")]
 
 
 def _counted(output: Any, step: Step, before: int) -> Any:
@@ -367,12 +447,18 @@ def _history(attempts: Sequence[Attempt], parent: Attempt, options: LoopOptions)
     return line[::-1]
 
 
-def _graph_answer(output: Any, index: int) -> AIMessage:
-    """The last AI message of a graph generator's output state.
+def _graph_answer(output: Any, index: int, schema: OutputSchema | None = None) -> Any:
+    """The answer in a graph generator's output state: its last AI message.
+
+    With `output_schema`, the state's `structured_response` (what
+    `create_agent(response_format=...)` gives) when it has one.
 
     Raises:
         RefineError: If the output has no AI message, or ends on a tool call.
     """
+    structured = output.get("structured_response") if isinstance(output, Mapping) else None
+    if schema is not None and structured is not None:
+        return structured
     messages = output.get("messages") if isinstance(output, Mapping) else None
     if isinstance(output, AIMessage):
         messages = [output]

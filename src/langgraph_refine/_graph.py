@@ -8,13 +8,14 @@ strategy run in `evaluate`, a budget stop in either step sets the stop reason.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import RetryPolicy
+from pydantic import BaseModel
 
 from langgraph_refine._budget import Budget
 from langgraph_refine._ends import FinalizeNode, Prepare
@@ -37,6 +38,7 @@ from langgraph_refine._retry import DEFAULT_RETRY_POLICY
 from langgraph_refine._review import ReviewNode
 from langgraph_refine._router import route_after_evaluation
 from langgraph_refine._state import PromptForm, RefineInput, RefineOutput, RefineState, Strategy
+from langgraph_refine._typed import OutputSchema
 from langgraph_refine.evaluators import llm_judge
 from langgraph_refine.evaluators._base import EvaluatorLike
 from langgraph_refine.evaluators._combine import as_evaluator
@@ -64,6 +66,7 @@ def create_refine_graph(
     candidates: int = 1,
     retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = DEFAULT_RETRY_POLICY,
     record_key: str | None = None,
+    output_schema: type[BaseModel] | Mapping[str, Any] | OutputSchema | None = None,
 ) -> StateGraph[RefineState, RefineContext, RefineInput, RefineOutput]:
     """Build the refine loop as an uncompiled `StateGraph`.
 
@@ -111,6 +114,12 @@ def create_refine_graph(
             graph runs with a store (`compile(store=...)`). By default it names the
             generator's model and the evaluator's kind, e.g.
             `"openai:gpt-4o-mini|llm_judge"`; runs with the same key pool what they learn.
+        output_schema: Refine an object instead of text: a pydantic model class or a
+            JSON schema dict. A chat model is asked for it through the provider's
+            structured output; each attempt's `response` is the object as JSON text and
+            its `output` the object as plain JSON; a reply that is not a valid object
+            is evaluated FAIL (score 0, the validation errors as feedback) without
+            calling the evaluator. The graph also writes `output` for its caller.
 
     Returns:
         The uncompiled graph, with nodes `prepare`, `generate`, `evaluate`, `finalize`
@@ -141,6 +150,7 @@ def create_refine_graph(
         candidates=candidates,
         name=name,
         record_key=record_key,
+        output_schema=output_schema,
     )
     check_choice("human_review", human_review, HumanReview, optional=True)
     gen = (

@@ -25,6 +25,7 @@ from langgraph_refine._specs import (
 )
 from langgraph_refine._state import PromptForm, Strategy
 from langgraph_refine._stop_rules import StopRules
+from langgraph_refine._typed import OutputSchema
 
 HumanReview: TypeAlias = Literal["final", "every_round"]
 """When a human reviews: when the loop would stop, or after every evaluation."""
@@ -88,6 +89,7 @@ class RefineContext(TypedDict, total=False):
     judge_model: str
     max_tokens: int
     record_key: str
+    output_schema: dict[str, Any] | None
 
 
 CONTEXT_KEYS: frozenset[str] = frozenset(RefineContext.__annotations__)
@@ -112,6 +114,8 @@ class LoopOptions:
         max_tokens: The run's limit on output tokens per generator call, from its context.
         record_key: The key of the strategy record explore keeps in the run's store
             (None: the evaluate node names the generator's model and the evaluator).
+        output_schema: The object each attempt must be (a pydantic model class or a
+            JSON schema dict, kept as an `OutputSchema`), or None for text.
 
     Raises:
         ValueError: If an option is outside its allowed range (the message names it).
@@ -130,8 +134,11 @@ class LoopOptions:
     judge_model: str | None = None
     max_tokens: int | None = None
     record_key: str | None = None
+    output_schema: OutputSchema | None = None
 
     def __post_init__(self) -> None:
+        # Frozen, so the coerced schema is set the way dataclasses set fields.
+        object.__setattr__(self, "output_schema", OutputSchema.coerce(self.output_schema))
         check_choice("on_budget_exhausted", self.on_budget_exhausted, OnBudgetExhausted)
         check_choice("strategy", self.strategy, Strategy)
         check_choice("prompt_form", self.prompt_form, PromptForm)

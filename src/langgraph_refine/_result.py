@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langgraph.types import StateSnapshot
 from pydantic import BaseModel, ConfigDict, Field
@@ -18,6 +18,9 @@ from langgraph_refine._state import (
     revive_state,
 )
 from langgraph_refine._stop_rules import stop_reason_of
+
+if TYPE_CHECKING:
+    from langgraph_refine._typed import OutputSchema
 
 RESULT_KEYS = ["task", "attempts", "response", "pending", "stop_reason", "usage"]
 """The state keys `RefineResult.from_state` reads. Without a checkpointer there is no
@@ -66,6 +69,10 @@ class RefineResult(BaseModel):
         score_history: One score per evaluated attempt, in order.
         attempts: Every attempt, in order.
         usage: Model calls, tokens and seconds spent.
+        output: With `output_schema`, the best attempt's object: an instance of the
+            pydantic model, or the dict for a JSON schema (None when no attempt was a
+            valid object, and without `output_schema`). Read from a state without the
+            schema (`from_state(state)`), it is the plain JSON value.
         metadata: `iterations`, `converged`, `score_history`, `stop_reason`, `best_index`
             and `usage` as plain values, for logging and serialisation.
     """
@@ -83,15 +90,23 @@ class RefineResult(BaseModel):
     attempts: list[Attempt]
     usage: Usage
     metadata: dict[str, Any] = Field(default_factory=dict)
+    output: Any = None
 
     @classmethod
-    def from_state(cls, state: RefineState | dict[str, Any] | StateSnapshot) -> RefineResult:
+    def from_state(
+        cls,
+        state: RefineState | dict[str, Any] | StateSnapshot,
+        *,
+        output_schema: OutputSchema | None = None,
+    ) -> RefineResult:
         """Build the result from a loop's state (final or, for budget errors, current).
 
         Args:
             state: The state's values, or a thread's `StateSnapshot`
                 (`graph.get_state(config)`): a snapshot of a paused thread (a pending
                 review) gives `stop_reason=None`, since the loop has not stopped yet.
+            output_schema: The loop's `output_schema` (as an `OutputSchema`), to give
+                `output` as the caller's type; without it `output` is plain JSON.
         """
         paused = False
         if isinstance(state, StateSnapshot):
@@ -113,6 +128,7 @@ class RefineResult(BaseModel):
             value = (
                 best.response if best is not None else (attempts[-1].response if attempts else "")
             )
+        output = _output(attempts, best, value, stop_reason, output_schema)
         evaluation = best.evaluation if best is not None else None
         score_history = [a.evaluation.score for a in attempts if a.evaluation is not None]
         iterations = max(len(attempts) - 1, 0)
@@ -128,6 +144,7 @@ class RefineResult(BaseModel):
             score_history=score_history,
             attempts=attempts,
             usage=usage,
+            output=output_schema.typed(output) if output_schema is not None else output,
             metadata={
                 "iterations": iterations,
                 "converged": converged,
@@ -137,3 +154,20 @@ class RefineResult(BaseModel):
                 "usage": usage.model_dump(),
             },
         )
+
+
+def _output(
+    attempts: Sequence[Attempt],
+    best: Attempt | None,
+    value: str,
+    stop_reason: str | None,
+    schema: OutputSchema | None,
+) -> Any:
+    """The plain object of the result's value: the best attempt's, or the reviewed one's."""
+    if stop_reason not in ("approved", "edited"):
+        return best.output if best is not None else None
+    # A reviewer approved an attempt, or wrote the response: the object of that text.
+    reviewed = next((a for a in reversed(attempts) if a.response == value), None)
+    if reviewed is not None:
+        return reviewed.output
+    return schema.read(value).output if schema is not None else None

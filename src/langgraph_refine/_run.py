@@ -24,6 +24,7 @@ from langgraph_refine._driver import (
 )
 from langgraph_refine._graph import GeneratorLike, create_refine_graph
 from langgraph_refine._result import RefineResult
+from langgraph_refine._typed import OutputSchema
 from langgraph_refine.evaluators._base import EvaluatorLike
 
 __all__ = ["AsyncReviewer", "Reviewer", "arefine", "refine"]
@@ -57,6 +58,8 @@ def _driver(
             "store must be a LangGraph BaseStore (e.g. InMemoryStore()), "
             f"got {type(store).__name__}"
         )
+    if options.get("output_schema") is not None:  # built once, for the graph and the result
+        options["output_schema"] = OutputSchema.coerce(options["output_schema"])
     graph = create_refine_graph(generator, evaluator, **options).compile(
         checkpointer=checkpointer, store=store, name=options.get("name", "refine")
     )
@@ -67,6 +70,14 @@ def _driver(
         max_iterations=options.get("max_iterations", 4),
     )
     return Driver(graph, config, reviewer=reviewer)
+
+
+def _flow(task: str, driver: Driver, options: dict[str, Any]) -> Any:
+    return run_flow(
+        task,
+        durable=driver.graph.checkpointer is not None,
+        output_schema=options.get("output_schema"),
+    )
 
 
 def refine(
@@ -98,10 +109,12 @@ def refine(
             default) each run reads the strategy record there and adds its own rounds,
             so later runs on the same model and evaluator start from what earlier ones
             learned (see `record_key`).
-        **options: Keyword options of `create_refine_graph` (`target_score`, `budget`, ...).
+        **options: Keyword options of `create_refine_graph` (`target_score`, `budget`,
+            `output_schema`, ...).
 
     Returns:
-        The `RefineResult` with the best response.
+        The `RefineResult` with the best response; with `output_schema`, its `output`
+        is the best attempt's object (a model instance, or the dict of a JSON schema).
 
     Raises:
         ValueError: For an empty task or an invalid option (before any model call).
@@ -120,7 +133,7 @@ def refine(
     driver = _driver(
         generator, evaluator, options, checkpointer, thread_id, reviewer, config, store
     )
-    return drive(run_flow(task, durable=driver.graph.checkpointer is not None), driver)
+    return drive(_flow(task, driver, options), driver)
 
 
 async def arefine(
@@ -144,4 +157,4 @@ async def arefine(
     driver = _driver(
         generator, evaluator, options, checkpointer, thread_id, reviewer, config, store
     )
-    return await adrive(run_flow(task, durable=driver.graph.checkpointer is not None), driver)
+    return await adrive(_flow(task, driver, options), driver)

@@ -14,7 +14,15 @@ from langchain_core.messages import AnyMessage
 from langgraph.channels import BinaryOperatorAggregate
 from langgraph.graph.message import add_messages
 from langgraph.types import Overwrite
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    TypeAdapter,
+    field_validator,
+    model_validator,
+)
 from typing_extensions import TypedDict
 
 Verdict: TypeAlias = Literal["PASS", "NEEDS_IMPROVEMENT", "FAIL"]
@@ -111,12 +119,16 @@ class Candidate(BaseModel):
     Attributes:
         response: The sampled text.
         evaluation: Its evaluation, or None if the budget ran out first.
+        output: With `output_schema`, the validated object as plain JSON (None if invalid).
+        reasoning: Reasoning the model gave beside its answer, if any.
     """
 
     model_config = ConfigDict(frozen=True)
 
     response: str
     evaluation: Evaluation | None = None
+    output: JsonValue = None
+    reasoning: str | None = None
 
 
 class Attempt(BaseModel):
@@ -124,7 +136,8 @@ class Attempt(BaseModel):
 
     Attributes:
         index: Position in the loop, counting from 0 (0 is the first generation).
-        response: The generated text.
+        response: The generated text; with `output_schema`, the object as JSON text (or
+            the raw reply, when it was not a valid object).
         evaluation: The evaluation, or None if the loop stopped before evaluating it.
         instruction: Reviewer feedback this attempt was asked to address, if any.
         parent: The index of the attempt this one refined; None for a fresh sample
@@ -136,6 +149,12 @@ class Attempt(BaseModel):
         usage: Model usage spent producing and evaluating this attempt.
         candidates: With `candidates > 1`, every response sampled in this round; the
             attempt's own `response` and `evaluation` are the best of them.
+        output: With `output_schema`, the validated object as a plain JSON value (dicts,
+            lists, strings, numbers), so checkpoints stay serialisable without pickle;
+            None when the reply was not a valid object (or without `output_schema`).
+        reasoning: Reasoning the model gave beside its answer (`<think>` blocks, a
+            provider's `reasoning_content`, reasoning content blocks), kept apart: never
+            part of `response`, never shown to evaluators or in refinement prompts.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -148,6 +167,8 @@ class Attempt(BaseModel):
     move: MoveKind | None = None
     usage: Usage = Field(default_factory=Usage)
     candidates: list[Candidate] = Field(default_factory=list)
+    output: JsonValue = None
+    reasoning: str | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -383,6 +404,7 @@ class RefineOutput(TypedDict):
     """What the loop writes back to its caller (and to a parent graph)."""
 
     response: str
+    output: NotRequired[JsonValue]
     messages: NotRequired[Annotated[list[AnyMessage], add_messages]]
 
 
@@ -393,6 +415,8 @@ class RefineState(TypedDict):
         task: What the generator is asked to do.
         attempts: Every generated attempt, in order, with its evaluation.
         response: The best (or human-approved) response, set when the loop stops.
+        output: With `output_schema`, the best response's object as plain JSON, set
+            when the loop stops.
         messages: Conversation of a `MessagesState` parent; the task is taken from
             its last human message when no `task` is given.
         pending: The attempt generated but not yet evaluated.
@@ -410,6 +434,7 @@ class RefineState(TypedDict):
     task: str
     attempts: Annotated[list[Attempt], _ATTEMPTS_ANNOTATION]
     response: NotRequired[str]
+    output: NotRequired[JsonValue]
     messages: NotRequired[Annotated[list[AnyMessage], add_messages]]
     pending: NotRequired[Annotated[Attempt | None, PlainDataChannel(Attempt | None, keep_latest)]]
     stop_reason: NotRequired[StopReason | None]

@@ -30,6 +30,7 @@ from langgraph_refine._options import LoopOptions
 from langgraph_refine._result import RefineResult, best_attempt
 from langgraph_refine._retry import describe_status, retry_follows, retry_wait
 from langgraph_refine._state import Attempt, Usage
+from langgraph_refine._typed import plain
 
 logger = logging.getLogger("langgraph_refine")
 
@@ -60,6 +61,8 @@ def round_event(name: str, attempt: Attempt, best: Attempt | None) -> dict[str, 
         "feedback": evaluation.feedback,
         "best_score": best.score if best is not None else None,
         "response": attempt.response,
+        "output": attempt.output,
+        "reasoning": attempt.reasoning,
     }
 
 
@@ -72,6 +75,7 @@ def stop_event(name: str, result: RefineResult) -> dict[str, Any]:
         "score": result.score,
         "iterations": result.iterations,
         "response": result.value,
+        "output": plain(result.output),
     }
 
 

@@ -25,6 +25,7 @@ Example:
 from langgraph_refine.evaluators._base import BaseEvaluator, CallableEvaluator
 from langgraph_refine.evaluators._combine import CombinedEvaluator, combine
 from langgraph_refine.evaluators._judge import JudgeReply, LLMJudge, llm_judge
+from langgraph_refine.evaluators._openevals import OpenEvalsEvaluator
 from langgraph_refine.evaluators._python_tests import (
     LocalRunner,
     PythonTests,
@@ -58,6 +59,7 @@ __all__ = [
     "LocalRunner",
     "MatchesRegex",
     "NoRepetition",
+    "OpenEvalsEvaluator",
     "PythonTests",
     "RewardModel",
     "RunOutcome",

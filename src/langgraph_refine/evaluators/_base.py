@@ -13,20 +13,25 @@ module (and the loop's core) can build on it without an import cycle.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import math
+import typing
 import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeAlias
 
 from langchain_core.runnables.config import run_in_executor
+from pydantic import BaseModel
 
 from langgraph_refine._state import Evaluation
+from langgraph_refine._typed import OutputSchema
 
 EvaluatorLike: TypeAlias = Any
-"""A callable `(response, state) -> float | Evaluation` (sync or async), a chat model
-(used as an LLM judge), a `BaseEvaluator`, or a list of these (combined)."""
+"""A callable `(response, state) -> float | Evaluation` (sync or async), an openevals-style
+callable (`fn(*, inputs, outputs) -> {"key", "score", "comment"}`), a chat model (used as an
+LLM judge), a `BaseEvaluator`, or a list of these (combined)."""
 
 
 def is_async_callable(fn: object) -> bool:
@@ -164,20 +169,75 @@ def to_evaluation(value: Any, *, source: str) -> Evaluation:
 class CallableEvaluator(BaseEvaluator):
     """Adapts a user function `(response, state) -> float | Evaluation` (sync or async).
 
+    Typed responses: when the function's first parameter is annotated with a pydantic
+    model class (`def check(person: Person, state)`) or `dict`, it receives the response
+    parsed into that type instead of the JSON text; a response that does not parse or
+    validate is FAIL with score 0 and the errors as feedback, without calling it.
+
     Example:
         >>> CallableEvaluator(lambda response, state: 0.5)("text", {}).score
         0.5
+        >>> def has_name(person: dict, state) -> float:
+        ...     return 1.0 if person.get("name") else 0.0
+        >>> CallableEvaluator(has_name)('{"name": "Ada"}', {}).score
+        1.0
     """
 
     def __init__(self, fn: Callable[..., Any], name: str | None = None) -> None:
         self.fn = fn
         self.name = name or getattr(fn, "__name__", None) or type(fn).__name__
         self.is_async = is_async_callable(fn)
+        self.schema = _typed_parameter(fn)
+
+    def _argument(self, response: str) -> tuple[Any, Evaluation | None]:
+        """What the function gets: the response, or its typed object (or a FAIL)."""
+        if self.schema is None:
+            return response, None
+        reply = self.schema.read(response)
+        if reply.evaluation is not None:
+            return None, reply.evaluation
+        return self.schema.typed(reply.output), None
 
     def evaluate(self, response: str, state: Mapping[str, Any]) -> Evaluation:
-        value = call_sync(self.fn, response, state, what=f"evaluator {self.name!r}")
+        argument, failed = self._argument(response)
+        if failed is not None:
+            return failed
+        value = call_sync(self.fn, argument, state, what=f"evaluator {self.name!r}")
         return to_evaluation(value, source=f"evaluator {self.name!r}")
 
     async def aevaluate(self, response: str, state: Mapping[str, Any]) -> Evaluation:
-        value = await acall(self.fn, response, state)
+        argument, failed = self._argument(response)
+        if failed is not None:
+            return failed
+        value = await acall(self.fn, argument, state)
         return to_evaluation(value, source=f"evaluator {self.name!r}")
+
+
+_ANY_OBJECT = {"type": "object"}
+
+
+def _typed_parameter(fn: Callable[..., Any]) -> OutputSchema | None:
+    """The schema of the first parameter's annotation: a pydantic model, or `dict`."""
+    try:
+        first = next(iter(inspect.signature(fn).parameters.values()), None)
+    except (TypeError, ValueError):
+        return None
+    if first is None or first.annotation is inspect.Parameter.empty:
+        return None
+    annotation = first.annotation
+    if isinstance(annotation, str):  # postponed annotations: resolve them
+        try:
+            target = fn if inspect.isfunction(fn) or inspect.ismethod(fn) else type(fn).__call__
+            annotation = typing.get_type_hints(target).get(first.name)
+        except Exception:  # an unresolvable hint is no typed request
+            return None
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return OutputSchema(annotation)
+    if annotation is dict or typing.get_origin(annotation) in (dict, Mapping):
+        return _dict_schema()
+    return None
+
+
+@functools.cache
+def _dict_schema() -> OutputSchema:
+    return OutputSchema(_ANY_OBJECT)

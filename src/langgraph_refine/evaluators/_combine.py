@@ -18,6 +18,7 @@ from langchain_core.language_models import BaseChatModel
 from langgraph_refine._state import Evaluation, Verdict
 from langgraph_refine.evaluators._base import BaseEvaluator, CallableEvaluator, EvaluatorLike
 from langgraph_refine.evaluators._judge import llm_judge
+from langgraph_refine.evaluators._openevals import OpenEvalsEvaluator, is_openevals_evaluator
 
 
 class CombinedEvaluator(BaseEvaluator):
@@ -163,7 +164,8 @@ def as_evaluator(evaluator: EvaluatorLike, *, option: str = "evaluator") -> Base
     """Turn any accepted evaluator form into a `BaseEvaluator`.
 
     Args:
-        evaluator: See `EvaluatorLike`.
+        evaluator: See `EvaluatorLike`; an openevals-style callable (keyword-only
+            `outputs`) becomes an `OpenEvalsEvaluator`.
         option: The option name, for error messages.
 
     Raises:
@@ -181,6 +183,8 @@ def as_evaluator(evaluator: EvaluatorLike, *, option: str = "evaluator") -> Base
         if not evaluator:
             raise ValueError(f"{option} must not be an empty list")
         return combine(*evaluator)
+    if is_openevals_evaluator(evaluator):
+        return OpenEvalsEvaluator(evaluator)
     if callable(evaluator):
         return CallableEvaluator(evaluator)
     raise ValueError(

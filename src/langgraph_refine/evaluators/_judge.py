@@ -37,6 +37,7 @@ from langgraph_refine._prompts import (
 )
 from langgraph_refine._retry import is_context_length_error
 from langgraph_refine._state import Evaluation, Verdict
+from langgraph_refine._typed import pretty_json
 from langgraph_refine.evaluators._base import BaseEvaluator
 from langgraph_refine.evaluators._tags import sandbox, strip_tags
 
@@ -606,7 +607,8 @@ class LLMJudge(BaseEvaluator):
                 self._structured = None
 
     def _prompt(self, response: str, state: Mapping[str, Any]) -> _Prompt:
-        wrapped, truncated, removed = sandbox(response, self.max_eval_chars)
+        # A JSON object (a typed loop's response) is easier to rate laid out.
+        wrapped, truncated, removed = sandbox(pretty_json(response), self.max_eval_chars)
         # The task and criteria can come from end users too (e.g. a chat message), so
         # they may not contain the sandbox's tags either.
         task, _ = strip_tags(str((state or {}).get("task", "")))
@@ -629,7 +631,7 @@ class LLMJudge(BaseEvaluator):
 
     def _shown(self, response: str) -> str:
         # Fake replies the judge could copy can only come from what it was shown.
-        return response[: self.max_eval_chars + 1024]
+        return pretty_json(response)[: self.max_eval_chars + 1024]
 
     def messages(self, response: str, state: Mapping[str, Any]) -> list[BaseMessage]:
         """The messages the judge is sent first for `response` (a system and a user message)."""
