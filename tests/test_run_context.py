@@ -48,6 +48,7 @@ def test_the_context_schema_is_refine_context() -> None:
         "judge_model",
         "max_tokens",
         "record_key",
+        "output_schema",
     }
 
 

@@ -91,7 +91,8 @@ class FinalizeNode:
         self.name = "finalize"
 
     def __call__(self, state: RefineState) -> dict[str, Any]:
-        result = RefineResult.from_state(state, output_schema=self.options.output_schema)
+        schema = run_options(self.options).output_schema  # a run's context may set it
+        result = RefineResult.from_state(state, output_schema=schema)
         name = self.options.name
         if result.stop_reason == BUDGET_STOP and self.options.on_budget_exhausted == "raise":
             raise BudgetExhaustedError(
@@ -100,7 +101,7 @@ class FinalizeNode:
                 result,
             )
         update: dict[str, Any] = {"response": result.value, "stop_reason": result.stop_reason}
-        if self.options.output_schema is not None:
+        if schema is not None:
             update["output"] = plain(result.output)  # plain JSON: checkpoint-safe
         if state.get("from_messages"):
             update["messages"] = [AIMessage(result.value)]

@@ -209,9 +209,11 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
     def _model(
         self, schema: OutputSchema | None, kwargs: dict[str, Any]
     ) -> tuple[Runnable[Any, Any], dict[str, Any]]:
-        """The chat model and its call arguments; when typed, asking for the object
-        through the provider's structured output (with the run's settings built in,
-        since a structured-output chain does not pass call arguments on to the model).
+        """The chat model and its call arguments.
+
+        When typed, the model asks for the object through the provider's structured
+        output, with the run's settings built in: a structured-output chain does not
+        pass call arguments on to the model.
         """
         assert isinstance(self.generator, BaseChatModel)
         if schema is None:

@@ -51,6 +51,7 @@ from langgraph.types import Command
 from langgraph_refine._budget import Budget, BudgetMeter, BudgetStop, metered
 from langgraph_refine._errors import BudgetExhaustedError
 from langgraph_refine._options import HumanReview, check_choice
+from langgraph_refine._reasoning import split_reasoning
 from langgraph_refine._record import RecordUpdate, aexchange, evaluator_kind, exchange, model_name
 from langgraph_refine._result import RefineResult, best_attempt
 from langgraph_refine._review import ReviewNode
@@ -354,7 +355,7 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         last = state["messages"][-1]
         if not isinstance(last, AIMessage) or last.tool_calls:
             return None
-        return last.text
+        return split_reasoning(last)[0]  # the answer only: its reasoning is never judged
 
     def _view(self, state: Mapping[str, Any]) -> dict[str, Any]:
         """The loop's state in the graph's terms, for evaluators, stop rules and review."""
@@ -385,6 +386,7 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
                 index=len(attempts),
                 response=answer,
                 evaluation=evaluation,
+                reasoning=split_reasoning(state["messages"][-1])[1],
                 instruction=state.get("refine_instruction"),
                 parent=parent,
                 move=move,

@@ -73,7 +73,8 @@ class OpenEvalsEvaluator(BaseEvaluator):
             and p.default is inspect.Parameter.empty
             and p.name not in _GIVEN
         ]
-        self.name = name or getattr(fn, "__name__", None) or type(fn).__name__
+        inner = fn.func if isinstance(fn, functools.partial) else fn  # a bound reference
+        self.name = name or getattr(inner, "__name__", None) or type(fn).__name__
         if missing:
             raise ValueError(
                 f"openevals evaluator {self.name!r} needs {', '.join(missing)}, which the loop "
