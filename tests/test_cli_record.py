@@ -52,14 +52,18 @@ def write_tasks(path: Path, n: int, prefix: str = "t") -> Path:
 
 
 def moves_at_round_1(out: Path) -> dict[str, str]:
-    """Each task's move in round 1, by id."""
+    """Each task's round 1, by id: `"refine"` (of attempt 0) or `"fresh"` (a sample of any kind)."""
     found = {}
     for line in out.read_text().splitlines():
         row = json.loads(line)
-        attempt = row["attempts"][1]
-        move = attempt.get("move") or ("sample" if attempt["parent"] is None else "refine")
-        found[row["id"]] = move
+        found[row["id"]] = "fresh" if row["attempts"][1]["parent"] is None else "refine"
     return found
+
+
+def record_line(out: str) -> str:
+    """The summary's strategy record line."""
+    [line] = [line for line in out.splitlines() if line.startswith(f"strategy record {KEY}: ")]
+    return line
 
 
 def batch(server: Any, src: Path, out: Path, *extra: str) -> list[str]:
@@ -92,8 +96,8 @@ def test_batch_shares_one_store_over_its_tasks(
     assert run.code == 0, run.err
     moves = moves_at_round_1(out)
     assert moves["t0"] == "refine"  # the first task knows nothing yet
-    assert moves["t4"] == "sample"  # a later one learned that refinements fall
-    assert f"strategy record {KEY}: refine " in run.out
+    assert moves["t4"] == "fresh"  # a later one learned that refinements fall
+    assert ", fell 0" not in record_line(run.out).split("refine ")[1]
 
 
 def test_no_store_keeps_every_task_cold(cli: Any, openai_server: Any, tmp_path: Path) -> None:
@@ -121,7 +125,7 @@ def test_store_file_carries_the_record_across_batches(
     second = write_tasks(tmp_path / "b.jsonl", 1, "b")
     run = cli(*batch(server, second, second_out, "--store", str(store)))
     assert run.code == 0, run.err
-    assert moves_at_round_1(second_out) == {"b0": "sample"}
+    assert moves_at_round_1(second_out) == {"b0": "fresh"}
     # ... while a batch with its own in-memory store starts cold.
     cold_out = tmp_path / "cold.jsonl"
     run = cli(*batch(server, second, cold_out))
@@ -144,7 +148,9 @@ def test_report_shows_the_moves_and_the_stored_record(
     assert run.code == 0, run.err
     # Every refinement fell below what it refined, and none raised the best score.
     assert f"refine {refines} rounds, raised the best 0 (0%), fell {refines}" in run.out
-    assert f"strategy record {KEY}: refine {refines} rounds" in run.out
+    assert f"refine {refines} rounds, raised the best 0 (0%), fell {refines}" in record_line(
+        run.out
+    )
     html = page.read_text()
     assert '<section id="moves">' in html
     assert f'data-title="strategy record {KEY}"' in html

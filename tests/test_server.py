@@ -581,7 +581,7 @@ def test_a_served_graph_learns_from_earlier_runs_through_the_servers_store(
     assert item["value"]["moves"]["refine"]["fell"] >= 1  # the first run's rounds are there
     later = [round_1_parent() for _ in range(3)]
     assert later[-1]["parent"] is None  # a later run read them: it samples in round 1
-    assert later[-1].get("move", "sample") == "sample"
+    assert later[-1]["move"] not in ("refine", "revise")
     item = client.store.get_item(["langgraph_refine", "strategy"], key)
     assert len(item["value"]["runs"]) == 4
     moves = item["value"]["moves"]
