@@ -427,8 +427,8 @@ def test_batch_on_the_server_writes_a_failed_run_as_an_error_row_and_retries_it(
     assert run.code == 1  # a task failed
     rows = {r["id"]: r for r in _batch_rows(out)}
     assert rows["ok"]["stop_reason"] == "passed" and "error" not in rows["ok"]
-    # The server names the error's type; it hides messages of non-builtin errors.
-    assert rows["bad"]["error"].startswith("RunFailedError: ")
+    # The provider's own error, named as such (the server would hide its message).
+    assert rows["bad"]["error"].startswith("ProviderError: the model provider failed")
     assert rows["bad"]["attempts"] == []  # the first generation failed: nothing to keep
 
     report = cli("report", str(out), "--html", str(tmp_path / "report.html"))
@@ -610,15 +610,13 @@ def test_user_errors_reach_the_row_and_the_report_with_their_own_message(
     assert run.code == 1
     errors = {r["id"]: r["error"] for r in _batch_rows(out)}
     # Refused by a default deployment before any model call: no code ran.
-    assert errors["code"].startswith(
-        f"RunFailedError: SpecError: evaluator spec 'python-tests:{tests}' is refused"
-    )
+    assert errors["code"].startswith(f"SpecError: evaluator spec 'python-tests:{tests}' is refused")
     assert "LANGGRAPH_REFINE_ALLOW_CODE_CHECKS=1" in errors["code"]
     assert not marker.exists()
-    assert errors["overflow"].startswith("RunFailedError: ContextLengthError: ")
+    assert errors["overflow"].startswith("ContextLengthError: ")
     assert "exceeds the model's context" in errors["overflow"]
     assert errors["down"].startswith(
-        "RunFailedError: ProviderError: the model provider failed in node 'generate' (HTTP 400)"
+        "ProviderError: the model provider failed in node 'generate' (HTTP 400)"
     )
     assert "refused: BROKEN" in errors["down"]
     assert "internal error" not in json.dumps(errors)
@@ -666,14 +664,22 @@ def test_a_run_sets_its_judge_model_and_max_tokens_within_the_deployments_cap(
     run = client.runs.get(failed["thread_id"], failed["run_id"])
     assert run["status"] == "error"
     assert len(model_server.requests) == first + 2  # refused before any model call
-    with pytest.raises(Exception, match=f"above this deployment's cap of {MAX_TOKENS}"):
-        client.runs.wait(
-            client.threads.create()["thread_id"],
-            "refine",
-            input={"task": "Write a haiku."},
-            context={"max_tokens": MAX_TOKENS + 1},
-            raise_error=True,
-        )
+    # Every bad option reaches the client with its own message, before any model call.
+    for context, message in [
+        ({"max_tokens": MAX_TOKENS + 1}, f"above this deployment's cap of {MAX_TOKENS}"),
+        ({"budget": {"max_calls": -1}}, "ValueError: .*max_calls"),
+        ({"strategy": "nope"}, "ValueError: strategy must be one of"),
+        ({"evaluator": "words:9-2"}, "SpecError: .*MIN \\(9\\) is greater than MAX"),
+    ]:
+        with pytest.raises(Exception, match=message):
+            client.runs.wait(
+                client.threads.create()["thread_id"],
+                "refine",
+                input={"task": "Write a haiku."},
+                context=context,
+                raise_error=True,
+            )
+    assert len(model_server.requests) == first + 2
 
 
 @pytest.mark.server
@@ -740,3 +746,17 @@ def test_batch_on_the_server_learns_in_the_servers_store(
     assert run.code == 0, run.err
     rounds = sum(r["iterations"] for r in _batch_rows(out))
     assert rounds == 2 and counted() == before + rounds
+
+
+def test_run_context_carries_the_lines_check_and_the_command_lines_models() -> None:
+    from langgraph_refine.cli._batch import BatchItem
+    from langgraph_refine.cli._options import LoopOptions
+    from langgraph_refine.cli._remote import run_context
+
+    options = LoopOptions().override({"evaluator": ["contains:a,b", "no-repetition"]})
+    item = BatchItem(line=1, id="x", task="t", options=options, given=frozenset({"evaluator"}))
+    context = run_context(item, {"judge_model": "judge-model", "max_tokens": 64})
+    assert context["evaluator"] == ["contains:a,b", "no-repetition"]
+    assert context["judge_model"] == "judge-model" and context["max_tokens"] == 64
+    plain = BatchItem(line=2, id="y", task="t", options=LoopOptions())
+    assert "evaluator" not in run_context(plain) and "judge_model" not in run_context(plain)

@@ -74,8 +74,11 @@ def run_context(item: BatchItem, models: dict[str, Any] | None = None) -> dict[s
     return context
 
 
-class RunFailedError(Exception):
+class RunFailedError(CliError):
     """A run on the server ended without a result.
+
+    Its message is the server's own (`"<error type>: <message>"`, e.g. `"SpecError:
+    evaluator spec ... is refused: ..."`), written as it is in the task's row.
 
     Args:
         message: What the server said.
