@@ -17,6 +17,7 @@ from langgraph_refine._errors import (
     ProviderError,
     RefineError,
     ReviewInputError,
+    UnknownPriceError,
 )
 from langgraph_refine._evaluate import EvaluatorNode
 from langgraph_refine._generate import GeneratorNode
@@ -48,6 +49,7 @@ __all__ = [
     "ReviewInputError",
     "ReviewNode",
     "StopRules",
+    "UnknownPriceError",
     "Usage",
     "arefine",
     "best_attempt",

@@ -1,4 +1,4 @@
-"""Budgets: limits on model calls, tokens and seconds, and the meter that enforces them.
+"""Budgets: limits on model calls, tokens, seconds and cost, and the meter that enforces them.
 
 The meter is a LangChain callback handler. A node of the loop attaches it to the config
 it runs with, so it sees every chat model (or LLM) that starts under the node, whoever
@@ -11,18 +11,32 @@ sent); the node turns that into the loop's budget stop.
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import functools
 import math
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 from uuid import UUID
 
-from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager
 from langchain_core.outputs import LLMResult
 from langchain_core.runnables.config import ensure_config, merge_configs, var_child_runnable_config
 
+from langgraph_refine._errors import UnknownPriceError
+from langgraph_refine._prices import (
+    ModelRef,
+    Price,
+    Pricing,
+    check_prices,
+    ref_from_metadata,
+    ref_from_reply,
+    unknown_price_message,
+)
 from langgraph_refine._state import Usage
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -32,30 +46,43 @@ class Budget:
     Args:
         max_calls: Model calls: every chat model or LLM call made while a loop node
             runs (generator, judge, models inside evaluators and graph generators,
-            retries included). A plain callable generator in which no model call is
-            seen counts as one call.
+            retries included). A generator or judge invocation in which no model call is
+            seen (a plain callable, a client outside LangChain) counts as one call,
+            failed invocations too.
         max_tokens: Total tokens, from the models' usage metadata.
         max_seconds: Seconds spent generating and evaluating; a hard ceiling: a model
             call still running when the time runs out is cut off. Time paused in a
             human review or between a crash and its resume does not count.
+        max_cost: US dollars, each call priced from its tokens and its model's price.
+            A call to a model without a known price fails with `UnknownPriceError`
+            before it is sent.
+        prices: Prices that add to or override the `genai-prices` data, by model name
+            as LangChain reports it: `{"my-model": {"input": 0.15, "output": 0.6}}` in
+            USD per million tokens (optional `"cache_read"` for cached input tokens).
 
     Raises:
-        ValueError: If a limit is a boolean, NaN, negative, or not a number.
+        ValueError: If a limit is a boolean, NaN, negative, or not a number, or a price
+            is malformed.
 
     Example:
         >>> Budget(max_calls=6, max_tokens=20_000)
-        Budget(max_calls=6, max_tokens=20000, max_seconds=None)
+        Budget(max_calls=6, max_tokens=20000, max_seconds=None, max_cost=None)
+        >>> Budget(max_cost=0.05, prices={"my-model": {"input": 0.1, "output": 0.4}}).max_cost
+        0.05
     """
 
     max_calls: int | None = None
     max_tokens: int | None = None
     max_seconds: float | None = None
+    max_cost: float | None = None
+    prices: Mapping[str, Price] | None = field(default=None, repr=False, hash=False)
 
     def __post_init__(self) -> None:
-        for name, integral in (("max_calls", True), ("max_tokens", True), ("max_seconds", False)):
+        for name in LIMITS:
             value = getattr(self, name)
             if value is None:
                 continue
+            integral = name in ("max_calls", "max_tokens")
             kind = int if integral else int | float
             if (
                 isinstance(value, bool)
@@ -65,6 +92,7 @@ class Budget:
             ):
                 expected = "an integer >= 0" if integral else "a number >= 0"
                 raise ValueError(f"Budget.{name} must be {expected} or None, got {value!r}")
+        object.__setattr__(self, "prices", check_prices(self.prices))
 
     @classmethod
     def coerce(
@@ -78,14 +106,18 @@ class Budget:
         if value is None or isinstance(value, Budget):
             return value
         if isinstance(value, dict):
-            unknown = sorted(set(value) - {"max_calls", "max_tokens", "max_seconds"})
+            unknown = sorted(set(value) - {*LIMITS, "prices"})
             if unknown:
                 raise ValueError(
-                    f"{option} has unknown field(s) {unknown}; use max_calls, max_tokens, "
-                    "max_seconds"
+                    f"{option} has unknown field(s) {unknown}; use {', '.join(LIMITS)}, prices"
                 )
             return cls(**value)
         raise ValueError(f"{option} must be a Budget, a dict or None, got {type(value).__name__}")
+
+    @functools.cached_property
+    def pricing(self) -> Pricing:
+        """How this budget prices calls: its `prices`, then the `genai-prices` data."""
+        return Pricing(self.prices)
 
     def exceeded(self, usage: Usage) -> str | None:
         """Name the first limit already reached by `usage`, or None if none is."""
@@ -95,6 +127,8 @@ class Budget:
             return f"max_tokens={self.max_tokens} reached ({usage.total_tokens} tokens used)"
         if self.max_seconds is not None and usage.seconds >= self.max_seconds:
             return f"max_seconds={self.max_seconds} reached ({usage.seconds:.2f}s spent)"
+        if self.max_cost is not None and usage.cost is not None and usage.cost >= self.max_cost:
+            return f"max_cost={self.max_cost} reached (${usage.cost:.6f} spent)"
         return None
 
     def seconds_left(self, usage: Usage) -> float | None:
@@ -104,39 +138,58 @@ class Budget:
         return max(0.0, self.max_seconds - usage.seconds)
 
 
+LIMITS = ("max_calls", "max_tokens", "max_seconds", "max_cost")
+"""The limits a `Budget` sets (its fields besides `prices`)."""
+
+_NO_PRICES = Pricing()
+
+
 class BudgetStop(Exception):
     """Raised inside a step when the budget forbids the next model call."""
 
 
 class BudgetMeter(BaseCallbackHandler):
-    """Counts the model calls and tokens of one node run and refuses calls past the budget.
+    """Counts the model calls, tokens and cost of one node run and refuses calls past the budget.
 
     Attach it to the node's config (`callbacks=[meter]`): LangChain hands it every chat
     model and LLM start and end under that config. The meter starts from the usage
     already recorded in state, so limits apply to the whole loop, not to one step.
+
+    Calls no callback sees (a plain callable's, a client outside LangChain) are counted
+    by the one rule of `invocation`: a generator or judge invocation in which the meter
+    saw no model start counts as one call.
 
     Args:
         budget: The limits, or None to count only.
         spent_before: Usage recorded in state before this step.
         carried: Usage of earlier failed executions of this step (retries), which
             wrote nothing to state but whose calls were sent.
+        what: Who calls the models (`"generator"`, `"evaluator"`), for error messages.
     """
 
     raise_error = True  # a refusal must abort the call, not be logged and ignored
     run_inline = True  # count in the caller's thread, in order, even under asyncio
 
     def __init__(
-        self, budget: Budget | None, spent_before: Usage, *, carried: Usage | None = None
+        self,
+        budget: Budget | None,
+        spent_before: Usage,
+        *,
+        carried: Usage | None = None,
+        what: str = "loop",
     ) -> None:
         carried = carried or Usage()
         self.budget = budget
         self.spent_before = spent_before
+        self.what = what
         self.calls = carried.calls
         self.input_tokens = carried.input_tokens
         self.output_tokens = carried.output_tokens
         self.total_tokens = carried.total_tokens
+        self.cost: float | None = carried.cost
         self.started = time.perf_counter() - carried.seconds
-        self._counted_runs: set[UUID] = set()
+        self._runs: dict[UUID, ModelRef | None] = {}  # calls started, not yet ended
+        self._pricing = budget.pricing if budget is not None else _NO_PRICES
 
     def delta(self) -> Usage:
         """What this step spent so far."""
@@ -146,6 +199,7 @@ class BudgetMeter(BaseCallbackHandler):
             output_tokens=self.output_tokens,
             total_tokens=self.total_tokens,
             seconds=time.perf_counter() - self.started,
+            cost=self.cost,
         )
 
     def total(self) -> Usage:
@@ -164,75 +218,228 @@ class BudgetMeter(BaseCallbackHandler):
         """Seconds before the time limit, or None without one."""
         return None if self.budget is None else self.budget.seconds_left(self.total())
 
-    def count_call(self, message: Any = None) -> None:
-        """Count one model call made outside LangChain's callbacks (a plain callable).
+    @contextlib.contextmanager
+    def invocation(self, model_call: bool = True) -> Iterator[Callable[[T], T]]:
+        """One generator or judge invocation, under the rule for calls no callback saw.
+
+        The budget is checked before it starts. If no model start was seen inside it,
+        the invocation counts as one call, with the tokens and cost of its reply (hand
+        the reply to the function this yields). One that failed counts too (its request
+        may have been sent; a failure reports no tokens, so it adds no cost); one refused
+        by the budget does not. Starts are told apart per invocation (a context
+        variable), so concurrent invocations do not see each other's calls.
 
         Args:
-            message: The reply; its `usage_metadata` tokens are counted when present.
-        """
-        self.calls += 1
-        self._add_tokens(getattr(message, "usage_metadata", None) or {})
+            model_call: False for an invocation that is not itself a model call (a
+                deterministic evaluator): nothing is checked or counted for it.
 
-    def _start(self, run_id: UUID) -> None:
-        if run_id in self._counted_runs:  # a handler attached twice sees a start twice
+        Raises:
+            BudgetStop: If a limit is already reached.
+            UnknownPriceError: With `max_cost`, when an uncounted invocation's reply
+                names no priced model.
+
+        Example:
+            >>> meter = BudgetMeter(Budget(max_calls=1), Usage())
+            >>> with meter.invocation() as done:
+            ...     reply = done("a reply from a client LangChain does not see")
+            >>> meter.calls
+            1
+        """
+        if not model_call:
+            yield _same
             return
         self.check()
-        self._counted_runs.add(run_id)
+        seen = [0]  # model starts inside this invocation (see `_start`)
+        replies: list[Any] = []
+
+        def done(reply: T) -> T:
+            replies.append(reply)
+            return reply
+
+        token = _SEEN.set(seen)
+        outcome = "returned"
+        try:
+            yield done
+        except (BudgetStop, UnknownPriceError):
+            outcome = "refused"
+            raise
+        except Exception:
+            outcome = "failed"
+            raise
+        finally:
+            _SEEN.reset(token)
+            if outcome != "refused" or seen[0]:
+                self._settle(bool(seen[0]), outcome == "failed", replies[-1:])
+
+    def _settle(self, seen: bool, failed: bool, reply: list[Any]) -> None:
+        """Count an invocation that made no call a callback saw; tell the one around it."""
+        outer = _SEEN.get()
+        if outer is not None:  # a judge's model call inside the evaluator's invocation
+            outer[0] += 1
+        if seen:
+            return
+        if failed:
+            self.calls += 1
+            return
+        self.count_call(reply[0] if reply else None)
+
+    def count_call(self, reply: Any = None) -> None:
+        """Count one model call made outside LangChain's callbacks.
+
+        Args:
+            reply: What the call returned; the tokens and model of the AI message in it
+                (a message, a structured-output dict with `"raw"`, an agent's model
+                response) are counted and priced when present.
+
+        Raises:
+            UnknownPriceError: With `max_cost` set, when the reply names no priced model
+                (the call was made; it is counted before the error).
+        """
         self.calls += 1
+        message = _reply_message(reply)
+        usage = getattr(message, "usage_metadata", None) or {}
+        self._add_tokens(usage)
+        ref = ref_from_reply(message)
+        self._add_cost(ref, usage)
+        if self._cost_capped() and not self._pricing.knows(ref):
+            raise UnknownPriceError(unknown_price_message(ref, self.what))
+
+    def _cost_capped(self) -> bool:
+        return self.budget is not None and self.budget.max_cost is not None
+
+    def _start(self, run_id: UUID, metadata: Mapping[str, Any] | None, kwargs: Any) -> None:
+        if run_id in self._runs:  # a handler attached twice sees a start twice
+            return
+        self.check()
+        ref = ref_from_metadata(metadata, **kwargs)
+        if self._cost_capped() and not self._pricing.knows(ref):
+            raise UnknownPriceError(unknown_price_message(ref, self.what))
+        self._runs[run_id] = ref
+        self.calls += 1
+        seen = _SEEN.get()
+        if seen is not None:
+            seen[0] += 1
 
     def _add_tokens(self, metadata: Any) -> None:
         self.input_tokens += int(metadata.get("input_tokens", 0) or 0)
         self.output_tokens += int(metadata.get("output_tokens", 0) or 0)
         self.total_tokens += int(metadata.get("total_tokens", 0) or 0)
 
+    def _add_cost(self, ref: ModelRef | None, usage: Mapping[str, Any]) -> None:
+        cost = self._pricing.cost(ref, usage)
+        self.cost = None if cost is None or self.cost is None else self.cost + cost
+
     def on_chat_model_start(
-        self, serialized: dict[str, Any], messages: Any, *, run_id: UUID, **kwargs: Any
+        self,
+        serialized: dict[str, Any],
+        messages: Any,
+        *,
+        run_id: UUID,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
     ) -> None:
-        """Refuse the call if a limit is reached; otherwise count it."""
-        self._start(run_id)
+        """Refuse the call if a limit is reached or its price is needed but unknown."""
+        self._start(run_id, metadata, kwargs)
 
     def on_llm_start(
-        self, serialized: dict[str, Any], prompts: list[str], *, run_id: UUID, **kwargs: Any
+        self,
+        serialized: dict[str, Any],
+        prompts: list[str],
+        *,
+        run_id: UUID,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
     ) -> None:
-        """Refuse the call if a limit is reached; otherwise count it."""
-        self._start(run_id)
+        """Refuse the call if a limit is reached or its price is needed but unknown."""
+        self._start(run_id, metadata, kwargs)
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         """Add the tokens a failed call reports (OpenAI-style `completion.usage`)."""
-        self._counted_runs.discard(run_id)
+        if run_id not in self._runs:
+            return
+        ref = self._runs.pop(run_id)
         usage = getattr(getattr(error, "completion", None), "usage", None)
-        if usage is not None:
-            prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
-            completion = int(getattr(usage, "completion_tokens", 0) or 0)
-            self._add_tokens(
-                {
-                    "input_tokens": prompt,
-                    "output_tokens": completion,
-                    "total_tokens": prompt + completion,
-                }
-            )
+        prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
+        completion = int(getattr(usage, "completion_tokens", 0) or 0)
+        tokens = {
+            "input_tokens": prompt,
+            "output_tokens": completion,
+            "total_tokens": prompt + completion,
+        }
+        self._add_tokens(tokens)
+        self._add_cost(ref, tokens)
 
     def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
-        """Add the tokens the reply reports (chat usage metadata, else `llm_output`)."""
-        if run_id not in self._counted_runs:
+        """Add the tokens and cost the reply reports (chat usage metadata, else `llm_output`)."""
+        if run_id not in self._runs:
             return
-        self._counted_runs.discard(run_id)
-        seen = False
-        for generations in response.generations:
-            for generation in generations:
-                metadata = getattr(getattr(generation, "message", None), "usage_metadata", None)
-                if metadata:
-                    self._add_tokens(metadata)
-                    seen = True
-        if not seen:
+        ref = self._runs.pop(run_id)
+        usages = [
+            metadata
+            for generations in response.generations
+            for generation in generations
+            if (metadata := getattr(getattr(generation, "message", None), "usage_metadata", None))
+        ]
+        if not usages:
             usage = (response.llm_output or {}).get("token_usage") or {}
-            self._add_tokens(
+            usages = [
                 {
                     "input_tokens": usage.get("prompt_tokens", 0),
                     "output_tokens": usage.get("completion_tokens", 0),
                     "total_tokens": usage.get("total_tokens", 0),
                 }
-            )
+            ]
+        if ref is None or not self._pricing.knows(ref):  # the reply may name the model
+            messages = [getattr(g, "message", None) for gs in response.generations for g in gs]
+            ref = next((r for m in messages if (r := ref_from_reply(m)) is not None), ref)
+        for usage in usages:
+            self._add_tokens(usage)
+            self._add_cost(ref, usage)
+
+
+_SEEN: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
+    "langgraph_refine_seen", default=None
+)
+"""The model starts seen inside the innermost running `BudgetMeter.invocation`."""
+
+
+def _same(value: T) -> T:
+    return value
+
+
+def _reply_message(reply: Any) -> Any:
+    """The AI message in what a model invocation returned, if there is one."""
+    if isinstance(reply, Mapping) and "raw" in reply:  # structured output with include_raw
+        return reply["raw"]
+    result = getattr(reply, "result", None)  # an agent middleware's ModelResponse
+    if isinstance(result, list):
+        return next((m for m in reversed(result) if getattr(m, "usage_metadata", None)), None)
+    return reply
+
+
+def active_meter() -> BudgetMeter | None:
+    """The meter attached to the current run's config (a loop node's), if any."""
+    callbacks = (var_child_runnable_config.get() or {}).get("callbacks")
+    if isinstance(callbacks, BaseCallbackManager):
+        handlers = [*callbacks.handlers, *callbacks.inheritable_handlers]
+    else:
+        handlers = list(callbacks or [])
+    return next((h for h in handlers if isinstance(h, BudgetMeter)), None)
+
+
+@contextlib.contextmanager
+def model_invocation() -> Iterator[Callable[[T], T]]:
+    """`BudgetMeter.invocation` on the current run's meter; a no-op outside a loop node.
+
+    For code that calls a model inside an evaluator (the LLM judge): each such call
+    counts even when it bypasses LangChain's callbacks (a custom structured-output client).
+    """
+    meter = active_meter()
+    if meter is None:
+        yield _same
+        return
+    with meter.invocation() as done:
+        yield done
 
 
 @contextlib.contextmanager

@@ -60,3 +60,13 @@ class ContextLengthError(RefineError):
     def __init__(self, message: str, result: RefineResult | None) -> None:
         super().__init__(message)
         self.result = result
+
+
+class UnknownPriceError(RefineError, ValueError):
+    """`Budget.max_cost` is set and a model call cannot be priced.
+
+    Raised when a call starts to a model that neither the `genai-prices` data nor
+    `Budget(prices=...)` prices (the call is not sent), or when a call the budget could
+    not see beforehand (a plain callable's, a client outside LangChain) returns without
+    naming a priced model. The message names the model and shows how to give its price.
+    """

@@ -193,6 +193,8 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
             return self._route(state, {})
         pending, step, options, evaluator = self._begin(state, config)
         traced = self._runnable(state, step, evaluator)
+        # A judge's invocation is a model call, counted even if no callback sees one.
+        judge = evaluator.calls_model
         evaluations: list[Evaluation] = []
         try:
             for response, preset in _responses(pending):
@@ -200,11 +202,11 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
                     evaluations.append(preset)
                 elif traced is None:
                     evaluations.append(
-                        step.call(evaluator.evaluate, response, state, model_call=False)
+                        step.call(evaluator.evaluate, response, state, model_call=judge)
                     )
                 else:
                     evaluations.append(
-                        step.call(traced.invoke, response, step.config, model_call=False)
+                        step.call(traced.invoke, response, step.config, model_call=judge)
                     )
         except BudgetStop as stop:
             if not evaluations:
@@ -227,14 +229,15 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         pending, step, options, evaluator = self._begin(state, config)
         traced = self._runnable(state, step, evaluator)
         responses = _responses(pending)
+        judge = evaluator.calls_model  # see invoke
 
         async def one(item: tuple[str, Evaluation | None]) -> Evaluation:
             response, preset = item
             if preset is not None:  # not a valid object: already FAIL (see _typed)
                 return preset
             if traced is None:
-                return await step.acall(evaluator.aevaluate, response, state, model_call=False)
-            return await step.acall(traced.ainvoke, response, step.config, model_call=False)
+                return await step.acall(evaluator.aevaluate, response, state, model_call=judge)
+            return await step.acall(traced.ainvoke, response, step.config, model_call=judge)
 
         evaluations: list[Evaluation] = []
         try:

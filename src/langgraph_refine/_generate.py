@@ -222,6 +222,9 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         structured = schema.structured(model, cache=not kwargs)
         return (structured, {}) if structured is not None else (model, {})
 
+    # Each call below is one generator invocation: `Step.call` counts it as a model call
+    # when no callback saw one inside it (a plain callable, a client outside LangChain).
+
     def _one(
         self,
         state: Mapping[str, Any],
@@ -229,15 +232,15 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         step: Step,
         schema: OutputSchema | None,
     ) -> Any:
-        generator, before = self.generator, step.meter.calls
+        generator = self.generator
         if isinstance(generator, BaseChatModel):
             model, kwargs = self._model(schema, model_kwargs(step.options))
             return model.invoke(prompt, step.config, **kwargs)
         if isinstance(generator, Runnable):
             graph: Runnable[Any, Any] = generator
             output = graph.invoke({"messages": prompt}, step.config)
-            return _counted(_graph_answer(output, step.index, schema), step, before)
-        return _counted(call_sync(generator, state, what="generator"), step, before)
+            return _graph_answer(output, step.index, schema)
+        return call_sync(generator, state, what="generator")
 
     async def _aone(
         self,
@@ -246,15 +249,15 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         step: Step,
         schema: OutputSchema | None,
     ) -> Any:
-        generator, before = self.generator, step.meter.calls
+        generator = self.generator
         if isinstance(generator, BaseChatModel):
             model, kwargs = self._model(schema, model_kwargs(step.options))
             return await model.ainvoke(prompt, step.config, **kwargs)
         if isinstance(generator, Runnable):
             graph: Runnable[Any, Any] = generator
             output = await graph.ainvoke({"messages": prompt}, step.config)
-            return _counted(_graph_answer(output, step.index, schema), step, before)
-        return _counted(await acall(generator, state), step, before)
+            return _graph_answer(output, step.index, schema)
+        return await acall(generator, state)
 
     def invoke(
         self, input: StateT, config: RunnableConfig | None = None, **kwargs: Any
@@ -421,17 +424,6 @@ def _asking_for(schema: OutputSchema | None, messages: list[BaseMessage]) -> lis
         return messages
     last = messages[-1]
     return [*messages[:-1], HumanMessage(f"{last.text}\n\n{schema.instruction()}")]
-
-
-def _counted(output: Any, step: Step, before: int) -> Any:
-    """Count a generation in which no model call was seen as one call.
-
-    A plain callable, or a runnable that calls a provider's SDK directly, makes no call
-    LangChain's callbacks see; the reply's tokens are counted if it carries usage.
-    """
-    if step.meter.calls == before:
-        step.meter.count_call(output)
-    return output
 
 
 def _history(attempts: Sequence[Attempt], parent: Attempt, options: LoopOptions) -> list[Attempt]:

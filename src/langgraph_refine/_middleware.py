@@ -539,6 +539,7 @@ def _minus(total: Usage, earlier: Usage) -> Usage:
         output_tokens=total.output_tokens - earlier.output_tokens,
         total_tokens=total.total_tokens - earlier.total_tokens,
         seconds=max(total.seconds - earlier.seconds, 0.0),
+        cost=None if total.cost is None or earlier.cost is None else total.cost - earlier.cost,
     )
 
 

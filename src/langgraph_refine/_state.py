@@ -93,6 +93,8 @@ class Usage(BaseModel):
         output_tokens: Completion tokens reported by the models' usage metadata.
         total_tokens: Sum of input and output tokens.
         seconds: Wall time spent inside the generate and evaluate steps.
+        cost: US dollars spent, priced per call from its tokens and the model's price;
+            None once a call's price is unknown (see `Budget(prices=...)`).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -102,14 +104,18 @@ class Usage(BaseModel):
     output_tokens: int = 0
     total_tokens: int = 0
     seconds: float = 0.0
+    cost: float | None = 0.0
 
     def __add__(self, other: Usage) -> Usage:
+        # An unknown cost stays unknown: a total that left it out would read as complete.
+        cost = None if self.cost is None or other.cost is None else self.cost + other.cost
         return Usage(
             calls=self.calls + other.calls,
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             total_tokens=self.total_tokens + other.total_tokens,
             seconds=self.seconds + other.seconds,
+            cost=cost,
         )
 
 

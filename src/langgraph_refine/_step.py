@@ -153,7 +153,8 @@ class Step:
         spent = state.get("usage") or Usage()
         if pending_usage is not None:  # the generation not yet added to the total
             spent = spent + pending_usage
-        self.meter = BudgetMeter(options.budget, spent, carried=carried)
+        what = "generator" if node == "generate" else "evaluator"
+        self.meter = BudgetMeter(options.budget, spent, carried=carried, what=what)
         self.node = node
         self.index = index
         self.retry_policy = retry_policy
@@ -187,19 +188,25 @@ class Step:
         Args:
             fn: The function to call.
             *args: Its arguments.
-            model_call: Whether the call itself counts as a model call, checked against
-                the budget before it starts (a generator). An evaluator is not: the
-                model calls it makes are checked as they start.
+            model_call: Whether the invocation is a model call (a generator, a judge):
+                the budget is checked before it starts, and it counts as one call if
+                no model call was seen inside it (`BudgetMeter.invocation`). A
+                deterministic evaluator is not; model calls it makes are still checked
+                and counted as they start.
 
         Raises:
             BudgetStop: If a limit is reached before or during the call.
         """
-        left = self._before(model_call)
+        left = self._seconds_left()
         token = var_child_runnable_config.set(self.config)
         try:
-            if left is None:
-                return fn(*args)
-            return self._call_with_deadline(contextvars.copy_context(), fn, args, left)
+            with self.meter.invocation(model_call) as done:
+                if left is None:
+                    return done(fn(*args))
+                context = contextvars.copy_context()
+                return done(self._call_with_deadline(context, fn, args, left))
+        except _DeadlinePassed:
+            raise self._timed_out() from None
         finally:
             var_child_runnable_config.reset(token)
 
@@ -213,22 +220,23 @@ class Step:
         Raises:
             BudgetStop: If a limit is reached before or during the call.
         """
-        left = self._before(model_call)
+        left = self._seconds_left()
         token = var_child_runnable_config.set(self.config)
         try:
-            if left is None:
-                return await fn(*args)
-            try:
-                return await asyncio.wait_for(fn(*args), left)
-            except TimeoutError:
-                raise self._timed_out() from None
+            with self.meter.invocation(model_call) as done:
+                if left is None:
+                    return done(await fn(*args))
+                try:
+                    return done(await asyncio.wait_for(fn(*args), left))
+                except TimeoutError:
+                    raise _DeadlinePassed from None
+        except _DeadlinePassed:
+            raise self._timed_out() from None
         finally:
             var_child_runnable_config.reset(token)
 
-    def _before(self, model_call: bool) -> float | None:
-        """Check the budget before a model call; the seconds left, None for no deadline."""
-        if model_call:
-            self.meter.check()
+    def _seconds_left(self) -> float | None:
+        """The seconds left before the time limit; None for no deadline."""
         left = self.meter.seconds_left()
         # With no time left, a call that is not itself a model call still runs: its
         # model calls (if any) are refused as they start.
@@ -251,7 +259,7 @@ class Step:
         worker.start()
         worker.join(left)
         if not outcome:
-            raise self._timed_out()
+            raise _DeadlinePassed
         ok, value = outcome[0]
         if ok:
             return value  # type: ignore[no-any-return]
@@ -290,6 +298,10 @@ class Step:
         wait = self.failed(exc, what)
         if wait:
             await asyncio.sleep(wait)
+
+
+class _DeadlinePassed(Exception):
+    """`max_seconds` ran out during a call (counted as sent, then a `BudgetStop`)."""
 
 
 _CARRIED: dict[str, Usage] = {}

@@ -174,6 +174,14 @@ class CallableEvaluator(BaseEvaluator):
     parsed into that type instead of the JSON text; a response that does not parse or
     validate is FAIL with score 0 and the errors as feedback, without calling it.
 
+    Args:
+        fn: The function.
+        name: Label in combined feedback and run names (default: the function's name).
+        calls_model: True for a judge that calls a model outside LangChain's callbacks
+            (a provider's SDK client): each evaluation then counts as at least one model
+            call against the budget, checked before it starts. Model calls made through
+            LangChain are counted without it.
+
     Example:
         >>> CallableEvaluator(lambda response, state: 0.5)("text", {}).score
         0.5
@@ -183,11 +191,14 @@ class CallableEvaluator(BaseEvaluator):
         1.0
     """
 
-    def __init__(self, fn: Callable[..., Any], name: str | None = None) -> None:
+    def __init__(
+        self, fn: Callable[..., Any], name: str | None = None, *, calls_model: bool = False
+    ) -> None:
         self.fn = fn
         self.name = name or getattr(fn, "__name__", None) or type(fn).__name__
         self.is_async = is_async_callable(fn)
         self.schema = _typed_parameter(fn)
+        self.calls_model = calls_model
 
     def _argument(self, response: str) -> tuple[Any, Evaluation | None]:
         """What the function gets: the response, or its typed object (or a FAIL)."""

@@ -11,7 +11,9 @@ then counts as FAIL with score 0, never as a pass. A reply whose verdict contrad
 own score is asked once more too, and loses its verdict if it still contradicts.
 
 Budget checks are not made here: the loop meters every model call through LangChain's
-callbacks, so a refused call raises `BudgetStop`, which passes through untouched.
+callbacks, so a refused call raises `BudgetStop`, which passes through untouched. Each
+judge call runs as one `model_invocation`, so it counts even when the model's structured
+output bypasses the callbacks (a provider SDK wrapped by hand).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
+from langgraph_refine._budget import model_invocation
 from langgraph_refine._models import message_text, resolve_chat_model
 from langgraph_refine._prompts import (
     JUDGE_CONTRADICTION_NOTE,
@@ -641,7 +644,8 @@ class LLMJudge(BaseEvaluator):
         run = _JudgeRun(self._prompt(response, state), self._shown(response))
         while (messages := run.next_messages()) is not None:
             try:
-                output = (self._structured or self.model).invoke(messages)
+                with model_invocation() as done:
+                    output = done((self._structured or self.model).invoke(messages))
             except Exception as exc:
                 if is_context_length_error(exc):
                     return run.too_long(exc)
@@ -657,7 +661,8 @@ class LLMJudge(BaseEvaluator):
         run = _JudgeRun(self._prompt(response, state), self._shown(response))
         while (messages := run.next_messages()) is not None:
             try:
-                output = await (self._structured or self.model).ainvoke(messages)
+                with model_invocation() as done:
+                    output = done(await (self._structured or self.model).ainvoke(messages))
             except Exception as exc:
                 if is_context_length_error(exc):
                     return run.too_long(exc)
