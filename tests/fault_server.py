@@ -83,7 +83,9 @@ class Received:
         return str(self.body["messages"][-1]["content"])
 
 
-Content = Callable[[Received, int], str]
+Content = Callable[[Received, int], "str | dict[str, Any]"]
+"""Makes a normal completion's message: its text, or the whole assistant message as a dict
+(for tool calls)."""
 
 
 def default_content(request: Received, number: int) -> str:
@@ -95,8 +97,9 @@ def default_content(request: Received, number: int) -> str:
     return f"draft {number}"
 
 
-def completion(text: str, model: str) -> bytes:
-    """A chat-completion body carrying `text`, with usage."""
+def completion(text: str | dict[str, Any], model: str) -> bytes:
+    """A chat-completion body carrying `text` (or a whole assistant message), with usage."""
+    message = text if isinstance(text, dict) else {"role": "assistant", "content": text}
     return json.dumps(
         {
             "id": "chatcmpl-fault",
@@ -106,8 +109,8 @@ def completion(text: str, model: str) -> bytes:
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": text},
-                    "finish_reason": "stop",
+                    "message": message,
+                    "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
                 }
             ],
             "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},

@@ -1,0 +1,98 @@
+"""The scripted model the documentation's examples run against (tests/test_docs_examples.py).
+
+An OpenAI-compatible server on loopback (`FaultServer`) answers every model the docs
+build (`ChatOpenAI(...)`, `"openai:gpt-4o-mini"`, the CLI's `--model`): the examples run
+as written, over the real protocol, with no key and no network. Replies depend only on
+the request, so concurrent examples get the same answers in any order:
+
+- a generation answers the task with a short first draft; a refinement round (its
+  prompt carries an earlier attempt and feedback) answers with a fuller one that gives an
+  example;
+- the LLM judge passes a response that gives an example (score 0.95) and asks for one
+  otherwise (0.6, NEEDS_IMPROVEMENT);
+- an agent with tools first calls its first tool, then answers from what it returned.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from tests.fault_server import Received
+
+DRAFTS: list[tuple[str, str, str]] = [
+    # (keyword in the task, first draft, refined answer)
+    (
+        "turing",
+        "The Turing test asks whether a machine can pass for a human in conversation.",
+        "The Turing test, proposed by Alan Turing in 1950, asks whether a machine can hold "
+        "a conversation that an interrogator cannot tell apart from a human's. For example, "
+        "a judge chats by text with two hidden partners, one a person and one a program, and "
+        "must say which is which; if the judge cannot reliably tell, the program passes. The "
+        "test sidesteps the question of whether machines think by asking instead whether "
+        "their behaviour is indistinguishable from thinking, which made it a lasting "
+        "benchmark and a target of criticism, such as Searle's Chinese room argument, which "
+        "holds that imitation is not understanding.",
+    ),
+    ("haiku", "Rain on the window", "Soft rain on the glass / for example, a slow drum / the street hums along"),
+    ("tagline", "Plan less, ship more.", "Plan less, ship more: for example, one list for the whole week."),
+    ("json", '{"name": "Tom"}', '{"name": "Tom", "age": 3, "example": true}'),
+    ("add(a, b)", "def add(a, b):\n    return a - b", "```python\n# for example, add(2, 3) == 5\ndef add(a, b):\n    return a + b\n```"),
+    ("eiffel", "It was built in 1889.", "The Eiffel Tower was completed in 1889 and is 330 metres tall."),
+]
+PASS = {"feedback": "Clear and complete.", "verdict": "PASS", "score": 0.95}
+NEEDS_EXAMPLE = {"feedback": "Add a concrete example.", "verdict": "NEEDS_IMPROVEMENT", "score": 0.6}
+
+
+def reply(request: Received, number: int) -> str | dict[str, Any]:
+    """The scripted model's answer to one chat-completion request."""
+    messages: list[dict[str, Any]] = request.body.get("messages") or []
+    if request.is_judge:
+        rated = _rated(messages)
+        return json.dumps(PASS if "example" in rated.lower() else NEEDS_EXAMPLE)
+    tools = request.body.get("tools") or []
+    if tools and not any(m.get("role") == "tool" for m in messages):
+        name = tools[0]["function"]["name"]
+        arguments = {p: "the topic" for p in tools[0]["function"].get("parameters", {}).get(
+            "properties", {}
+        )}
+        return {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": f"call_{number}",
+                    "type": "function",
+                    "function": {"name": name, "arguments": json.dumps(arguments)},
+                }
+            ],
+        }
+    return _answer(messages)
+
+
+def _text(message: dict[str, Any]) -> str:
+    content = message.get("content") or ""
+    if isinstance(content, list):
+        return " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return str(content)
+
+
+def _rated(messages: list[dict[str, Any]]) -> str:
+    text = "\n".join(_text(m) for m in messages)
+    found = re.findall(r"<response_to_rate>(.*?)</response_to_rate>", text, flags=re.S)
+    return found[-1] if found else text
+
+
+def _answer(messages: list[dict[str, Any]]) -> str:
+    users = [_text(m) for m in messages if m.get("role") == "user"]
+    task = users[0] if users else ""
+    everything = "\n".join(_text(m) for m in messages).lower()
+    refining = len(users) > 1 or "feedback" in everything
+    for keyword, first, refined in DRAFTS:
+        if keyword in everything:
+            return refined if refining else first
+    short = task.strip().splitlines()[0][:80] if task.strip() else "the task"
+    if refining:
+        return f"An improved answer to: {short} For example, one concrete case."
+    return f"A first answer to: {short}"
