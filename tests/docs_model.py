@@ -35,14 +35,34 @@ DRAFTS: list[tuple[str, str, str]] = [
         "benchmark and a target of criticism, such as Searle's Chinese room argument, which "
         "holds that imitation is not understanding.",
     ),
-    ("haiku", "Rain on the window", "Soft rain on the glass / for example, a slow drum / the street hums along"),
-    ("tagline", "Plan less, ship more.", "Plan less, ship more: for example, one list for the whole week."),
+    (
+        "haiku",
+        "Rain on the window",
+        "Soft rain on the glass / for example, a slow drum / the street hums along",
+    ),
+    (
+        "tagline",
+        "Plan less, ship more.",
+        "Plan less, ship more: for example, one list for the whole week.",
+    ),
     ("json", '{"name": "Tom"}', '{"name": "Tom", "age": 3, "example": true}'),
-    ("add(a, b)", "def add(a, b):\n    return a - b", "```python\n# for example, add(2, 3) == 5\ndef add(a, b):\n    return a + b\n```"),
-    ("eiffel", "It was built in 1889.", "The Eiffel Tower was completed in 1889 and is 330 metres tall."),
+    (
+        "add(a, b)",
+        "def add(a, b):\n    return a - b",
+        "```python\n# for example, add(2, 3) == 5\ndef add(a, b):\n    return a + b\n```",
+    ),
+    (
+        "eiffel",
+        "It was built in 1889.",
+        "The Eiffel Tower was completed in 1889 and is 330 metres tall.",
+    ),
 ]
 PASS = {"feedback": "Clear and complete.", "verdict": "PASS", "score": 0.95}
-NEEDS_EXAMPLE = {"feedback": "Add a concrete example.", "verdict": "NEEDS_IMPROVEMENT", "score": 0.6}
+NEEDS_EXAMPLE = {
+    "feedback": "Add a concrete example.",
+    "verdict": "NEEDS_IMPROVEMENT",
+    "score": 0.6,
+}
 
 
 def reply(request: Received, number: int) -> str | dict[str, Any]:
@@ -54,9 +74,9 @@ def reply(request: Received, number: int) -> str | dict[str, Any]:
     tools = request.body.get("tools") or []
     if tools and not any(m.get("role") == "tool" for m in messages):
         name = tools[0]["function"]["name"]
-        arguments = {p: "the topic" for p in tools[0]["function"].get("parameters", {}).get(
-            "properties", {}
-        )}
+        arguments = {
+            p: "the topic" for p in tools[0]["function"].get("parameters", {}).get("properties", {})
+        }
         return {
             "role": "assistant",
             "content": "",

@@ -184,6 +184,9 @@ class FaultServer:
         reply, number = self._next(request)
         if reply.delay and self._release.wait(reply.delay):
             return  # shutting down
+        if reply.body is None and reply.status == 200 and body.get("stream"):
+            self._stream(handler, self.content(request, number), str(body.get("model", "")))
+            return
         if reply.body is not None:
             payload = reply.body
         elif reply.status == 200:
@@ -200,6 +203,31 @@ class FaultServer:
             handler.wfile.write(payload)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (a hang past its timeout)
+
+    @staticmethod
+    def _stream(handler: BaseHTTPRequestHandler, text: str | dict[str, Any], model: str) -> None:
+        """A normal completion as server-sent events (a request with `stream`)."""
+        message = json.loads(completion(text, model))["choices"][0]
+        delta = {k: v for k, v in message["message"].items() if v or k == "content"}
+        for i, call in enumerate(delta.get("tool_calls") or []):
+            call["index"] = i
+        base = {"id": "chatcmpl-fault", "object": "chat.completion.chunk", "created": 0}
+        chunks = [
+            {"choices": [{"index": 0, "delta": delta}]},
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": message["finish_reason"]}]},
+            {"choices": [], "usage": json.loads(completion("", model))["usage"]},
+        ]
+        try:
+            handler.send_response(200)
+            handler.send_header("content-type", "text/event-stream")
+            handler.end_headers()
+            for chunk in chunks:
+                data = json.dumps({**base, "model": model, **chunk})
+                handler.wfile.write(f"data: {data}\n\n".encode())
+            handler.wfile.write(b"data: [DONE]\n\n")
+            handler.close_connection = True
+        except (BrokenPipeError, ConnectionResetError):
+            pass
 
     @contextmanager
     def serve(self) -> Iterator[FaultServer]:

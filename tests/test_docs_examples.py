@@ -16,8 +16,9 @@ and `--model` at it. Conventions the pages follow, which this module checks:
   continues the line; `export NAME=VALUE` lines set the environment; `# ...` lines are
   comments); each must exit 0 unless the line ends with a `# exits N` comment.
 - The PostgreSQL address the pages use (`DOCS_POSTGRES_URI`) is replaced by the test
-  database's (`LANGGRAPH_REFINE_TEST_POSTGRES_URI`), and LangGraph Server addresses by the
-  one started for the page.
+  database's (`LANGGRAPH_REFINE_TEST_POSTGRES_URI`), the local model server's
+  (`DOCS_MODEL_URL`) by the scripted model's, and LangGraph Server addresses by the one
+  started for the page.
 """
 
 from __future__ import annotations
@@ -43,8 +44,10 @@ from tests.fault_server import FaultServer
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-CONTINUES = re.compile(r"^# Continues the block above", re.I)
+CONTINUES = re.compile(r"^# Continues the blocks? above", re.I)
 DOCS_POSTGRES_URI = "postgresql://postgres@localhost:5432/postgres"
+DOCS_MODEL_URL = "http://127.0.0.1:8080/v1"  # the local model server (tools/local_model.py)
+SERVER_URL = re.compile(r"http://127\.0\.0\.1:202\d")  # `langgraph dev`'s address
 TITLED = re.compile(r'^```\w*[^\n]*title="([^"]+)"[^\n]*\n(.*?)^```', re.S | re.M)
 BASH = re.compile(r"^```(?:bash|console|sh)\n(.*?)^```", re.S | re.M)
 
@@ -68,9 +71,9 @@ class Block:
     @property
     def shown_output(self) -> str | None:
         """The output the page shows (`#> ...` lines), or None when it shows none."""
-        shown = [m[3:] if m.startswith("#> ") else m[2:] for m in re.findall(
-            r"^\s*#>.*$", self.source, flags=re.M
-        )]
+        shown = [
+            line.strip()[2:] for line in self.source.splitlines() if line.strip().startswith("#>")
+        ]
         return "\n".join(line.strip() for line in shown) if shown else None
 
 
@@ -82,24 +85,56 @@ def blocks(page: Path) -> list[Block]:
     ]
 
 
-def run_block(block: Block, namespace: dict[str, Any]) -> str:
+def run_block(block: Block, namespace: dict[str, Any], server: str | None = None) -> str:
     """Run the block in `namespace` (with its real line numbers in tracebacks); its output."""
-    code = compile("\n" * (block.line - 1) + localised(block.source), str(block.page), "exec")
+    source = "\n" * (block.line - 1) + localised(block.source, server)
+    code = compile(source, str(block.page), "exec")
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         exec(code, namespace)
     return out.getvalue()
 
 
-@pytest.fixture
-def docs_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultServer]:
-    """The scripted model on loopback, its address in the environment, a scratch directory."""
+@pytest.fixture(scope="session")
+def docs_model() -> Iterator[FaultServer]:
+    """The scripted model, on loopback."""
     with FaultServer(content=reply).serve() as server:
-        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-docs-scripted")
-        monkeypatch.setenv("REFINE_MODEL", "gpt-4o-mini")
-        monkeypatch.chdir(tmp_path)
         yield server
+
+
+@pytest.fixture
+def docs_env(
+    docs_model: FaultServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> FaultServer:
+    """The scripted model's address in the environment, and a scratch directory."""
+    monkeypatch.setenv("OPENAI_BASE_URL", docs_model.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-docs-scripted")
+    monkeypatch.setenv("REFINE_MODEL", "gpt-4o-mini")
+    monkeypatch.chdir(tmp_path)
+    return docs_model
+
+
+@pytest.fixture(scope="session")
+def docs_langgraph_server(
+    docs_model: FaultServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """`langgraph dev` serving the repository's `langgraph.json` on the scripted model."""
+    from examples.batch_on_server import serve
+
+    logs = tmp_path_factory.mktemp("docs-langgraph-dev") / "server.log"
+    with serve(docs_model.base_url, "gpt-4o-mini", logs=logs) as url:
+        yield url
+
+
+def needs_server(page: Path) -> bool:
+    return bool(SERVER_URL.search(page.read_text()))
+
+
+def page_params(pages: list[Path]) -> list[Any]:
+    return [
+        pytest.param(p, id=page_id(p), marks=[pytest.mark.server] if needs_server(p) else [])
+        for p in pages
+    ]
 
 
 def write_page_files(page: Path, where: Path) -> list[str]:
@@ -111,9 +146,14 @@ def write_page_files(page: Path, where: Path) -> list[str]:
     return names
 
 
-def localised(source: str) -> str:
+def localised(source: str, server: str | None = None) -> str:
+    """The block with the documented addresses pointing at the test's services."""
     uri = postgres_uri()
-    return source.replace(DOCS_POSTGRES_URI, uri) if uri else source
+    if uri:
+        source = source.replace(DOCS_POSTGRES_URI, uri)
+    if server:
+        source = SERVER_URL.sub(server, source)
+    return source.replace(DOCS_MODEL_URL, os.environ["OPENAI_BASE_URL"])
 
 
 def fresh_namespace(page: Path, index: int) -> dict[str, Any]:
@@ -122,15 +162,20 @@ def fresh_namespace(page: Path, index: int) -> dict[str, Any]:
     return module.__dict__
 
 
-@pytest.mark.parametrize("page", [p for p in PAGES if blocks(p)], ids=page_id)
-def test_python_blocks_run(page: Path, docs_env: FaultServer, tmp_path: Path) -> None:
+@pytest.mark.parametrize("page", page_params([p for p in PAGES if blocks(p)]))
+def test_python_blocks_run(
+    page: Path, docs_env: FaultServer, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     write_page_files(page, tmp_path)
+    server = request.getfixturevalue("docs_langgraph_server") if needs_server(page) else None
     namespace: dict[str, Any] = {}
     for index, block in enumerate(blocks(page)):
         if not block.continues:
             namespace = fresh_namespace(page, index)
         where = f"{page_id(page)}:{block.line}"
-        printed = run_block(block, namespace)
+        printed = run_block(block, namespace, server)
+        if os.environ.get("DOCS_SHOW_OUTPUT"):  # to write a page's `#>` lines
+            sys.__stderr__.write(f"--- {where}\n{printed}")
         shown = block.shown_output
         if shown is not None:
             got = "\n".join(line.strip() for line in printed.strip().splitlines())
@@ -152,13 +197,16 @@ def commands(page: Path) -> list[tuple[str, int]]:
 CLI_PAGES = [p for p in PAGES if any(c.startswith("langgraph-refine") for c, _ in commands(p))]
 
 
-@pytest.mark.parametrize("page", CLI_PAGES, ids=page_id)
-def test_command_lines_run(page: Path, docs_env: FaultServer, tmp_path: Path) -> None:
+@pytest.mark.parametrize("page", page_params(CLI_PAGES))
+def test_command_lines_run(
+    page: Path, docs_env: FaultServer, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     write_page_files(page, tmp_path)
+    server = request.getfixturevalue("docs_langgraph_server") if needs_server(page) else None
     env = dict(os.environ)
     cli = [sys.executable, "-m", "langgraph_refine.cli"]
     for line, expected in commands(page):
-        words = shlex.split(line, comments=True)
+        words = shlex.split(localised(line, server), comments=True)
         if words[0] == "export":
             for assignment in words[1:]:
                 name, _, value = assignment.partition("=")
