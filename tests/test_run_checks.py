@@ -193,3 +193,16 @@ def test_max_tokens_needs_a_chat_model_generator() -> None:
     graph = create_refine_graph(lambda state: "apple", scores(1.0)).compile()
     with pytest.raises(ValueError, match="applies to a chat-model generator"):
         run(graph, {"max_tokens": 40})
+
+
+def test_an_edited_check_file_counts_from_the_next_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(ALLOW_CODE_CHECKS_ENV, "1")
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps({"type": "object", "required": ["fruit"]}))
+    graph, _ = loop(['{"fruit": "apple"}'], max_iterations=0)
+    context = {"evaluator": f"json-schema:{schema}"}
+    assert history(run(graph, context)) == [1.0]
+    schema.write_text(json.dumps({"type": "object", "required": ["veg"]}))
+    assert history(run(graph, context)) == [0.0]

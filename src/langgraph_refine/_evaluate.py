@@ -103,7 +103,9 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         """
         if options.checks is None:
             return self.evaluator
-        key = (tuple(c.text for c in options.checks), options.judge_model, options.max_tokens)
+        # Keyed by content too: a spec's file may change between runs.
+        checks = tuple((c.text, repr(c.argument)) for c in options.checks)
+        key = (checks, options.judge_model, options.max_tokens)
         built = self._run_evaluators.get(key)
         if built is None:
             built = as_evaluator(build_evaluators(options.checks, lambda: self._judge(options)))

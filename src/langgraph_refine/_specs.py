@@ -221,9 +221,22 @@ def parse_specs(specs: object, *, allow_files: bool = True) -> list[EvaluatorSpe
     return [parse_spec(spec, allow_files=allow_files) for spec in specs]
 
 
-@functools.lru_cache(maxsize=64)
 def parse_run_specs(specs: tuple[str, ...], allow_files: bool) -> tuple[EvaluatorSpec, ...]:
-    """`parse_specs` for a run's context, cached: every node of a run applies the context."""
+    """`parse_specs` for a run's context, which every node of a run applies.
+
+    Specs without a file are parsed once per process; a file a spec names is read each
+    time, so an edited file counts from the next run on.
+    """
+    reads_files = any(
+        spec.partition(":")[0].strip().lower().replace("_", "-") in FILE_KINDS for spec in specs
+    )
+    if reads_files:
+        return tuple(parse_specs(list(specs), allow_files=allow_files))
+    return _parse_cached(specs, allow_files)
+
+
+@functools.lru_cache(maxsize=64)
+def _parse_cached(specs: tuple[str, ...], allow_files: bool) -> tuple[EvaluatorSpec, ...]:
     return tuple(parse_specs(list(specs), allow_files=allow_files))
 
 
