@@ -206,3 +206,21 @@ def test_an_edited_check_file_counts_from_the_next_run(
     assert history(run(graph, context)) == [1.0]
     schema.write_text(json.dumps({"type": "object", "required": ["veg"]}))
     assert history(run(graph, context)) == [0.0]
+
+
+def test_a_deployment_may_bound_the_judge_models_a_run_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from langgraph_refine._specs import JUDGE_MODELS_ENV, check_judge_model
+
+    env = {JUDGE_MODELS_ENV: "small-judge, openai:gpt-4o-mini", "REFINE_MODEL": "served"}
+    check_judge_model("small-judge", env)
+    check_judge_model("served", env)
+    check_judge_model("anything", {})  # unset: any model
+    with pytest.raises(SpecError, match="'big-judge' is not one this deployment allows"):
+        check_judge_model("big-judge", env)
+    monkeypatch.setenv(JUDGE_MODELS_ENV, "small-judge")
+    graph, model = loop(["apple"])
+    with pytest.raises(ValueError, match="use one of 'small-judge'"):
+        run(graph, {"judge_model": "big-judge"})
+    assert model.calls == []

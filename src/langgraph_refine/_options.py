@@ -18,6 +18,7 @@ from langgraph_refine._memory import DEFAULT_MEMORY, MemoryPolicy, validate_memo
 from langgraph_refine._models import parse_max_tokens
 from langgraph_refine._specs import (
     EvaluatorSpec,
+    check_judge_model,
     code_checks_allowed,
     parse_run_specs,
     parse_specs,
@@ -74,7 +75,8 @@ class RefineContext(TypedDict, total=False):
       Specs that read files or run code (`json-schema:FILE`, `python-tests:FILE`) are
       refused unless the environment sets `LANGGRAPH_REFINE_ALLOW_CODE_CHECKS=1`.
     - `judge_model`: the model of the run's `judge` check (a model string); alone, it
-      makes the run's check `judge` on that model.
+      makes the run's check `judge` on that model. `REFINE_JUDGE_MODELS`, when set,
+      lists the models a run may name.
     - `max_tokens`: output tokens per generator call; at most the generator's own
       `max_tokens` (on the served graphs, `REFINE_MAX_TOKENS`).
     """
@@ -230,6 +232,7 @@ def _run_checks(values: dict[str, Any]) -> dict[str, Any]:
                 f"got {judge!r}"
             )
         checked["judge_model"] = judge.strip()
+        check_judge_model(checked["judge_model"])
         run_judge_model(checked["judge_model"], checked.get("max_tokens"))
     specs = values.pop("evaluator", None)
     if specs is None and judge is not None:

@@ -53,6 +53,9 @@ FILE_KINDS = frozenset({"json-schema", "python-tests"})
 ALLOW_CODE_CHECKS_ENV = "LANGGRAPH_REFINE_ALLOW_CODE_CHECKS"
 """Set to `1` on a deployment to let runs ask for `FILE_KINDS` checks in their context."""
 
+JUDGE_MODELS_ENV = "REFINE_JUDGE_MODELS"
+"""Comma-separated model strings a run may name as its `judge_model` (unset: any)."""
+
 _WORDS = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*$")
 
 
@@ -238,6 +241,29 @@ def parse_run_specs(specs: tuple[str, ...], allow_files: bool) -> tuple[Evaluato
 @functools.lru_cache(maxsize=64)
 def _parse_cached(specs: tuple[str, ...], allow_files: bool) -> tuple[EvaluatorSpec, ...]:
     return tuple(parse_specs(list(specs), allow_files=allow_files))
+
+
+def check_judge_model(name: str, environ: Mapping[str, str] | None = None) -> None:
+    """Refuse a run's `judge_model` the deployment does not list, when it lists any.
+
+    A deployment bounds what runs may spend on judging with `REFINE_JUDGE_MODELS`: a
+    comma-separated list of the model strings a run may name (the served model,
+    `REFINE_MODEL`, is always allowed). Unset, any model the server can reach is allowed.
+
+    Raises:
+        SpecError: If the list is set and does not hold `name`.
+    """
+    env = os.environ if environ is None else environ
+    listed = [m.strip() for m in env.get(JUDGE_MODELS_ENV, "").split(",") if m.strip()]
+    served = env.get("REFINE_MODEL", "").strip()
+    if listed and name not in {*listed, served}:
+        allowed = ", ".join(
+            repr(m) for m in dict.fromkeys([*listed, *([served] if served else [])])
+        )
+        raise SpecError(
+            f"judge_model {name!r} is not one this deployment allows ({JUDGE_MODELS_ENV}); "
+            f"use one of {allowed}"
+        )
 
 
 @functools.lru_cache(maxsize=16)
