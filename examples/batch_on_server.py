@@ -1,4 +1,4 @@
-"""A batch of tasks refined on LangGraph Server: `langgraph dev` plus `batch --server`.
+"""One batch file, two ways: on this machine, and on LangGraph Server (`langgraph dev`).
 
 What a user does in two terminals, done by one script:
 
@@ -8,10 +8,13 @@ What a user does in two terminals, done by one script:
 2. send every task of a JSONL file to it, each as a run on its own thread:
    `langgraph-refine batch tasks.jsonl --out results.jsonl --server http://127.0.0.1:2124`
 
-Per-line options (`max_iterations`, `budget`, `strategy`, ...) travel as each run's context.
-The script then runs the same batch again: every id is already in the output file, so
-nothing is sent to the model. In production the same command drives a deployed server
-(`langgraph up`, or LangGraph Platform) backed by PostgreSQL; see docs/scaling-out.md.
+Each line's check (`evaluator`) and loop options (`max_iterations`, `budget`,
+`strategy`, ...) travel as its run's context. The script runs the same batch again (every
+id is already in the output file, so nothing is sent to the model), then runs the same file
+on this machine (`langgraph-refine batch tasks.jsonl --out local.jsonl --model ...`): both
+give a row per task, each scored by its own check. In production the same command drives
+a deployed server (`langgraph up`, or LangGraph Platform) backed by PostgreSQL; see
+docs/scaling-out.md.
 
 Run: `python -m tools.local_model run -- python examples/batch_on_server.py`
 (or set `OPENAI_BASE_URL`, `OPENAI_API_KEY` and `REFINE_MODEL` for another server).
@@ -29,6 +32,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,51 +44,72 @@ TASKS: list[dict[str, Any]] = [
     {
         "id": "capital",
         "task": "In one sentence, name the capital of France and one thing it is known for.",
+        "evaluator": "contains:Paris",
         "max_iterations": 1,
     },
     {
         "id": "sky",
         "task": "Explain in two sentences why the sky is blue.",
+        "evaluator": ["words:15-60", "no_repetition"],  # combined with equal weights
         "max_iterations": 2,
-        "budget": {"max_calls": 5},  # generator and judge calls together
+        "budget": {"max_calls": 3},  # generator calls: the checks call no model
     },
     {
         "id": "colors",
         "task": "Name the three primary colors of paint in one sentence.",
+        "evaluator": "contains:red,yellow,blue",
         "max_iterations": 1,
-        "strategy": "sample",  # each round a fresh answer: best-of-N on the server
+        "strategy": "sample",  # each round a fresh answer: best-of-N
     },
 ]
 
 
+@dataclass
+class Outcome:
+    """What the script did: the rows of both runs and the server rerun's summary line."""
+
+    server_rows: list[dict[str, Any]]
+    local_rows: list[dict[str, Any]]
+    rerun: str
+
+
 def main(
     base_url: str | None = None, model: str | None = None, workdir: Path | None = None
-) -> tuple[list[dict[str, Any]], str]:
-    """Serve the graphs, run the batch on the server, run it again; print the rows.
+) -> Outcome:
+    """Serve the graphs, run the batch on the server twice, then on this machine; print rows.
 
     Args:
-        base_url: The OpenAI-compatible endpoint the server's model is reached through;
+        base_url: The OpenAI-compatible endpoint the model is reached through;
             `OPENAI_BASE_URL` (or the local model's URL) when omitted.
         model: The model name; `REFINE_MODEL` (or the local model) when omitted.
         workdir: Where the task and result files go; a temporary folder when omitted.
 
     Returns:
-        The result rows, in the order they were written, and the rerun's summary line.
+        The rows of both runs, in the order they were written, and the rerun's summary.
     """
     base_url, model = _model_settings(base_url, model)
     with _folder(workdir) as folder:
-        tasks, out = folder / "tasks.jsonl", folder / "results.jsonl"
+        tasks = folder / "tasks.jsonl"
+        on_server, local = folder / "results.jsonl", folder / "local.jsonl"
         tasks.write_text("".join(json.dumps(line) + "\n" for line in TASKS))
         with serve(base_url, model, logs=folder / "server.log") as url:
-            _batch(tasks, out, url, "--concurrency", "2")
-            rerun = _batch(tasks, out, url)
-        rows = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
-    for row in rows:
-        scores = ", ".join(f"{s:.2f}" for s in row.get("score_history", []))
-        print(f"{row['id']}: {row.get('stop_reason') or row.get('error')} (scores {scores})")
-        print(f"    {row.get('value', '')!r}")
-    print(f"rerun: {rerun}")
-    return rows, rerun
+            _batch(tasks, on_server, "--server", url, "--concurrency", "2")
+            rerun = _batch(tasks, on_server, "--server", url)
+        _batch(
+            tasks, local, "--model", model, "--base-url", base_url, "--max-tokens", str(MAX_TOKENS)
+        )
+        outcome = Outcome(_rows(on_server), _rows(local), rerun)
+    for where, rows in (("server", outcome.server_rows), ("local", outcome.local_rows)):
+        for row in rows:
+            scores = ", ".join(f"{s:.2f}" for s in row.get("score_history", []))
+            print(f"{where} {row['id']}: {row.get('stop_reason') or row.get('error')} ({scores})")
+            print(f"    {row.get('value', '')!r}")
+    print(f"server rerun: {rerun}")
+    return outcome
+
+
+def _rows(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 @contextmanager
@@ -135,10 +160,10 @@ def serve(
                 server.wait()
 
 
-def _batch(tasks: Path, out: Path, url: str, *extra: str) -> str:
-    """`langgraph-refine batch ... --server URL`; returns its summary line."""
+def _batch(tasks: Path, out: Path, *options: str) -> str:
+    """`langgraph-refine batch TASKS --out OUT OPTIONS...`; returns its summary line."""
     command = [sys.executable, "-m", "langgraph_refine.cli", "batch", str(tasks)]
-    command += ["--out", str(out), "--server", url, *extra]
+    command += ["--out", str(out), *options]
     done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
     if done.returncode != 0:
         raise SystemExit(f"batch failed ({done.returncode}):\n{done.stderr}{done.stdout}")

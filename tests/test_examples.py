@@ -418,9 +418,14 @@ def test_demo_loop(model: BaseChatModel, cassette: Any, capsys: pytest.CaptureFi
 def test_batch_on_server(
     record_mode: str, cassette: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The batch runs on a real `langgraph dev`; its model calls come back through a proxy
-    in this process, so the cassette records and replays them (tests/recording.py)."""
+    """One batch file with per-line checks, run on a real `langgraph dev` and on this
+    machine: the same rows, each scored by its own check. Model calls of both (other
+    processes) come back through a proxy in this process, so the cassette records and
+    replays them (tests/recording.py)."""
     from examples import batch_on_server as example
+
+    from langgraph_refine._specs import build_evaluators, parse_specs
+    from langgraph_refine.evaluators._combine import as_evaluator
 
     with recording.RecordingProxy(recording.base_url(record_mode)) as proxy:
         calls_before_each_batch = []
@@ -431,33 +436,42 @@ def test_batch_on_server(
             return run_batch(*args)
 
         monkeypatch.setattr(example, "_batch", counted)
-        rows, rerun = example.main(proxy.url, recording.LOCAL_MODEL, tmp_path / "batch")
+        outcome = example.main(proxy.url, recording.LOCAL_MODEL, tmp_path / "batch")
         forwarded = proxy.forwarded
 
     assert not proxy.errors, proxy.errors
     lines = {line["id"]: line for line in example.TASKS}
-    assert sorted(row["id"] for row in rows) == sorted(lines)  # one row per task
     assert forwarded == len(cassette) > 0  # every model call went through the proxy
     # The rerun found every id in the output file and sent nothing to the model.
-    assert f"skipped {len(lines)}" in rerun
-    assert calls_before_each_batch == [0, forwarded]
+    assert f"skipped {len(lines)}" in outcome.rerun
+    assert calls_before_each_batch[1] == calls_before_each_batch[2] > 0
     replies = recording.reply_texts(cassette)
     bodies = [json.dumps(body) for body in recording.sent_bodies(cassette)]
-    for row in rows:
-        line = lines[row["id"]]
-        assert "error" not in row, row.get("error")
-        attempts = [Attempt.model_validate(a) for a in row["attempts"]]
-        # Per-line options reached the server as the run's context.
-        assert 1 <= len(attempts) <= 1 + line["max_iterations"]
-        if line.get("strategy") == "sample":
-            assert all(a.parent is None for a in attempts)
-        if "budget" in line:  # every generator and judge request quotes the task
-            task_calls = sum(json.dumps(line["task"])[1:-1] in body for body in bodies)
-            assert task_calls <= line["budget"]["max_calls"]
-        assert row["score_history"] == [a.score for a in attempts]
-        best = best_attempt(attempts)
-        assert best is not None and row["value"] == best.response
-        assert all(a.response in replies for a in attempts)  # real replies of the model
+    # Only generations: the checks call no model (no judge prompt was sent).
+    assert not any("response_to_rate" in body for body in bodies)
+    local = {row["id"]: row for row in outcome.local_rows}
+    assert sorted(row["id"] for row in outcome.server_rows) == sorted(local) == sorted(lines)
+    for row in outcome.server_rows:
+        line, twin = lines[row["id"]], local[row["id"]]
+        assert "error" not in row and "error" not in twin, (row.get("error"), twin.get("error"))
+        assert set(row) - {"thread_id"} == set(twin)  # the same fields both ways
+        check = as_evaluator(build_evaluators(parse_specs(line["evaluator"]), lambda: None))
+        for each in (row, twin):
+            attempts = [Attempt.model_validate(a) for a in each["attempts"]]
+            # Per-line options held on both sides (on the server: as the run's context).
+            assert 1 <= len(attempts) <= 1 + line["max_iterations"]
+            if line.get("strategy") == "sample":
+                assert all(a.parent is None for a in attempts)
+            if "budget" in line:
+                assert len(attempts) <= line["budget"]["max_calls"]
+            assert each["score_history"] == [a.score for a in attempts]
+            best = best_attempt(attempts)
+            assert best is not None and each["value"] == best.response
+            assert all(a.response in replies for a in attempts)  # real replies of the model
+            # Each score is the line's own check's score of that attempt.
+            for attempt in attempts:
+                expected = check.evaluate(attempt.response, {"task": line["task"]}).score
+                assert attempt.score == pytest.approx(expected)
 
 
 @pytest.mark.parametrize(("cores", "threads"), [(None, 1), (1, 1), (2, 1), (8, 4)])
