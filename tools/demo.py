@@ -23,6 +23,7 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 
 from langgraph_refine import Attempt, RefineResult, create_refine_graph
+from langgraph_refine._display import shorten, usage_text
 from langgraph_refine._driver import Driver, drive, run_config, run_flow
 from langgraph_refine._models import max_tokens_setting, resolve_chat_model
 from langgraph_refine.evaluators import combine, contains_all, no_repetition, word_count
@@ -34,6 +35,8 @@ TASK = (
 MIN_WORDS, MAX_WORDS = 80, 200
 FACTS = ["Turing", "machine", "human", "criticism"]
 """Words any paragraph that answers the task uses: who, what is compared, the criticism."""
+FEEDBACK_CHARS = 160
+"""Longest feedback shown per round; longer feedback is cut at a word boundary."""
 
 
 def demo_evaluator() -> Any:
@@ -65,7 +68,7 @@ def demo_model(max_tokens: int | None = None) -> Iterator[tuple[BaseChatModel, s
 def _print_round(event: dict[str, Any]) -> None:
     if event.get("type") != "round":
         return
-    feedback = " ".join(str(event.get("feedback") or "").split())
+    feedback = shorten(str(event.get("feedback") or ""), FEEDBACK_CHARS)
     parent = event.get("parent")
     origin = "fresh sample" if parent is None else f"refines #{parent}"
     print(
@@ -73,7 +76,7 @@ def _print_round(event: dict[str, Any]) -> None:
         f"  verdict {event['verdict'] or '-'}  best {event['best_score']:.2f}"
     )
     if feedback:
-        print(f"    feedback: {feedback[:160]}")
+        print(f"    feedback: {feedback}")
 
 
 def attempt_tree(attempts: Sequence[Attempt]) -> list[str]:
@@ -144,6 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = run_demo(model, max_iterations=args.max_iterations)
     words = len(result.value.split())
     print(f"\nStopped: {result.stop_reason} after {result.iterations} refinement round(s)")
+    print(f"Spent: {usage_text(result.usage)}")
     print("Attempts (which refined which):")
     for line in attempt_tree(result.attempts):
         print(f"  {line}")

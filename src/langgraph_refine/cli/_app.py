@@ -132,6 +132,24 @@ BudgetSecondsOpt = Annotated[
     float | None,
     typer.Option("--budget-seconds", metavar="S", help="Most seconds per task."),
 ]
+MaxCostOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--max-cost",
+        metavar="USD",
+        help="Most US dollars per task, each model call priced from its tokens "
+        "(genai-prices data, or --price). A model without a known price is refused.",
+    ),
+]
+PriceOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--price",
+        metavar="MODEL=IN,OUT",
+        help="A model's price in USD per million input and output tokens, e.g. "
+        "--price my-model=0.15,0.6 (repeatable; adds to or overrides genai-prices).",
+    ),
+]
 OnBudgetOpt = Annotated[
     str,
     typer.Option(
@@ -229,6 +247,8 @@ def run(
     budget_calls: BudgetCallsOpt = None,
     budget_tokens: BudgetTokensOpt = None,
     budget_seconds: BudgetSecondsOpt = None,
+    max_cost: MaxCostOpt = None,
+    price: PriceOpt = None,
     on_budget_exhausted: OnBudgetOpt = "stop",
     checkpoint: Annotated[
         Path | None,
@@ -274,6 +294,8 @@ def run(
         max_calls=budget_calls,
         max_tokens=budget_tokens,
         max_seconds=budget_seconds,
+        max_cost=max_cost,
+        prices=price,
         on_budget_exhausted=on_budget_exhausted,
     )
     settings = _settings(model, base_url, judge_model, cache, timeout, max_tokens)
@@ -347,6 +369,8 @@ def batch(
     budget_calls: BudgetCallsOpt = None,
     budget_tokens: BudgetTokensOpt = None,
     budget_seconds: BudgetSecondsOpt = None,
+    max_cost: MaxCostOpt = None,
+    price: PriceOpt = None,
     on_budget_exhausted: OnBudgetOpt = "stop",
     cache: CacheOpt = None,
     timeout: TimeoutOpt = 120.0,
@@ -396,6 +420,8 @@ def batch(
         max_calls=budget_calls,
         max_tokens=budget_tokens,
         max_seconds=budget_seconds,
+        max_cost=max_cost,
+        prices=price,
         on_budget_exhausted=on_budget_exhausted,
     )
     err = _stderr()

@@ -27,6 +27,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsed
 from rich.progress import Progress as RichProgressBar
 from rich.text import Text
 
+from langgraph_refine._display import cost_text
 from langgraph_refine._result import RefineResult
 from langgraph_refine._run import arefine
 from langgraph_refine.cli._errors import CliError, describe_error, is_unreachable, one_line
@@ -43,6 +44,7 @@ OUTPUT_KEYS = (
     "stop_reason",
     "iterations",
     "score_history",
+    "usage",
 )
 
 
@@ -252,6 +254,8 @@ class BatchStats:
     first_scores: list[float] = field(default_factory=list)
     best_scores: list[float] = field(default_factory=list)
     stop_reasons: dict[str, int] = field(default_factory=dict)
+    cost: float = 0.0
+    unpriced: int = 0  # finished tasks whose cost is unknown
 
     def fail(self) -> None:
         """Count one failed task."""
@@ -266,12 +270,22 @@ class BatchStats:
             self.best_scores.append(result.score)
         reason = result.stop_reason or "unfinished"
         self.stop_reasons[reason] = self.stop_reasons.get(reason, 0) + 1
+        if result.usage.cost is None:
+            self.unpriced += 1
+        else:
+            self.cost += result.usage.cost
 
     def describe(self) -> str:
         """`done 3/10, failed 0, mean score 0.42 → 0.81` style summary."""
         text = f"done {self.done}/{self.total}, failed {self.failed}"
         if self.best_scores:
             text += f", mean score {_mean(self.first_scores):.2f} → {_mean(self.best_scores):.2f}"
+        if self.done == self.unpriced:
+            text += ", cost unknown" if self.done else ""
+        else:
+            text += f", cost {cost_text(self.cost)}"
+            if self.unpriced:
+                text += f" + {self.unpriced} task(s) with an unknown price"
         return text
 
 

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 from langchain_core.language_models import BaseChatModel
 from langgraph.types import RetryPolicy
 
-from langgraph_refine._budget import Budget
+from langgraph_refine._budget import LIMITS, Budget
 from langgraph_refine._graph import create_refine_graph
 from langgraph_refine._memory import MemoryPolicy
+from langgraph_refine._prices import Price
 from langgraph_refine._retry import DEFAULT_RETRY_POLICY
 from langgraph_refine._state import Strategy
 from langgraph_refine.cli._errors import CliError
@@ -28,7 +29,8 @@ STRATEGY_CHOICES: tuple[str, ...] = get_args(Strategy)
 ON_BUDGET_CHOICES: tuple[str, ...] = get_args(
     get_type_hints(create_refine_graph)["on_budget_exhausted"]
 )
-BUDGET_KEYS = ("max_calls", "max_tokens", "max_seconds")
+BUDGET_KEYS = LIMITS
+"""The limits a batch line's `budget` (and the `--budget-*` / `--max-cost` flags) set."""
 PER_LINE_OPTIONS = (
     "evaluator",
     "target_score",
@@ -57,43 +59,98 @@ def parse_choice(value: object, choices: Sequence[str], *, option: str) -> str:
 
 
 def parse_budget(value: object) -> Budget | None:
-    """A batch line's `budget`: null, or an object with `max_calls`, `max_tokens`, `max_seconds`.
+    """A batch line's `budget`: null, or an object with limits and optional `prices`.
+
+    The limits are `max_calls`, `max_tokens`, `max_seconds` and `max_cost`; `prices` maps
+    model names to `{"input": ..., "output": ...}` in USD per million tokens.
 
     Raises:
         CliError: For another shape, an unknown key, or a limit `Budget` rejects.
     """
     if value is None:
         return None
-    if not isinstance(value, dict) or not set(value) <= set(BUDGET_KEYS):
+    keys = (*BUDGET_KEYS, "prices")
+    if not isinstance(value, dict) or not set(value) <= set(keys):
         raise CliError(
-            f"'budget' must be null or an object with keys among {', '.join(BUDGET_KEYS)}, "
-            f"got {value!r}"
+            f"'budget' must be null or an object with keys among {', '.join(keys)}, got {value!r}"
         )
     return make_budget(**value)
 
 
 def make_budget(
-    max_calls: Any = None, max_tokens: Any = None, max_seconds: Any = None
+    max_calls: Any = None,
+    max_tokens: Any = None,
+    max_seconds: Any = None,
+    max_cost: Any = None,
+    prices: Any = None,
 ) -> Budget | None:
-    """A `Budget` from its limits, or None when none is set.
+    """A `Budget` from its limits and prices, or None when none is set.
 
     Raises:
-        CliError: If `Budget` rejects a limit.
+        CliError: If `Budget` rejects a limit or a price.
     """
-    if max_calls is None and max_tokens is None and max_seconds is None:
+    if all(v is None for v in (max_calls, max_tokens, max_seconds, max_cost)) and not prices:
         return None
     try:
-        return Budget(max_calls=max_calls, max_tokens=max_tokens, max_seconds=max_seconds)
+        return Budget(
+            max_calls=max_calls,
+            max_tokens=max_tokens,
+            max_seconds=max_seconds,
+            max_cost=max_cost,
+            prices=prices,
+        )
     except (TypeError, ValueError) as exc:
         raise CliError(f"budget: {exc}") from None
 
 
+def parse_prices(values: Sequence[str] | None) -> dict[str, Price]:
+    """`--price MODEL=IN,OUT` options: USD per million input and output tokens, by model.
+
+    Raises:
+        CliError: Naming the value and showing the expected form.
+
+    Example:
+        >>> parse_prices(["my-model=0.15,0.6"])
+        {'my-model': Price(input=0.15, output=0.6, cache_read=None)}
+    """
+    prices: dict[str, Price] = {}
+    for value in values or []:
+        model, _, numbers = value.rpartition("=")
+        parts = numbers.split(",")
+        try:
+            usd = [float(part) for part in parts]
+        except ValueError:
+            usd = []
+        if not model.strip() or len(usd) != 2 or not all(0 <= x < float("inf") for x in usd):
+            raise CliError(
+                f"--price {value!r}: expected MODEL=IN,OUT with IN and OUT in USD per million "
+                "input and output tokens (numbers >= 0), e.g. --price gpt-4o-mini=0.15,0.6"
+            )
+        prices[model.strip()] = Price(input=usd[0], output=usd[1])
+    return prices
+
+
+def with_prices(budget: Budget | None, prices: Mapping[str, Price]) -> Budget | None:
+    """`budget` with `prices` added (its own prices win); a budget that only prices if none."""
+    if not prices:
+        return budget
+    if budget is None:
+        return Budget(prices=prices)
+    return replace(budget, prices={**prices, **(budget.prices or {})})
+
+
 def budget_dict(budget: Budget | None) -> dict[str, Any] | None:
-    """`budget` as the dict a run's context takes (the limits that are set)."""
+    """`budget` as the dict a run's context takes (the limits that are set, and prices)."""
     if budget is None:
         return None
     limits = {key: getattr(budget, key) for key in BUDGET_KEYS}
-    return {key: value for key, value in limits.items() if value is not None}
+    data: dict[str, Any] = {key: value for key, value in limits.items() if value is not None}
+    if budget.prices:
+        data["prices"] = {
+            model: {k: v for k, v in asdict(price).items() if v is not None}
+            for model, price in budget.prices.items()
+        }
+    return data
 
 
 def parse_memory(value: str | int) -> str | int:
@@ -135,8 +192,9 @@ class LoopOptions:
         memory: Which earlier attempts the generator sees.
         min_delta: The least gain that counts as progress for the plateau rule.
         strategy: The search strategy; None leaves the library's default.
-        budget: Limits on model calls, tokens and seconds.
+        budget: Limits on model calls, tokens, seconds and cost.
         on_budget_exhausted: `stop` (return the best so far) or `raise` (fail the task).
+        prices: `--price` values: model prices for every task's budget.
     """
 
     specs: list[EvaluatorSpec] = field(default_factory=list)
@@ -148,6 +206,7 @@ class LoopOptions:
     strategy: str | None = None
     budget: Budget | None = None
     on_budget_exhausted: str = "stop"
+    prices: Mapping[str, Price] = field(default_factory=dict)
 
     @classmethod
     def from_cli(
@@ -167,8 +226,9 @@ class LoopOptions:
             max_iterations: `--max-iterations`.
             patience: `--patience` (0 disables).
             memory: `--memory`.
-            **extra: `min_delta`, `strategy`, `on_budget_exhausted`, and the budget limits
-                `max_calls`, `max_tokens`, `max_seconds` (None: not given).
+            **extra: `min_delta`, `strategy`, `on_budget_exhausted`, the budget limits
+                `max_calls`, `max_tokens`, `max_seconds`, `max_cost` (None: not given),
+                and `prices` (the `--price` values).
         """
         strategy = extra.get("strategy")
         options = cls(
@@ -182,6 +242,7 @@ class LoopOptions:
             if strategy is None
             else parse_choice(strategy, STRATEGY_CHOICES, option="--strategy"),
             budget=make_budget(*(extra.get(key) for key in BUDGET_KEYS)),
+            prices=parse_prices(extra.get("prices")),
             on_budget_exhausted=parse_choice(
                 extra.get("on_budget_exhausted", "stop"),
                 ON_BUDGET_CHOICES,
@@ -239,6 +300,10 @@ class LoopOptions:
         updated.check()
         return updated
 
+    def run_budget(self) -> Budget | None:
+        """The budget a task runs with: its limits, priced with the `--price` values."""
+        return with_prices(self.budget, self.prices)
+
     def graph_kwargs(self, judge_model: Callable[[], BaseChatModel]) -> dict[str, Any]:
         """Keyword arguments for `create_refine_graph` / `refine` / `arefine`.
 
@@ -256,7 +321,7 @@ class LoopOptions:
             "patience": self.patience,
             "memory": self.memory,
             "min_delta": self.min_delta,
-            "budget": self.budget,
+            "budget": self.run_budget(),
             "on_budget_exhausted": self.on_budget_exhausted,
             "retry_policy": CLI_RETRY_POLICY,
         }

@@ -66,7 +66,7 @@ def run_context(item: BatchItem, models: dict[str, Any] | None = None) -> dict[s
         "patience": options.patience,
         "min_delta": options.min_delta,
     }
-    budget = budget_dict(options.budget)
+    budget = budget_dict(options.run_budget())
     if budget:
         context["budget"] = budget
     if options.strategy is not None:

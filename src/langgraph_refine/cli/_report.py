@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from langgraph_refine._display import cost_text
 from langgraph_refine._record import StrategyRecord
 from langgraph_refine._state import Attempt
 from langgraph_refine._strategy import MoveStats, round_stats
@@ -52,6 +53,8 @@ class TaskRecord:
         score_history: One score per evaluated attempt.
         attempts: The attempts as dicts (`index`, `response`, `evaluation`).
         error: Why the task failed (a row written by a failed task), else None.
+        calls: Model calls the task made, if the row says.
+        cost: US dollars the task spent, if the row says and its price was known.
     """
 
     id: Any
@@ -64,6 +67,8 @@ class TaskRecord:
     score_history: list[float]
     attempts: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
+    calls: int | None = None
+    cost: float | None = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TaskRecord:
@@ -84,6 +89,7 @@ class TaskRecord:
             ]
         if not isinstance(history, list) or not all(_is_number(s) for s in history):
             raise ValueError(f"'score_history' must be a list of numbers, got {history!r:.80}")
+        usage: dict[str, Any] = data["usage"] if isinstance(data.get("usage"), dict) else {}
         score = data.get("score")
         if score is not None and not _is_number(score):
             raise ValueError(f"'score' must be a number or null, got {score!r:.80}")
@@ -98,6 +104,8 @@ class TaskRecord:
             score_history=[float(s) for s in history],
             attempts=[a for a in attempts if isinstance(a, dict)],
             error=str(data["error"]) if data.get("error") else None,
+            calls=_count(usage.get("calls")),
+            cost=float(usage["cost"]) if _is_number(usage.get("cost")) else None,
         )
 
     @property
@@ -115,6 +123,20 @@ class TaskRecord:
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def cost_summary(records: Sequence[TaskRecord]) -> str:
+    """The batch's total cost, and how many tasks' cost is unknown."""
+    known = [r.cost for r in records if r.cost is not None]
+    unknown = len(records) - len(known)
+    if not known:
+        return "unknown (no row holds a priced usage)"
+    text = cost_text(sum(known))
+    return text + (f" + {unknown} task(s) with an unknown cost" if unknown else "")
 
 
 def read_records(path: Path, warn: Callable[[str], None]) -> list[TaskRecord]:
@@ -313,6 +335,8 @@ def render_report(
         ("mean best score", _fmt(_mean(bests))),
         ("mean gain (best - first)", _fmt(_mean(gains))),
         ("mean refinement rounds", _fmt(_mean([float(r.iterations) for r in records]))),
+        ("model calls", str(sum(r.calls or 0 for r in records))),
+        ("cost (USD)", html.escape(cost_summary(records))),
     ]
     out = [
         "<!DOCTYPE html>",
@@ -455,6 +479,7 @@ def _task_details(record: TaskRecord, color: str) -> str:
         f'<details class="task" data-id="{esc(str(record.id), quote=True)}"><summary>'
         f"<strong>{esc(str(record.id))}</strong>{sparkline(record.score_history, color)}"
         f"<span>{esc(history)}</span><span>stop: {esc(record.stop_reason)}</span>"
+        f"<span>{esc(cost_text(record.cost))}</span>"
         f"{summary_error}</summary>{error_block}"
         f"<h4>Task</h4><pre>{esc(record.task)}</pre>"
         f"<h4>Best response (score {_fmt(record.best_score)})</h4><pre>{esc(record.value)}</pre>"

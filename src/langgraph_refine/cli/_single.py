@@ -74,6 +74,7 @@ def result_json(result: RefineResult) -> dict[str, Any]:
         "stop_reason": result.stop_reason,
         "iterations": result.iterations,
         "score_history": list(result.score_history),
+        "usage": result.usage.model_dump(mode="json"),
         "attempts": [attempt.model_dump(mode="json") for attempt in result.attempts],
     }
 

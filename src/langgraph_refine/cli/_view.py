@@ -14,6 +14,7 @@ from rich.panel import Panel
 from rich.status import Status
 from rich.text import Text
 
+from langgraph_refine._display import shorten, usage_text
 from langgraph_refine._result import RefineResult
 
 FEEDBACK_CHARS = 100
@@ -22,9 +23,8 @@ _VERDICT_STYLES = {"PASS": "green", "NEEDS_IMPROVEMENT": "yellow", "FAIL": "red"
 
 
 def short(text: str, limit: int = FEEDBACK_CHARS) -> str:
-    """The first line of `text`, cut to `limit` characters."""
-    first = " ".join(text.split())
-    return first if len(first) <= limit else first[: limit - 1] + "…"
+    """`text` on one line, cut at a word boundary to `limit` characters (see `shorten`)."""
+    return shorten(text, limit)
 
 
 def score_text(score: float | None) -> str:
@@ -102,6 +102,7 @@ def show_result(console: Console, result: RefineResult) -> None:
     console.print(Panel(Text(result.value), title=title, title_align="left"))
     if result.feedback:
         console.print(Text("feedback: " + short(result.feedback, 300), style="dim"))
+    console.print(Text("spent: " + usage_text(result.usage), style="dim"))
 
 
 def show_review(console: Console, payload: Mapping[str, Any]) -> None:
