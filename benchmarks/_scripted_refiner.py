@@ -7,7 +7,9 @@ these words: a, b, c, d.":
 - a fresh answer uses each word with probability `p_word`;
 - a refinement starts from the refined attempt's words, adds each word the feedback names
   as missing with probability `p_fix`, and drops each word it had with probability
-  `p_forget`.
+  `p_forget`;
+- a guided sample (the feedback without the attempt it was about) is a fresh answer
+  that also adds each word the feedback names with probability `p_fix`.
 
 It reads the refined attempt and the feedback from either prompt form: the multi-turn
 conversation (the attempt as its own AI turn, the feedback in the next human message) or
@@ -57,10 +59,17 @@ class ScriptedRefiner(BaseChatModel):
         task = _TASK.search(text)
         words = [w.strip() for w in task.group(1).split(",")] if task else []
         missing = _MISSING.findall(text)
+        before = self._refined_text(messages, text) if missing else None
         if not missing:  # a fresh sample of the task
             chosen = [w for w in words if self.rng.random() < self.p_word]
+        elif not before:  # a guided sample: a fresh answer told what was missing
+            named = {w.strip().strip('"') for w in missing[-1].split(",")}
+            chosen = [
+                w
+                for w in words
+                if self.rng.random() < self.p_word or (w in named and self.rng.random() < self.p_fix)
+            ]
         else:
-            before = self._refined_text(messages, text)
             named = {w.strip().strip('"') for w in missing[-1].split(",")}
             chosen = [
                 w

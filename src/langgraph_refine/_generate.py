@@ -23,8 +23,8 @@ from langgraph_refine._budget import BudgetStop
 from langgraph_refine._errors import ContextLengthError, RefineError
 from langgraph_refine._memory import select_attempts
 from langgraph_refine._options import LoopOptions
-from langgraph_refine._prompts import refinement_messages, smallest_prompt
-from langgraph_refine._result import RefineResult
+from langgraph_refine._prompts import guided_prompt, refinement_messages, smallest_prompt
+from langgraph_refine._result import RefineResult, best_attempt
 from langgraph_refine._retry import is_context_length_error
 from langgraph_refine._state import (
     Attempt,
@@ -74,10 +74,11 @@ def next_move(state: Mapping[str, Any]) -> MoveKind:
     """The kind of move the next attempt makes (recorded as its `Attempt.move`).
 
     A reviewer's request makes it a `"revise"`; otherwise a refinement (`refined_attempt`)
-    is a `"refine"` and a fresh answer a `"sample"`.
+    is a `"refine"`, and a fresh answer a `"guided"` sample if the strategy chose one
+    (`next_move`), else a `"sample"`.
     """
     if refined_attempt(state) is None:
-        return "sample"
+        return "guided" if state.get("next_move") == "guided" else "sample"
     return "revise" if state.get("reviewer_feedback") else "refine"
 
 
@@ -165,6 +166,9 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         options = options or self.options
         parent = refined_attempt(state)
         if parent is None:
+            if next_move(state) == "guided":
+                text = _guided(state, options)
+                return _asking_for(options.output_schema, [HumanMessage(text)])
             return _asking_for(options.output_schema, [HumanMessage(state["task"])])
         history = _history(state.get("attempts") or [], parent, options)
         shown = select_attempts(history, options.memory)
@@ -424,6 +428,13 @@ def _asking_for(schema: OutputSchema | None, messages: list[BaseMessage]) -> lis
         return messages
     last = messages[-1]
     return [*messages[:-1], HumanMessage(f"{last.text}\n\n{schema.instruction()}")]
+
+
+def _guided(state: Mapping[str, Any], options: LoopOptions) -> str:
+    """A guided sample's prompt: the task and the feedback on the best attempt so far."""
+    best = best_attempt(state.get("attempts") or [])
+    feedback = best.evaluation.feedback if best is not None and best.evaluation else ""
+    return guided_prompt(state["task"], feedback, options.max_attempt_chars)
 
 
 def _history(attempts: Sequence[Attempt], parent: Attempt, options: LoopOptions) -> list[Attempt]:

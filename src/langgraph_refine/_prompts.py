@@ -1,4 +1,4 @@
-"""The wording of the prompts the loop sends: the refinement prompt and the judge prompt.
+"""The wording of the prompts the loop sends: the refinement, guided-sample and judge prompts.
 
 The refinement prompt comes in two forms. `"messages"` puts the round to a chat model as
 the conversation it would have had: the task as a human message, each shown attempt as
@@ -147,6 +147,32 @@ def refinement_messages(
             lines += ["", *_closing(reviewer_feedback)]
         messages.append(HumanMessage("\n".join(lines)))
     return messages
+
+
+# A guided sample is a fresh answer: the task, then what the feedback asked for, and no
+# earlier attempt (a small model shown an attempt copies it, and our headings, back).
+# Plain sentences, no headings or tags, for the same reason.
+GUIDED_INSTRUCTIONS = (
+    "An earlier answer to this task was reviewed. The review said:\n{feedback}\n\n"
+    "Write a new answer to the task that does what the review asks. "
+    "Reply with the answer only."
+)
+
+
+def guided_prompt(task: str, feedback: str, max_chars: int = 8000) -> str:
+    """The prompt of a guided sample: the task and what earlier feedback asked for.
+
+    Args:
+        task: The task as given by the user.
+        feedback: The feedback on the best attempt so far (what it still lacks).
+        max_chars: The feedback is cut to this many characters.
+
+    Returns:
+        The text of the single user message sent to the generator.
+    """
+    if not feedback.strip():
+        return task
+    return f"{task.strip()}\n\n" + GUIDED_INSTRUCTIONS.format(feedback=cut(feedback, max_chars))
 
 
 def smallest_prompt(task: str, attempt: Attempt | None, reviewer_feedback: str | None) -> str:

@@ -43,11 +43,12 @@ StopReason: TypeAlias = Literal[
 Strategy: TypeAlias = Literal["chain", "explore", "sample"]
 """How each round after the first chooses what to generate (see `_strategy`)."""
 
-MoveKind: TypeAlias = Literal["sample", "refine", "revise"]
+MoveKind: TypeAlias = Literal["sample", "refine", "revise", "guided"]
 """The kind of move that produced an attempt (`Attempt.move`, see `_strategy`):
 `"sample"` a fresh answer to the task alone (attempt 0 included), `"refine"` a
 refinement of an earlier attempt chosen by the strategy, `"revise"` a refinement a
-human reviewer asked for."""
+human reviewer asked for, `"guided"` a fresh answer told what earlier feedback asked
+for (without the earlier attempt)."""
 
 PromptForm: TypeAlias = Literal["messages", "single"]
 """How a refinement round is put to a chat model: a multi-turn conversation

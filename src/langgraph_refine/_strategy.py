@@ -44,6 +44,15 @@ from langgraph_refine._state import Attempt, MoveKind, Strategy
 EXPLORE_WEIGHT = 5.0
 """REx's C: how strongly an arm's score shapes its belief (REx found 5-20 robust)."""
 
+FRESH_MOVES: tuple[MoveKind, ...] = ("sample", "guided")
+"""The kinds of fresh answer explore may choose with a record, in order of preference on a tie."""
+
+RECORD_SHARPEN_ROUNDS = 20.0
+"""Pooled rounds per unit of sharpening of explore's beliefs (see `_explore_with_record`)."""
+
+RECORD_SHARPEN_MAX = 10.0
+"""The most explore's beliefs are sharpened, however large the record."""
+
 
 @dataclass(frozen=True)
 class MoveStats:
@@ -202,7 +211,11 @@ def _explore(attempts: Sequence[Attempt], task: str, record: Mapping[str, MoveSt
         return SAMPLE
     best = best_attempt(evaluated)
     assert best is not None
-    if len(attempts) == 1 or (attempts[-1].parent is not None and _raised_best(attempts)):
+    if attempts[-1].parent is not None and _raised_best(attempts):
+        return _refine(best.index)  # a refinement just worked here: exploit it
+    if _pooled_rounds(record):
+        return _explore_with_record(attempts, task, record, best)
+    if len(attempts) == 1:
         return _refine(best.index)
     (refine_wins, refines), (sample_wins, samples) = _record(attempts)
     # A refinement that scored below its parent is evidence of a model that degrades what
@@ -220,6 +233,44 @@ def _explore(attempts: Sequence[Attempt], task: str, record: Mapping[str, MoveSt
     refined = _times_refined(attempts)
     draws = [(_draw(rng, _score(a), refined.get(a.index, 0)), a.index) for a in evaluated]
     return _refine(max(draws, key=lambda d: d[0])[1])  # ties go to the earlier attempt
+
+
+def _explore_with_record(
+    attempts: Sequence[Attempt], task: str, record: Mapping[str, MoveStats], best: Attempt
+) -> Choice:
+    """Explore's choice weighing the pooled record with this run's own rounds.
+
+    Two Thompson draws over "raised the best score" rates: refining the best attempt
+    against a fresh answer (every fresh kind's counts together), then, if fresh, which
+    fresh kind. A kind's belief is `Beta(1 + k*raised, 1 + k*(rounds - raised))` over
+    pooled plus own counts, sharpened by `k = min(RECORD_SHARPEN_MAX, 1 + pooled/
+    RECORD_SHARPEN_ROUNDS)` as the pooled record grows: a thin record explores, a
+    thick one mostly acts on what it says (so a kind it says hurts is rarely tried).
+    """
+    counts = _counts(record, round_stats(attempts))
+    rng = random.Random(_seed(task, len(attempts)))
+    sharpen = min(RECORD_SHARPEN_MAX, 1.0 + _pooled_rounds(record) / RECORD_SHARPEN_ROUNDS)
+
+    def draw(*kinds: str) -> float:
+        total = sum((counts.get(kind, MoveStats()) for kind in kinds), MoveStats())
+        raised, failed = total.raised, total.rounds - total.raised
+        return rng.betavariate(1.0 + sharpen * raised, 1.0 + sharpen * failed)
+
+    refine, fresh = draw("refine"), draw(*FRESH_MOVES)
+    if refine >= fresh:  # ties refine, as without a record
+        return _refine(best.index)
+    values = [draw(kind) for kind in FRESH_MOVES]
+    return Choice(max(FRESH_MOVES, key=lambda kind: values[FRESH_MOVES.index(kind)]))
+
+
+def _pooled_rounds(record: Mapping[str, MoveStats]) -> int:
+    return sum(record[kind].rounds for kind in ("refine", *FRESH_MOVES) if kind in record)
+
+
+def _counts(record: Mapping[str, MoveStats], own: Mapping[str, MoveStats]) -> dict[str, MoveStats]:
+    return {
+        kind: record.get(kind, MoveStats()) + own.get(kind, MoveStats()) for kind in {*record, *own}
+    }
 
 
 def _record(attempts: Sequence[Attempt]) -> tuple[tuple[int, int], tuple[int, int]]:
