@@ -11,6 +11,7 @@ import json
 import re
 import uuid
 from collections.abc import Sequence
+from dataclasses import astuple
 from typing import Any
 
 import pytest
@@ -18,9 +19,10 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from langgraph_refine import Attempt, Evaluation, create_refine_graph, refine
+from langgraph_refine import Attempt, Evaluation, GeneratorNode, create_refine_graph, refine
 from langgraph_refine._state import Strategy
 from langgraph_refine._strategy import (
+    FRESH_MOVES,
     Choice,
     MoveStats,
     choose_next,
@@ -490,3 +492,103 @@ def test_move_stats_from_dict_rejects_what_is_not_a_count(bad: dict[str, Any]) -
 def test_explore_without_a_record_refines_attempt_0_in_round_1(record: Any) -> None:
     for score in (0.0, 0.3, 0.8):
         assert choose_next("explore", [attempt(0, score)], TASK, record) == Choice("refine", 0)
+
+
+# -- explore with a pooled record -----------------------------------------------------------
+
+FALLING = {"refine": MoveStats(rounds=60, raised=0, fell=60), "sample": MoveStats(60, 15, 20)}
+HELPING = {"refine": MoveStats(rounds=60, raised=50, fell=2), "sample": MoveStats(6, 1, 3)}
+TASKS = [f"task {i}" for i in range(60)]
+
+
+def test_a_record_where_refinements_fall_samples_from_round_1() -> None:
+    for task in TASKS:
+        choice = choose_next("explore", [attempt(0, 0.5)], task, FALLING)
+        assert choice.parent is None and choice.move in FRESH_MOVES, task
+    # Later rounds too, whatever this run did so far.
+    run = [attempt(0, 0.5), attempt(1, 0.4), attempt(2, 0.3)]
+    assert all(choose_next("explore", run, t, FALLING).parent is None for t in TASKS)
+
+
+def test_a_record_where_refinements_help_refines_from_round_1() -> None:
+    for task in TASKS:
+        assert choose_next("explore", [attempt(0, 0.2)], task, HELPING) == Choice("refine", 0)
+    # It refines the best attempt, after a fresh sample raised it too.
+    run = [attempt(0, 0.2), attempt(1, 0.1, parent=0), attempt(2, 0.6)]
+    assert all(choose_next("explore", run, t, HELPING) == Choice("refine", 2) for t in TASKS)
+
+
+def test_a_thin_record_still_explores_and_a_thick_one_acts_on_what_it_says() -> None:
+    thin = {"refine": MoveStats(2, 0, 1), "sample": MoveStats(2, 1, 0)}
+    moves = [choose_next("explore", [attempt(0, 0.5)], t, thin).move for t in TASKS]
+    assert moves.count("refine") >= 5 and len(moves) - moves.count("refine") >= 5
+    # The same rates over a hundred times the rounds: refinement is rarely tried again.
+    thick = {kind: MoveStats(*(100 * n for n in astuple(s))) for kind, s in thin.items()}
+    moves = [choose_next("explore", [attempt(0, 0.5)], t, thick).move for t in TASKS]
+    assert moves.count("refine") <= 1
+
+
+def test_this_runs_own_rounds_count_with_the_record() -> None:
+    # Pooled evidence is even; this run's refinements fell three times: sample.
+    even = {"refine": MoveStats(4, 1, 1), "sample": MoveStats(4, 1, 1)}
+    run = [attempt(0, 0.6), attempt(1, 0.5, parent=0), attempt(2, 0.4, parent=0)]
+    run.append(attempt(3, 0.3, parent=0))
+    fresh = [choose_next("explore", run, t, even).parent is None for t in TASKS]
+    assert sum(fresh) >= 0.8 * len(TASKS)
+
+
+def test_with_a_record_a_refinement_that_just_raised_the_best_is_followed() -> None:
+    # Own evidence first: this run's refinement worked, so the best is refined again.
+    run = [attempt(0, 0.2), attempt(1, 0.7, parent=0)]
+    assert all(choose_next("explore", run, t, FALLING) == Choice("refine", 1) for t in TASKS)
+
+
+def test_the_record_choice_is_seeded_by_the_task_and_the_round() -> None:
+    even = {"refine": MoveStats(10, 4, 3), "sample": MoveStats(10, 4, 3)}
+    run = [attempt(0, 0.5)]
+    for task in TASKS:
+        assert choose_next("explore", run, task, even) == choose_next("explore", run, task, even)
+    assert len({choose_next("explore", run, t, even).move for t in TASKS}) > 1
+
+
+def test_a_record_of_revise_rounds_alone_is_no_record() -> None:
+    revised = {"revise": MoveStats(rounds=50, raised=0, fell=50)}
+    assert choose_next("explore", [attempt(0, 0.4)], TASK, revised) == Choice("refine", 0)
+
+
+def test_chain_and_sample_ignore_the_record() -> None:
+    run = [attempt(0, 0.4), attempt(1, 0.5, parent=0)]
+    assert choose_next("chain", run, TASK, FALLING) == Choice("refine", 1)
+    assert choose_next("sample", run, TASK, HELPING) == Choice("sample", None)
+
+
+# -- the guided move -------------------------------------------------------------------------
+
+
+def test_a_guided_sample_is_told_the_best_attempts_feedback_but_not_shown_it() -> None:
+    model = drafts(1)
+    node = GeneratorNode(model)
+    best = Attempt(
+        index=1, response="SECRET DRAFT", evaluation=Evaluation(score=0.6, feedback="Add a title.")
+    )
+    state = {
+        "task": TASK,
+        "attempts": [attempt(0, 0.2), best],
+        "refine_from": None,
+        "next_move": "guided",
+    }
+    pending = Attempt.model_validate(node.invoke(state)["pending"])
+    assert (pending.move, pending.parent) == ("guided", None)
+    [prompt] = model.calls
+    assert len(prompt) == 1 and isinstance(prompt[0], HumanMessage)
+    text = prompt[0].text
+    assert text.startswith(TASK) and "Add a title." in text
+    assert "SECRET DRAFT" not in text and "<answer>" not in text and "#" not in text
+
+
+def test_a_guided_sample_without_feedback_is_the_task_alone() -> None:
+    model = drafts(1)
+    state = {"task": TASK, "attempts": [attempt(0, 0.2)], "next_move": "guided"}
+    state["refine_from"] = None
+    GeneratorNode(model).invoke(state)
+    assert model.calls == [[HumanMessage(TASK)]]

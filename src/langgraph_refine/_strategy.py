@@ -47,6 +47,11 @@ EXPLORE_WEIGHT = 5.0
 FRESH_MOVES: tuple[MoveKind, ...] = ("sample", "guided")
 """The kinds of fresh answer explore may choose with a record, in order of preference on a tie."""
 
+KEPT_CREDIT = 0.3
+"""What a round that neither raised the best nor fell counts for, against 1 for a raise.
+
+A fall (scored below where it started) counts 0: the evidence of a move that hurts."""
+
 RECORD_SHARPEN_ROUNDS = 20.0
 """Pooled rounds per unit of sharpening of explore's beliefs (see `_explore_with_record`)."""
 
@@ -253,8 +258,9 @@ def _explore_with_record(
 
     def draw(*kinds: str) -> float:
         total = sum((counts.get(kind, MoveStats()) for kind in kinds), MoveStats())
-        raised, failed = total.raised, total.rounds - total.raised
-        return rng.betavariate(1.0 + sharpen * raised, 1.0 + sharpen * failed)
+        kept = total.rounds - total.raised - total.fell
+        worth = total.raised + KEPT_CREDIT * kept
+        return rng.betavariate(1.0 + sharpen * worth, 1.0 + sharpen * (total.rounds - worth))
 
     refine, fresh = draw("refine"), draw(*FRESH_MOVES)
     if refine >= fresh:  # ties refine, as without a record
