@@ -27,10 +27,17 @@ ORDER = (
     "checkpoint_growth",
     "quality",
     "refine_outcomes",
+    "strategies",
     "real_overhead",
     "judge_contradictions",
 )
-NEEDS_LOCAL_MODEL = ("quality", "refine_outcomes", "real_overhead", "judge_contradictions")
+NEEDS_LOCAL_MODEL = (
+    "quality",
+    "refine_outcomes",
+    "strategies",
+    "real_overhead",
+    "judge_contradictions",
+)
 
 
 def _runner(name: str) -> Callable[[bool], BenchResult]:

@@ -101,3 +101,50 @@ def test_quality_verdict_reads_the_measured_numbers() -> None:
     assert "It does not reach best-of-4 on SmolLM2" in below
     assert "0.810 on SmolLM2" in below and "best-of-4 (0.850)" in below
     assert "It reaches best-of-4" in quality.verdict(columns(0.86, 0.85))
+
+
+# -- strategies: the scripted drive, the statistics and the verdict --------------------------
+
+
+def test_bootstrap_interval_and_win_tie_loss() -> None:
+    from benchmarks import strategies
+
+    low, high = strategies.bootstrap_interval([0.5] * 10)
+    assert low == high == 0.5
+    values = [0.0, 1.0] * 50
+    low, high = strategies.bootstrap_interval(values)
+    assert low < 0.5 < high and high - low < 0.3
+    runs = [strategies.Run(s, 4) for s in (0.2, 0.6, 0.6)]
+    base = [strategies.Run(s, 4) for s in (0.4, 0.6, 0.2)]
+    assert strategies.win_tie_loss(runs, base) == (1, 1, 1)
+
+
+def test_the_scripted_drive_learns_across_tasks_when_warm() -> None:
+    from benchmarks import strategies
+
+    weak = strategies.run_scripted(0.05, 0.45, calls=4, repeats=1, tasks=30)
+    strong = strategies.run_scripted(0.9, 0.02, calls=4, repeats=1, tasks=30)
+    assert all(set(r.moves) == {"sample"} for r in weak["best-of-N"])
+    assert all(set(r.moves[1:]) <= {"refine"} for r in weak["chain"])
+    # Cold, every run's round 1 refines; warm, later runs on the weak refiner answer
+    # afresh from round 1, and on the strong one go on refining.
+    assert all(r.moves[1] == "refine" for r in weak["explore, cold"] if len(r.moves) > 1)
+    late = [r.moves[1] for r in weak["explore, warm"][10:] if len(r.moves) > 1]
+    assert late.count("refine") <= len(late) // 5
+    late = [r.moves[1] for r in strong["explore, warm"][10:] if len(r.moves) > 1]
+    assert set(late) == {"refine"}
+    assert all("guided" not in r.moves for r in weak["explore, warm, no guided"])
+    assert all(r.calls <= 4 for arm in weak.values() for r in arm)
+
+
+def test_strategies_verdict_reads_the_measured_numbers() -> None:
+    from benchmarks import strategies
+
+    def arms(scores: dict[str, float]) -> Any:
+        return {arm: [strategies.Run(scores.get(arm, 0.5), 4)] for arm in strategies.ARMS}
+
+    real = {calls: arms({"explore, warm": 0.9, "best-of-N": 0.8}) for calls in (4, 8)}
+    scripted = {("weak", 4): arms({"explore, warm": 0.66, "best-of-N": 0.68, "chain": 0.4})}
+    text = strategies.verdict(real, scripted)
+    assert "warm explore scores 0.900 against best-of-4 0.800" in text
+    assert "largest shortfall against the better of chain and best-of-N is -0.020 (weak" in text

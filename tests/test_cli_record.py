@@ -151,10 +151,9 @@ def test_report_shows_the_moves_and_the_stored_record(
     run = cli("report", str(out), "--html", str(page), "--store", str(store))
     assert run.code == 0, run.err
     # Every refinement fell below what it refined, and none raised the best score.
-    assert f"refine {refines} rounds, raised the best 0 (0%), fell {refines}" in run.out
-    assert f"refine {refines} rounds, raised the best 0 (0%), fell {refines}" in record_line(
-        run.out
-    )
+    counted = f"refine {refines} round{'' if refines == 1 else 's'}, raised the best 0 (0%)"
+    assert f"{counted}, fell {refines}" in run.out
+    assert f"{counted}, fell {refines}" in record_line(run.out)
     html = page.read_text()
     assert '<section id="moves">' in html
     assert f'data-title="strategy record {KEY}"' in html

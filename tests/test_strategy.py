@@ -592,3 +592,19 @@ def test_a_guided_sample_without_feedback_is_the_task_alone() -> None:
     state["refine_from"] = None
     GeneratorNode(model).invoke(state)
     assert model.calls == [[HumanMessage(TASK)]]
+
+
+def test_the_agent_middleware_asks_a_guided_answer_with_the_feedback_alone() -> None:
+    from langgraph_refine._middleware import _move
+
+    first = Attempt(
+        index=0, response="DRAFT", evaluation=Evaluation(score=0.4, feedback="Name the tower.")
+    )
+    state = {"messages": [HumanMessage(TASK), AIMessage("DRAFT")]}
+    update = _move(state, Choice("guided"), [first])
+    assert update["refine_next"] == ["guided", None]
+    assert update["refine_hidden_to"] == 2  # the earlier turns are hidden from the model
+    [asked] = update["messages"]
+    assert "Name the tower." in asked.text and "DRAFT" not in asked.text
+    # A plain fresh sample adds no message.
+    assert "messages" not in _move(state, Choice("sample"), [first])

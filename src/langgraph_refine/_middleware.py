@@ -51,6 +51,7 @@ from langgraph.types import Command
 from langgraph_refine._budget import Budget, BudgetMeter, BudgetStop, metered
 from langgraph_refine._errors import BudgetExhaustedError
 from langgraph_refine._options import HumanReview, check_choice
+from langgraph_refine._prompts import guided_request
 from langgraph_refine._reasoning import split_reasoning
 from langgraph_refine._record import RecordUpdate, aexchange, evaluator_kind, exchange, model_name
 from langgraph_refine._result import RefineResult, best_attempt
@@ -600,6 +601,11 @@ def _move(state: Mapping[str, Any], choice: Choice, attempts: list[Attempt]) -> 
     chosen["refine_hidden_to"] = len(state["messages"])
     again: dict[str, Any] = {"refine_phase": "running", "jump_to": "model"}
     if choice.parent is None:
+        if choice.move == "guided":  # a fresh answer told what the best one's feedback asked
+            best = best_attempt(attempts)
+            feedback = best.evaluation.feedback if best and best.evaluation else ""
+            if feedback.strip():
+                return again | chosen | {"messages": [HumanMessage(guided_request(feedback))]}
         return again | chosen
     refined = next(a for a in attempts if a.index == choice.parent)
     evaluation = refined.evaluation

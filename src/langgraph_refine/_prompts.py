@@ -172,7 +172,12 @@ def guided_prompt(task: str, feedback: str, max_chars: int = 8000) -> str:
     """
     if not feedback.strip():
         return task
-    return f"{task.strip()}\n\n" + GUIDED_INSTRUCTIONS.format(feedback=cut(feedback, max_chars))
+    return f"{task.strip()}\n\n{guided_request(feedback, max_chars)}"
+
+
+def guided_request(feedback: str, max_chars: int = 8000) -> str:
+    """What a guided sample asks, after the task: the feedback, and a new answer."""
+    return GUIDED_INSTRUCTIONS.format(feedback=cut(feedback, max_chars))
 
 
 def smallest_prompt(task: str, attempt: Attempt | None, reviewer_feedback: str | None) -> str:

@@ -1,0 +1,498 @@
+"""Strategies at equal generator calls, cold and warm: does `explore` learn across runs?
+
+Every arm gets the same budget of generator calls per task (4, then 8) and reports the
+best score it reached; arms are paired by task (and repetition), so each task's score
+is compared with best-of-N's on the same task.
+
+- `best-of-N`: the loop with `strategy="sample"`;
+- `chain`: the loop with `strategy="chain"`;
+- `explore, cold`: `strategy="explore"` without a store (the rule before the record);
+- `explore, warm`: `strategy="explore"` with one LangGraph store shared by the tasks, run
+  in order, so each task's choices weigh the strategy record the earlier ones wrote;
+- `explore, warm, no guided`: the same with the guided move left out of explore's menu
+  (what the third kind of move adds).
+
+(a) The real local model (SmolLM2-135M-Instruct behind llama.cpp's OpenAI-compatible
+server) on the keyword tasks of `dev_tasks.json`, scored by `contains_all(words)` as in
+the `quality` benchmark: each arm runs through `arefine` (the warm ones with an
+`InMemoryStore`). The task list is run `REAL_PASSES` times; each pass starts a new store.
+
+(b) Scripted refiners (`_scripted_refiner.py`: a fresh answer holds each of 5 words with
+probability 0.45; a refinement keeps each word with probability 1 - drop and adds each
+missing one with probability fix; a guided sample is a fresh answer that also adds each
+word the feedback names with probability fix), `SCRIPTED_TASKS` tasks in order,
+repeated `SCRIPTED_REPEATS` times. These runs drive the library's own `choose_next`,
+`round_stats` and record arithmetic directly, without the graph, so thousands of runs
+take seconds; one warm pass per strength also runs through the real loop with an
+`InMemoryStore` (`refine(..., store=...)`), as a check that both give the same figure.
+
+Loops stop early once every word is present (`target_score=1.0`) and never on a plateau.
+Intervals are 95% bootstrap intervals of the mean over the paired units (tasks x
+repetitions); win/tie/loss counts each unit's score against best-of-N's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import statistics
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from benchmarks import _local
+from benchmarks._harness import BenchResult, Figure, md_table, run_async
+from benchmarks.quality import MAX_TOKENS, PARALLEL, TEMPERATURE, load_tasks, task_text
+from langgraph_refine import Attempt, Evaluation, _strategy, arefine, evaluators, refine
+from langgraph_refine._state import Strategy
+from langgraph_refine._strategy import MoveStats, choose_next, latest_round_stats
+
+BUDGETS = (4, 8)
+SCRIPTED = {
+    "weak (fix 0.05, drop 0.45)": (0.05, 0.45),
+    "between (fix 0.25, drop 0.25)": (0.25, 0.25),
+    "medium (fix 0.45, drop 0.12)": (0.45, 0.12),
+    "between (fix 0.65, drop 0.07)": (0.65, 0.07),
+    "strong (fix 0.9, drop 0.02)": (0.9, 0.02),
+}
+P_WORD = 0.45
+WORDS = 5
+SCRIPTED_TASKS = 60
+SCRIPTED_REPEATS = 20
+REAL_PASSES = 2
+BOOTSTRAP = 2000
+ARMS = ("best-of-N", "chain", "explore, cold", "explore, warm", "explore, warm, no guided")
+BASELINE = "best-of-N"
+DEFAULT_ARM = "explore, warm"
+
+
+@dataclass
+class Run:
+    """One arm on one task: the best score, the generator calls, the tokens, the moves."""
+
+    score: float
+    calls: int
+    tokens: int = 0
+    moves: list[str] = field(default_factory=list)
+
+
+Arms = dict[str, list[Run]]
+"""Each arm's runs, in the same order of (repetition, task) for every arm."""
+
+
+DESIGN_NOTE = """**How the rule was chosen (simulation, before this benchmark existed).** Candidate
+rules ran warm on the scripted refiners (the same model of them as here, 60 tasks in order
+sharing one record, 40 repetitions, 4 generator calls; standard errors about 0.003-0.005),
+between the three named strengths too, so as not to fit those three (columns: fix/drop;
+weak .05/.45, medium .45/.12, strong .90/.02; the default in bold):
+
+| rule (warm) | weak | .20/.30 | .25/.25 | .30/.20 | medium | .65/.07 | strong |
+| --- | --- | --- | --- | --- | --- | --- | --- |
+| chain | 0.476 | 0.599 | 0.653 | 0.704 | 0.841 | 0.949 | 0.998 |
+| best-of-4 | 0.678 | 0.678 | 0.678 | 0.678 | 0.678 | 0.678 | 0.678 |
+| explore without a record | 0.617 | 0.642 | 0.665 | 0.701 | 0.814 | 0.933 | 0.996 |
+| Thompson, raise rates, refine/sample | 0.671 | 0.666 | 0.672 | 0.712 | 0.839 | 0.949 | 0.997 |
+| the same, greedy (30 repetitions) | 0.675 | 0.664 | - | 0.711 | 0.834 | 0.952 | 0.998 |
+| + kept credited 0.3, no guided | 0.672 | 0.658 | 0.670 | 0.712 | 0.840 | 0.949 | 0.997 |
+| two draws, guided, raise rates | 0.681 | 0.693 | 0.702 | 0.725 | 0.834 | 0.948 | 0.997 |
+| **two draws, guided, kept 0.3** | 0.681 | 0.688 | 0.694 | 0.724 | 0.842 | 0.948 | 0.997 |
+| the same, kept 0.5 | 0.680 | 0.679 | 0.693 | 0.721 | 0.839 | 0.949 | 0.997 |
+| optimum knowing the strength (DP) | 0.675 | 0.679 | - | 0.734 | 0.850 | 0.951 | 0.998 |
+
+Rates of raising the best alone cannot tell a model whose refinements fall (they never
+raise, but neither do fresh samples of a task the model cannot do) from one whose
+refinements merely miss; crediting rounds that kept their start (0.3) and not those that
+fell separates them and moved the medium refiner from 0.834 to 0.842. A greedy choice
+locks in after an unlucky start (its medium figure varies most); the Thompson draws,
+sharpened as the record grows, keep trying the other side while the record is thin.
+Between weak and medium refiners (fix 0.2-0.3) no choice between refining and
+sampling reaches best-of-4 by much: there the guided move (under this model of it: a fresh
+answer that also adds each named word with the refiner's fix rate) is what lifts explore
+above both, by 0.01-0.02. Whether a real model gains from it is what the SmolLM2 arms
+with and without it measure."""
+
+
+# -- statistics -----------------------------------------------------------------------------
+
+
+def bootstrap_interval(values: Sequence[float], seed: int = 0) -> tuple[float, float]:
+    """The 95% bootstrap interval of the mean of `values` (percentile method)."""
+    rng = random.Random(seed)
+    n = len(values)
+    means = sorted(statistics.fmean(rng.choices(values, k=n)) for _ in range(BOOTSTRAP))
+    return means[int(0.025 * BOOTSTRAP)], means[int(0.975 * BOOTSTRAP) - 1]
+
+
+def win_tie_loss(arm: Sequence[Run], baseline: Sequence[Run]) -> tuple[int, int, int]:
+    """How many paired units the arm scored above, equal to and below the baseline."""
+    pairs = list(zip(arm, baseline, strict=True))
+    wins = sum(a.score > b.score for a, b in pairs)
+    ties = sum(a.score == b.score for a, b in pairs)
+    return wins, ties, len(pairs) - wins - ties
+
+
+def summary_row(name: str, arm: Sequence[Run], baseline: Sequence[Run], real: bool) -> list[str]:
+    scores = [r.score for r in arm]
+    low, high = bootstrap_interval(scores)
+    diffs = [a.score - b.score for a, b in zip(arm, baseline, strict=True)]
+    d_low, d_high = bootstrap_interval(diffs, seed=1)
+    wins, ties, losses = win_tie_loss(arm, baseline)
+    tokens = f"{statistics.fmean(r.tokens for r in arm):.0f}" if real else "-"
+    return [
+        name,
+        f"{statistics.fmean(scores):.3f} [{low:.3f}, {high:.3f}]",
+        f"{statistics.fmean(diffs):+.3f} [{d_low:+.3f}, {d_high:+.3f}]",
+        f"{wins}/{ties}/{losses}",
+        f"{statistics.fmean(r.calls for r in arm):.2f}",
+        tokens,
+    ]
+
+
+HEADER = ["arm", "mean [95% CI]", "minus best-of-N [95% CI]", "win/tie/loss", "calls", "tokens"]
+
+
+def mean(runs: Sequence[Run]) -> float:
+    return statistics.fmean(r.score for r in runs)
+
+
+# -- guided moves on or off ------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def fresh_moves(kinds: tuple[Any, ...]) -> Iterator[None]:
+    """Explore's fresh kinds of move set to `kinds` for the duration (an ablation)."""
+    saved = _strategy.FRESH_MOVES
+    _strategy.FRESH_MOVES = kinds
+    try:
+        yield
+    finally:
+        _strategy.FRESH_MOVES = saved
+
+
+def arm_settings(arm: str) -> tuple[Strategy, bool, tuple[Any, ...]]:
+    """(strategy, warm, explore's fresh kinds) of an arm."""
+    strategy: Strategy = "sample" if arm == BASELINE else "chain" if arm == "chain" else "explore"
+    fresh = ("sample",) if arm.endswith("no guided") else _strategy.FRESH_MOVES
+    return strategy, "warm" in arm, fresh
+
+
+# -- (b) scripted refiners, driven directly ----------------------------------------------------
+
+
+class ScriptedTask:
+    """One keyword task of `WORDS` words for a scripted refiner of strength (fix, drop)."""
+
+    def __init__(self, fix: float, drop: float, rng: random.Random) -> None:
+        self.fix, self.drop, self.rng = fix, drop, rng
+
+    def answer(self, move: str, start: frozenset[int], named: frozenset[int]) -> frozenset[int]:
+        """The words (indices) of a new answer made by `move` from `start`."""
+        rng, words = self.rng, range(WORDS)
+        if move == "refine":
+            return frozenset(
+                w
+                for w in words
+                if (w in start and rng.random() >= self.drop)
+                or (w not in start and rng.random() < self.fix)
+            )
+        if move == "guided":
+            return frozenset(
+                w
+                for w in words
+                if rng.random() < P_WORD or (w in named and rng.random() < self.fix)
+            )
+        return frozenset(w for w in words if rng.random() < P_WORD)
+
+
+def scripted_run(
+    strategy: Strategy,
+    task: ScriptedTask,
+    calls: int,
+    name: str,
+    record: dict[str, MoveStats] | None,
+) -> Run:
+    """One loop on a scripted task: what the graph does, without the graph.
+
+    The record (warm) is the pooled counts of the earlier tasks; this run's rounds are
+    added to it as they are evaluated, as the store does.
+    """
+    answers: list[frozenset[int]] = []
+    attempts: list[Attempt] = []
+    own: dict[str, MoveStats] = {}
+    move, parent = "sample", None
+    for index in range(calls):
+        if index:
+            choice = choose_next(strategy, attempts, name, _minus(record, own))
+            move, parent = choice.move, choice.parent
+        best = max(answers, key=len, default=frozenset())
+        start = answers[parent] if parent is not None else frozenset()
+        words = task.answer(move, start, frozenset(range(WORDS)) - best)
+        answers.append(words)
+        attempts.append(
+            Attempt(
+                index=index,
+                response="",
+                evaluation=Evaluation(score=len(words) / WORDS),
+                parent=parent,
+                move=move,
+            )
+        )
+        if record is not None:
+            for kind, stats in latest_round_stats(attempts).items():
+                record[kind] = record.get(kind, MoveStats()) + stats
+                own[kind] = own.get(kind, MoveStats()) + stats
+        if len(words) == WORDS:
+            break
+    return Run(
+        max(len(a) for a in answers) / WORDS, len(attempts), 0, [a.move or "" for a in attempts]
+    )
+
+
+def _minus(
+    record: dict[str, MoveStats] | None, own: dict[str, MoveStats]
+) -> dict[str, MoveStats] | None:
+    """The pooled counts without this run's own (what the store hands each choice)."""
+    if record is None:
+        return None
+    out = {}
+    for kind, stats in record.items():
+        mine = own.get(kind, MoveStats())
+        out[kind] = MoveStats(
+            stats.rounds - mine.rounds, stats.raised - mine.raised, stats.fell - mine.fell
+        )
+    return out
+
+
+def run_scripted(fix: float, drop: float, calls: int, repeats: int, tasks: int) -> Arms:
+    out: Arms = {arm: [] for arm in ARMS}
+    for arm in ARMS:
+        strategy, warm, fresh = arm_settings(arm)
+        with fresh_moves(fresh):
+            for repeat in range(repeats):
+                rng = random.Random(f"{fix}:{drop}:{calls}:{repeat}")
+                record: dict[str, MoveStats] | None = {} if warm else None
+                task = ScriptedTask(fix, drop, rng)
+                for t in range(tasks):
+                    name = f"scripted task {repeat}.{t}"
+                    out[arm].append(scripted_run(strategy, task, calls, name, record))
+    return out
+
+
+def scripted_words(t: int) -> list[str]:
+    return [f"w{t}x{j}" for j in range(WORDS)]
+
+
+def scripted_through_the_loop(fix: float, drop: float, calls: int, tasks: int) -> float:
+    """Warm explore through `refine(..., store=...)` with the scripted chat model: the mean."""
+    from langgraph.store.memory import InMemoryStore
+
+    from benchmarks._scripted_refiner import ScriptedRefiner
+
+    model = ScriptedRefiner(p_word=P_WORD, p_fix=fix, p_forget=drop, seed=calls)
+    store = InMemoryStore()
+    scores = []
+    for t in range(tasks):
+        words = scripted_words(t)
+        result = refine(
+            model,
+            task_text(words),
+            evaluators.contains_all(words),
+            store=store,
+            strategy="explore",
+            max_iterations=calls - 1,
+            patience=None,
+            target_score=1.0,
+        )
+        scores.append(result.score or 0.0)
+    return statistics.fmean(scores)
+
+
+# -- (a) the real local model --------------------------------------------------------------------
+
+
+async def real_run(model: Any, words: list[str], arm: str, calls: int, store: Any) -> Run:
+    strategy, _, _ = arm_settings(arm)
+    result = await arefine(
+        model,
+        task_text(words),
+        evaluators.contains_all(words),
+        store=store,
+        strategy=strategy,
+        max_iterations=calls - 1,
+        patience=None,
+        target_score=1.0,
+    )
+    return Run(
+        result.score or 0.0,
+        result.usage.calls,
+        result.usage.total_tokens,
+        [a.move or "" for a in result.attempts],
+    )
+
+
+async def real_pass(model: Any, tasks: list[list[str]], calls: int, out: Arms) -> None:
+    """Every arm over the task list once, each unit appended to `out` in task order.
+
+    Warm arms run their tasks in order (one store each); arms, and the tasks of cold
+    arms, run side by side on the server's slots. The no-guided ablation patches a module
+    constant, so it runs on its own, after the others.
+    """
+    from langgraph.store.memory import InMemoryStore
+
+    gate = asyncio.Semaphore(PARALLEL)
+    results: dict[str, list[Run]] = {}
+
+    async def one(arm: str, words: list[str], store: Any) -> Run:
+        async with gate:
+            return await real_run(model, words, arm, calls, store)
+
+    async def arm_runs(arm: str) -> None:
+        if arm_settings(arm)[1]:
+            store = InMemoryStore()
+            results[arm] = [await one(arm, words, store) for words in tasks]
+        else:
+            results[arm] = list(await asyncio.gather(*(one(arm, w, None) for w in tasks)))
+
+    ablation = [arm for arm in ARMS if arm.endswith("no guided")]
+    await asyncio.gather(*(arm_runs(arm) for arm in ARMS if arm not in ablation))
+    with fresh_moves(("sample",)):
+        await asyncio.gather(*(arm_runs(arm) for arm in ablation))
+    for arm in ARMS:
+        out[arm].extend(results[arm])
+
+
+def run_real(tasks: list[list[str]], calls: int, passes: int) -> Arms:
+    # Quality, not timing: the model may take every core.
+    server = _local.server(threads=os.cpu_count() or 2)
+    model = server.chat_model(temperature=TEMPERATURE, max_tokens=MAX_TOKENS)
+    out: Arms = {arm: [] for arm in ARMS}
+    for _ in range(passes):
+        run_async(real_pass(model, tasks, calls, out))
+    return out
+
+
+# -- the report ------------------------------------------------------------------------------------
+
+
+def run(quick: bool = False) -> BenchResult:
+    result = BenchResult(
+        name="strategies",
+        title="Strategies at equal generator calls, cold and warm (the strategy record)",
+    )
+    repeats = 2 if quick else SCRIPTED_REPEATS
+    scripted: dict[tuple[str, int], Arms] = {}
+    started = time.perf_counter()
+    for label, (fix, drop) in SCRIPTED.items():
+        for calls in BUDGETS:
+            scripted[label, calls] = run_scripted(fix, drop, calls, repeats, SCRIPTED_TASKS)
+    scripted_seconds = time.perf_counter() - started
+    loop_check = {
+        label: scripted_through_the_loop(fix, drop, BUDGETS[0], SCRIPTED_TASKS)
+        for label, (fix, drop) in SCRIPTED.items()
+    }
+    tasks = load_tasks()[: 4 if quick else None]
+    passes = 1 if quick else REAL_PASSES
+    real = {calls: run_real(tasks, calls, passes) for calls in BUDGETS}
+
+    for calls in BUDGETS:
+        result.figures.append(real_figure(real[calls], calls))
+    for label in SCRIPTED:
+        result.figures.append(scripted_figure(label, scripted[label, BUDGETS[0]]))
+    for calls in BUDGETS:
+        rows = [summary_row(a, real[calls][a], real[calls][BASELINE], True) for a in ARMS]
+        result.tables.append(
+            f"**SmolLM2 (real), {calls} calls** ({len(tasks)} tasks x {passes} passes)\n\n"
+            + md_table(HEADER, rows)
+        )
+    for label in SCRIPTED:
+        for calls in BUDGETS:
+            arms = scripted[label, calls]
+            rows = [summary_row(a, arms[a], arms[BASELINE], False) for a in ARMS]
+            result.tables.append(
+                f"**Scripted {label}, {calls} calls** ({SCRIPTED_TASKS} tasks x {repeats} "
+                "repetitions)\n\n" + md_table(HEADER, rows)
+            )
+    check_rows = [
+        [label, f"{mean(scripted[label, BUDGETS[0]][DEFAULT_ARM]):.3f}", f"{loop_check[label]:.3f}"]
+        for label in SCRIPTED
+    ]
+    result.tables.append(
+        f"**Warm explore at {BUDGETS[0]} calls: the direct drive against the loop with a store** "
+        f"(one pass of {SCRIPTED_TASKS} tasks through `refine(..., store=InMemoryStore())`)\n\n"
+        + md_table(["refiner", "direct drive (mean)", "through the loop (one pass)"], check_rows)
+    )
+    result.notes.append(__doc__ or "")
+    result.notes.append(verdict(real, scripted))
+    result.notes.append(DESIGN_NOTE)
+    result.notes.append(
+        f"Scripted part: {scripted_seconds:.1f} s for {len(SCRIPTED) * len(BUDGETS)} settings x "
+        f"{len(ARMS)} arms x {SCRIPTED_TASKS * repeats} runs. Real model: temperature "
+        f"{TEMPERATURE}, at most {MAX_TOKENS} tokens per answer; tokens are per task "
+        "(prompt and answer, as the server reports them)."
+    )
+    return result
+
+
+def real_figure(arms: Arms, calls: int) -> Figure:
+    default, baseline = mean(arms[DEFAULT_ARM]), mean(arms[BASELINE])
+    wins, ties, losses = win_tie_loss(arms[DEFAULT_ARM], arms[BASELINE])
+    low, high = bootstrap_interval([r.score for r in arms[DEFAULT_ARM]])
+    return Figure(
+        name=f"SmolLM2, {calls} calls: warm explore (best-of-{calls} {baseline:.3f})",
+        value=default,
+        unit="",
+        target=f">= best-of-{calls}" if calls == 4 else "",
+        passed=(default >= baseline) if calls == 4 else None,
+        spread=f"95% CI {low:.3f}-{high:.3f}; w/t/l vs best-of-{calls} {wins}/{ties}/{losses}",
+    )
+
+
+def scripted_figure(label: str, arms: Arms) -> Figure:
+    better = max(mean(arms["chain"]), mean(arms[BASELINE]))
+    gap = mean(arms[DEFAULT_ARM]) - better
+    return Figure(
+        name=f"scripted {label}, {BUDGETS[0]} calls: warm explore minus the better of chain "
+        "and best-of-N",
+        value=gap,
+        unit="",
+        target=">= -0.01",
+        passed=gap >= -0.01,
+        spread=f"explore {mean(arms[DEFAULT_ARM]):.3f}, chain {mean(arms['chain']):.3f}, "
+        f"best-of-N {mean(arms[BASELINE]):.3f}",
+    )
+
+
+def verdict(real: dict[int, Arms], scripted: dict[tuple[str, int], Arms]) -> str:
+    """The paragraph that reads the tables: which rule is the default and why."""
+    lines = ["**Verdict.**"]
+    for calls in BUDGETS:
+        arms = real[calls]
+        lines.append(
+            f"On SmolLM2 at {calls} calls warm explore scores {mean(arms[DEFAULT_ARM]):.3f} "
+            f"against best-of-{calls} {mean(arms[BASELINE]):.3f} (cold explore "
+            f"{mean(arms['explore, cold']):.3f}, chain {mean(arms['chain']):.3f}, without "
+            f"the guided move {mean(arms['explore, warm, no guided']):.3f})."
+        )
+    worst = min(
+        (mean(a[DEFAULT_ARM]) - max(mean(a["chain"]), mean(a[BASELINE])), label, calls)
+        for (label, calls), a in scripted.items()
+    )
+    shortfall = (
+        "On the scripted refiners warm explore's largest shortfall against the better of "
+        f"chain and best-of-N is {worst[0]:+.3f} ({worst[1]}, {worst[2]} calls)"
+        if worst[0] < 0
+        else "On every scripted refiner warm explore is at least the better of chain and "
+        "best-of-N"
+    )
+    cold_worst = min(
+        (mean(a[DEFAULT_ARM]) - mean(a["explore, cold"]), label, calls)
+        for (label, calls), a in scripted.items()
+    )
+    lines.append(
+        f"{shortfall}; its smallest gain over cold explore is {cold_worst[0]:+.3f} "
+        f"({cold_worst[1]}, {cold_worst[2]} calls)."
+    )
+    return " ".join(lines)
