@@ -29,12 +29,6 @@ from tests.test_cli_helpers import (  # noqa: F401 - fixtures
 )
 
 KEY = "openai:m|llm_judge"
-LEARNS = pytest.mark.xfail(
-    reason="explore's decision rule does not weigh the record yet", strict=False
-)
-"""Marks the tests of what explore does with the record (the rule's side, not the store's)."""
-
-
 def refinements_fall(body: dict[str, Any]) -> str:
     """Fresh answers score 0.5; a refinement scores 0.2, below the attempt it refines."""
     if is_judge(body):
@@ -86,7 +80,6 @@ def batch(server: Any, src: Path, out: Path, *extra: str) -> list[str]:
     ]
 
 
-@LEARNS
 def test_batch_shares_one_store_over_its_tasks(
     cli: Any, openai_server: Any, tmp_path: Path
 ) -> None:
@@ -113,7 +106,6 @@ def test_no_store_keeps_every_task_cold(cli: Any, openai_server: Any, tmp_path: 
     assert "strategy record" not in run.out
 
 
-@LEARNS
 def test_store_file_carries_the_record_across_batches(
     cli: Any, openai_server: Any, tmp_path: Path
 ) -> None:

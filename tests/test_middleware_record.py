@@ -25,12 +25,6 @@ from tests.fakes import AgentModel, lookup
 SCORE = re.compile(r"score=([0-9.]+)")
 REQUEST = "Write a note about the tower."
 LOOP = {"max_iterations": 3, "patience": None, "target_score": 1.0}
-LEARNS = pytest.mark.xfail(
-    reason="explore's decision rule does not weigh the record yet", strict=False
-)
-"""Marks the tests of what explore does with the record (the rule's side, not the store's)."""
-
-
 def agent_model(step: float, fresh: float = 0.5) -> AgentModel:
     """Answers `score=<fresh>` when first asked; after feedback, the last answer's score + step."""
 
@@ -84,7 +78,6 @@ def test_record_key_overrides_the_middlewares_default() -> None:
     assert [i.key for i in store.search(RECORD_NAMESPACE)] == ["agents-notes"]
 
 
-@LEARNS
 def test_an_agent_whose_refinements_fall_samples_from_round_1_later() -> None:
     store = InMemoryStore()
     for _ in range(4):

@@ -63,12 +63,6 @@ def judge(response: str, state: Any) -> Evaluation:
     return Evaluation(score=float(found.group(1)), feedback="make it better")
 
 
-LEARNS = pytest.mark.xfail(
-    reason="explore's decision rule does not weigh the record yet", strict=False
-)
-"""Marks the tests of what explore does with the record (the rule's side, not the store's)."""
-
-
 def falling() -> ScriptedChatModel:
     return scripted(-0.2)
 
@@ -240,7 +234,6 @@ def test_only_explore_keeps_a_record(strategy: str) -> None:
 # -- runs sharing a store learn --------------------------------------------------------------
 
 
-@LEARNS
 def test_repeated_refine_calls_learn_that_refinements_fall(store: BaseStore, key: str) -> None:
     first = refine(falling(), TASK, judge, store=store, record_key=key, **LOOP)
     assert move(first.attempts[1]) == "refine"  # nothing learned yet
@@ -286,7 +279,6 @@ def test_a_store_that_cannot_be_hashed_still_keeps_the_record() -> None:
     assert rounds(stored(store, "ScriptedChatModel|judge")) == 6
 
 
-@LEARNS
 async def test_repeated_arefine_calls_learn(store: BaseStore, key: str) -> None:
     # The sync SQLite and Postgres stores have no async methods: their calls run in a
     # worker thread, so `arefine` works with whatever store it is given.
@@ -305,7 +297,6 @@ def threads(n: int) -> list[Any]:
     return [{"configurable": {"thread_id": str(uuid.uuid4())}} for _ in range(n)]
 
 
-@LEARNS
 def test_a_compiled_graph_learns_through_its_store() -> None:
     store = InMemoryStore()
     app = create_refine_graph(falling(), judge, **LOOP).compile(

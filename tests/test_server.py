@@ -554,7 +554,6 @@ def code_check(folder: Path) -> tuple[Path, Path]:
 
 @pytest.mark.server
 @pytest.mark.slow
-@pytest.mark.xfail(reason="explore's decision rule does not weigh the record yet", strict=False)
 def test_a_served_graph_learns_from_earlier_runs_through_the_servers_store(
     langgraph_server: str,
 ) -> None:
