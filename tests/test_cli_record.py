@@ -29,6 +29,8 @@ from tests.test_cli_helpers import (  # noqa: F401 - fixtures
 )
 
 KEY = "openai:m|llm_judge"
+
+
 def refinements_fall(body: dict[str, Any]) -> str:
     """Fresh answers score 0.5; a refinement scores 0.2, below the attempt it refines."""
     if is_judge(body):

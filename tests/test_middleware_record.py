@@ -25,6 +25,8 @@ from tests.fakes import AgentModel, lookup
 SCORE = re.compile(r"score=([0-9.]+)")
 REQUEST = "Write a note about the tower."
 LOOP = {"max_iterations": 3, "patience": None, "target_score": 1.0}
+
+
 def agent_model(step: float, fresh: float = 0.5) -> AgentModel:
     """Answers `score=<fresh>` when first asked; after feedback, the last answer's score + step."""
 
