@@ -376,3 +376,51 @@ def test_a_judge_asked_twice_outside_callbacks_counts_two_calls(server: FaultSer
 def test_a_deterministic_evaluator_costs_no_call() -> None:
     result = refine(lambda state: "draft", TASK, lambda r, s: 0.1, max_iterations=2, patience=None)
     assert result.usage.calls == 3  # one per generation, none for the evaluations
+
+
+# -- the agent middleware: the same meter, the same rule -----------------------------------
+
+
+@pytest.mark.parametrize("judge", ["no_model", "llm_judge", "llm_judge_sdk_structured_output"])
+def test_max_calls_holds_at_the_provider_with_the_agent_middleware(
+    server: FaultServer, judge: str
+) -> None:
+    from langgraph_refine import RefineMiddleware
+
+    per_round = 1 + JUDGES[judge][1]
+    size = 4 * per_round  # max_iterations=3: four answers, each evaluated
+    for limit in LIMITS:
+        before = len(server.received)
+        middleware = RefineMiddleware(
+            JUDGES[judge][0](server),
+            max_iterations=3,
+            patience=None,
+            budget=Budget(max_calls=limit),
+        )
+        agent = create_agent(chat(server), tools=[], middleware=[middleware])
+        out = agent.invoke({"messages": [("user", TASK)]})
+        sent = len(server.received) - before
+        assert sent == min(limit, size), f"max_calls={limit}: {sent} requests"
+        assert middleware.result(out).usage.calls == sent
+
+
+@pytest.mark.parametrize("limit", [1, None])
+def test_a_retry_middleware_retry_counts_the_failed_call(limit: int | None) -> None:
+    from langchain.agents.middleware import ModelRetryMiddleware
+
+    from langgraph_refine import RefineMiddleware
+    from tests.fakes import AgentModel
+
+    model = AgentModel(replies=[ConnectionError("reset"), "answer"])
+    retry = ModelRetryMiddleware(max_retries=2, initial_delay=0.0, jitter=False)
+    middleware = RefineMiddleware(lambda r, s: 1.0, budget=Budget(max_calls=limit))
+    out = create_agent(model, tools=[], middleware=[retry, middleware]).invoke(
+        {"messages": [("user", TASK)]}
+    )
+    result = middleware.result(out)
+    if limit == 1:  # the failed call spent the only call: the retry is refused
+        assert len(model.calls) == 1 == result.usage.calls
+        assert result.stop_reason == "budget_exhausted"
+    else:
+        assert len(model.calls) == 2 == result.usage.calls
+        assert result.value == "answer"

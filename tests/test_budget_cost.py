@@ -284,3 +284,30 @@ def test_real_openai_client_is_priced_by_its_model_name() -> None:
     # The scripted server reports 10 prompt and 5 completion tokens per call.
     assert result.usage.cost == pytest.approx(4 * genai_cost(10, 5))
     assert not math.isnan(result.usage.cost)
+
+
+def test_the_agent_middleware_prices_and_refuses_like_the_graph() -> None:
+    from langchain.agents import create_agent
+
+    from langgraph_refine import RefineMiddleware
+
+    model = PricedModel(input_tokens=100_000, output_tokens=10_000)
+    per_call = genai_cost(100_000, 10_000)
+    middleware = RefineMiddleware(
+        lambda r, s: 0.1, patience=None, budget=Budget(max_cost=1.5 * per_call)
+    )
+    out = create_agent(model, tools=[], middleware=[middleware]).invoke(
+        {"messages": [("user", TASK)]}
+    )
+    result = middleware.result(out)
+    assert len(model.calls) == 2 == result.usage.calls
+    assert result.usage.cost == pytest.approx(2 * per_call)
+    assert result.stop_reason == "budget_exhausted"
+
+    unpriced = PricedModel(model="my-local-model")
+    refusing = RefineMiddleware(lambda r, s: 0.1, budget=Budget(max_cost=1.0))
+    with pytest.raises(UnknownPriceError, match="'my-local-model'"):
+        create_agent(unpriced, tools=[], middleware=[refusing]).invoke(
+            {"messages": [("user", TASK)]}
+        )
+    assert unpriced.calls == []  # refused before anything was sent

@@ -21,6 +21,7 @@ Needs the `agents` extra: `pip install 'langgraph-refine[agents]'`.
 from __future__ import annotations
 
 import uuid
+import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Annotated, Any, Literal
 
@@ -284,13 +285,25 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ExtendedModelResponse[Any]:
-        """Call the model and count the call, its tokens and its time in `refine_usage`.
+        """Call the model and count the call, its tokens, cost and time in `refine_usage`.
+
+        The model call runs under the loop's meter, like the graph's steps: it is checked
+        and priced before it is sent (an unpriced model under `max_cost` is refused), and
+        counted once even if the model bypasses LangChain's callbacks.
 
         A fresh sample (or a refinement of an earlier answer) does not show the model the
         answers it sets aside (see `refine_hidden_to`).
         """
-        meter = self._meter(request.state)
-        return _counted(handler(_shown(request)), meter, _model_name(request))
+        meter = self._meter(request.state, carried=_FAILED_CALLS.pop(id(request), None))
+        try:
+            with metered(meter), meter.invocation() as done:
+                response = done(handler(_shown(request)))
+        except BudgetStop:
+            return _refused(meter)
+        except Exception:
+            _carry(request, meter.delta())
+            raise
+        return _counted(response, meter, _model_name(request))
 
     async def awrap_model_call(
         self,
@@ -298,16 +311,27 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ExtendedModelResponse[Any]:
         """Async twin of `wrap_model_call`."""
-        meter = self._meter(request.state)
-        return _counted(await handler(_shown(request)), meter, _model_name(request))
+        meter = self._meter(request.state, carried=_FAILED_CALLS.pop(id(request), None))
+        try:
+            with metered(meter), meter.invocation() as done:
+                response = done(await handler(_shown(request)))
+        except BudgetStop:
+            return _refused(meter)
+        except Exception:
+            _carry(request, meter.delta())
+            raise
+        return _counted(response, meter, _model_name(request))
 
-    def _meter(self, state: Mapping[str, Any]) -> BudgetMeter:
+    def _meter(
+        self, state: Mapping[str, Any], carried: Usage | None = None, what: str = "agent"
+    ) -> BudgetMeter:
         """The one place that counts: a meter over what the loop has spent so far.
 
         Both the agent's model calls and the judge's go through it; it refuses a call
-        (`BudgetStop`) once a limit is reached.
+        (`BudgetStop`) once a limit is reached. `carried` is what failed calls of the same
+        model step spent (a retry middleware calls the model again within the step).
         """
-        return BudgetMeter(self.budget, _spent(state))
+        return BudgetMeter(self.budget, _spent(state), carried=carried, what=what)
 
     # -- after_model: evaluate a final answer ----------------------------------------------
 
@@ -317,7 +341,7 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         answer = self._final_answer(state)
         if answer is None:
             return None
-        view, meter = self._view(state), self._meter(state)
+        view, meter = self._view(state), self._meter(state, what="evaluator")
         evaluation: Evaluation | None = None
         try:
             with metered(meter):
@@ -337,7 +361,7 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         answer = self._final_answer(state)
         if answer is None:
             return None
-        view, meter = self._view(state), self._meter(state)
+        view, meter = self._view(state), self._meter(state, what="evaluator")
         evaluation: Evaluation | None = None
         try:
             with metered(meter):
@@ -547,14 +571,42 @@ def _minus(total: Usage, earlier: Usage) -> Usage:
 def _counted(
     response: ModelResponse[Any], meter: BudgetMeter, model: str | None
 ) -> ExtendedModelResponse[Any]:
-    for message in response.result:
-        if isinstance(message, AIMessage):
-            meter.count_call(message)
     spent = meter.spent_before + meter.delta()
     update: dict[str, Any] = {"refine_usage": to_plain(spent)}
     if model is not None:
         update["refine_model"] = model
     return ExtendedModelResponse(model_response=response, command=Command(update=update))
+
+
+_FAILED_CALLS: dict[int, Usage] = {}
+"""What a failed agent model call spent, by its request's id, until a retry of the request.
+
+A retry middleware (`ModelRetryMiddleware`) calls the model again with the same request
+within the model step (in another copy of the context, so a context variable would not
+do). The entry goes when the request does."""
+
+
+def _carry(request: ModelRequest[Any], spent: Usage) -> None:
+    """Keep what a failed call of `request` spent for its retry (see `_FAILED_CALLS`)."""
+    key = id(request)
+    if key not in _FAILED_CALLS:
+        weakref.finalize(request, _FAILED_CALLS.pop, key, None)
+    _FAILED_CALLS[key] = spent
+
+
+def _refused(meter: BudgetMeter) -> ExtendedModelResponse[Any]:
+    """The model call the budget refused (a limit reached since `before_model` checked).
+
+    The agent ends its turn on an empty answer, which is not evaluated; the loop stops
+    with `budget_exhausted` and its best answer.
+    """
+    update = {
+        "refine_usage": to_plain(meter.spent_before + meter.delta()),
+        "refine_stop_reason": "budget_exhausted",
+        "refine_phase": "deciding",
+    }
+    empty = ModelResponse(result=[AIMessage("")])
+    return ExtendedModelResponse(model_response=empty, command=Command(update=update))
 
 
 def _model_name(request: ModelRequest[Any]) -> str | None:
