@@ -335,8 +335,10 @@ def test_subgraph_inside_a_node_function_resumes_without_repeating_calls() -> No
     parent = builder.compile(checkpointer=InMemorySaver())
     cfg = thread()
     parent.invoke({"task": "t", "steps": []}, cfg)
-    out = parent.invoke(Command(resume={"action": "edit", "response": "human text"}), cfg)
-    assert out["response"] == "human text"
+    # A reviewer's edit is evaluated too (it is an attempt of its own).
+    out = parent.invoke(Command(resume={"action": "edit", "response": "a:human text:9"}), cfg)
+    assert out["response"] == "a:human text:9"
+    assert loop.evaluated[-1] == "a:human text:9"
     assert loop.generated == ["a:t:0", "a:t:1"]
     assert wrapper_runs == ["t", "t"]
 
@@ -416,13 +418,13 @@ def test_several_pending_interrupts_resumed_with_the_id_map() -> None:
         Command(
             resume={
                 interrupts["left"].id: {"action": "approve"},
-                interrupts["right"].id: {"action": "edit", "response": "right, edited"},
+                interrupts["right"].id: {"action": "edit", "response": "right:edited:9"},
             }
         ),
         cfg,
     )
     assert "__interrupt__" not in out
-    assert (out["left"], out["right"]) == ("left:t:1", "right, edited")
+    assert (out["left"], out["right"]) == ("left:t:1", "right:edited:9")
     assert left.generated == ["left:t:0", "left:t:1"]
     assert right.generated == ["right:t:0"]
 

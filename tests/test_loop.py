@@ -121,7 +121,7 @@ def test_best_result_is_kept_after_regression() -> None:
     )
     assert result.value == "draft 1"
     assert result.score == 0.8
-    assert result.metadata["best_index"] == 1
+    assert result.best_index == 1
 
 
 def test_ties_go_to_the_earlier_attempt() -> None:

@@ -278,11 +278,17 @@ def test_review_approve_edit_reject_repeat_no_model_call(
 
     out = agent.invoke(Command(resume=answer), config)
 
-    assert (len(model.calls), len(judge.calls)) == calls  # resuming repeats no model call
+    # Resuming repeats no model call; an edit is judged once more (it is an attempt).
+    edited = 1 if reason == "edited" else 0
+    assert (len(model.calls), len(judge.calls)) == (calls[0], calls[1] + edited)
     result = middleware.result(out)
     assert (result.stop_reason, result.value) == (reason, value)
     assert out["messages"][-1].text == value
     assert agent.get_state(config).next == ()
+    if edited:
+        assert value in str(judge.calls[-1][-1].content)
+        assert result.attempts[-1].move == "edit" and result.score == 0.4  # the edit's
+        assert result.usage.calls == 5
 
 
 def test_review_revise_runs_one_more_round_with_the_reviewers_feedback() -> None:

@@ -300,3 +300,41 @@ def test_an_explicit_recursion_limit_wins() -> None:
             config={"recursion_limit": 10},
         )
     assert len(generate.calls) < 13
+
+
+# -- the result's summary -------------------------------------------------------------------
+
+
+def test_result_repr_is_one_short_line() -> None:
+    long_text = "The Turing test asks whether a machine can pass for a human. " * 10
+    texts = iter(["short draft", long_text])
+    result = refine(
+        lambda state: next(texts), "Explain.", scores(0.4, 0.8), max_iterations=1, patience=None
+    )
+    shown = repr(result)
+    assert str(result) == shown and "\n" not in shown
+    assert shown.startswith("RefineResult(value='The Turing test asks whether a machine")
+    assert f"({len(long_text)} chars)" in shown
+    assert "score=0.8" in shown and "verdict=None" in shown
+    assert "stop_reason='max_iterations'" in shown and "iterations=1" in shown
+    assert "best_index=1" in shown and "usage='2 calls, 0 tokens" in shown
+    assert "Attempt(" not in shown and len(shown) < 300
+
+
+def test_best_index_is_a_field_and_metadata_holds_the_contract_keys() -> None:
+    texts = iter(["a", "b", "c"])
+    result = refine(
+        lambda state: next(texts),
+        "t",
+        scores(0.4, 0.9, 0.5),
+        target_score=1.0,
+        patience=None,
+        max_iterations=2,
+    )
+    assert result.best_index == 1 and result.value == "b"
+    assert result.metadata == {
+        "iterations": 2,
+        "converged": False,
+        "score_history": [0.4, 0.9, 0.5],
+        "stop_reason": "max_iterations",
+    }

@@ -14,6 +14,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from langgraph_refine import (
+    Budget,
     Evaluation,
     RefineResult,
     ReviewInputError,
@@ -66,6 +67,8 @@ def final_review_graph(
 # Three attempts; the middle one is the best, so "best" and "latest" differ.
 REPLIES = ["draft A", "draft B", "draft C", "draft D", "draft E"]
 TABLE = {"draft A": 0.3, "draft B": 0.6, "draft C": 0.4, "draft D": 0.8, "draft E": 0.5}
+# Reviewers' edits are evaluated like any attempt.
+TABLE |= {"my own haiku": 0.5, "final": 0.7, "fixed": 0.9, "edited by a human": 0.8}
 
 
 def start_final_review(checkpointer: Any = None) -> tuple[Any, ScriptedChatModel, Scores, Any]:
@@ -146,7 +149,14 @@ def test_edit_stops_with_the_edited_text() -> None:
     assert result.stop_reason == "edited"
     assert result.value == "my own haiku"
     assert not result.converged
-    assert len(model.calls) == 3 and len(evaluator.calls) == 3
+    # The edit is an attempt of its own, evaluated: the result's score is the edit's,
+    # not the reviewed attempt's (draft B, 0.6).
+    assert len(model.calls) == 3 and evaluator.calls[-1] == "my own haiku"
+    edit = result.attempts[-1]
+    assert (edit.index, edit.move, edit.parent, edit.response) == (3, "edit", 1, "my own haiku")
+    assert (result.score, result.feedback) == (0.5, "feedback on my own haiku")
+    assert result.score_history == [0.3, 0.6, 0.4, 0.5]
+    assert graph.get_state(cfg).next == ()  # no second review
 
 
 def test_reject_stops_with_the_best_attempt() -> None:
@@ -619,3 +629,56 @@ def test_budget_raise_skips_the_review() -> None:
         graph.invoke({"task": "t"}, cfg)
     assert info.value.result.value == "draft A"
     assert not graph.get_state(cfg).interrupts
+
+
+# -- an edit is evaluated -------------------------------------------------------------------
+
+
+def test_an_edit_is_judged_and_the_judge_call_counts() -> None:
+    judge = ScriptedChatModel(
+        replies=[judge_reply(0.4), judge_reply(0.6), judge_reply(0.95, verdict="PASS")]
+    )
+    generator = ScriptedChatModel(replies=["draft A", "draft B"])
+    graph = create_refine_graph(
+        generator, judge_model=judge, max_iterations=1, patience=None, human_review="final"
+    ).compile(checkpointer=InMemorySaver())
+    cfg = thread()
+    graph.invoke({"task": "Write a haiku."}, cfg)
+    graph.invoke(Command(resume={"action": "edit", "response": "my haiku"}), cfg)
+    result = RefineResult.from_state(graph.get_state(cfg).values)
+    assert "my haiku" in str(judge.calls[-1][-1].content)  # the judge saw the edit
+    assert (result.value, result.score, result.verdict) == ("my haiku", 0.95, "PASS")
+    assert result.stop_reason == "edited"  # whatever the edit scores, the reviewer decided
+    assert result.usage.calls == 5  # two rounds of generate + judge, and the edit's judge
+    assert result.best_index == 2
+
+
+def test_an_edit_past_the_budget_has_no_score() -> None:
+    judge = ScriptedChatModel(replies=[judge_reply(0.4), judge_reply(0.6)])
+    generator = ScriptedChatModel(replies=["draft A", "draft B"])
+    graph = create_refine_graph(
+        generator,
+        judge_model=judge,
+        max_iterations=1,
+        patience=None,
+        human_review="final",
+        budget=Budget(max_calls=4),
+    ).compile(checkpointer=InMemorySaver())
+    cfg = thread()
+    graph.invoke({"task": "Write a haiku."}, cfg)
+    graph.invoke(Command(resume={"action": "edit", "response": "my haiku"}), cfg)
+    result = RefineResult.from_state(graph.get_state(cfg).values)
+    assert len(judge.calls) == 2  # no call past the budget
+    assert (result.value, result.stop_reason) == ("my haiku", "edited")
+    assert (result.score, result.verdict, result.feedback) == (None, None, "")
+    assert result.attempts[-1].evaluation is None and result.attempts[-1].move == "edit"
+    assert result.score_history == [0.4, 0.6]
+
+
+def test_every_round_edit_is_evaluated_then_ends() -> None:
+    graph, model, evaluator, cfg = every_round_graph(max_iterations=4)
+    out = graph.invoke(Command(resume={"action": "edit", "response": "fixed"}), cfg)
+    assert out["response"] == "fixed" and "__interrupt__" not in out
+    result = RefineResult.from_state(graph.get_state(cfg).values)
+    assert (result.stop_reason, result.score, evaluator.calls[-1]) == ("edited", 0.9, "fixed")
+    assert len(model.calls) == 1

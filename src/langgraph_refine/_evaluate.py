@@ -212,12 +212,12 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
                     )
         except BudgetStop as stop:
             if not evaluations:
-                return self._route(state, self._unevaluated(pending, step, stop))
+                return self._route(state, self._unevaluated(state, pending, step, stop))
         except Exception as exc:
             step.on_error(exc, "evaluator")
             raise
         judged = self._judged(state, pending, evaluations, step, options)
-        found = run_record(state, judged.attempts, options, self.record_key(options))
+        found = _record(state, judged.attempts, options, self.record_key(options))
         record = exchange(*found) if found else None
         return self._route(state, self._finish(state, judged, options, record))
 
@@ -252,16 +252,18 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
                     evaluations.append(await one(response))
         except BudgetStop as stop:
             if not evaluations:
-                return self._route(state, self._unevaluated(pending, step, stop))
+                return self._route(state, self._unevaluated(state, pending, step, stop))
         except Exception as exc:
             await step.aon_error(exc, "evaluator")
             raise
         judged = self._judged(state, pending, evaluations, step, options)
-        found = run_record(state, judged.attempts, options, self.record_key(options))
+        found = _record(state, judged.attempts, options, self.record_key(options))
         record = await aexchange(*found) if found else None
         return self._route(state, self._finish(state, judged, options, record))
 
-    def _unevaluated(self, pending: Attempt, step: Step, stop: BudgetStop) -> dict[str, Any]:
+    def _unevaluated(
+        self, state: Mapping[str, Any], pending: Attempt, step: Step, stop: BudgetStop
+    ) -> dict[str, Any]:
         logger.info("budget exhausted before evaluating attempt %d: %s", pending.index, stop)
         usage = step.meter.delta()
         attempt = pending.model_copy(update={"usage": pending.usage + usage})
@@ -269,7 +271,8 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
             "attempts": [attempt],
             "pending": None,
             "usage": attempt.usage,  # the generation's and this step's
-            "stop_reason": BUDGET_STOP,
+            # A reviewer's edit stays the result, unscored; anything else is a budget stop.
+            "stop_reason": "edited" if is_edit(state) else BUDGET_STOP,
         }
 
     def _judged(
@@ -289,7 +292,10 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         usage = step.meter.delta()
         attempt = _choose_candidate(pending, evaluations, pending.usage + usage)
         attempts = [*(state.get("attempts") or []), attempt]
-        stop_reason = options.rules.decide(attempts)
+        # A reviewer's edit ends the loop whatever it scores; other attempts meet the rules.
+        stop_reason: StopReason | None = (
+            "edited" if is_edit(state) else options.rules.decide(attempts)
+        )
         if stop_reason is None and len(evaluations) < len(_responses(pending)):
             stop_reason = BUDGET_STOP  # it ran out while judging the candidates
         return _Judged(attempt, attempts, stop_reason)
@@ -318,6 +324,18 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         if stop_reason is not None or state.get("stop_reason") is not None:
             update["stop_reason"] = stop_reason
         return update
+
+
+def is_edit(state: Mapping[str, Any]) -> bool:
+    """True when the pending attempt is a reviewer's edit (see `ReviewNode.apply`)."""
+    return state.get("stop_reason") == "edited"
+
+
+def _record(
+    state: Mapping[str, Any], attempts: list[Attempt], options: LoopOptions, key: str | None
+) -> Any:
+    """The strategy record's update for this round; none for an edit (not a model's move)."""
+    return None if is_edit(state) else run_record(state, attempts, options, key)
 
 
 class _Judged(NamedTuple):

@@ -35,8 +35,7 @@ from langgraph_refine._options import (
 )
 from langgraph_refine._record import model_name
 from langgraph_refine._retry import DEFAULT_RETRY_POLICY
-from langgraph_refine._review import ReviewNode
-from langgraph_refine._router import route_after_evaluation
+from langgraph_refine._review import ReviewNode, route_after_review
 from langgraph_refine._state import PromptForm, RefineInput, RefineOutput, RefineState, Strategy
 from langgraph_refine._typed import OutputSchema
 from langgraph_refine.evaluators import llm_judge
@@ -203,8 +202,11 @@ def create_refine_graph(
         )
         if after_evaluation:
             builder.add_edge("evaluate", after_evaluation)
-        route = Inline(route_after_evaluation)
-        builder.add_conditional_edges("review", route, {"refine": "generate", "stop": "finalize"})
+        builder.add_conditional_edges(
+            "review",
+            Inline(route_after_review),
+            {"refine": "generate", "stop": "finalize", "evaluate": "evaluate"},
+        )
     builder.add_edge("finalize", END)
     return builder
 

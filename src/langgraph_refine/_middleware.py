@@ -23,7 +23,7 @@ from __future__ import annotations
 import uuid
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 try:
     from langchain.agents.middleware import (
@@ -469,9 +469,41 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
     def after_agent(self, state: RefineAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Ask the human reviewer (if any), then refine again or end with the best answer.
 
+        A reviewer's edit is evaluated (one more evaluator call, within the budget) and
+        ends the loop with the edited text.
+
         Raises:
             BudgetExhaustedError: On a budget stop with `on_budget_exhausted="raise"`.
         """
+        outcome = self._review(state)
+        if not isinstance(outcome, _Edit):
+            return outcome
+        evaluation: Evaluation | None = None
+        try:
+            with metered(outcome.meter):
+                evaluation = self.evaluator.evaluate(outcome.attempt.response, outcome.view)
+        except BudgetStop:
+            pass
+        return self._end_with_edit(state, outcome, evaluation)
+
+    @hook_config(can_jump_to=["model"])
+    async def aafter_agent(
+        self, state: RefineAgentState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """Async twin of `after_agent`."""
+        outcome = self._review(state)
+        if not isinstance(outcome, _Edit):
+            return outcome
+        evaluation: Evaluation | None = None
+        try:
+            with metered(outcome.meter):
+                evaluation = await self.evaluator.aevaluate(outcome.attempt.response, outcome.view)
+        except BudgetStop:
+            pass
+        return self._end_with_edit(state, outcome, evaluation)
+
+    def _review(self, state: RefineAgentState) -> dict[str, Any] | _Edit | None:
+        """The review and its decision: an update, or an edit still to evaluate."""
         if state.get("refine_phase") != "deciding":
             return None  # the agent ended for another reason (e.g. another middleware)
         view = self._view(state)
@@ -486,6 +518,8 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
                     "refine_stop_reason": None,
                     "refine_instruction": feedback,
                 }
+            if decision.get("pending") is not None:  # an edit: evaluated, as in the graph
+                return _Edit(view, Attempt.model_validate(decision["pending"]), self._meter(state))
             stop_reason = decision.get("stop_reason", stop_reason)
             response = decision.get("response")
         if stop_reason is None:  # an every-round review said "continue" mid-loop
@@ -493,11 +527,27 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
             return _refine_again(FEEDBACK_PROMPT, latest)
         return self._finish(state, view | {"stop_reason": stop_reason, "response": response})
 
-    async def aafter_agent(
-        self, state: RefineAgentState, runtime: Runtime[Any]
-    ) -> dict[str, Any] | None:
-        """Async twin of `after_agent`."""
-        return self.after_agent(state, runtime)
+    def _end_with_edit(
+        self, state: RefineAgentState, edit: _Edit, evaluation: Evaluation | None
+    ) -> dict[str, Any]:
+        """End the loop with the reviewer's text, its evaluation (None past the budget)."""
+        attempt = edit.attempt.model_copy(
+            update={"evaluation": evaluation, "usage": edit.meter.delta()}
+        )
+        attempts = [*edit.view["attempts"], attempt]
+        if evaluation is not None:
+            _emit(round_event(LOOP_NAME, attempt, best_attempt(attempts)))
+        spent = edit.meter.spent_before + edit.meter.delta()
+        view = edit.view | {
+            "attempts": attempts,
+            "usage": spent,
+            "stop_reason": "edited",
+            "response": attempt.response,
+        }
+        return self._finish(state, view) | {
+            "refine_attempts": to_plain(attempts),
+            "refine_usage": to_plain(spent),
+        }
 
     def _finish(self, state: RefineAgentState, view: dict[str, Any]) -> dict[str, Any]:
         result = RefineResult.from_state(view)
@@ -533,6 +583,14 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
             The `RefineResult` of the run's loop: value, score, stop reason, attempts, usage.
         """
         return RefineResult.from_state(self._view(state))
+
+
+class _Edit(NamedTuple):
+    """A reviewer's edit, still to evaluate: the loop's view, the attempt, the meter."""
+
+    view: dict[str, Any]
+    attempt: Attempt
+    meter: BudgetMeter
 
 
 def _resolve_evaluator(

@@ -22,6 +22,9 @@ from langgraph_refine._stop_rules import stop_reason_of
 if TYPE_CHECKING:
     from langgraph_refine._typed import OutputSchema
 
+REVIEWED_REASONS = frozenset({"approved", "edited"})
+"""Stops whose value is the reviewer's choice rather than the best attempt."""
+
 RESULT_KEYS = ["task", "attempts", "response", "pending", "stop_reason", "usage"]
 """The state keys `RefineResult.from_state` reads. Without a checkpointer there is no
 state to read back, so runs ask `invoke`/`stream` for these channels (`output_keys=`)."""
@@ -59,9 +62,11 @@ class RefineResult(BaseModel):
 
     Attributes:
         value: The best response (or the human-approved / edited one).
-        score: The best attempt's score (None if nothing was evaluated).
-        verdict: The best attempt's verdict, if its evaluator gave one.
-        feedback: The best attempt's feedback.
+        score: The score of the attempt `value` comes from: the best attempt's, or the
+            approved or edited one's (an edit is evaluated as an attempt of its own; None
+            if nothing was evaluated, or the budget ran out before the edit's evaluation).
+        verdict: That attempt's verdict, if its evaluator gave one.
+        feedback: That attempt's feedback.
         stop_reason: Why the loop stopped; None for a state that has not stopped (a
             paused review, a custom topology that never decided).
         iterations: Refinement rounds run (number of attempts - 1).
@@ -69,12 +74,18 @@ class RefineResult(BaseModel):
         score_history: One score per evaluated attempt, in order.
         attempts: Every attempt, in order.
         usage: Model calls, tokens and seconds spent.
+        best_index: The index of the attempt `value` comes from: the best attempt, or the
+            approved or edited one (None when there is no such attempt).
         output: With `output_schema`, the best attempt's object: an instance of the
             pydantic model, or the dict for a JSON schema (None when no attempt was a
             valid object, and without `output_schema`). Read from a state without the
             schema (`from_state(state)`), it is the plain JSON value.
-        metadata: `iterations`, `converged`, `score_history`, `stop_reason`, `best_index`
-            and `usage` as plain values, for logging and serialisation.
+        metadata: `iterations`, `converged`, `score_history` and `stop_reason` as plain
+            values, for logging and serialisation.
+
+    `repr()` and `print()` show a short summary: the value's start and length, score,
+    verdict, stop reason, iterations, best index and usage; the attempts are in
+    `attempts`.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -89,8 +100,20 @@ class RefineResult(BaseModel):
     score_history: list[float]
     attempts: list[Attempt]
     usage: Usage
+    best_index: int | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     output: Any = None
+
+    def __repr__(self) -> str:
+        return (
+            f"RefineResult(value={_preview(self.value)}, score={_number(self.score)}, "
+            f"verdict={self.verdict!r}, stop_reason={self.stop_reason!r}, "
+            f"iterations={self.iterations}, best_index={self.best_index}, "
+            f"usage={_usage_summary(self.usage)})"
+        )
+
+    def __str__(self) -> str:
+        return repr(self)
 
     @classmethod
     def from_state(
@@ -123,13 +146,18 @@ class RefineResult(BaseModel):
         best = best_attempt(attempts)
         stop_reason = None if paused else stop_reason_of(state)
         value = state.get("response")
-        if stop_reason not in ("approved", "edited") or value is None:
+        chosen = best
+        if stop_reason in REVIEWED_REASONS and value is not None:
+            # The reviewer's choice: the attempt that holds the text (an edit is an attempt
+            # of its own). Its evaluation is the result's, or none if it never had one.
+            chosen = next((a for a in reversed(attempts) if a.response == value), None)
+        else:
             # Every other stop returns the best evaluated attempt (the contract's rule).
             value = (
                 best.response if best is not None else (attempts[-1].response if attempts else "")
             )
         output = _output(attempts, best, value, stop_reason, output_schema)
-        evaluation = best.evaluation if best is not None else None
+        evaluation = chosen.evaluation if chosen is not None else None
         score_history = [a.evaluation.score for a in attempts if a.evaluation is not None]
         iterations = max(len(attempts) - 1, 0)
         converged = stop_reason in CONVERGED_REASONS
@@ -144,14 +172,13 @@ class RefineResult(BaseModel):
             score_history=score_history,
             attempts=attempts,
             usage=usage,
+            best_index=chosen.index if chosen is not None else None,
             output=output_schema.typed(output) if output_schema is not None else output,
             metadata={
                 "iterations": iterations,
                 "converged": converged,
                 "score_history": score_history,
                 "stop_reason": stop_reason,
-                "best_index": best.index if best is not None else None,
-                "usage": usage.model_dump(),
             },
         )
 
@@ -168,6 +195,29 @@ def _output(
         return best.output if best is not None else None
     # A reviewer approved an attempt, or wrote the response: the object of that text.
     reviewed = next((a for a in reversed(attempts) if a.response == value), None)
-    if reviewed is not None:
+    if reviewed is not None and reviewed.output is not None:
         return reviewed.output
     return schema.read(value).output if schema is not None else None
+
+
+PREVIEW_CHARS = 60
+"""How much of `value` a result's repr shows."""
+
+
+def _preview(text: str) -> str:
+    if len(text) <= PREVIEW_CHARS:
+        return repr(text)
+    return f"{text[:PREVIEW_CHARS].rstrip()!r}... ({len(text)} chars)"
+
+
+def _number(value: float | None) -> str:
+    return "None" if value is None else f"{value:.3g}"
+
+
+def _usage_summary(usage: Usage) -> str:
+    parts = [f"{usage.calls} calls", f"{usage.total_tokens} tokens", f"{usage.seconds:.1f} s"]
+    if usage.cost is None:
+        parts.append("cost unknown")
+    elif usage.cost:
+        parts.append(f"${usage.cost:.4g}")
+    return repr(", ".join(parts))

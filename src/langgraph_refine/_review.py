@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from langgraph_refine._errors import ReviewInputError
 from langgraph_refine._options import HumanReview, OnBudgetExhausted, check_choice
 from langgraph_refine._result import best_attempt
 from langgraph_refine._review_schema import ask_review
-from langgraph_refine._state import RefineState, revive_state
+from langgraph_refine._router import route_after_evaluation
+from langgraph_refine._state import Attempt, RefineState, revive_state
 from langgraph_refine._stop_rules import BUDGET_STOP, review_stop
 
 logger = logging.getLogger("langgraph_refine")
@@ -75,6 +76,8 @@ class ReviewNode:
     def __call__(self, state: RefineState) -> dict[str, Any]:
         if state.get("stop_reason") == BUDGET_STOP and self.on_budget_exhausted == "raise":
             return {}
+        if state.get("stop_reason") == "edited":
+            return {}  # the reviewer's edit, now evaluated: the loop ends
         # The interrupt declares its answer's schema (LangGraph Studio shows a form); a
         # malformed answer pauses again with an `error` key (see `ask_review`).
         return ask_review(self.payload(revive_state(state)), self.apply, self.actions)
@@ -99,11 +102,46 @@ class ReviewNode:
         if action == "approve":
             update["response"] = payload["response"]
         elif action == "edit":
-            update["response"] = _required_text(value, "response", action)
+            # The edited text is an attempt of its own, evaluated next (`route_after_review`)
+            # so the result's score is that text's, not the reviewed attempt's.
+            text = _required_text(value, "response", action)
+            update["response"] = text
+            update["pending"] = edited_attempt(payload, text)
         elif action == "revise":
             update["reviewer_feedback"] = _required_text(value, "feedback", action)
             update["refine_from"] = payload.get("attempt")  # the reviewed attempt
         return update
+
+
+def edited_attempt(payload: Mapping[str, Any], text: str) -> dict[str, Any]:
+    """The attempt a reviewer's `edit` makes, as plain data (it is a state write).
+
+    Args:
+        payload: The review's payload (`iteration` is the latest attempt's index,
+            `attempt` the reviewed one's).
+        text: The reviewer's text.
+    """
+    attempt = Attempt(
+        index=int(payload.get("iteration") or 0) + 1,
+        response=text,
+        parent=payload.get("attempt"),
+        move="edit",
+    )
+    return attempt.model_dump()
+
+
+def route_after_review(state: Mapping[str, Any]) -> Literal["refine", "stop", "evaluate"]:
+    """Where the loop goes after a review: `"evaluate"` an edit, else as after an evaluation.
+
+    Example:
+        >>> route_after_review({"stop_reason": "edited", "pending": {"index": 3}})
+        'evaluate'
+        >>> route_after_review({"stop_reason": "approved", "pending": None})
+        'stop'
+    """
+    if state.get("pending") is not None:
+        return "evaluate"
+    return route_after_evaluation(state)
 
 
 def _required_text(value: Mapping[str, Any], key: str, action: str) -> str:

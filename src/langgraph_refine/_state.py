@@ -43,12 +43,13 @@ StopReason: TypeAlias = Literal[
 Strategy: TypeAlias = Literal["chain", "explore", "sample"]
 """How each round after the first chooses what to generate (see `_strategy`)."""
 
-MoveKind: TypeAlias = Literal["sample", "refine", "revise", "guided"]
+MoveKind: TypeAlias = Literal["sample", "refine", "revise", "guided", "edit"]
 """The kind of move that produced an attempt (`Attempt.move`, see `_strategy`):
 `"sample"` a fresh answer to the task alone (attempt 0 included), `"refine"` a
 refinement of an earlier attempt chosen by the strategy, `"revise"` a refinement a
 human reviewer asked for, `"guided"` a fresh answer told what earlier feedback asked
-for (without the earlier attempt)."""
+for (without the earlier attempt), `"edit"` a reviewer's own text (evaluated like any
+attempt, and never counted in the strategy record)."""
 
 PromptForm: TypeAlias = Literal["messages", "single"]
 """How a refinement round is put to a chat model: a multi-turn conversation
@@ -149,8 +150,8 @@ class Attempt(BaseModel):
         instruction: Reviewer feedback this attempt was asked to address, if any.
         parent: The index of the attempt this one refined; None for a fresh sample
             (attempt 0 included).
-        move: The kind of move that produced it: `"sample"`, `"refine"` or
-            `"revise"` (see `MoveKind`). Left out (as in checkpoints written before
+        move: The kind of move that produced it: `"sample"`, `"refine"`,
+            `"revise"` or `"edit"` (see `MoveKind`). Left out (as in checkpoints written before
             the field existed), it is read from `parent`: `"sample"` without one,
             else `"refine"`.
         usage: Model usage spent producing and evaluating this attempt.
