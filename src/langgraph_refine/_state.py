@@ -150,9 +150,9 @@ class Attempt(BaseModel):
         instruction: Reviewer feedback this attempt was asked to address, if any.
         parent: The index of the attempt this one refined; None for a fresh sample
             (attempt 0 included).
-        move: The kind of move that produced it: `"sample"`, `"refine"`,
-            `"revise"` or `"edit"` (see `MoveKind`). Left out (as in checkpoints written before
-            the field existed), it is read from `parent`: `"sample"` without one,
+        move: The kind of move that produced it: `"sample"`, `"refine"`, `"revise"`,
+            `"guided"` or `"edit"` (see `MoveKind`). Left out (as in checkpoints written
+            before the field existed), it is read from `parent`: `"sample"` without one,
             else `"refine"`.
         usage: Model usage spent producing and evaluating this attempt.
         candidates: With `candidates > 1`, every response sampled in this round; the
