@@ -759,3 +759,29 @@ def test_run_context_carries_the_lines_check_and_the_command_lines_models() -> N
     assert context["judge_model"] == "judge-model" and context["max_tokens"] == 64
     plain = BatchItem(line=2, id="y", task="t", options=LoopOptions())
     assert "evaluator" not in run_context(plain) and "judge_model" not in run_context(plain)
+
+
+def test_a_provider_outage_fails_a_served_graph_with_a_provider_error() -> None:
+    import httpx
+    import openai
+
+    from langgraph_refine import ProviderError, create_refine_graph
+    from langgraph_refine.server import explain_error
+    from tests.fakes import ScriptedChatModel, scores
+
+    request = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
+    model = ScriptedChatModel(replies=[openai.APIConnectionError(request=request)])
+    builder = create_refine_graph(model, scores(1.0), retry_policy=None)
+    graph = builder.set_node_defaults(error_handler=explain_error).compile()
+    with pytest.raises(ProviderError) as info:
+        graph.invoke({"task": "Write a haiku."})
+    assert str(info.value) == (
+        "the model provider failed in node 'generate': APIConnectionError: Connection error."
+    )
+    assert isinstance(info.value, RuntimeError)  # a server passes its message on
+    assert isinstance(info.value.__cause__, openai.APIConnectionError)
+    # Errors of the user's own making are raised as they were.
+    builder = create_refine_graph(ScriptedChatModel(), scores(1.0))
+    graph = builder.set_node_defaults(error_handler=explain_error).compile()
+    with pytest.raises(ValueError, match="unknown evaluator spec 'nope'"):
+        graph.invoke({"task": "Write a haiku."}, context={"evaluator": "nope"})
