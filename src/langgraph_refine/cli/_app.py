@@ -171,6 +171,15 @@ CacheOpt = Annotated[
 TimeoutOpt = Annotated[
     float, typer.Option("--timeout", metavar="SECONDS", help="Seconds one model call may take.")
 ]
+SchemaOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--schema",
+        metavar="FILE.json",
+        help="Refine a JSON object, not text: the JSON Schema it must match. The model is "
+        "asked for it through its structured output; invalid replies fail and are refined.",
+    ),
+]
 MaxTokensOpt = Annotated[
     int | None,
     typer.Option(
@@ -273,9 +282,18 @@ def run(
     json_output: Annotated[
         bool, typer.Option("--json", help="Print the result as one JSON object, nothing else.")
     ] = False,
+    show_reasoning: Annotated[
+        bool,
+        typer.Option(
+            "--show-reasoning",
+            help="Also show the reasoning a model gave beside each answer (kept apart from "
+            "the answer: never judged, never fed back).",
+        ),
+    ] = False,
     cache: CacheOpt = None,
     timeout: TimeoutOpt = 120.0,
     max_tokens: MaxTokensOpt = None,
+    schema: SchemaOpt = None,
 ) -> None:
     """Refine one task, showing each round's score, verdict and feedback."""
     from langgraph_refine.cli._review import TerminalReviewer
@@ -297,6 +315,7 @@ def run(
         max_cost=max_cost,
         prices=price,
         on_budget_exhausted=on_budget_exhausted,
+        schema=schema,
     )
     settings = _settings(model, base_url, judge_model, cache, timeout, max_tokens)
     out, err = _stdout(), _stderr()
@@ -306,7 +325,7 @@ def run(
         result = execute(
             request,
             settings,
-            view=RoundView(screen, enabled=not json_output),
+            view=RoundView(screen, enabled=not json_output, show_reasoning=show_reasoning),
             reviewer=TerminalReviewer(screen) if review else None,
             notes=err,
         )
@@ -318,7 +337,7 @@ def run(
         sys.stdout.write(json.dumps(result_json(result), ensure_ascii=False) + "\n")
         sys.stdout.flush()
     else:
-        show_result(out, result)
+        show_result(out, result, show_reasoning=show_reasoning)
 
 
 @app.command()
@@ -388,6 +407,7 @@ def batch(
         bool,
         typer.Option("--no-store", help="Keep no strategy record: every task starts cold."),
     ] = False,
+    schema: SchemaOpt = None,
 ) -> int:
     """Refine every task of a JSONL file; rerun with the same --out to finish an interrupted batch.
 
@@ -423,6 +443,7 @@ def batch(
         max_cost=max_cost,
         prices=price,
         on_budget_exhausted=on_budget_exhausted,
+        schema=schema,
     )
     err = _stderr()
     found = read_input(input_file, defaults)

@@ -45,6 +45,7 @@ OUTPUT_KEYS = (
     "iterations",
     "score_history",
     "usage",
+    "output",
 )
 
 

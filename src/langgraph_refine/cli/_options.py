@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 from langchain_core.language_models import BaseChatModel
@@ -15,6 +17,7 @@ from langgraph_refine._memory import MemoryPolicy
 from langgraph_refine._prices import Price
 from langgraph_refine._retry import DEFAULT_RETRY_POLICY
 from langgraph_refine._state import Strategy
+from langgraph_refine._typed import OutputSchema
 from langgraph_refine.cli._errors import CliError
 from langgraph_refine.cli._specs import EvaluatorSpec, build_evaluators, parse_specs
 
@@ -41,8 +44,41 @@ PER_LINE_OPTIONS = (
     "strategy",
     "budget",
     "on_budget_exhausted",
+    "schema",
 )
 """Keys a batch line may set for itself; other keys are carried along and ignored."""
+
+
+def read_schema(value: object, *, option: str) -> dict[str, Any]:
+    """An output schema: a JSON schema object, or the name of a JSON file that holds one.
+
+    Args:
+        value: A dict (a batch line's inline schema) or a file name (`--schema FILE.json`).
+        option: Where it came from, for messages (`--schema`, `'schema'`).
+
+    Raises:
+        CliError: If the file is missing or not JSON, or the schema is not a valid
+            JSON schema object.
+    """
+    if isinstance(value, str | Path):
+        path = Path(value).expanduser()
+        try:
+            value = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise CliError(f"{option} {path}: file not found") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CliError(f"{option} {path}: cannot read it: {exc}") from None
+        except json.JSONDecodeError as exc:
+            raise CliError(f"{option} {path} is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise CliError(
+            f"{option} must be a JSON schema object (or a file holding one), got {value!r:.80}"
+        )
+    try:
+        OutputSchema(value)
+    except (ValueError, ImportError) as exc:
+        raise CliError(f"{option}: {exc}") from None
+    return value
 
 
 def parse_choice(value: object, choices: Sequence[str], *, option: str) -> str:
@@ -195,6 +231,7 @@ class LoopOptions:
         budget: Limits on model calls, tokens, seconds and cost.
         on_budget_exhausted: `stop` (return the best so far) or `raise` (fail the task).
         prices: `--price` values: model prices for every task's budget.
+        output_schema: The JSON schema each attempt's object must match, or None for text.
     """
 
     specs: list[EvaluatorSpec] = field(default_factory=list)
@@ -207,6 +244,7 @@ class LoopOptions:
     budget: Budget | None = None
     on_budget_exhausted: str = "stop"
     prices: Mapping[str, Price] = field(default_factory=dict)
+    output_schema: dict[str, Any] | None = None
 
     @classmethod
     def from_cli(
@@ -228,7 +266,7 @@ class LoopOptions:
             memory: `--memory`.
             **extra: `min_delta`, `strategy`, `on_budget_exhausted`, the budget limits
                 `max_calls`, `max_tokens`, `max_seconds`, `max_cost` (None: not given),
-                and `prices` (the `--price` values).
+                `prices` (the `--price` values), and `schema` (`--schema`'s file).
         """
         strategy = extra.get("strategy")
         options = cls(
@@ -248,6 +286,9 @@ class LoopOptions:
                 ON_BUDGET_CHOICES,
                 option="--on-budget-exhausted",
             ),
+            output_schema=None
+            if extra.get("schema") is None
+            else read_schema(extra["schema"], option="--schema"),
         )
         options.check()
         return options
@@ -292,6 +333,10 @@ class LoopOptions:
             )
         if "budget" in line:
             changes["budget"] = parse_budget(line["budget"])
+        if "schema" in line:
+            changes["output_schema"] = (
+                None if line["schema"] is None else read_schema(line["schema"], option="'schema'")
+            )
         if "on_budget_exhausted" in line:
             changes["on_budget_exhausted"] = parse_choice(
                 line["on_budget_exhausted"], ON_BUDGET_CHOICES, option="'on_budget_exhausted'"
@@ -327,6 +372,8 @@ class LoopOptions:
         }
         if self.strategy is not None:  # only when given: the library's default otherwise
             kwargs["strategy"] = self.strategy
+        if self.output_schema is not None:
+            kwargs["output_schema"] = self.output_schema
         if evaluator is None:
             kwargs["judge_model"] = judge_model()
         return kwargs

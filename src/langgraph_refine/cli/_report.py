@@ -51,10 +51,12 @@ class TaskRecord:
         stop_reason: Why its loop stopped.
         iterations: Refinement rounds run.
         score_history: One score per evaluated attempt.
-        attempts: The attempts as dicts (`index`, `response`, `evaluation`).
+        attempts: The attempts as dicts (`index`, `response`, `evaluation`, `output`,
+            `reasoning`).
         error: Why the task failed (a row written by a failed task), else None.
         calls: Model calls the task made, if the row says.
         cost: US dollars the task spent, if the row says and its price was known.
+        output: A typed run's best object (plain JSON), else None.
     """
 
     id: Any
@@ -69,6 +71,7 @@ class TaskRecord:
     error: str | None = None
     calls: int | None = None
     cost: float | None = None
+    output: Any = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TaskRecord:
@@ -106,6 +109,7 @@ class TaskRecord:
             error=str(data["error"]) if data.get("error") else None,
             calls=_count(usage.get("calls")),
             cost=float(usage["cost"]) if _is_number(usage.get("cost")) else None,
+            output=data.get("output"),
         )
 
     @property
@@ -310,6 +314,7 @@ border-radius:4px;margin:.3rem 0}
 .swatch{display:inline-block;width:1.4rem;height:.3rem;vertical-align:middle;margin-right:.4rem}.verdict-PASS{color:#1a7f37}.verdict-FAIL{color:#b42318}
 .verdict-NEEDS_IMPROVEMENT{color:#9a6700}
 .error{color:#b42318}
+pre.object{background:#f6f8fa}details.reasoning summary{color:#777;cursor:pointer;font-size:.85em}
 """
 
 
@@ -459,7 +464,7 @@ def _task_details(record: TaskRecord, color: str) -> str:
             f'<td class="num">{_fmt(score if _is_number(score) else None)}</td>'
             f'<td class="verdict-{esc(str(verdict))}">{esc(str(verdict))}</td>'
             f"<td><pre>{esc(str(evaluation.get('feedback', '')))}</pre></td>"
-            f"<td><pre>{esc(str(attempt.get('response', '')))}</pre></td></tr>"
+            f"<td>{_reasoning(attempt.get('reasoning'))}{_answer(attempt)}</td></tr>"
         )
     attempts = (
         attempt_tree(record.attempts)
@@ -482,7 +487,7 @@ def _task_details(record: TaskRecord, color: str) -> str:
         f"<span>{esc(cost_text(record.cost))}</span>"
         f"{summary_error}</summary>{error_block}"
         f"<h4>Task</h4><pre>{esc(record.task)}</pre>"
-        f"<h4>Best response (score {_fmt(record.best_score)})</h4><pre>{esc(record.value)}</pre>"
+        f"<h4>Best response (score {_fmt(record.best_score)})</h4>{_best(record)}"
         f"<h4>Attempts</h4>{attempts}</details>"
     )
 
@@ -540,6 +545,35 @@ def _moves_table(title: str, moves: Mapping[str, MoveStats]) -> str:
 
 def _share(part: int, whole: int) -> str:
     return f"{part / whole:.0%}" if whole else "-"
+
+
+def _formatted(value: Any) -> str:
+    """A typed run's object as formatted JSON, in a `<pre class="object">`."""
+    text = json.dumps(value, ensure_ascii=False, indent=2)
+    return f'<pre class="object">{html.escape(text)}</pre>'
+
+
+def _best(record: TaskRecord) -> str:
+    if record.output is not None:
+        return _formatted(record.output)
+    return f"<pre>{html.escape(record.value)}</pre>"
+
+
+def _answer(attempt: dict[str, Any]) -> str:
+    """An attempt's response: its object as formatted JSON when it is a valid one."""
+    if attempt.get("output") is not None:
+        return _formatted(attempt["output"])
+    return f"<pre>{html.escape(str(attempt.get('response', '')))}</pre>"
+
+
+def _reasoning(reasoning: Any) -> str:
+    """The model's reasoning beside its answer, collapsed (it was never judged)."""
+    if not reasoning:
+        return ""
+    return (
+        '<details class="reasoning"><summary>reasoning</summary>'
+        f"<pre>{html.escape(str(reasoning))}</pre></details>"
+    )
 
 
 def write_report(

@@ -25,6 +25,7 @@ from rich.text import Text
 from langgraph_refine._driver import Driver, drive, run_config, run_flow, strict_serde
 from langgraph_refine._graph import create_refine_graph
 from langgraph_refine._result import RefineResult
+from langgraph_refine._typed import OutputSchema, plain
 from langgraph_refine.cli._errors import CliError
 from langgraph_refine.cli._models import ModelSettings
 from langgraph_refine.cli._options import LoopOptions
@@ -75,6 +76,7 @@ def result_json(result: RefineResult) -> dict[str, Any]:
         "iterations": result.iterations,
         "score_history": list(result.score_history),
         "usage": result.usage.model_dump(mode="json"),
+        "output": plain(result.output),
         "attempts": [attempt.model_dump(mode="json") for attempt in result.attempts],
     }
 
@@ -165,9 +167,14 @@ def execute(
     generator = settings.generator()
     kwargs = request.options.graph_kwargs(settings.judge)
     evaluator = kwargs.pop("evaluator")
+    schema = OutputSchema.coerce(kwargs.pop("output_schema", None))
     try:
         builder = create_refine_graph(
-            generator, evaluator, human_review="final" if request.review else None, **kwargs
+            generator,
+            evaluator,
+            human_review="final" if request.review else None,
+            output_schema=schema,
+            **kwargs,
         )
     except ValueError as exc:
         raise CliError(str(exc)) from None
@@ -205,6 +212,6 @@ def execute(
         )
         view.start("round 0: generating…" if request.thread is None else "resuming…")
         try:
-            return drive(run_flow(request.task, durable=True), driver)
+            return drive(run_flow(request.task, durable=True, output_schema=schema), driver)
         finally:
             view.stop()

@@ -6,6 +6,7 @@ response containing `[brackets]` is shown as written.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,6 +17,7 @@ from rich.text import Text
 
 from langgraph_refine._display import shorten, usage_text
 from langgraph_refine._result import RefineResult
+from langgraph_refine._typed import plain
 
 FEEDBACK_CHARS = 100
 
@@ -38,11 +40,15 @@ class RoundView:
     Args:
         console: Where to draw.
         enabled: False draws nothing (the `--json` mode).
+        show_reasoning: Also print the reasoning the model gave beside each answer.
     """
 
-    def __init__(self, console: Console, *, enabled: bool = True) -> None:
+    def __init__(
+        self, console: Console, *, enabled: bool = True, show_reasoning: bool = False
+    ) -> None:
         self.console = console
         self.enabled = enabled
+        self.show_reasoning = show_reasoning
         self._status: Status | None = None
         self._best: float | None = None
 
@@ -88,18 +94,35 @@ class RoundView:
             line.append("  ")
         line.append(short(str(event.get("feedback") or "")), style="dim")
         self.console.print(line, soft_wrap=True)
+        if self.show_reasoning and event.get("reasoning"):
+            self.console.print(_reasoning_text(str(event["reasoning"])), soft_wrap=True)
         if isinstance(best, int | float):
             self._best = float(best)
 
 
-def show_result(console: Console, result: RefineResult) -> None:
-    """Print the final response with its score and why the loop stopped."""
+def _reasoning_text(reasoning: str) -> Text:
+    indented = "\n".join(f"  │ {line}" for line in reasoning.strip().splitlines())
+    return Text(f"  reasoning:\n{indented}", style="dim italic")
+
+
+def show_result(console: Console, result: RefineResult, *, show_reasoning: bool = False) -> None:
+    """Print the final response with its score and why the loop stopped.
+
+    A typed result (`--schema`) is shown as its object, formatted JSON; with
+    `show_reasoning`, the best attempt's reasoning is printed above it.
+    """
     title = (
         f"best response — score {score_text(result.score)}"
         + (f", {result.verdict}" if result.verdict else "")
         + f", stopped: {result.stop_reason}, {result.iterations} refinement round(s)"
     )
-    console.print(Panel(Text(result.value), title=title, title_align="left"))
+    best = next((a for a in result.attempts if a.index == result.metadata.get("best_index")), None)
+    if show_reasoning and best is not None and best.reasoning:
+        console.print(_reasoning_text(best.reasoning), soft_wrap=True)
+    shown = result.value
+    if result.output is not None:
+        shown = json.dumps(plain(result.output), ensure_ascii=False, indent=2)
+    console.print(Panel(Text(shown), title=title, title_align="left"))
     if result.feedback:
         console.print(Text("feedback: " + short(result.feedback, 300), style="dim"))
     console.print(Text("spent: " + usage_text(result.usage), style="dim"))
