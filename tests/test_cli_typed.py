@@ -161,7 +161,9 @@ def test_the_report_shows_the_object_formatted_and_the_reasoning_collapsed(
     path = tmp_path / "out.jsonl"
     path.write_text(json.dumps(row) + "\n")
     page = render_report(read_records(path, lambda message: None), source=str(path))
-    formatted = '<pre class="object">{\n  &quot;name&quot;: &quot;Ada&quot;,\n  &quot;age&quot;: 36\n}'
+    formatted = (
+        '<pre class="object">{\n  &quot;name&quot;: &quot;Ada&quot;,\n  &quot;age&quot;: 36\n}'
+    )
     assert page.count(formatted) == 2  # the best response and the attempt
     assert (
         '<details class="reasoning"><summary>reasoning</summary><pre>PRIVATE-PLAN &lt;b&gt;</pre>'
