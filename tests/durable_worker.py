@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from pydantic import BaseModel
 
 from langgraph_refine import Evaluation, RefineResult, create_refine_graph
 
@@ -63,14 +64,48 @@ class Recorder:
         return Evaluation(score=SCORES[index], feedback=f"improve v{index}")
 
 
+class Sea(BaseModel):
+    """The object a typed run (`--typed`) refines."""
+
+    version: int
+    text: str
+    seen: list[int]
+
+
+INVALID_INDEX = 2
+"""In a typed run, this attempt's reply is no object (FAIL, the evaluator not called)."""
+
+
+class TypedRecorder(Recorder):
+    """The same calls, refining a `Sea` object: the generator returns it as a dict."""
+
+    def generate(self, state: Any) -> Any:  # type: ignore[override]
+        index = len(state["attempts"])
+        self._mark("gen", index)
+        if index == INVALID_INDEX:
+            return "the sea, but not as JSON"
+        return {
+            "version": index,
+            "text": f"sea v{index}",
+            "seen": [a.index for a in state["attempts"]],
+        }
+
+    def evaluate(self, response: str, state: Any) -> Evaluation:
+        index = json.loads(response)["version"]
+        self._mark("eval", index)
+        return Evaluation(score=SCORES[index], feedback=f"improve v{index}")
+
+
 def build(recorder: Recorder, checkpointer: BaseCheckpointSaver[Any]) -> Any:
-    """The loop under test, compiled with the given saver."""
+    """The loop under test, compiled with the given saver (typed for a `TypedRecorder`)."""
+    typed = isinstance(recorder, TypedRecorder)
     return create_refine_graph(
         recorder.generate,
         recorder.evaluate,
         max_iterations=MAX_ITERATIONS,
         patience=None,
         retry_policy=None,
+        output_schema=Sea if typed else None,
     ).compile(checkpointer=checkpointer)
 
 
@@ -80,7 +115,8 @@ def summary(values: dict[str, Any]) -> dict[str, Any]:
     return {
         "value": result.value,
         "stop_reason": result.stop_reason,
-        "attempts": [[a.index, a.response, a.score] for a in result.attempts],
+        "attempts": [[a.index, a.response, a.score, a.output] for a in result.attempts],
+        "output": values.get("output"),
         "calls": result.usage.calls,
     }
 
@@ -113,9 +149,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--delay", type=float, default=0.0)
     parser.add_argument("--fail", default=None)
     parser.add_argument("--durability", default="sync", choices=["sync", "async", "exit"])
+    parser.add_argument("--typed", action="store_true", help="refine a Sea object")
     args = parser.parse_args(argv)
 
-    recorder = Recorder(args.markers, args.delay, args.fail)
+    recorder = (TypedRecorder if args.typed else Recorder)(args.markers, args.delay, args.fail)
     config = {"configurable": {"thread_id": args.thread}}
     with open_saver(args.saver) as saver:
         graph = build(recorder, saver)

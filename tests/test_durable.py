@@ -29,7 +29,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from langgraph_refine import Evaluation, create_refine_graph
 from tests.conftest import POSTGRES_URI_ENV, postgres_uri
-from tests.durable_worker import Recorder, build, summary
+from tests.durable_worker import INVALID_INDEX, Recorder, TypedRecorder, build, summary
 
 ROOT = Path(__file__).resolve().parents[1]
 DELAY = 0.12  # seconds each worker call takes, so that kills land mid-loop
@@ -74,7 +74,9 @@ def read_lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-def start_worker(mode: str, spec: str, thread: str, markers: Path, *extra: str) -> Any:
+def start_worker(
+    mode: str, spec: str, thread: str, markers: Path, *extra: str, env: Any = None
+) -> Any:
     command = [
         sys.executable,
         "-m",
@@ -89,7 +91,7 @@ def start_worker(mode: str, spec: str, thread: str, markers: Path, *extra: str) 
         *extra,
     ]
     return subprocess.Popen(
-        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     )
 
 
@@ -313,3 +315,29 @@ def test_worker_module_runs_in_process(tmp_path: Path) -> None:
     assert result["calls"] == 6  # callable evaluators make no model call
     assert result["attempts"][2][1] == "sea v2 (after 0,1)"
     assert os.path.getsize(markers) > 0
+
+
+# -- a typed run ---------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_typed_run_killed_mid_loop_resumes_with_every_object(tmp_path: Path) -> None:
+    # Strict msgpack in the worker processes: attempts' objects are plain JSON, no pickle.
+    env = {**os.environ, "LANGGRAPH_STRICT_MSGPACK": "true", "PYTHONWARNINGS": "error::UserWarning"}
+    markers = tmp_path / "reference"
+    graph = build(TypedRecorder(str(markers)), InMemorySaver())
+    config = {"configurable": {"thread_id": "typed-reference"}}
+    graph.invoke({"task": "Describe the sea."}, config, durability="sync")
+    ref, ref_calls = summary(graph.get_state(config).values), read_lines(markers)
+    outputs = [attempt[3] for attempt in ref["attempts"]]
+    assert outputs[INVALID_INDEX] is None  # the reply that was no object
+    assert [o["version"] for o in outputs if o is not None] == [0, 1, 3, 4, 5]
+    assert ref["output"] == outputs[-1] and ref["stop_reason"] == "target_reached"
+
+    spec, markers, thread = f"sqlite:{tmp_path / 'typed.sqlite'}", tmp_path / "m", "typed"
+    proc = start_worker("start", spec, thread, markers, "--delay", str(DELAY), "--typed", env=env)
+    before = kill_at(proc, markers, 7, 0.5 * DELAY)  # SIGKILL inside a later round
+    assert any(line == f"gen {INVALID_INDEX}" for line in before)
+    result = finish(start_worker("resume", spec, thread, markers, "--typed", env=env))
+    check_result(result, ref)  # every attempt's object intact, the invalid one still None
+    check_calls(read_lines(markers), ref_calls, interrupted=before[-1:])
