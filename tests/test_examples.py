@@ -483,3 +483,73 @@ def test_local_server_uses_half_the_cores(
     monkeypatch.setattr(local_model.os, "cpu_count", lambda: cores)
     assert local_model.default_threads() == threads
     assert local_model.LocalModelServer()._threads == threads
+
+
+@pytest.mark.vcr
+def test_structured_extraction(model: BaseChatModel, cassette: Any) -> None:
+    from examples import structured_extraction as example
+    from langgraph_refine.cli._batch import BatchItem, output_record
+    from langgraph_refine.cli._options import LoopOptions
+    from langgraph_refine.cli._report import TaskRecord, render_report
+
+    result = example.main(model)
+
+    check_loop(result, max_iterations=3, target_score=1.0)
+    # The real model reached a valid object: the result is a Book.
+    assert isinstance(result.output, example.Book)
+    assert json.loads(result.value) == result.output.model_dump()
+    bodies = recording.sent_bodies(cassette)
+    assert len(bodies) == len(result.attempts)  # the field check makes no model call
+    for body in bodies:  # asked through the provider's structured output, as a Book
+        response_format = body["response_format"]
+        assert response_format["type"] == "json_schema"
+        assert response_format["json_schema"]["name"] == "Book"
+    sent = prompts(cassette)
+    assert sent[0].startswith(example.TASK)
+    check_refinement_prompts(result, sent)
+    for attempt in result.attempts:
+        assert attempt.evaluation is not None
+        if attempt.output is None:  # not a valid Book: FAIL with the errors, not checked
+            assert attempt.evaluation.verdict == "FAIL"
+            assert attempt.evaluation.details["output_errors"]
+        else:
+            book = example.Book.model_validate(attempt.output)
+            assert attempt.evaluation == example.fields(book, {})
+    # The batch row and the report show the object, as formatted JSON.
+    item = BatchItem(line=1, id="book", task=example.TASK, options=LoopOptions())
+    row = output_record(item, result)
+    assert row["output"] == result.output.model_dump()
+    page = render_report([TaskRecord.from_json(json.loads(json.dumps(row)))], source="rows")
+    title = json.dumps(result.output.title)
+    assert f'<pre class="object">{{\n  &quot;title&quot;: {html_escape(title)},' in page
+
+
+def html_escape(text: str) -> str:
+    import html
+
+    return html.escape(text)
+
+
+@pytest.mark.vcr
+def test_openevals_judge(model: BaseChatModel, cassette: Any) -> None:
+    from examples import openevals_judge as example
+
+    result = example.main(model)
+
+    check_loop(result, max_iterations=2, target_score=1.0)
+    sent = recording.sent_bodies(cassette)
+    judged = [b for b in sent if (b.get("response_format") or {}).get("type") == "json_schema"]
+    # One openevals judge call per attempt, asking for its own schema, shown the response.
+    assert len(judged) == len(result.attempts) == len(sent) - len(judged)
+    for body, attempt in zip(judged, result.attempts, strict=True):
+        assert body["response_format"]["json_schema"]["name"] == "score"
+        assert attempt.response.strip() in recording.last_user_message(body)
+        evaluation = attempt.evaluation
+        assert evaluation is not None
+        judge_part, words_part = evaluation.details["parts"]
+        assert judge_part["name"] == "openevals"
+        assert judge_part["details"]["results"][0]["key"] == "conciseness"
+        assert judge_part["score"] in (0.0, 1.0)  # its boolean score
+        assert words_part["score"] == word_count(10, 45).evaluate(attempt.response, {}).score
+    generator = [recording.last_user_message(b) for b in sent if "response_format" not in b]
+    check_refinement_prompts(result, generator)

@@ -74,7 +74,9 @@ class OpenEvalsEvaluator(BaseEvaluator):
             and p.name not in _GIVEN
         ]
         inner = fn.func if isinstance(fn, functools.partial) else fn  # a bound reference
-        self.name = name or getattr(inner, "__name__", None) or type(fn).__name__
+        own = getattr(inner, "__name__", "")
+        # openevals' factories return a private `_wrapped_evaluator`: name it by the library.
+        self.name = name or (own if own and not own.startswith("_") else "openevals")
         if missing:
             raise ValueError(
                 f"openevals evaluator {self.name!r} needs {', '.join(missing)}, which the loop "
