@@ -488,6 +488,7 @@ def test_local_server_uses_half_the_cores(
 @pytest.mark.vcr
 def test_structured_extraction(model: BaseChatModel, cassette: Any) -> None:
     from examples import structured_extraction as example
+
     from langgraph_refine.cli._batch import BatchItem, output_record
     from langgraph_refine.cli._options import LoopOptions
     from langgraph_refine.cli._report import TaskRecord, render_report
