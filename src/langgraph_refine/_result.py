@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from langchain_core.runnables import RunnableConfig
+from langgraph.pregel import Pregel
 from langgraph.types import StateSnapshot
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -104,6 +106,58 @@ class RefineResult(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     output: Any = None
 
+    @classmethod
+    def from_node(
+        cls, graph: Pregel[Any, Any], config: RunnableConfig, node: str = "refine"
+    ) -> RefineResult:
+        """The result of the latest run of a refine loop used as node `node` of `graph`.
+
+        The loop's state lives in the parent's checkpointer, under the node's own
+        namespace; this finds the latest run of the node on the thread (finished, or
+        paused for a review) and reads it back, attempts included.
+
+        Args:
+            graph: The compiled parent graph (with its checkpointer).
+            config: The parent's run config (its `thread_id`).
+            node: The name the loop was added under (`builder.add_node(node, loop)`).
+
+        Raises:
+            LookupError: If the node never ran on this thread.
+
+        Example:
+            >>> from langgraph.checkpoint.memory import InMemorySaver
+            >>> from langgraph.graph import START, StateGraph
+            >>> from typing_extensions import TypedDict
+            >>> from langgraph_refine import create_refine_graph
+            >>> class Report(TypedDict):
+            ...     task: str
+            ...     response: str
+            >>> loop = create_refine_graph(lambda s: "draft", lambda r, s: 1.0).compile()
+            >>> parent = StateGraph(Report).add_node("refine", loop).add_edge(START, "refine")
+            >>> parent = parent.compile(checkpointer=InMemorySaver())
+            >>> config = {"configurable": {"thread_id": "1"}}
+            >>> parent.invoke({"task": "Write."}, config)["response"]
+            'draft'
+            >>> RefineResult.from_node(parent, config).score_history
+            [1.0]
+        """
+        for snapshot in graph.get_state_history(config):
+            for task in snapshot.tasks:
+                if task.name == node and isinstance(task.state, dict):
+                    return cls.from_state(graph.get_state(task.state))
+        raise LookupError(_no_run(node, config))
+
+    @classmethod
+    async def afrom_node(
+        cls, graph: Pregel[Any, Any], config: RunnableConfig, node: str = "refine"
+    ) -> RefineResult:
+        """Async twin of `from_node` (for async checkpointers)."""
+        async for snapshot in graph.aget_state_history(config):
+            for task in snapshot.tasks:
+                if task.name == node and isinstance(task.state, dict):
+                    return cls.from_state(await graph.aget_state(task.state))
+        raise LookupError(_no_run(node, config))
+
     def __repr__(self) -> str:
         return (
             f"RefineResult(value={_preview(self.value)}, score={_number(self.score)}, "
@@ -124,6 +178,11 @@ class RefineResult(BaseModel):
     ) -> RefineResult:
         """Build the result from a loop's state (final or, for budget errors, current).
 
+        Raises:
+            ValueError: If `state` has loop keys but no `attempts`: a checkpoint's raw
+                values (the attempts are stored as per-step writes; read the thread with
+                `graph.get_state(config)`) or a graph's output.
+
         Args:
             state: The state's values, or a thread's `StateSnapshot`
                 (`graph.get_state(config)`): a snapshot of a paused thread (a pending
@@ -135,6 +194,14 @@ class RefineResult(BaseModel):
         if isinstance(state, StateSnapshot):
             paused = bool(state.next)
             state = state.values
+        if "attempts" not in state and {"task", "response", "stop_reason"} & state.keys():
+            # A checkpoint's raw values: `attempts` is stored as per-step writes, not as a
+            # value, so reading it here would give an empty history.
+            raise ValueError(
+                "this state holds no 'attempts' (a checkpoint's raw channel values, or a "
+                "graph's output): pass graph.get_state(config) or its .values instead, or "
+                "RefineResult.from_node(parent, config) for a loop that ran as a node"
+            )
         state = revive_state(state)  # type: ignore[assignment]
         attempts = list(state.get("attempts") or [])
         pending = state.get("pending")
@@ -221,3 +288,11 @@ def _usage_summary(usage: Usage) -> str:
     elif usage.cost:
         parts.append(f"${usage.cost:.4g}")
     return repr(", ".join(parts))
+
+
+def _no_run(node: str, config: RunnableConfig) -> str:
+    thread = (config.get("configurable") or {}).get("thread_id")
+    return (
+        f"no run of node {node!r} on thread {thread!r}: pass the name the refine loop was "
+        "added under (builder.add_node(name, loop)) and a thread it ran on"
+    )
