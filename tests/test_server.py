@@ -293,7 +293,8 @@ def test_review_interrupt_and_resume_through_the_server(
     state = client.threads.get_state(thread_id)
     assert state["next"] == []
     assert state["values"]["stop_reason"] == "edited"
-    assert calls(model_server) == paused_calls  # resuming repeated no model call
+    # Resuming repeated no model call; the edited text got its own evaluation (one judge call).
+    assert calls(model_server) == (paused_calls[0], paused_calls[1] + 1)
 
 
 @pytest.mark.server
@@ -488,6 +489,11 @@ CHECKED_LINES: list[dict[str, Any]] = [
         "max_iterations": 1,
     },
 ]
+# A strategy that keeps no strategy record: the server's store holds what earlier runs
+# learned and the local batch starts with an empty one, so explore could choose
+# differently on each side; these lines compare the checks, not the moves.
+for _line in CHECKED_LINES:
+    _line["strategy"] = "chain"
 
 
 def check_score(line: dict[str, Any], value: str) -> float:
