@@ -86,6 +86,17 @@ def test_unreachable_endpoint_fails_fast(cli: Any) -> None:
     assert time.monotonic() - started < 15
 
 
+def test_a_slow_server_is_reported_as_slow_naming_timeout(cli: Any) -> None:
+    from tests.fault_server import FaultServer, hang
+
+    with FaultServer().serve() as server:
+        server.script(*[hang(30)] * 20)  # reached, but no reply within --timeout
+        run = cli("run", "Write.", *model_args(server.base_url), "--timeout", "0.5")
+        assert_one_line_error(run, "answered too slowly", "--timeout", "0.5 seconds")
+        assert "cannot reach" not in run.err
+        assert server.received  # the requests did arrive
+
+
 def test_http_errors_are_one_line(cli: Any, openai_server: Any) -> None:
     server = openai_server(lambda body: Reply(status=401, error="Incorrect API key provided"))
     run = cli("run", "Write.", *model_args(server.base_url))

@@ -332,7 +332,9 @@ def run(
     except CliError:
         raise
     except Exception as exc:
-        raise CliError(describe_error(exc, settings.describe_endpoint())) from None
+        raise CliError(
+            describe_error(exc, settings.describe_endpoint(), settings.timeout)
+        ) from None
     if json_output:
         sys.stdout.write(json.dumps(result_json(result), ensure_ascii=False) + "\n")
         sys.stdout.flush()

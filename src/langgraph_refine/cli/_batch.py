@@ -394,7 +394,7 @@ async def run_items(
     def fatal(exc: BaseException) -> str | None:
         if not is_unreachable(exc):
             return None
-        return describe_error(exc, settings.describe_endpoint())
+        return describe_error(exc, settings.describe_endpoint(), settings.timeout)
 
     return await drive(
         items, run_one, writer, concurrency=concurrency, progress=progress, fatal=fatal

@@ -19,6 +19,8 @@ class CliError(Exception):
 _UNREACHABLE = frozenset(
     {"APIConnectionError", "APITimeoutError", "ConnectError", "ConnectTimeout", "ConnectionError"}
 )
+_CONNECT = frozenset({"ConnectError", "ConnectTimeout"})
+_TOO_SLOW = frozenset({"APITimeoutError", "ReadTimeout", "WriteTimeout", "PoolTimeout"})
 _MAX_MESSAGE = 600
 
 
@@ -28,28 +30,56 @@ def one_line(text: str, limit: int = _MAX_MESSAGE) -> str:
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
-def is_unreachable(exc: BaseException) -> bool:
-    """True if `exc` says the model server could not be reached at all."""
+def _names(exc: BaseException) -> set[str]:
+    """The class names (with their bases) of `exc` and of the errors it was raised from."""
+    names: set[str] = set()
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if {cls.__name__ for cls in type(current).__mro__} & _UNREACHABLE:
-            return True
+        names |= {cls.__name__ for cls in type(current).__mro__}
         current = current.__cause__ or current.__context__
-    return False
+    return names
 
 
-def describe_error(exc: BaseException, endpoint: str | None = None) -> str:
+def is_too_slow(exc: BaseException) -> bool:
+    """True if the model server was reached but did not answer within the timeout.
+
+    OpenAI's client reports both a connection that never opened and a reply that never
+    came as `APITimeoutError`; the httpx error under it tells them apart.
+    """
+    names = _names(exc)
+    if names & _CONNECT:
+        return False
+    return bool(names & _TOO_SLOW)
+
+
+def is_unreachable(exc: BaseException) -> bool:
+    """True if `exc` says the model server could not be reached at all."""
+    return not is_too_slow(exc) and bool(_names(exc) & _UNREACHABLE)
+
+
+def describe_error(
+    exc: BaseException, endpoint: str | None = None, timeout: float | None = None
+) -> str:
     """The one-line message shown for an error raised while running a loop.
 
     Args:
         exc: The error.
-        endpoint: Where model requests were sent, named when it is unreachable.
+        endpoint: Where model requests were sent, named when it is unreachable or slow.
+        timeout: The `--timeout` in force, named when a call ran past it.
     """
     if isinstance(exc, CliError):
         return one_line(str(exc))
     message = one_line(str(exc)) or type(exc).__name__
+    if is_too_slow(exc):
+        where = f" at {endpoint}" if endpoint else ""
+        limit = f"{timeout:g} seconds" if timeout is not None else "the time allowed"
+        return one_line(
+            f"the model server{where} answered too slowly: a model call got no reply within "
+            f"{limit} ({message}); it is running, so raise --timeout (or lower --max-tokens "
+            "for shorter replies)"
+        )
     if is_unreachable(exc):
         where = f" at {endpoint}" if endpoint else ""
         return one_line(
