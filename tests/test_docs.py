@@ -85,3 +85,16 @@ def test_site_builds_strict_without_warnings(tmp_path: Path) -> None:
         html = page.read_text()
         assert "fonts.googleapis.com" not in html and "fonts.gstatic.com" not in html, page
         assert 'src="http' not in html, page
+
+
+def test_all_extra_brings_every_user_facing_extra() -> None:
+    # `[all]` is "everything a user needs": every extra but the site's and the suite's tools.
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    [bundle] = extras["all"]
+    included = set(bundle.split("[", 1)[1].rstrip("]").split(","))
+    assert included == set(extras) - {"all", "test", "docs"}
+    assert "server" in included  # `langgraph dev` (langgraph-cli[inmem])
