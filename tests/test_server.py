@@ -488,6 +488,17 @@ CHECKED_LINES: list[dict[str, Any]] = [
         "evaluator": 'schema:{"type": "object", "required": ["name"]}',
         "max_iterations": 1,
     },
+    {  # a typed answer (the line's "schema"), checked by a regex on its JSON text
+        "id": "typed",
+        "task": "Rate a draft.",
+        "schema": {
+            "type": "object",
+            "properties": {"verdict": {"type": "string"}, "score": {"type": "number"}},
+            "required": ["verdict", "score"],
+        },
+        "evaluator": 'regex:"verdict"',
+        "max_iterations": 0,
+    },
 ]
 # A strategy that keeps no strategy record: the server's store holds what earlier runs
 # learned and the local batch starts with an empty one, so explore could choose
@@ -533,6 +544,9 @@ def test_one_batch_file_with_per_line_checks_gives_the_same_rows_locally_and_on_
     assert server_rows["kw"]["score_history"] == [0.5, 1.0]  # "draft 0", then "draft 1"
     assert server_rows["re"]["score_history"][0] == 0.0
     assert server_rows["schema"]["score_history"] == [0.0, 0.0]
+    typed = server_rows["typed"]
+    assert typed["score"] == 1.0 and typed["output"] == local_rows["typed"]["output"]
+    assert typed["output"]["verdict"] == "PASS"  # the object the scripted model answered
 
     # The check travelled as the run's context.
     from langgraph_sdk import get_sync_client
@@ -540,6 +554,8 @@ def test_one_batch_file_with_per_line_checks_gives_the_same_rows_locally_and_on_
     client = get_sync_client(url=langgraph_server)
     [server_run] = client.runs.list(server_rows["both"]["thread_id"])
     assert server_run["kwargs"]["context"]["evaluator"] == ["words:2-3", "no_repetition"]
+    [typed_run] = client.runs.list(typed["thread_id"])
+    assert typed_run["kwargs"]["context"]["output_schema"] == CHECKED_LINES[-1]["schema"]
 
 
 LEAVES_A_FILE = """

@@ -30,6 +30,7 @@ from langgraph_refine.cli._options import budget_dict
 
 RUN_CONTEXT_KEYS = (
     "evaluator",
+    "schema",
     "target_score",
     "max_iterations",
     "patience",
@@ -51,7 +52,7 @@ def thread_id_for(out: Path, item_id: str | int) -> str:
 
 
 def run_context(item: BatchItem, models: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The run's `context`: the task's check and loop options (check and strategy if given).
+    """The run's `context`: the task's check, loop options and output schema (when given).
 
     Args:
         item: The task.
@@ -71,6 +72,8 @@ def run_context(item: BatchItem, models: dict[str, Any] | None = None) -> dict[s
         context["budget"] = budget
     if options.strategy is not None:
         context["strategy"] = options.strategy
+    if options.output_schema is not None:  # the line's "schema" (or --schema): typed answers
+        context["output_schema"] = options.output_schema
     return context
 
 
