@@ -125,10 +125,47 @@ def test_ends_on_the_best_answer_not_a_later_regression() -> None:
     model = AgentModel(replies=["first", "best", "worse"])
     middleware = RefineMiddleware(scores(0.4, 0.7, 0.3), max_iterations=2, patience=None)
     out = agent_for(model, middleware).invoke(ask())
+    # The conversation is clean: the request and the best answer once; no evaluation turn.
+    assert [(m.type, m.text) for m in out["messages"]] == [
+        ("human", "Tell me about the Eiffel Tower."),
+        ("ai", "best"),
+    ]
+    assert middleware.result(out).value == "best"
+    assert [a.response for a in middleware.result(out).attempts] == ["first", "best", "worse"]
+    assert out["refine_response"] == "best"
+
+
+def test_keep_evaluation_turns_keeps_every_answer_and_feedback() -> None:
+    model = AgentModel(replies=["first", "best", "worse"])
+    middleware = RefineMiddleware(
+        scores(0.4, 0.7, 0.3), max_iterations=2, patience=None, keep_evaluation_turns=True
+    )
+    out = agent_for(model, middleware).invoke(ask())
     texts = [m.text for m in out["messages"] if isinstance(m, AIMessage)]
     assert texts == ["first", "best", "worse", "best"]  # the best, appended as the last
-    assert middleware.result(out).value == "best"
-    assert out["refine_response"] == "best"
+    feedback = [m.text for m in out["messages"][1:] if isinstance(m, HumanMessage)]
+    assert len(feedback) == 2 and feedback[0].startswith("Your answer was evaluated")
+
+
+def test_a_clean_conversation_keeps_the_tool_calls_and_earlier_turns() -> None:
+    model = AgentModel(replies=["earlier answer", "one", call_tool("x", "c1"), "two"])
+    middleware = RefineMiddleware(scores(1.0, 0.4, 0.9), max_iterations=2)
+    agent = agent_for(model, middleware, checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "clean"}}
+    agent.invoke(ask("earlier"), config)  # an earlier run: its turns stay as they ended
+    out = agent.invoke(ask("later"), config)
+    kinds = [(m.type, bool(getattr(m, "tool_calls", None))) for m in out["messages"]]
+    assert kinds == [
+        ("human", False),
+        ("ai", False),
+        ("human", False),
+        ("ai", True),
+        ("tool", False),
+        ("ai", False),
+    ]
+    texts = [m.text for m in out["messages"]]
+    assert texts[:3] == ["earlier", "earlier answer", "later"] and texts[-1] == "two"
+    assert not any("evaluated" in text for text in texts)
 
 
 def test_a_new_run_on_the_thread_starts_a_new_loop() -> None:
@@ -184,8 +221,8 @@ def test_budget_counts_agent_calls_and_stops_before_the_next_one() -> None:
     assert result.stop_reason == "budget_exhausted"
     assert result.value == "b"
     assert out["messages"][-1].text == "b"
-    # The loop stopped after the feedback message: the best answer is appended after it.
-    assert isinstance(out["messages"][-2], HumanMessage)
+    # The answers and the feedback turns are gone; the tool call stays.
+    assert [m.type for m in out["messages"]] == ["human", "ai", "tool", "ai"]
 
 
 def test_budget_counts_judge_calls() -> None:

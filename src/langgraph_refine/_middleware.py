@@ -44,7 +44,7 @@ except ImportError as exc:  # the optional dependency is missing
 from typing import NotRequired
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, RemoveMessage
 from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
 from langgraph.types import Command
@@ -150,7 +150,8 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
     stop rule holds, the feedback goes back to the agent as a human message and the agent
     runs its model again, tools still available. When the loop stops, the agent's last
     message is the best answer (a `PASS` verdict outranks any score; ties go to the
-    earlier answer), appended as an `AIMessage` when it is not already the last message.
+    earlier answer), once: the other answers and the feedback turns are removed from the
+    conversation (`keep_evaluation_turns=True` keeps them).
     `result(state)` turns the agent's final state into a `RefineResult`.
 
     Args:
@@ -182,6 +183,11 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
             afresh (best-of-N).
         record_key: The strategy record's key; by default the agent's model and the
             evaluator's kind, as in the graph.
+        keep_evaluation_turns: False (default): when the loop stops, the run's answers
+            and the feedback turns the loop added are removed from the conversation and
+            the best answer is appended once, so the agent's history reads as the request,
+            the tool calls, and the answer. True keeps every answer and feedback turn
+            (the best answer is appended unless it is already the last message).
 
     Raises:
         ValueError: If an option is outside its allowed range (the message names it).
@@ -213,8 +219,10 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         human_review: HumanReview | None = None,
         strategy: Strategy = "chain",
         record_key: str | None = None,
+        keep_evaluation_turns: bool = False,
     ) -> None:
         super().__init__()
+        self.keep_evaluation_turns = bool(keep_evaluation_turns)
         self.strategy: Strategy = check_choice("strategy", strategy, Strategy)
         if record_key is not None and (not isinstance(record_key, str) or not record_key.strip()):
             raise ValueError(f"record_key must be a non-empty string or None, got {record_key!r}")
@@ -563,13 +571,15 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
             "refine_response": result.value,
             "refine_phase": "done",
         }
-        last = state["messages"][-1] if state["messages"] else None
-        already_last = (
-            isinstance(last, AIMessage) and not last.tool_calls and (last.text == result.value)
-        )
-        if result.value and not already_last:
-            update["messages"] = [AIMessage(result.value)]
-        return update
+        if self.keep_evaluation_turns:
+            last = state["messages"][-1] if state["messages"] else None
+            already_last = (
+                isinstance(last, AIMessage) and not last.tool_calls and (last.text == result.value)
+            )
+            if result.value and not already_last:
+                update["messages"] = [AIMessage(result.value)]
+            return update
+        return update | {"messages": _clean_turns(state, result.value)}
 
     # -- reading the outcome ---------------------------------------------------------------
 
@@ -725,6 +735,23 @@ def _move(state: Mapping[str, Any], choice: Choice, attempts: list[Attempt]) -> 
         feedback=(evaluation.feedback.strip() if evaluation else "") or NO_FEEDBACK,
     )
     return again | chosen | {"messages": [HumanMessage(text)]}
+
+
+def _clean_turns(state: Mapping[str, Any], best: str) -> list[AnyMessage]:
+    """Messages that leave this run's conversation with its tool calls and the best answer.
+
+    The run's answers (AI messages without tool calls) and the turns the loop added
+    (human messages after the request: feedback, a reviewer's request) are removed; the
+    tool calls and their results stay, and the best answer is appended once.
+    """
+    run = list(state["messages"])[int(state.get("refine_base") or 0) :]
+    removed: list[AnyMessage] = [
+        RemoveMessage(id=m.id)  # type: ignore[misc]  # a message add_messages understands
+        for m in run
+        if m.id
+        and (isinstance(m, HumanMessage) or (isinstance(m, AIMessage) and not m.tool_calls))
+    ]
+    return [*removed, AIMessage(best)] if best else removed
 
 
 def _refine_again(template: str, evaluation: Evaluation | None) -> dict[str, Any]:
