@@ -748,8 +748,7 @@ def _clean_turns(state: Mapping[str, Any], best: str) -> list[AnyMessage]:
     removed: list[AnyMessage] = [
         RemoveMessage(id=m.id)  # type: ignore[misc]  # a message add_messages understands
         for m in run
-        if m.id
-        and (isinstance(m, HumanMessage) or (isinstance(m, AIMessage) and not m.tool_calls))
+        if m.id and (isinstance(m, HumanMessage) or (isinstance(m, AIMessage) and not m.tool_calls))
     ]
     return [*removed, AIMessage(best)] if best else removed
 
