@@ -424,3 +424,19 @@ def test_a_retry_middleware_retry_counts_the_failed_call(limit: int | None) -> N
     else:
         assert len(model.calls) == 2 == result.usage.calls
         assert result.value == "answer"
+
+
+async def test_concurrent_candidates_outside_callbacks_each_count() -> None:
+    # Candidates are sampled concurrently; each invocation is told apart from the others.
+    import asyncio
+
+    async def generate(state: Any) -> str:
+        await asyncio.sleep(0.01)  # the invocations overlap
+        return "draft"
+
+    result = await arefine(generate, TASK, lambda r, s: 0.1, candidates=3, max_iterations=1)
+    assert result.usage.calls == 6  # two rounds of three candidates
+    capped = await arefine(
+        generate, TASK, lambda r, s: 0.1, candidates=3, budget=Budget(max_calls=4)
+    )
+    assert capped.usage.calls == 4  # three, then the one call left

@@ -188,8 +188,9 @@ def test_an_unpriced_model_is_refused_before_anything_is_sent() -> None:
 
 def test_a_model_that_reports_no_name_is_refused_under_max_cost() -> None:
     model = ScriptedChatModel()  # provider "scripted", no model name
-    with pytest.raises(UnknownPriceError, match="model is unknown"):
+    with pytest.raises(UnknownPriceError, match="reports no model name") as info:
         refine(model, TASK, lambda r, s: 0.1, budget=Budget(max_cost=1.0))
+    assert "`model` or `model_name` field" in str(info.value)
     assert model.calls == []
 
 

@@ -313,7 +313,7 @@ class BudgetMeter(BaseCallbackHandler):
         self.check()
         ref = ref_from_metadata(metadata, **kwargs)
         if self._cost_capped() and not self._pricing.knows(ref):
-            raise UnknownPriceError(unknown_price_message(ref, self.what))
+            raise UnknownPriceError(unknown_price_message(ref, self.what, started=True))
         self._runs[run_id] = ref
         self.calls += 1
         seen = _SEEN.get()

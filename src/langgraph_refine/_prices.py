@@ -194,18 +194,30 @@ def _data_knows(ref: ModelRef) -> bool:
     return True
 
 
-def unknown_price_message(ref: ModelRef | None, what: str) -> str:
-    """The error for a call that cannot be priced while `max_cost` is set."""
-    if ref is None:
-        named = f"{what} made a model call whose model is unknown"
-        model = "MODEL"
+def unknown_price_message(ref: ModelRef | None, what: str, *, started: bool = False) -> str:
+    """The error for a call that cannot be priced while `max_cost` is set.
+
+    Args:
+        ref: The model, or None when the call names none.
+        what: Who made the call (`"generator"`, `"evaluator"`, `"agent"`).
+        started: True when a chat model's start was seen (no reply yet), False for a
+            reply that names no priced model.
+    """
+    if ref is not None:
+        named, model, fix = (
+            f"no price is known for model {ref}, called by the {what}",
+            ref.model,
+            "",
+        )
+    elif started:
+        named, model = f"the {what} called a chat model that reports no model name", "MODEL"
+        fix = " (LangChain's ls_model_name: give the model a `model` or `model_name` field)"
+    else:
+        named, model = f"the {what} made a model call whose model is unknown", "MODEL"
         fix = (
             " (a plain callable or a client outside LangChain: return an AIMessage whose "
             "response_metadata names the model, with its usage_metadata)"
         )
-    else:
-        named = f"no price is known for model {ref}, called by the {what}"
-        model, fix = ref.model, ""
     return (
         f"{named}, so max_cost cannot be kept{fix}. Give its price in USD per million "
         f'tokens: Budget(max_cost=..., prices={{"{model}": {{"input": 0.15, "output": 0.6}}}}) '
