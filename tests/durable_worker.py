@@ -164,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(json.dumps(summary(snapshot.values)))
                 return 0
             print(json.dumps({"error": "nothing to resume on this thread"}))
+            # What the thread holds, for the test's failure message.
+            print(f"nothing to resume: {snapshot.metadata} {sorted(snapshot.values)}", file=sys.stderr)
             return 3
         graph.invoke(
             {"task": TASK} if args.mode == "start" else None,
