@@ -15,7 +15,9 @@ is compared with best-of-N's on the same task.
 (a) The real local model (SmolLM2-135M-Instruct behind llama.cpp's OpenAI-compatible
 server) on the keyword tasks of `dev_tasks.json`, scored by `contains_all(words)` as in
 the `quality` benchmark: each arm runs through `arefine` (the warm ones with an
-`InMemoryStore`). The task list is run `REAL_PASSES` times; each pass starts a new store.
+`InMemoryStore`). The task list is run `REAL_PASSES` times in a row; a warm arm keeps its
+one store over all passes (its record is about the model and the check, never about a
+task, so a task seen again gains nothing but what any task would).
 
 (b) Scripted refiners (`_scripted_refiner.py`: a fresh answer holds each of 5 words with
 probability 0.45; a refinement keeps each word with probability 1 - drop and adds each
@@ -61,10 +63,13 @@ SCRIPTED = {
 P_WORD = 0.45
 WORDS = 5
 SCRIPTED_TASKS = 60
-SCRIPTED_REPEATS = 20
-REAL_PASSES = 2
+SCRIPTED_REPEATS = 12
+REAL_PASSES = {4: 2, 8: 1}
+"""Passes over the real model's task list per call budget (the 4-call goal gets more)."""
 BOOTSTRAP = 2000
 ARMS = ("best-of-N", "chain", "explore, cold", "explore, warm", "explore, warm, no guided")
+REAL_ARMS = {4: ARMS, 8: ("best-of-N", "explore, cold", "explore, warm")}
+"""The arms run on the real model per call budget (its time is what limits the run)."""
 BASELINE = "best-of-N"
 DEFAULT_ARM = "explore, warm"
 
@@ -113,6 +118,30 @@ sampling reaches best-of-4 by much: there the guided move (under this model of i
 answer that also adds each named word with the refiner's fix rate) is what lifts explore
 above both, by 0.01-0.02. Whether a real model gains from it is what the SmolLM2 arms
 with and without it measure."""
+
+
+GUIDED_NOTE = """**The guided move on SmolLM2, one round from attempt 0** (measured while
+choosing its wording, 16 tasks x 2; the 29 pairs where attempt 0 missed a word). One more
+call after attempt 0, by kind of move: the new answer's mean keyword coverage, how often
+it raised, kept or fell below attempt 0's score, the better of the two, tokens per call:
+
+| move | mean | raised/kept/fell | best of two | tokens |
+| --- | --- | --- | --- | --- |
+| fresh sample | 0.664 | 9/11/9 | 0.776 | 71 |
+| refinement (`single` form) | 0.405 | 6/10/13 | 0.716 | 266 |
+| guided, first wording | 0.345 | 3/6/20 | 0.707 | 152 |
+| guided, kept wording | 0.595 | 9/9/11 | 0.750 | 114 |
+
+Read as a user would: the first wording ("An earlier answer to this task was reviewed. The
+review said: ... Write a new answer to the task that does what the review asks.") drew
+talk about the review instead of answers ("The original sentence uses all the requested
+words in the correct order but the sentence is missing one of the requested words",
+"I'll be happy to provide a response that meets all the criteria."), and some copied
+the review's first line back. The kept wording ("Important: <feedback>" and "Reply with
+the answer only.") draws answers, but short ones that drop words the feedback did not
+name ("A tent, a campfire, a marshmallow." for tent, stars, campfire, marshmallow). On
+this model a guided sample is worth less than a plain one; the scripted refiners model
+one as a plain sample plus the named words, which a stronger model may or may not do."""
 
 
 # -- statistics -----------------------------------------------------------------------------
@@ -333,15 +362,16 @@ async def real_run(model: Any, words: list[str], arm: str, calls: int, store: An
     )
 
 
-async def real_pass(model: Any, tasks: list[list[str]], calls: int, out: Arms) -> None:
+async def real_pass(
+    model: Any, tasks: list[list[str]], calls: int, out: Arms, stores: dict[str, Any]
+) -> None:
+    arms = tuple(out)
     """Every arm over the task list once, each unit appended to `out` in task order.
 
-    Warm arms run their tasks in order (one store each); arms, and the tasks of cold
-    arms, run side by side on the server's slots. The no-guided ablation patches a module
-    constant, so it runs on its own, after the others.
+    Warm arms run their tasks in order, each with its own store (kept across passes);
+    arms, and the tasks of cold arms, run side by side on the server's slots. The
+    no-guided ablation patches a module constant, so it runs on its own, after the others.
     """
-    from langgraph.store.memory import InMemoryStore
-
     gate = asyncio.Semaphore(PARALLEL)
     results: dict[str, list[Run]] = {}
 
@@ -350,27 +380,30 @@ async def real_pass(model: Any, tasks: list[list[str]], calls: int, out: Arms) -
             return await real_run(model, words, arm, calls, store)
 
     async def arm_runs(arm: str) -> None:
-        if arm_settings(arm)[1]:
-            store = InMemoryStore()
-            results[arm] = [await one(arm, words, store) for words in tasks]
+        if arm in stores:
+            results[arm] = [await one(arm, words, stores[arm]) for words in tasks]
         else:
             results[arm] = list(await asyncio.gather(*(one(arm, w, None) for w in tasks)))
 
-    ablation = [arm for arm in ARMS if arm.endswith("no guided")]
-    await asyncio.gather(*(arm_runs(arm) for arm in ARMS if arm not in ablation))
+    ablation = [arm for arm in arms if arm.endswith("no guided")]
+    await asyncio.gather(*(arm_runs(arm) for arm in arms if arm not in ablation))
     with fresh_moves(("sample",)):
         await asyncio.gather(*(arm_runs(arm) for arm in ablation))
-    for arm in ARMS:
+    for arm in arms:
         out[arm].extend(results[arm])
 
 
 def run_real(tasks: list[list[str]], calls: int, passes: int) -> Arms:
+    """Every arm `passes` times over the tasks; each warm arm keeps one store throughout."""
+    from langgraph.store.memory import InMemoryStore
+
     # Quality, not timing: the model may take every core.
     server = _local.server(threads=os.cpu_count() or 2)
     model = server.chat_model(temperature=TEMPERATURE, max_tokens=MAX_TOKENS)
-    out: Arms = {arm: [] for arm in ARMS}
+    out: Arms = {arm: [] for arm in REAL_ARMS[calls]}
+    stores = {arm: InMemoryStore() for arm in out if arm_settings(arm)[1]}
     for _ in range(passes):
-        run_async(real_pass(model, tasks, calls, out))
+        run_async(real_pass(model, tasks, calls, out, stores))
     return out
 
 
@@ -394,17 +427,19 @@ def run(quick: bool = False) -> BenchResult:
         for label, (fix, drop) in SCRIPTED.items()
     }
     tasks = load_tasks()[: 4 if quick else None]
-    passes = 1 if quick else REAL_PASSES
-    real = {calls: run_real(tasks, calls, passes) for calls in BUDGETS}
+    passes = {calls: 1 if quick else REAL_PASSES[calls] for calls in BUDGETS}
+    real = {calls: run_real(tasks, calls, passes[calls]) for calls in BUDGETS}
 
     for calls in BUDGETS:
         result.figures.append(real_figure(real[calls], calls))
     for label in SCRIPTED:
         result.figures.append(scripted_figure(label, scripted[label, BUDGETS[0]]))
     for calls in BUDGETS:
-        rows = [summary_row(a, real[calls][a], real[calls][BASELINE], True) for a in ARMS]
+        rows = [
+            summary_row(a, runs, real[calls][BASELINE], True) for a, runs in real[calls].items()
+        ]
         result.tables.append(
-            f"**SmolLM2 (real), {calls} calls** ({len(tasks)} tasks x {passes} passes)\n\n"
+            f"**SmolLM2 (real), {calls} calls** ({len(tasks)} tasks x {passes[calls]} passes)\n\n"
             + md_table(HEADER, rows)
         )
     for label in SCRIPTED:
@@ -427,6 +462,7 @@ def run(quick: bool = False) -> BenchResult:
     result.notes.append(__doc__ or "")
     result.notes.append(verdict(real, scripted))
     result.notes.append(DESIGN_NOTE)
+    result.notes.append(GUIDED_NOTE)
     result.notes.append(
         f"Scripted part: {scripted_seconds:.1f} s for {len(SCRIPTED) * len(BUDGETS)} settings x "
         f"{len(ARMS)} arms x {SCRIPTED_TASKS * repeats} runs. Real model: temperature "
@@ -470,11 +506,14 @@ def verdict(real: dict[int, Arms], scripted: dict[tuple[str, int], Arms]) -> str
     lines = ["**Verdict.**"]
     for calls in BUDGETS:
         arms = real[calls]
+        others = ", ".join(
+            f"{arm} {mean(runs):.3f}"
+            for arm, runs in arms.items()
+            if arm not in (DEFAULT_ARM, BASELINE)
+        )
         lines.append(
             f"On SmolLM2 at {calls} calls warm explore scores {mean(arms[DEFAULT_ARM]):.3f} "
-            f"against best-of-{calls} {mean(arms[BASELINE]):.3f} (cold explore "
-            f"{mean(arms['explore, cold']):.3f}, chain {mean(arms['chain']):.3f}, without "
-            f"the guided move {mean(arms['explore, warm, no guided']):.3f})."
+            f"against best-of-{calls} {mean(arms[BASELINE]):.3f} ({others})."
         )
     worst = min(
         (mean(a[DEFAULT_ARM]) - max(mean(a["chain"]), mean(a[BASELINE])), label, calls)
@@ -484,8 +523,7 @@ def verdict(real: dict[int, Arms], scripted: dict[tuple[str, int], Arms]) -> str
         "On the scripted refiners warm explore's largest shortfall against the better of "
         f"chain and best-of-N is {worst[0]:+.3f} ({worst[1]}, {worst[2]} calls)"
         if worst[0] < 0
-        else "On every scripted refiner warm explore is at least the better of chain and "
-        "best-of-N"
+        else "On every scripted refiner warm explore is at least the better of chain and best-of-N"
     )
     cold_worst = min(
         (mean(a[DEFAULT_ARM]) - mean(a["explore, cold"]), label, calls)

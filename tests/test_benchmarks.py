@@ -146,5 +146,5 @@ def test_strategies_verdict_reads_the_measured_numbers() -> None:
     real = {calls: arms({"explore, warm": 0.9, "best-of-N": 0.8}) for calls in (4, 8)}
     scripted = {("weak", 4): arms({"explore, warm": 0.66, "best-of-N": 0.68, "chain": 0.4})}
     text = strategies.verdict(real, scripted)
-    assert "warm explore scores 0.900 against best-of-4 0.800" in text
+    assert "warm explore scores 0.900 against best-of-4 0.800 (chain 0.500" in text
     assert "largest shortfall against the better of chain and best-of-N is -0.020 (weak" in text

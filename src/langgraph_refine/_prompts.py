@@ -151,12 +151,10 @@ def refinement_messages(
 
 # A guided sample is a fresh answer: the task, then what the feedback asked for, and no
 # earlier attempt (a small model shown an attempt copies it, and our headings, back).
-# Plain sentences, no headings or tags, for the same reason.
-GUIDED_INSTRUCTIONS = (
-    "An earlier answer to this task was reviewed. The review said:\n{feedback}\n\n"
-    "Write a new answer to the task that does what the review asks. "
-    "Reply with the answer only."
-)
+# As short as it can be: SmolLM2 given a longer wording ("An earlier answer to this task
+# was reviewed. The review said: ...") talked about the review instead of answering
+# (mean keyword coverage 0.35 against 0.60 with this one; benchmarks/RESULTS.md, strategies).
+GUIDED_INSTRUCTIONS = "Important: {feedback}\nReply with the answer only."
 
 
 def guided_prompt(task: str, feedback: str, max_chars: int = 8000) -> str:
