@@ -366,6 +366,11 @@ def test_batch_on_the_server_runs_each_task_on_its_thread_and_resumes(
 
     from langgraph_refine.cli._remote import thread_id_for
 
+    # The runs use the default strategy, explore, which weighs the strategy record in the
+    # server's store: start from none, so earlier tests' runs do not steer round 1.
+    client = get_sync_client(url=langgraph_server)
+    for item in client.store.search_items(["langgraph_refine", "strategy"], limit=1000)["items"]:
+        client.store.delete_item(item["namespace"], item["key"])
     src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     lines = [
         {"id": f"t{i}", "task": f"Write haiku number {i}.", "max_iterations": 3} for i in range(4)
@@ -387,7 +392,6 @@ def test_batch_on_the_server_runs_each_task_on_its_thread_and_resumes(
     assert (after[0] - before[0], after[1] - before[1]) == (6, 6)
 
     # Each task ran on its own thread, with its per-line options as the run's context.
-    client = get_sync_client(url=langgraph_server)
     contexts = {}
     for task_id, row in rows.items():
         [server_run] = client.runs.list(row["thread_id"])

@@ -277,17 +277,30 @@ def _explore_with_record(
     rng = random.Random(_seed(task, len(attempts)))
     sharpen = min(RECORD_SHARPEN_MAX, 1.0 + _pooled_rounds(record) / RECORD_SHARPEN_ROUNDS)
 
-    def draw(*kinds: str) -> float:
-        total = sum((counts.get(kind, MoveStats()) for kind in kinds), MoveStats())
-        kept = total.rounds - total.raised - total.fell
-        worth = total.raised + KEPT_CREDIT * kept
-        return rng.betavariate(1.0 + sharpen * worth, 1.0 + sharpen * (total.rounds - worth))
+    def total(*kinds: str) -> MoveStats:
+        return sum((counts.get(kind, MoveStats()) for kind in kinds), MoveStats())
 
-    refine, fresh = draw("refine"), draw(*FRESH_MOVES)
-    if refine >= fresh:  # ties refine, as without a record
+    def draw(stats: MoveStats) -> float:
+        kept = stats.rounds - stats.raised - stats.fell
+        worth = stats.raised + KEPT_CREDIT * kept
+        return rng.betavariate(1.0 + sharpen * worth, 1.0 + sharpen * (stats.rounds - worth))
+
+    def first_wins(first: MoveStats, second: MoveStats) -> bool:
+        # A side never tried does not displace one that has never failed to raise the
+        # best (as without a record, where sampling starts only once refining fails).
+        if second.rounds == 0 and first.raised == first.rounds:
+            return True
+        if first.rounds == 0 and second.raised == second.rounds:
+            return False
+        return draw(first) >= draw(second)  # ties go to the first
+
+    if first_wins(total("refine"), total(*FRESH_MOVES)):
         return _refine(best.index)
-    values = [draw(kind) for kind in FRESH_MOVES]
-    return Choice(max(FRESH_MOVES, key=lambda kind: values[FRESH_MOVES.index(kind)]))
+    kind = FRESH_MOVES[0]
+    for other in FRESH_MOVES[1:]:
+        if not first_wins(total(kind), total(other)):
+            kind = other
+    return Choice(kind)
 
 
 def _pooled_rounds(record: Mapping[str, MoveStats]) -> int:
