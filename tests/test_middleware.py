@@ -491,3 +491,11 @@ def test_the_research_example_runs_with_a_tool_calling_model() -> None:
     assert result.stop_reason == "target_reached"
     assert result.score_history[0] < 1.0
     assert messages[-1].text == result.value == model.replies[-1]
+
+
+def test_review_without_a_checkpointer_fails_before_any_model_call() -> None:
+    model = AgentModel(replies=["a"])
+    middleware = RefineMiddleware(lambda r, s: 0.5, human_review="final")
+    with pytest.raises(ValueError, match="human_review needs a checkpointer"):
+        agent_for(model, middleware).invoke(ask())
+    assert model.calls == []

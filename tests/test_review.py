@@ -682,3 +682,35 @@ def test_every_round_edit_is_evaluated_then_ends() -> None:
     result = RefineResult.from_state(graph.get_state(cfg).values)
     assert (result.stop_reason, result.score, evaluator.calls[-1]) == ("edited", 0.9, "fixed")
     assert len(model.calls) == 1
+
+
+# -- a review needs a checkpointer ----------------------------------------------------------
+
+
+def test_human_review_without_a_checkpointer_fails_before_any_model_call() -> None:
+    model = ScriptedChatModel(replies=["draft"])
+    graph = create_refine_graph(model, lambda r, s: 0.5, human_review="final").compile()
+    with pytest.raises(ValueError, match=r"human_review needs a checkpointer.*compile"):
+        graph.invoke({"task": "Write a haiku."})
+    assert model.calls == []  # nothing spent
+
+
+def test_a_reviewed_loop_inside_a_checkpointed_parent_is_fine() -> None:
+    from langgraph.graph import START, StateGraph
+    from typing_extensions import TypedDict
+
+    class Parent(TypedDict):
+        task: str
+        response: str
+
+    loop = create_refine_graph(
+        ScriptedChatModel(replies=["draft"]),
+        lambda r, s: 0.5,
+        human_review="final",
+        max_iterations=0,
+    ).compile()  # no checkpointer of its own: the parent's is used
+    parent = StateGraph(Parent).add_node("refine", loop).add_edge(START, "refine")
+    parent = parent.compile(checkpointer=InMemorySaver())
+    cfg = thread()
+    assert "__interrupt__" in parent.invoke({"task": "t"}, cfg)
+    assert parent.invoke(Command(resume={"action": "approve"}), cfg)["response"] == "draft"

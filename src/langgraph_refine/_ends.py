@@ -12,6 +12,7 @@ from langgraph.types import Overwrite
 from langgraph_refine._errors import BudgetExhaustedError
 from langgraph_refine._options import LoopOptions
 from langgraph_refine._result import RefineResult
+from langgraph_refine._review import require_checkpointer
 from langgraph_refine._state import RefineState, Usage
 from langgraph_refine._step import emit, run_options, stop_event
 from langgraph_refine._stop_rules import BUDGET_STOP
@@ -26,18 +27,22 @@ class Prepare:
     Args:
         options: The loop's options; a run's `context` is applied and validated here,
             so an invalid per-run option fails before any model call.
+        review: True when the loop has a human review, which needs a checkpointer.
 
     Raises:
-        ValueError: If there is no task (empty or whitespace), or the run's context
-            holds an invalid option.
+        ValueError: If there is no task (empty or whitespace), the run's context
+            holds an invalid option, or a reviewed loop runs without a checkpointer.
     """
 
-    def __init__(self, options: LoopOptions) -> None:
+    def __init__(self, options: LoopOptions, *, review: bool = False) -> None:
         self.options = options
+        self.review = review
         self.name = "prepare"
 
     def __call__(self, state: RefineState) -> dict[str, Any]:
         run_options(self.options)
+        if self.review:
+            require_checkpointer()
         return prepare(state)
 
 

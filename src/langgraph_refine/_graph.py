@@ -166,7 +166,9 @@ def create_refine_graph(
         output_schema=RefineOutput,
     )
     # The instant steps run inline: no worker thread per step under ainvoke (see _inline).
-    builder.add_node("prepare", Inline(Prepare(options), name="prepare"))
+    builder.add_node(
+        "prepare", Inline(Prepare(options, review=human_review is not None), name="prepare")
+    )
     builder.add_node(
         "generate",
         GeneratorNode[RefineState](gen, options, retry_policy=retry_policy),

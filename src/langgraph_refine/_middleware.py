@@ -56,7 +56,7 @@ from langgraph_refine._prompts import guided_request
 from langgraph_refine._reasoning import split_reasoning
 from langgraph_refine._record import RecordUpdate, aexchange, evaluator_kind, exchange, model_name
 from langgraph_refine._result import RefineResult, best_attempt
-from langgraph_refine._review import ReviewNode
+from langgraph_refine._review import ReviewNode, require_checkpointer
 from langgraph_refine._review_schema import ask_review
 from langgraph_refine._state import (
     Attempt,
@@ -246,7 +246,14 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
     # -- before_agent: a new loop per run -------------------------------------------------
 
     def before_agent(self, state: RefineAgentState, runtime: Runtime[Any]) -> dict[str, Any]:
-        """Start a loop: the task is the last human message; earlier runs' attempts go."""
+        """Start a loop: the task is the last human message; earlier runs' attempts go.
+
+        Raises:
+            ValueError: With `human_review`, if the agent has no checkpointer (before
+                any model call).
+        """
+        if self.review is not None:
+            require_checkpointer()
         human = [m for m in state["messages"] if isinstance(m, HumanMessage)]
         return {
             "refine_task": human[-1].text if human else "",

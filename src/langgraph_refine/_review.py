@@ -12,6 +12,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from langgraph.config import get_config
+
 from langgraph_refine._errors import ReviewInputError
 from langgraph_refine._options import HumanReview, OnBudgetExhausted, check_choice
 from langgraph_refine._result import best_attempt
@@ -111,6 +113,33 @@ class ReviewNode:
             update["reviewer_feedback"] = _required_text(value, "feedback", action)
             update["refine_from"] = payload.get("attempt")  # the reviewed attempt
         return update
+
+
+def require_checkpointer() -> None:
+    """Fail before any model call when a run with human review has no checkpointer.
+
+    The review's pause is a saved checkpoint: without a checkpointer LangGraph only
+    refuses the answer (`Command(resume=...)`), after the loop's model calls were spent.
+
+    Raises:
+        ValueError: If the running graph has no checkpointer (its own or a parent's).
+    """
+    try:
+        from langgraph.constants import CONFIG_KEY_CHECKPOINTER
+    except ImportError:  # a LangGraph without the key: the check is skipped
+        return
+    try:
+        configurable = get_config().get("configurable") or {}
+    except RuntimeError:  # called outside a graph run
+        return
+    if configurable.get(CONFIG_KEY_CHECKPOINTER) is None:
+        raise ValueError(
+            "human_review needs a checkpointer (the review's pause is a saved checkpoint), "
+            "and this run has none: compile with one, e.g. "
+            "create_refine_graph(..., human_review='final').compile(checkpointer=InMemorySaver()) "
+            "(or SqliteSaver / PostgresSaver, or create_agent(..., checkpointer=...)), and run "
+            "with a thread_id in config['configurable']"
+        )
 
 
 def edited_attempt(payload: Mapping[str, Any], text: str) -> dict[str, Any]:
