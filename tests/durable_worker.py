@@ -165,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
                 return 0
             print(json.dumps({"error": "nothing to resume on this thread"}))
             # What the thread holds, for the test's failure message.
-            print(f"nothing to resume: {snapshot.metadata} {sorted(snapshot.values)}", file=sys.stderr)
+            held = f"{snapshot.metadata} {sorted(snapshot.values)}"
+            print(f"nothing to resume: {held}", file=sys.stderr)
             return 3
         graph.invoke(
             {"task": TASK} if args.mode == "start" else None,

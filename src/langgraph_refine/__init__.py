@@ -20,9 +20,10 @@ from langgraph_refine._errors import (
     UnknownPriceError,
 )
 from langgraph_refine._evaluate import EvaluatorNode
+from langgraph_refine._events import ReviewPayload, RoundEvent, StopEvent
 from langgraph_refine._generate import GeneratorNode
 from langgraph_refine._graph import create_refine_graph
-from langgraph_refine._options import RefineContext
+from langgraph_refine._options import RefineContext, RefineOptions
 from langgraph_refine._result import RefineResult, best_attempt
 from langgraph_refine._review import ReviewNode
 from langgraph_refine._router import route_after_evaluation
@@ -44,10 +45,14 @@ __all__ = [
     "ProviderError",
     "RefineContext",
     "RefineError",
+    "RefineOptions",
     "RefineResult",
     "RefineState",
     "ReviewInputError",
     "ReviewNode",
+    "ReviewPayload",
+    "RoundEvent",
+    "StopEvent",
     "StopRules",
     "UnknownPriceError",
     "Usage",

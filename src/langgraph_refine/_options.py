@@ -7,10 +7,13 @@ Some of them can be set per run through the graph's `context_schema` (`RefineCon
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeAlias, get_args
 
+from langchain_core.language_models import BaseChatModel
+from langgraph.types import RetryPolicy
+from pydantic import BaseModel
 from typing_extensions import TypedDict
 
 from langgraph_refine._budget import Budget
@@ -58,6 +61,33 @@ def check_choice(option: str, value: object, allowed: Any, *, optional: bool = F
         return value
     listed = ", ".join(repr(c) for c in ((None, *choices) if optional else choices))
     raise ValueError(f"{option} must be one of {listed}; got {value!r}")
+
+
+class RefineOptions(TypedDict, total=False):
+    """The keyword options of `refine` / `arefine` (those of `create_refine_graph`).
+
+    Typed so editors complete them and type checkers check them:
+    `refine(model, task, evaluator, **options)` with `options: RefineOptions`, or the
+    keywords written out. The meaning and defaults of each are `create_refine_graph`'s.
+    """
+
+    judge_model: BaseChatModel | str | None
+    target_score: float
+    max_iterations: int
+    patience: int | None
+    min_delta: float
+    budget: Budget | None
+    on_budget_exhausted: OnBudgetExhausted
+    memory: MemoryPolicy
+    human_review: HumanReview | None
+    strategy: Strategy
+    max_attempt_chars: int
+    prompt_form: PromptForm
+    name: str
+    candidates: int
+    retry_policy: RetryPolicy | Sequence[RetryPolicy] | None
+    record_key: str | None
+    output_schema: type[BaseModel] | Mapping[str, Any] | OutputSchema | None
 
 
 class RefineContext(TypedDict, total=False):

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from langgraph.config import get_config
 
 from langgraph_refine._errors import ReviewInputError
+from langgraph_refine._events import ReviewPayload
 from langgraph_refine._options import HumanReview, OnBudgetExhausted, check_choice
 from langgraph_refine._result import best_attempt
 from langgraph_refine._review_schema import ask_review
@@ -53,7 +54,7 @@ class ReviewNode:
             ["continue"] if mode == "every_round" else []
         )
 
-    def payload(self, state: Mapping[str, Any]) -> dict[str, Any]:
+    def payload(self, state: Mapping[str, Any]) -> ReviewPayload:
         """What the reviewer is shown: the best attempt (final) or the latest (every_round)."""
         attempts = list(state.get("attempts") or [])
         best = best_attempt(attempts)

@@ -5,7 +5,7 @@ Both run the same flow (`_driver.run_flow`); only the loop that carries it out d
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Unpack
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -23,6 +23,7 @@ from langgraph_refine._driver import (
     strict_serde,
 )
 from langgraph_refine._graph import GeneratorLike, create_refine_graph
+from langgraph_refine._options import RefineOptions
 from langgraph_refine._result import RefineResult
 from langgraph_refine._typed import OutputSchema
 from langgraph_refine.evaluators._base import EvaluatorLike
@@ -90,7 +91,7 @@ def refine(
     reviewer: Reviewer | None = None,
     config: RunnableConfig | None = None,
     store: BaseStore | None = None,
-    **options: Any,
+    **options: Unpack[RefineOptions],
 ) -> RefineResult:
     """Run one refinement loop to the end (sync) and return its result.
 
@@ -110,7 +111,7 @@ def refine(
             so later runs on the same model and evaluator start from what earlier ones
             learned (see `record_key`).
         **options: Keyword options of `create_refine_graph` (`target_score`, `budget`,
-            `output_schema`, ...).
+            `output_schema`, ...), typed as `RefineOptions`.
 
     Returns:
         The `RefineResult` with the best response; with `output_schema`, its `output`
@@ -130,10 +131,9 @@ def refine(
         'hello'
     """
     _check_task(task)
-    driver = _driver(
-        generator, evaluator, options, checkpointer, thread_id, reviewer, config, store
-    )
-    return drive(_flow(task, driver, options), driver)
+    kwargs: dict[str, Any] = dict(options)
+    driver = _driver(generator, evaluator, kwargs, checkpointer, thread_id, reviewer, config, store)
+    return drive(_flow(task, driver, kwargs), driver)
 
 
 async def arefine(
@@ -146,7 +146,7 @@ async def arefine(
     reviewer: AsyncReviewer | None = None,
     config: RunnableConfig | None = None,
     store: BaseStore | None = None,
-    **options: Any,
+    **options: Unpack[RefineOptions],
 ) -> RefineResult:
     """Run one refinement loop to the end (async) and return its result.
 
@@ -154,7 +154,6 @@ async def arefine(
     (`AsyncSqliteSaver`, `AsyncPostgresSaver`) or the in-memory one here.
     """
     _check_task(task)
-    driver = _driver(
-        generator, evaluator, options, checkpointer, thread_id, reviewer, config, store
-    )
-    return await adrive(_flow(task, driver, options), driver)
+    kwargs: dict[str, Any] = dict(options)
+    driver = _driver(generator, evaluator, kwargs, checkpointer, thread_id, reviewer, config, store)
+    return await adrive(_flow(task, driver, kwargs), driver)

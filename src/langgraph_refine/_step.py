@@ -26,6 +26,7 @@ from langgraph.runtime import get_runtime
 from langgraph.types import RetryPolicy
 
 from langgraph_refine._budget import Budget, BudgetMeter, BudgetStop
+from langgraph_refine._events import RoundEvent, StopEvent
 from langgraph_refine._options import LoopOptions
 from langgraph_refine._result import RefineResult, best_attempt
 from langgraph_refine._retry import describe_status, retry_follows, retry_wait
@@ -37,7 +38,7 @@ logger = logging.getLogger("langgraph_refine")
 T = TypeVar("T")
 
 
-def emit(event: dict[str, Any]) -> None:
+def emit(event: Mapping[str, Any]) -> None:
     """Send a custom stream event; a no-op outside a running graph."""
     try:
         writer = get_stream_writer()
@@ -46,7 +47,7 @@ def emit(event: dict[str, Any]) -> None:
     writer(event)
 
 
-def round_event(name: str, attempt: Attempt, best: Attempt | None) -> dict[str, Any]:
+def round_event(name: str, attempt: Attempt, best: Attempt | None) -> RoundEvent:
     """The custom stream event of one evaluated attempt (graph and middleware alike)."""
     evaluation = attempt.evaluation
     assert evaluation is not None
@@ -66,7 +67,7 @@ def round_event(name: str, attempt: Attempt, best: Attempt | None) -> dict[str, 
     }
 
 
-def stop_event(name: str, result: RefineResult) -> dict[str, Any]:
+def stop_event(name: str, result: RefineResult) -> StopEvent:
     """The custom stream event of the loop's end."""
     return {
         "type": "stop",

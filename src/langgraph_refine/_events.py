@@ -1,0 +1,109 @@
+"""The typed shapes of what a loop hands out: its stream events and its review payload.
+
+`stream_mode="custom"` yields a `RoundEvent` per evaluated attempt and a `StopEvent` at the
+end (from the graph and from `RefineMiddleware` alike); a human review pauses with a
+`ReviewPayload` as the interrupt's value. They are plain dicts at run time (JSON-ready,
+as LangGraph Server sends them); these types let editors and type checkers read them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired
+
+from typing_extensions import TypedDict
+
+from langgraph_refine._state import MoveKind, StopReason, Verdict
+
+
+class RoundEvent(TypedDict):
+    """One evaluated attempt (`stream_mode="custom"`).
+
+    Attributes:
+        type: Always `"round"`.
+        name: The loop's name (tells loops apart in a parent graph).
+        iteration: The attempt's index (0 is the first generation).
+        parent: The attempt it refined; None for a fresh sample.
+        move: The kind of move that produced it (`"sample"`, `"refine"`, ...).
+        score: Its score, in [0, 1].
+        verdict: Its verdict, if the evaluator gave one.
+        feedback: The evaluator's feedback.
+        best_score: The best score so far, this attempt included.
+        response: The attempt's text.
+        output: With `output_schema`, its object as plain JSON.
+        reasoning: Reasoning the model emitted beside the answer, if any.
+    """
+
+    type: Literal["round"]
+    name: str
+    iteration: int
+    parent: int | None
+    move: MoveKind | None
+    score: float
+    verdict: Verdict | None
+    feedback: str
+    best_score: float | None
+    response: str
+    output: Any
+    reasoning: str | None
+
+
+class StopEvent(TypedDict):
+    """The loop's end (`stream_mode="custom"`).
+
+    Attributes:
+        type: Always `"stop"`.
+        name: The loop's name.
+        stop_reason: Why it stopped.
+        score: The result's score (see `RefineResult.score`).
+        iterations: Refinement rounds run.
+        response: The result's value.
+        output: With `output_schema`, the result's object as plain JSON.
+    """
+
+    type: Literal["stop"]
+    name: str
+    stop_reason: StopReason | None
+    score: float | None
+    iterations: int
+    response: str
+    output: Any
+
+
+class ReviewPayload(TypedDict):
+    """What a human review shows (the interrupt's value); answer with `Command(resume=...)`.
+
+    Attributes:
+        type: Always `"review"`.
+        name: The loop's name.
+        mode: `"final"` or `"every_round"`.
+        task: The task.
+        response: The reviewed response (the best one in `"final"` mode, the latest in
+            `"every_round"` mode).
+        score: Its score.
+        verdict: Its verdict.
+        feedback: Its feedback.
+        iteration: The latest attempt's index.
+        attempt: The reviewed attempt's index.
+        best_score: The best score so far.
+        stop_reason: Why the loop would stop (None mid-loop in `"every_round"` mode).
+        actions: The answers accepted here (`"approve"`, `"edit"`, ...).
+        error: Only after a malformed answer: what was wrong with it.
+    """
+
+    type: Literal["review"]
+    name: str
+    mode: Literal["final", "every_round"]
+    task: str
+    response: str
+    score: float | None
+    verdict: Verdict | None
+    feedback: str
+    iteration: int
+    attempt: int | None
+    best_score: float | None
+    stop_reason: StopReason | None
+    actions: list[str]
+    error: NotRequired[str]
+
+
+__all__ = ["ReviewPayload", "RoundEvent", "StopEvent"]

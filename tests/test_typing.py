@@ -1,0 +1,84 @@
+"""Typed surface: `refine`'s options, the stream events and the review payload."""
+
+from __future__ import annotations
+
+import inspect
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, get_type_hints
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
+
+from langgraph_refine import (
+    RefineOptions,
+    ReviewPayload,
+    RoundEvent,
+    StopEvent,
+    create_refine_graph,
+    refine,
+)
+
+
+def test_refine_options_are_exactly_create_refine_graphs_keywords() -> None:
+    keywords = {
+        name
+        for name, p in inspect.signature(create_refine_graph).parameters.items()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY
+    }
+    assert set(get_type_hints(RefineOptions)) == keywords
+    assert "Unpack[RefineOptions]" in str(inspect.signature(refine).parameters["options"])
+
+
+def test_events_and_payload_have_the_typed_keys() -> None:
+    scores = iter([0.4, 0.95])
+    graph = create_refine_graph(
+        lambda state: "draft", lambda r, s: next(scores), human_review="final"
+    ).compile(checkpointer=InMemorySaver())
+    cfg = {"configurable": {"thread_id": "typed"}}
+    events = list(graph.stream({"task": "t"}, cfg, stream_mode="custom"))
+    payload = graph.get_state(cfg).interrupts[0].value
+    events += list(graph.stream(Command(resume={"action": "approve"}), cfg, stream_mode="custom"))
+    rounds = [e for e in events if e["type"] == "round"]
+    [stop] = [e for e in events if e["type"] == "stop"]
+    assert len(rounds) == 2
+    for event in rounds:
+        assert set(event) == set(get_type_hints(RoundEvent))
+    assert set(stop) == set(get_type_hints(StopEvent))
+    assert set(payload) == set(get_type_hints(ReviewPayload)) - {"error"}
+
+
+PROGRAM = """
+from langgraph_refine import Budget, RefineOptions, refine
+
+result = refine(lambda state: "x", "task", lambda r, s: 1.0, target_score=0.8, max_iterations=2)
+options: RefineOptions = {"budget": Budget(max_calls=4), "strategy": "chain"}
+refine(lambda state: "x", "task", None, **options)
+"""
+
+
+@pytest.mark.slow
+def test_mypy_checks_refine_options(tmp_path: Path) -> None:
+    good = tmp_path / "good.py"
+    good.write_text(PROGRAM)
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        PROGRAM
+        + 'refine(lambda state: "x", "task", max_iteration=3)\n'
+        + 'refine(lambda state: "x", "task", target_score="high")\n'
+        + 'refine(lambda state: "x", "task", strategy="greedy")\n'
+    )
+    out: dict[str, Any] = {}
+    for path in (good, bad):
+        proc = subprocess.run(
+            [sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        out[path.name] = proc.stdout
+    assert "Success" in out["good.py"], out["good.py"]
+    assert 'Unexpected keyword argument "max_iteration"' in out["bad.py"], out["bad.py"]
+    assert '"target_score"' in out["bad.py"] and '"strategy"' in out["bad.py"], out["bad.py"]
