@@ -12,6 +12,8 @@ and `--model` at it. Conventions the pages follow, which this module checks:
   must be what its `#>` lines show, in order.
 - A block with a title (```json title="cat.schema.json"```) is a file the examples use:
   it is written to the working directory before the page's examples run.
+- A block that warns (Python warnings, or a WARNING logged by LangGraph or this
+  library) fails.
 - In ```bash blocks, lines starting with `langgraph-refine` are run (a trailing `\\`
   continues the line; `export NAME=VALUE` lines set the environment; `# ...` lines are
   comments); each must exit 0 unless the line ends with a `# exits N` comment.
@@ -25,12 +27,14 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import os
 import re
 import shlex
 import subprocess
 import sys
 import types
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,8 +94,11 @@ def run_block(block: Block, namespace: dict[str, Any], server: str | None = None
     source = "\n" * (block.line - 1) + localised(block.source, server)
     code = compile(source, str(block.page), "exec")
     out = io.StringIO()
-    with contextlib.redirect_stdout(out):
+    with contextlib.redirect_stdout(out), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         exec(code, namespace)
+    shown = [f"{w.category.__name__}: {w.message}" for w in caught]
+    assert not shown, f"{page_id(block.page)}:{block.line}: the block warned: {shown}"
     return out.getvalue()
 
 
@@ -164,8 +171,13 @@ def fresh_namespace(page: Path, index: int) -> dict[str, Any]:
 
 @pytest.mark.parametrize("page", page_params([p for p in PAGES if blocks(p)]))
 def test_python_blocks_run(
-    page: Path, docs_env: FaultServer, tmp_path: Path, request: pytest.FixtureRequest
+    page: Path,
+    docs_env: FaultServer,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.WARNING, logger="langgraph")
     write_page_files(page, tmp_path)
     server = request.getfixturevalue("docs_langgraph_server") if needs_server(page) else None
     namespace: dict[str, Any] = {}
@@ -180,6 +192,13 @@ def test_python_blocks_run(
         if shown is not None:
             got = "\n".join(line.strip() for line in printed.strip().splitlines())
             assert got == shown.strip(), f"{where}: the block printed\n{printed}"
+    # No warning logged by LangGraph either (such as "Deserializing unregistered type").
+    logged = [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno >= logging.WARNING and r.name.startswith("langgraph")
+    ]
+    assert logged == []
 
 
 def commands(page: Path) -> list[tuple[str, int]]:
