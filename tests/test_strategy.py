@@ -608,3 +608,22 @@ def test_the_agent_middleware_asks_a_guided_answer_with_the_feedback_alone() -> 
     assert "Name the tower." in asked.text and "DRAFT" not in asked.text
     # A plain fresh sample adds no message.
     assert "messages" not in _move(state, Choice("sample"), [first])
+
+
+def test_explores_menu_leaves_the_guided_move_out() -> None:
+    assert FRESH_MOVES == ("sample",)
+    record = {**FALLING, "guided": MoveStats(60, 50, 0)}
+    assert {choose_next("explore", [attempt(0, 0.5)], t, record).move for t in TASKS} == {
+        "sample"
+    }
+
+
+def test_with_guided_in_the_menu_a_second_draw_picks_the_kind_of_fresh_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from langgraph_refine import _strategy
+
+    monkeypatch.setattr(_strategy, "FRESH_MOVES", ("sample", "guided"))
+    record = {**FALLING, "sample": MoveStats(60, 5, 40), "guided": MoveStats(60, 40, 5)}
+    moves = [choose_next("explore", [attempt(0, 0.5)], t, record).move for t in TASKS]
+    assert moves.count("guided") >= 0.9 * len(TASKS) and "refine" not in moves

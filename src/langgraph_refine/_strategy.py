@@ -30,10 +30,8 @@ every choice, round 1's included, weighs those counts with this run's own:
   worth))` over pooled plus own counts, where a round's worth is 1 if it raised the
   best score, `KEPT_CREDIT` (0.3) if it neither raised it nor fell below where it
   started, and 0 if it fell. One side is refining the best attempt, the other a fresh
-  answer (all `FRESH_MOVES` counted together); refining wins ties. If a fresh answer
-  wins, a second draw picks its kind: a plain `"sample"` of the task, or a `"guided"`
-  sample, whose prompt holds the task and the feedback on the best attempt but not the
-  attempt itself.
+  sample (the counts of every kind in `FRESH_MOVES` together); refining wins ties, and
+  a side never tried does not displace one that has never failed to raise the best.
 - `k = min(RECORD_SHARPEN_MAX, 1 + pooled rounds / RECORD_SHARPEN_ROUNDS)` sharpens
   the beliefs as the record grows: a thin record still tries both sides, a thick one
   acts on what it says, so a kind of move it says hurts (its rounds fall) is rarely
@@ -41,11 +39,13 @@ every choice, round 1's included, weighs those counts with this run's own:
 
 The rule was chosen by simulation on scripted refiners of many strengths (weak ones
 whose refinements drop what they had, strong ones that fix what feedback names) and
-checked on the local model (`make bench BENCH=strategies`): warm, it stays within about
-0.005 of the better of chain and best-of-N on every strength tried. Without a record (or
-with an empty one, or one holding only `"revise"` rounds) explore behaves as above,
-round 1 refining attempt 0. `round_stats` and `latest_round_stats` count a run's rounds
-by kind of move (`MoveStats`) for the record.
+measured on them and on the local model (`make bench BENCH=strategies`, whose notes give
+every figure). A third kind of move, the `"guided"` sample (the task and the feedback
+on the best attempt, without the attempt), is carried out by the generate step when a
+choice names it, but is not in explore's menu (`FRESH_MOVES`): it lost on the local
+model. Without a record (or with an empty one, or one holding only `"revise"` rounds)
+explore behaves as above, round 1 refining attempt 0. `round_stats` and
+`latest_round_stats` count a run's rounds by kind of move (`MoveStats`) for the record.
 
 Randomness is seeded from the task and the round, so a replayed round (after a crash)
 and a recorded test make the same choice.
