@@ -97,6 +97,9 @@ class RefineContext(TypedDict, total=False):
     on LangGraph Server, per run or per assistant). Invalid values fail with `ValueError`
     before any model call.
 
+    `budget` is a dict of `Budget`'s fields: `max_calls`, `max_tokens`, `max_seconds`,
+    `max_cost` and `prices`.
+
     Besides the loop's options, a run may set its check and its models' limits:
 
     - `evaluator`: a check spec or a list of them (combined with equal weights), in the
@@ -133,7 +136,7 @@ class LoopOptions:
 
     Args:
         rules: The stop rules.
-        budget: Limits on calls, tokens and seconds, or None.
+        budget: Limits on calls, tokens, seconds and cost, or None.
         on_budget_exhausted: `"stop"` or `"raise"`.
         strategy: `"chain"`, `"explore"` or `"sample"`.
         memory: Which earlier attempts a refinement prompt shows.
