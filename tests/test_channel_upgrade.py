@@ -79,10 +79,13 @@ def run_side(mode: str, design: str, saver: str, thread: str, markers: Path) -> 
 
 
 def expected(indexes: range) -> list[list[Any]]:
-    """`[index, response, score]` per attempt as `tests.durable_worker` writes them."""
+    """`[index, response, score, output]` per attempt as `tests.durable_worker` writes them.
+
+    The worker's loop is untyped, so every attempt's `output` is None.
+    """
     scores = [0.1, 0.3, 0.2, 0.5, 0.6, 0.95]
     return [
-        [i, f"sea v{i} (after {','.join(map(str, range(i))) or 'none'})", scores[i]]
+        [i, f"sea v{i} (after {','.join(map(str, range(i))) or 'none'})", scores[i], None]
         for i in indexes
     ]
 
