@@ -9,10 +9,13 @@ What a user does in two terminals, done by one script:
    `langgraph-refine batch tasks.jsonl --out results.jsonl --server http://127.0.0.1:2124`
 
 Each line's check (`evaluator`) and loop options (`max_iterations`, `budget`,
-`strategy`, ...) travel as its run's context. The script runs the same batch again (every
-id is already in the output file, so nothing is sent to the model), then runs the same file
-on this machine (`langgraph-refine batch tasks.jsonl --out local.jsonl --model ...`): both
-give a row per task, each scored by its own check. In production the same command drives
+`strategy`, ...) travel as its run's context. The lines name their strategy: `explore`,
+the default, also learns from the earlier runs a store remembers (the server's store
+outlives this script), so its choices, and the requests a recording replays, would vary.
+The script runs the same batch again (every id is already in the output file, so nothing
+is sent to the model), then runs the same file on this machine
+(`langgraph-refine batch tasks.jsonl --out local.jsonl --model ...`): both give a row per
+task, each scored by its own check. In production the same command drives
 a deployed server (`langgraph up`, or LangGraph Platform) backed by PostgreSQL; see
 docs/scaling-out.md.
 
@@ -46,6 +49,7 @@ TASKS: list[dict[str, Any]] = [
         "task": "In one sentence, name the capital of France and one thing it is known for.",
         "evaluator": "contains:Paris",
         "max_iterations": 1,
+        "strategy": "chain",  # each round refines the latest answer
     },
     {
         "id": "sky",
@@ -53,6 +57,7 @@ TASKS: list[dict[str, Any]] = [
         "evaluator": ["words:15-60", "no_repetition"],  # combined with equal weights
         "max_iterations": 2,
         "budget": {"max_calls": 3},  # generator calls: the checks call no model
+        "strategy": "chain",
     },
     {
         "id": "colors",
