@@ -83,9 +83,7 @@ def counting(score: float = 1.0) -> Any:
 def test_a_pydantic_model_round_trips_through_structured_output() -> None:
     model = RecordingModel(replies=["not json at all", '{"name": "Ada Lovelace"}', GOOD])
     evaluate = counting(1.0)
-    result = refine(
-        model, TASK, evaluate, output_schema=Person, max_iterations=3, patience=None
-    )
+    result = refine(model, TASK, evaluate, output_schema=Person, max_iterations=3, patience=None)
 
     # The provider's structured output, json_schema method, raw reply kept.
     assert model.structured_calls[0] == {
@@ -325,6 +323,24 @@ def test_an_edited_review_answer_is_read_as_the_object() -> None:
     out = graph.invoke(Command(resume={"action": "edit", "response": edited}), config)
     assert out["response"] == edited
     assert out["output"] == {"name": "Augusta Ada King", "age": 36}
+    edit = graph.get_state(config).values["attempts"][-1]
+    assert edit.output == {"name": "Augusta Ada King", "age": 36}  # the edit's own object
+
+
+def test_an_edit_that_is_no_valid_object_fails_without_the_evaluator() -> None:
+    evaluate = counting(0.1)
+    graph = create_refine_graph(
+        lambda s: GOOD, evaluate, output_schema=Person, human_review="final", max_iterations=0
+    ).compile(checkpointer=InMemorySaver(serde=strict_serde()))
+    config = {"configurable": {"thread_id": "bad-edit"}}
+    graph.invoke({"task": TASK}, config)
+    graph.invoke(Command(resume={"action": "edit", "response": '{"name": 3}'}), config)
+    edit = graph.get_state(config).values["attempts"][-1]
+    assert edit.output is None and edit.evaluation is not None
+    assert (
+        edit.evaluation.verdict == "FAIL" and "at $.age: Field required" in edit.evaluation.feedback
+    )
+    assert evaluate.seen == [GOOD]
 
 
 def test_messages_state_parents_get_the_json_text_as_the_answer() -> None:

@@ -160,6 +160,7 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
                 "run a GeneratorNode before it"
             )
         options = run_options(self.options)
+        pending = _read_as_object(pending, options)
         step = Step(
             options,
             state,
@@ -359,6 +360,21 @@ def _report(name: str, attempt: Attempt, best: Attempt | None, stop_reason: str 
         f" -> stop ({stop_reason})" if stop_reason else "",
     )
     emit(round_event(name, attempt, best))
+
+
+def _read_as_object(pending: Attempt, options: LoopOptions) -> Attempt:
+    """A typed loop's attempt that no generator read (a reviewer's edit), read as the object.
+
+    Its object is kept in `output`; text that is no valid object is FAIL with the errors,
+    like a generator's reply, and the evaluator is not called.
+    """
+    schema = options.output_schema
+    if schema is None or pending.output is not None or pending.evaluation is not None:
+        return pending
+    if pending.candidates:
+        return pending
+    reply = schema.read(pending.response)
+    return pending.model_copy(update={"output": reply.output, "evaluation": reply.evaluation})
 
 
 def _responses(pending: Attempt) -> list[tuple[str, Evaluation | None]]:
