@@ -10,7 +10,9 @@ the request, so concurrent examples get the same answers in any order:
   example;
 - the LLM judge passes a response that gives an example (score 0.95) and asks for one
   otherwise (0.6, NEEDS_IMPROVEMENT);
-- an agent with tools first calls its first tool, then answers from what it returned.
+- an agent with tools first calls its first tool, then answers from what it returned;
+- a generation asked for an object (`output_schema=`) answers with one that misses a
+  field, and its refinement with the complete object.
 """
 
 from __future__ import annotations
@@ -65,9 +67,31 @@ NEEDS_EXAMPLE = {
 }
 
 
+OBJECTS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
+    # (keyword in the task, first object, refined object): typed runs (`output_schema=`)
+    ("capital of france", {"name": "Paris"}, {"name": "Paris", "country": "France"}),
+]
+
+
+def _schema_name(body: dict[str, Any]) -> str | None:
+    response_format = body.get("response_format") or {}
+    name = (response_format.get("json_schema") or {}).get("name")
+    return str(name) if name else None
+
+
+def _typed(body: dict[str, Any]) -> bool:
+    """True for a request asking for an object other than the LLM judge's reply."""
+    name = _schema_name(body)
+    return name is not None and name != "JudgeReply"
+
+
 def reply(request: Received, number: int) -> str | dict[str, Any]:
     """The scripted model's answer to one chat-completion request."""
     messages: list[dict[str, Any]] = request.body.get("messages") or []
+    if _typed(request.body):
+        if _schema_name(request.body) == "score":  # openevals' create_llm_as_judge
+            return json.dumps({"reasoning": "Short and to the point.", "score": True})
+        return _object(messages)
     if request.is_judge:
         rated = _rated(messages)
         return json.dumps(PASS if "example" in rated.lower() else NEEDS_EXAMPLE)
@@ -116,3 +140,13 @@ def _answer(messages: list[dict[str, Any]]) -> str:
     if refining:
         return f"An improved answer to: {short} For example, one concrete case."
     return f"A first answer to: {short}"
+
+
+def _object(messages: list[dict[str, Any]]) -> str:
+    """A typed generation: the first object misses a field; a refinement completes it."""
+    everything = "\n".join(_text(m) for m in messages).lower()
+    refining = "feedback" in everything
+    for keyword, first, refined in OBJECTS:
+        if keyword in everything:
+            return json.dumps(refined if refining else first)
+    return "{}"

@@ -87,7 +87,7 @@ def test_a_pydantic_model_round_trips_through_structured_output() -> None:
 
     # The provider's structured output, json_schema method, raw reply kept.
     assert model.structured_calls[0] == {
-        "schema": Person,
+        "schema": Person.model_json_schema(),  # as a JSON schema: the loop validates
         "include_raw": True,
         "method": "json_schema",
     }
@@ -359,3 +359,21 @@ def test_scores_helper_is_untouched_by_typing() -> None:
     # An untyped loop still refuses objects from a generator, naming output_schema.
     with pytest.raises(TypeError, match="output_schema"):
         refine(lambda s: {"a": 1}, TASK, scores(1.0), max_iterations=0)
+
+
+def test_a_reply_breaking_a_constraint_the_provider_did_not_enforce_is_kept_and_refined() -> None:
+    # Real ChatOpenAI against a scripted server: the reply is JSON of the right shape but
+    # breaks `ge=0` (grammars do not enforce ranges); it must become a FAIL attempt with
+    # the errors, not an exception from the client's own validation.
+    from langchain_openai import ChatOpenAI
+
+    from tests.fault_server import FaultServer
+
+    replies = iter(['{"name": "Ada", "age": -1}', GOOD])
+    with FaultServer(content=lambda request, number: next(replies)).serve() as server:
+        model = ChatOpenAI(base_url=server.base_url, api_key="k", model="m", max_retries=0)
+        result = refine(model, TASK, counting(), output_schema=Person, max_iterations=1)
+    first = result.attempts[0]
+    assert first.output is None and first.evaluation is not None
+    assert "at $.age: Input should be greater than or equal to 0" in first.evaluation.feedback
+    assert result.output == Person(name="Ada Lovelace", age=36)

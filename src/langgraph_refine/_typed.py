@@ -164,6 +164,9 @@ class OutputSchema:
         `with_structured_output(..., method="json_schema", include_raw=True)`: the
         provider enforces the schema where it can (llama.cpp with a grammar), and a reply
         that fails to parse still comes back raw, to record and to show the next round.
+        The schema goes as a JSON schema even for a pydantic model: given the class, some
+        clients validate the reply themselves and raise on a constraint the provider did
+        not enforce, losing the reply; here it is validated (and refined) by the loop.
         None when the model has no such mode (the prompt's instruction then asks for it).
 
         Args:
@@ -173,10 +176,11 @@ class OutputSchema:
         cached = self._structured.get(id(model))
         if cached is not None and cached[0] is model:
             return cached[1]
-        schema: Any = self.model if self.model is not None else self._named_schema()
         runnable: Runnable[Any, Any] | None
         try:
-            runnable = model.with_structured_output(schema, method="json_schema", include_raw=True)
+            runnable = model.with_structured_output(
+                self._named_schema(), method="json_schema", include_raw=True
+            )
         except (NotImplementedError, ValueError, TypeError) as exc:
             logger.info("no json_schema structured output on %s: %s", type(model), exc)
             runnable = None
