@@ -24,7 +24,7 @@ from langgraph_refine.cli._errors import CliError
 from langgraph_refine.cli._options import LoopOptions, budget_dict, parse_prices, with_prices
 from langgraph_refine.server import build_graph
 from tests.fault_server import FaultServer
-from tests.test_cli_batch import read_jsonl, write_jsonl
+from tests.test_cli_batch import batch_args, read_jsonl, write_jsonl
 from tests.test_cli_helpers import (  # noqa: F401 - fixtures
     assert_one_line_error,
     cli,
@@ -206,18 +206,7 @@ def test_an_unpriced_model_under_max_cost_fails_the_task_with_the_fix(
 ) -> None:
     server = openai_server(per_task())
     src, out = write_jsonl(tmp_path / "in.jsonl", [{"id": "t", "task": "A"}]), tmp_path / "o.jsonl"
-    run = cli(
-        "batch",
-        str(src),
-        "--out",
-        str(out),
-        "--model",
-        "m",
-        "--base-url",
-        server.base_url,
-        "--max-cost",
-        "1",
-    )
+    run = cli(*batch_args(server, src, out, "--max-cost", "1"))
     assert run.code == 1 and "Traceback" not in run.err
     (row,) = read_jsonl(out)
     assert "no price is known for model 'm'" in row["error"] and "--price m=" in row["error"]

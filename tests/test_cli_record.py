@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.test_cli_batch import batch_args
 from tests.test_cli_helpers import (  # noqa: F401 - fixtures
     assert_one_line_error,
     cli,
@@ -63,23 +64,9 @@ def record_line(out: str) -> str:
 
 
 def batch(server: Any, src: Path, out: Path, *extra: str) -> list[str]:
-    return [
-        "batch",
-        str(src),
-        "--out",
-        str(out),
-        "--model",
-        "m",
-        "--base-url",
-        server.base_url,
-        "--max-iterations",
-        "3",
-        "--patience",
-        "3",
-        "--concurrency",
-        "1",
-        *extra,
-    ]
+    return batch_args(
+        server, src, out, "--max-iterations", "3", "--patience", "3", "--concurrency", "1", *extra
+    )
 
 
 def test_batch_shares_one_store_over_its_tasks(
