@@ -96,6 +96,9 @@ def run_block(block: Block, namespace: dict[str, Any], server: str | None = None
     out = io.StringIO()
     with contextlib.redirect_stdout(out), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
+        # Python's default filters hide ResourceWarning, so a reader never sees it; and the
+        # garbage collector may close an earlier block's connections during any later block.
+        warnings.simplefilter("ignore", ResourceWarning)
         exec(code, namespace)
     shown = [f"{w.category.__name__}: {w.message}" for w in caught]
     assert not shown, f"{page_id(block.page)}:{block.line}: the block warned: {shown}"
