@@ -93,7 +93,7 @@ def prepare(state: RefineState) -> dict[str, Any]:
 
 
 class FinalizeNode(Runnable[Any, Any]):
-    """Ends the loop: chooses the result, sets `response`, answers in `messages`, emits the stop event.
+    """Ends the loop: chooses the result, sets `response` (and `messages`), emits the stop event.
 
     With `select="pairwise"` the result is chosen by comparing the best attempts in pairs
     (see `_select`); the comparisons run here, through a `Step`, so they count against
@@ -122,7 +122,8 @@ class FinalizeNode(Runnable[Any, Any]):
         self.name = "finalize"
 
     def __call__(self, state: RefineState) -> dict[str, Any]:
-        return self.invoke(state)
+        update: dict[str, Any] = self.invoke(state)
+        return update
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         """Finish the loop (sync)."""
@@ -136,19 +137,13 @@ class FinalizeNode(Runnable[Any, Any]):
         calls_left = _calls_left(step)
         note = selection.budget_note(calls_left)
         try:
-            record = (
-                selection.record(note=note)
-                if note is not None
-                else selection.run(step.call)
-            )
+            record = selection.record(note=note) if note is not None else selection.run(step.call)
         except Exception as exc:
             step.on_error(exc, "comparer")
             raise
         return self._finish(state, options, record, step.meter.delta())
 
-    async def ainvoke(
-        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
-    ) -> Any:
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         """Finish the loop (async): comparisons run concurrently when no budget is set."""
         state = revive_state(input)
         options = run_options(self.options)
@@ -172,7 +167,7 @@ class FinalizeNode(Runnable[Any, Any]):
     def _check_budget_stop(self, state: Mapping[str, Any], options: LoopOptions) -> None:
         if stop_reason_of(state) != BUDGET_STOP or self.options.on_budget_exhausted != "raise":
             return
-        result = RefineResult.from_state(state, output_schema=options.output_schema)
+        result = RefineResult.from_state(dict(state), output_schema=options.output_schema)
         raise BudgetExhaustedError(
             f"budget exhausted after {len(result.attempts)} attempt(s); best score "
             f"{result.score}; the best result so far is in this error's .result",

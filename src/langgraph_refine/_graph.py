@@ -234,7 +234,9 @@ def create_refine_graph(
         destinations=() if after_evaluation else ("generate", stop),
     )
     builder.add_node(
-        "finalize", FinalizeNode(options, compare, retry_policy=retry_policy), retry_policy=retry_policy
+        "finalize",
+        FinalizeNode(options, compare, retry_policy=retry_policy),
+        retry_policy=retry_policy,
     )
 
     builder.add_edge(START, "prepare")

@@ -105,8 +105,10 @@ class ModelComparer(Comparer):
     def __init__(self, model: BaseChatModel, *, max_chars: int = MAX_COMPARE_CHARS) -> None:
         self.model = model
         self.max_chars = max_chars
-        self.name = getattr(model, "model_name", None) or getattr(model, "model", None) or (
-            type(model).__name__
+        self.name = (
+            getattr(model, "model_name", None)
+            or getattr(model, "model", None)
+            or (type(model).__name__)
         )
 
     def messages(self, task: str, first: str, second: str) -> list[BaseMessage]:
@@ -356,8 +358,9 @@ class Selection:
                 backward = call(self.comparer.compare, self.task, second, first)
                 self.add((a, b), forward, backward)
         except BudgetStop as stop:
-            return self.record(note=f"the budget ran out during the comparisons ({stop}); "
-                               "chosen by score")
+            return self.record(
+                note=f"the budget ran out during the comparisons ({stop}); chosen by score"
+            )
         return self.record()
 
     async def arun(self, acall_: Callable[..., Any], *, concurrent: bool) -> dict[str, Any]:
@@ -378,6 +381,7 @@ class Selection:
                 for a, b in self.pairs:
                     self.add((a, b), *await pair(a, b))
         except BudgetStop as stop:
-            return self.record(note=f"the budget ran out during the comparisons ({stop}); "
-                               "chosen by score")
+            return self.record(
+                note=f"the budget ran out during the comparisons ({stop}); chosen by score"
+            )
         return self.record()

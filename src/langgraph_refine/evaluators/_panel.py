@@ -79,8 +79,10 @@ class PanelEvaluator(BaseEvaluator):
         for label, outcome in zip(self.labels, outcomes, strict=True):
             if isinstance(outcome, Evaluation):
                 judged.append((label, outcome))
-            elif isinstance(outcome, Exception) and not isinstance(outcome, BudgetStop) and (
-                is_provider_error(outcome)
+            elif (
+                isinstance(outcome, Exception)
+                and not isinstance(outcome, BudgetStop)
+                and (is_provider_error(outcome))
             ):
                 left_out.append((label, outcome))
             else:
@@ -147,7 +149,7 @@ def _verdict(rule: PanelRule, results: Sequence[Evaluation]) -> Verdict | None:
         for verdict in ("PASS", "FAIL"):
             # A strict majority of the members that judged (those without a verdict too).
             if sum(v == verdict for v in verdicts) * 2 > len(results):
-                return verdict  # type: ignore[return-value]
+                return verdict
         return "NEEDS_IMPROVEMENT"
     return combined_verdict(results)
 
