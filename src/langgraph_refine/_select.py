@@ -30,6 +30,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from langgraph_refine._budget import BudgetStop, model_invocation
+from langgraph_refine._models import message_text
 from langgraph_refine._prompts import PAIRWISE_INSTRUCTIONS, PAIRWISE_SYSTEM
 from langgraph_refine._result import best_attempt
 from langgraph_refine._state import Attempt
@@ -125,12 +126,12 @@ class ModelComparer(Comparer):
     def compare(self, task: str, first: str, second: str) -> Preference:
         with model_invocation() as done:
             reply = done(self.model.invoke(self.messages(task, first, second)))
-        return read_preference(_text(reply))
+        return read_preference(message_text(reply))
 
     async def acompare(self, task: str, first: str, second: str) -> Preference:
         with model_invocation() as done:
             reply = done(await self.model.ainvoke(self.messages(task, first, second)))
-        return read_preference(_text(reply))
+        return read_preference(message_text(reply))
 
 
 def as_comparer(comparer: ComparerLike) -> Comparer:
@@ -149,12 +150,6 @@ def as_comparer(comparer: ComparerLike) -> Comparer:
         "comparer must be a chat model or a callable (task, first, second) -> "
         f"'first' | 'second' | 'tie'; got {type(comparer).__name__} ({comparer!r:.80})"
     )
-
-
-def _text(reply: Any) -> str:
-    text = getattr(reply, "text", reply)
-    text = text() if callable(text) else text
-    return text if isinstance(text, str) else str(text)
 
 
 _WORDS: dict[str, Preference] = {
