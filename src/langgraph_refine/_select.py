@@ -48,7 +48,7 @@ PREFERENCES: tuple[str, ...] = get_args(Preference)
 DEFAULT_SELECT_TOP = 3
 """Attempts compared at most (chosen by `make bench BENCH=selection`)."""
 
-DEFAULT_SELECT_MARGIN = 0.2
+DEFAULT_SELECT_MARGIN = 0.3
 """Score distance from the best within which attempts are compared (chosen by the bench)."""
 
 MAX_COMPARE_CHARS = 8000
