@@ -198,3 +198,45 @@ def test_an_agent_judge_sits_on_a_panel_beside_an_llm_judge() -> None:
     result = asyncio.run(jury.aevaluate("1889", STATE))
     assert result.details["scores"] == {"fact_checker": 0.6, "llm_judge": 1.0}
     assert result.verdict == "NEEDS_IMPROVEMENT"
+
+
+def test_the_spec_language_has_a_panel_form() -> None:
+    from langgraph_refine._specs import SpecError, build_evaluator, parse_spec
+
+    spec = parse_spec("panel-majority:words:1-3; contains:owl,lamp ;regex:owl")
+    assert spec.kind == "panel" and spec.argument[0] == "majority"
+    assert [m.text for m in spec.argument[1]] == ["words:1-3", "contains:owl,lamp", "regex:owl"]
+    jury = build_evaluator(spec, lambda: ScriptedChatModel())
+    result = jury.evaluate("an owl", STATE)
+    assert result.details["rule"] == "majority"
+    assert set(result.details["scores"]) == {"word_count", "contains_all", "matches_regex"}
+    judged = build_evaluator(
+        parse_spec("panel:judge;words:1-3"),
+        lambda: ScriptedChatModel(replies=[judge_reply(0.9, "PASS", "ok")]),
+    )
+    assert judged.evaluate("an owl", STATE).details["scores"]["llm_judge"] == 0.9
+    with pytest.raises(SpecError, match="unknown panel rule 'vote'; use panel-mean:"):
+        parse_spec("panel-vote:judge;words:1-3")
+    with pytest.raises(SpecError, match="a panel needs at least two specs separated by ';'"):
+        parse_spec("panel:judge")
+    with pytest.raises(SpecError, match="is refused: a run may not ask for checks that read"):
+        parse_spec("panel:judge;python-tests:tests.py", allow_files=False)
+
+
+def test_a_run_context_may_ask_for_a_panel() -> None:
+    from langgraph_refine import create_refine_graph
+
+    graph = create_refine_graph(
+        ScriptedChatModel(replies=["an owl and a lamp"]), fixed(0.1), max_iterations=0
+    ).compile()
+    events = list(
+        graph.stream(
+            {"task": "Use owl and lamp."},
+            context={"evaluator": "panel-min:contains:owl,lamp;words:1-3"},
+            stream_mode="custom",
+        )
+    )
+    rounds = [e for e in events if e["type"] == "round"]
+    # The lowest member's score: five words against 1-3.
+    assert round(rounds[0]["score"], 3) == 0.333
+    assert rounds[0]["feedback"].startswith("[contains_all] score 1.00")

@@ -14,6 +14,7 @@ check per run). Each spec maps onto one factory of `langgraph_refine.evaluators`
 | `schema:{...}` | `json_schema(<the inline JSON schema>)` |
 | `json-schema:FILE` | `json_schema(<the JSON in FILE>)` |
 | `python-tests:FILE` | `python_tests(<the source in FILE>)` |
+| `panel:SPEC;SPEC;...` | `panel(<each spec's evaluator>)` (`panel-majority:`, `panel-min:` for a rule) |
 
 `-` and `_` are the same in a spec's kind (`python_tests:FILE`, `no-repetition`). Several
 specs are combined with equal weights. Specs are parsed (and their files read) before any
@@ -33,7 +34,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 SPEC_FORMS = (
     "judge",
@@ -44,6 +45,7 @@ SPEC_FORMS = (
     "schema:{JSON schema}",
     "json-schema:FILE",
     "python-tests:FILE",
+    "panel[-RULE]:SPEC;SPEC;...",
 )
 """The accepted spec forms, as shown in help and error messages."""
 
@@ -123,10 +125,36 @@ def parse_spec(spec: object, *, allow_files: bool = True) -> EvaluatorSpec:
             f"files or run code ({', '.join(sorted(FILE_KINDS))}) unless the deployment sets "
             f"{ALLOW_CODE_CHECKS_ENV}=1; a run may use {_forms(allow_files=False)}"
         )
+    if kind == "panel" or kind.startswith("panel-"):
+        return EvaluatorSpec(text, "panel", _panel(kind, arg, text, allow_files))
     parse = _PARSERS.get((kind, bool(sep)))
     if parse is None:
         raise SpecError(f"unknown evaluator spec {spec!r}; use one of {_forms(allow_files)}")
     return EvaluatorSpec(text, kind, parse(arg, spec))
+
+
+def _panel(
+    kind: str, arg: str, spec: str, allow_files: bool
+) -> tuple[str, tuple[EvaluatorSpec, ...]]:
+    """`(rule, member specs)` of `panel[-RULE]:SPEC;SPEC;...`."""
+    from langgraph_refine.evaluators._panel import PanelRule
+
+    rule = kind.partition("-")[2] or "mean"
+    rules = get_args(PanelRule)
+    if rule not in rules:
+        raise SpecError(
+            f"evaluator spec {spec!r}: unknown panel rule {rule!r}; use "
+            + ", ".join(f"panel-{r}:" for r in rules)
+            + " (panel: is panel-mean:)"
+        )
+    texts = [member.strip() for member in arg.split(";") if member.strip()]
+    if len(texts) < 2:
+        raise SpecError(
+            f"evaluator spec {spec!r}: a panel needs at least two specs separated by ';', "
+            "e.g. panel-majority:judge;words:10-50"
+        )
+    # A member cannot be a panel: ';' always separates this panel's members.
+    return rule, tuple(parse_spec(member, allow_files=allow_files) for member in texts)
 
 
 def _words(arg: str, spec: str) -> tuple[int, int]:
@@ -230,8 +258,9 @@ def parse_run_specs(specs: tuple[str, ...], allow_files: bool) -> tuple[Evaluato
     Specs without a file are parsed once per process; a file a spec names is read each
     time, so an edited file counts from the next run on.
     """
+    # A panel's members may read files too: the kind's name anywhere in the spec counts.
     reads_files = any(
-        spec.partition(":")[0].strip().lower().replace("_", "-") in FILE_KINDS for spec in specs
+        kind in spec.lower().replace("_", "-") for spec in specs for kind in FILE_KINDS
     )
     if reads_files:
         return tuple(parse_specs(list(specs), allow_files=allow_files))
@@ -309,6 +338,9 @@ def build_evaluator(spec: EvaluatorSpec, judge_model: Callable[[], Any]) -> Any:
         "schema": evaluators.json_schema,
         "json-schema": evaluators.json_schema,
         "python-tests": evaluators.python_tests,
+        "panel": lambda argument: evaluators.panel(
+            *(build_evaluator(member, judge_model) for member in argument[1]), rule=argument[0]
+        ),
     }
     if spec.kind not in builders:  # pragma: no cover - parse_spec makes only these kinds
         raise SpecError(f"unknown evaluator spec {spec.text!r}; use one of {_forms()}")

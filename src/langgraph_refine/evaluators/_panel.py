@@ -51,6 +51,11 @@ class PanelEvaluator(BaseEvaluator):
         self.calls_model = any(m.calls_model for m in self.members)
         self.is_async = any(m.is_async for m in self.members)
 
+    @property
+    def parts(self) -> list[BaseEvaluator]:
+        """The members (named like a combination's parts, for the strategy record's key)."""
+        return self.members
+
     def evaluate(self, response: str, state: Mapping[str, Any]) -> Evaluation:
         # Each member in its own thread, with a copy of this context: the loop's meter
         # (in the run's config) sees and checks every member's model calls.
