@@ -219,7 +219,9 @@ def false_pass(trials: Sequence[Trial], sd: float) -> dict[str, Any]:
             def generate(state: Any) -> str:
                 return f"a{len(state['attempts'])}"
 
-            def evaluate(response: str, state: Any, trial: Trial = trial) -> Evaluation:
+            def evaluate(
+                response: str, state: Any, trial: Trial = trial, rng: random.Random = rng
+            ) -> Evaluation:
                 i = int(response[1:])
                 score = clip(trial.quality[i] + rng.gauss(0.0, sd))
                 verdict = "PASS" if score >= PASS_QUALITY else "NEEDS_IMPROVEMENT"
@@ -312,8 +314,7 @@ def run(quick: bool = False) -> BenchResult:
             value=100 * chosen["cut"],
             unit="%",
             target="defaults = choice",
-            passed=(chosen["top"], chosen["margin"])
-            == (DEFAULT_SELECT_TOP, DEFAULT_SELECT_MARGIN),
+            passed=(chosen["top"], chosen["margin"]) == (DEFAULT_SELECT_TOP, DEFAULT_SELECT_MARGIN),
         ),
         Figure(
             name=f"extra calls per run for pairwise selection (sd {HEADLINE_NOISE})",
@@ -351,10 +352,7 @@ def run(quick: bool = False) -> BenchResult:
     )
     grid_table = md_table(
         ["select_top", "select_margin", "regret cut", "comparison calls per run"],
-        [
-            [r["top"], r["margin"], f"{100 * r['cut']:.0f}%", f"{r['calls']:.1f}"]
-            for r in grid_rows
-        ],
+        [[r["top"], r["margin"], f"{100 * r['cut']:.0f}%", f"{r['calls']:.1f}"] for r in grid_rows],
     )
     pass_table = md_table(
         ["", "false-PASS stops per run", "mean returned quality", "calls per run"],
@@ -392,6 +390,12 @@ def run(quick: bool = False) -> BenchResult:
         "own independent noise, which is the best case for confirmation: a judge whose "
         "errors repeat on the same response (a stable bias) would be caught less often.",
     ]
+    if headline["cut_low"] < 0.40 <= headline["cut"]:
+        notes.append(
+            f"The headline cut ({100 * headline['cut']:.0f}%) meets the 40% goal as a point "
+            f"estimate; its 95% interval reaches down to {100 * headline['cut_low']:.0f}%, so "
+            "the goal is not met with 95% confidence on these trials."
+        )
     return BenchResult(
         name="selection",
         title="Pairwise final choice and confirmed passes against noisy judges (scripted)",

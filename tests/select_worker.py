@@ -84,9 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     config = {"configurable": {"thread_id": args.thread}}
     with open_saver(args.saver) as saver:
         graph = build(args.markers, args.delay, saver)
-        graph.invoke(
-            {"task": TASK} if args.mode == "start" else None, config, durability="sync"
-        )
+        graph.invoke({"task": TASK} if args.mode == "start" else None, config, durability="sync")
         print(json.dumps(summary(graph.get_state(config).values)))
     return 0
 

@@ -42,9 +42,7 @@ def connection_lost(response: str, state: Any) -> Evaluation:
     [("mean", 0.6, "FAIL"), ("majority", 0.6, "PASS"), ("min", 0.2, "FAIL")],
 )
 def test_rules_decide_score_and_verdict(rule: Any, score: float, verdict: str) -> None:
-    jury = evaluators.panel(
-        fixed(0.9, "PASS"), fixed(0.7, "PASS"), fixed(0.2, "FAIL"), rule=rule
-    )
+    jury = evaluators.panel(fixed(0.9, "PASS"), fixed(0.7, "PASS"), fixed(0.2, "FAIL"), rule=rule)
     result = jury.evaluate("1889", STATE)
     assert round(result.score, 6) == score and result.verdict == verdict
 

@@ -182,7 +182,10 @@ def test_top_and_margin_limit_the_comparisons() -> None:
     assert result.metadata["selection"]["candidates"] == [1, 2]
     assert len(oracle.asked) == 2 and result.value == "v2"
     lone = refine(
-        generate, TASK, evaluate, **five_attempts(select="pairwise", comparer=oracle, select_margin=0)
+        generate,
+        TASK,
+        evaluate,
+        **five_attempts(select="pairwise", comparer=oracle, select_margin=0),
     )
     assert lone.metadata["selection"]["comparisons"] == [] and lone.value == "v1"
 
@@ -244,12 +247,13 @@ def test_the_default_comparer_is_the_judge_model_with_the_pairwise_prompt() -> N
 
 def test_a_model_answering_garbage_ties_every_pair() -> None:
     judge = ScriptedChatModel(
-        replies=[lambda m: "I cannot decide, both are lovely" if "Compare" in str(m[-1].content)
-                 else "unused"]
+        replies=[
+            lambda m: (
+                "I cannot decide, both are lovely" if "Compare" in str(m[-1].content) else "unused"
+            )
+        ]
     )
-    result = refine(
-        generate, TASK, evaluate, **five_attempts(select="pairwise", comparer=judge)
-    )
+    result = refine(generate, TASK, evaluate, **five_attempts(select="pairwise", comparer=judge))
     assert {c["outcome"] for c in result.metadata["selection"]["comparisons"]} == {"tie"}
     assert result.value == "v1" and len(judge.calls) == 6
 

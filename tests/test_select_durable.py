@@ -63,5 +63,5 @@ def test_a_kill_during_selection_resumes_to_the_uninterrupted_choice(tmp_path: P
     # runs again (from its start: it is one step).
     made = Counter(line for line in lines if not line.startswith("cmp"))
     assert set(made.values()) == {1} and len(made) == 12
-    assert [line for line in lines[len(before):] if not line.startswith("cmp")] == []
-    assert sum(line.startswith("cmp") for line in lines[len(before):]) == 6
+    assert [line for line in lines[len(before) :] if not line.startswith("cmp")] == []
+    assert sum(line.startswith("cmp") for line in lines[len(before) :]) == 6

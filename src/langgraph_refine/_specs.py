@@ -14,7 +14,7 @@ check per run). Each spec maps onto one factory of `langgraph_refine.evaluators`
 | `schema:{...}` | `json_schema(<the inline JSON schema>)` |
 | `json-schema:FILE` | `json_schema(<the JSON in FILE>)` |
 | `python-tests:FILE` | `python_tests(<the source in FILE>)` |
-| `panel:SPEC;SPEC;...` | `panel(<each spec's evaluator>)` (`panel-majority:`, `panel-min:` for a rule) |
+| `panel[-RULE]:SPEC;SPEC;...` | `panel(<each spec's evaluator>, rule=RULE)` |
 
 `-` and `_` are the same in a spec's kind (`python_tests:FILE`, `no-repetition`). Several
 specs are combined with equal weights. Specs are parsed (and their files read) before any
