@@ -46,10 +46,8 @@ class RunnableEvaluator(BaseEvaluator):
         name: Label in panels and combined feedback (default: the runnable's name).
         max_eval_chars: The response is cut to this many characters.
 
-    Raises:
-        (when evaluating) ValueError: If the runnable's output holds no readable
-            evaluation (no structured response, and no score or verdict in its last
-            message).
+    Evaluating raises `ValueError` when the runnable's output holds no readable evaluation
+    (no structured response, and no score or verdict in its last message).
     """
 
     calls_model = True  # counts as one call if no model call is seen inside it
