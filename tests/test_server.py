@@ -513,7 +513,8 @@ for _line in CHECKED_LINES:
 
 def check_score(line: dict[str, Any], value: str) -> float:
     """The score the line's own check gives `value`, computed here with the library."""
-    from langgraph_refine._specs import build_evaluators, parse_specs
+    from langgraph_refine._specs import parse_specs
+    from langgraph_refine.evaluators._from_specs import build_evaluators
     from langgraph_refine.evaluators._combine import as_evaluator
 
     built = build_evaluators(parse_specs(line["evaluator"]), judge_model=lambda: None)

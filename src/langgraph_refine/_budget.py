@@ -35,6 +35,7 @@ from langgraph_refine._prices import (
     unknown_price_message,
 )
 from langgraph_refine._state import Usage
+from langgraph_refine._typed import structured_parts
 
 T = TypeVar("T")
 
@@ -409,8 +410,9 @@ def _same(value: T) -> T:
 
 def _reply_message(reply: Any) -> Any:
     """The AI message in what a model invocation returned, if there is one."""
-    if isinstance(reply, Mapping) and "raw" in reply:  # structured output with include_raw
-        return reply["raw"]
+    parts = structured_parts(reply)  # structured output with include_raw
+    if parts is not None:
+        return parts[0]
     result = getattr(reply, "result", None)  # an agent middleware's ModelResponse
     if isinstance(result, list):
         return next((m for m in reversed(result) if getattr(m, "usage_metadata", None)), None)

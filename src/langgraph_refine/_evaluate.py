@@ -21,7 +21,7 @@ from langgraph_refine._errors import RefineError
 from langgraph_refine._options import LoopOptions
 from langgraph_refine._record import aexchange, evaluator_kind, exchange, run_record
 from langgraph_refine._result import best_attempt
-from langgraph_refine._specs import SpecError, build_evaluators, run_judge_model
+from langgraph_refine._specs import SpecError, run_judge_model
 from langgraph_refine._state import (
     Attempt,
     Evaluation,
@@ -36,6 +36,7 @@ from langgraph_refine._stop_rules import BUDGET_STOP
 from langgraph_refine._strategy import MoveStats, choose_next
 from langgraph_refine.evaluators._base import BaseEvaluator, EvaluatorLike
 from langgraph_refine.evaluators._combine import as_evaluator
+from langgraph_refine.evaluators._from_specs import build_evaluators
 
 logger = logging.getLogger("langgraph_refine")
 

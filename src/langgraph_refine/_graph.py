@@ -22,6 +22,7 @@ from langgraph_refine._ends import FinalizeNode, Prepare
 from langgraph_refine._evaluate import EvaluatorNode
 from langgraph_refine._generate import GeneratorNode
 from langgraph_refine._inline import Inline
+from langgraph_refine._kinds import kind_of, model_name
 from langgraph_refine._memory import DEFAULT_MEMORY, MemoryPolicy
 from langgraph_refine._models import resolve_chat_model
 from langgraph_refine._options import (
@@ -33,7 +34,6 @@ from langgraph_refine._options import (
     RefineContext,
     check_choice,
 )
-from langgraph_refine._record import model_name
 from langgraph_refine._retry import DEFAULT_RETRY_POLICY
 from langgraph_refine._review import ReviewNode, route_after_review
 from langgraph_refine._state import PromptForm, RefineInput, RefineOutput, RefineState, Strategy
@@ -217,7 +217,7 @@ def _evaluator(gen: Any, evaluator: EvaluatorLike, judge_model: BaseChatModel | 
     """The evaluator to use: the given one, or an LLM judge on `judge_model` / the generator."""
     if evaluator is None:
         judge = judge_model if judge_model is not None else gen
-        if not isinstance(judge, BaseChatModel | str):
+        if not isinstance(judge, str) and kind_of(judge) != "chat":
             raise ValueError(
                 "evaluator=None uses an LLM judge, which needs a model: pass judge_model=... "
                 "or an evaluator (the generator is not a chat model)"
@@ -233,4 +233,4 @@ def _judge_model(gen: Any, judge_model: BaseChatModel | str | None) -> BaseChatM
     judge = judge_model if judge_model is not None else gen
     if isinstance(judge, str):
         return resolve_chat_model(judge, option="judge_model")
-    return judge if isinstance(judge, BaseChatModel) else None
+    return judge if kind_of(judge) == "chat" else None

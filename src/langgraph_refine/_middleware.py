@@ -51,10 +51,11 @@ from langgraph.types import Command
 
 from langgraph_refine._budget import Budget, BudgetMeter, BudgetStop, metered
 from langgraph_refine._errors import BudgetExhaustedError
+from langgraph_refine._kinds import model_name
 from langgraph_refine._options import HumanReview, check_choice
 from langgraph_refine._prompts import guided_request
 from langgraph_refine._reasoning import split_reasoning
-from langgraph_refine._record import RecordUpdate, aexchange, evaluator_kind, exchange, model_name
+from langgraph_refine._record import RecordUpdate, aexchange, evaluator_kind, exchange
 from langgraph_refine._result import RefineResult, best_attempt
 from langgraph_refine._review import ReviewNode, require_checkpointer
 from langgraph_refine._review_schema import ask_review

@@ -51,11 +51,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from langchain_core.language_models import BaseChatModel
-from langchain_core.runnables import Runnable
 from langgraph.runtime import get_runtime
 from langgraph.store.base import BaseStore
 
+from langgraph_refine._kinds import model_name
 from langgraph_refine._options import LoopOptions
 from langgraph_refine._state import Attempt
 from langgraph_refine._strategy import MoveStats, round_stats
@@ -93,40 +92,6 @@ def record_key(generator: Any, evaluator: Any) -> str:
         'write|contains_all'
     """
     return f"{model_name(generator)}|{evaluator_kind(evaluator)}"
-
-
-def model_name(generator: Any) -> str:
-    """The generator's model as LangChain reports it (`provider:model`), else its class name.
-
-    A runnable that wraps a chat model (`model.bind(...)`, `model.with_retry()`) names
-    that model; a callable is named by its function name.
-    """
-    model = _chat_model(generator)
-    if model is not None:
-        try:
-            params = model._get_ls_params()
-        except Exception:  # a model whose tracing parameters cannot be built
-            params = {}
-        provider, name = params.get("ls_provider"), params.get("ls_model_name")
-        if name:
-            return f"{provider}:{name}" if provider else str(name)
-        return type(model).__name__
-    if isinstance(generator, Runnable):
-        return type(generator).__name__
-    name = getattr(generator, "__name__", None)
-    return str(name) if name else type(generator).__name__
-
-
-def _chat_model(generator: Any) -> BaseChatModel | None:
-    """The chat model a generator is, or wraps through runnable bindings, if any."""
-    for _ in range(8):  # bindings nest shallowly; never loop on a cycle
-        if isinstance(generator, BaseChatModel):
-            return generator
-        bound = getattr(generator, "bound", None) or getattr(generator, "runnable", None)
-        if bound is None:
-            return None
-        generator = bound
-    return None
 
 
 def evaluator_kind(evaluator: Any) -> str:

@@ -13,8 +13,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from langchain_core.language_models import BaseChatModel
-
+from langgraph_refine._kinds import kind_of
 from langgraph_refine._state import Evaluation, Verdict
 from langgraph_refine.evaluators._base import BaseEvaluator, CallableEvaluator, EvaluatorLike
 from langgraph_refine.evaluators._judge import llm_judge
@@ -177,7 +176,7 @@ def as_evaluator(evaluator: EvaluatorLike, *, option: str = "evaluator") -> Base
     """
     if isinstance(evaluator, BaseEvaluator):
         return evaluator
-    if isinstance(evaluator, BaseChatModel):
+    if kind_of(evaluator) == "chat":
         return llm_judge(evaluator)
     if isinstance(evaluator, list | tuple):
         if not evaluator:
