@@ -17,7 +17,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.store.memory import InMemoryStore
 
 from langgraph_refine import Attempt, Evaluation, RefineMiddleware
-from langgraph_refine._middleware import REFINE_EARLIER_PROMPT, _move
+from langgraph_refine._agent_loop import move as _move
+from langgraph_refine._prompts import AGENT_REFINE_EARLIER as REFINE_EARLIER_PROMPT
 from langgraph_refine._record import RECORD_NAMESPACE, StrategyRecord
 from langgraph_refine._strategy import Choice
 from tests.fakes import AgentModel, lookup

@@ -19,7 +19,7 @@ from langgraph.types import Command, RetryPolicy
 from langgraph_refine._budget import BudgetStop
 from langgraph_refine._errors import RefineError
 from langgraph_refine._options import LoopOptions
-from langgraph_refine._record import aexchange, evaluator_kind, exchange, run_record
+from langgraph_refine._record import aexchange, compose_key, exchange, run_record
 from langgraph_refine._result import best_attempt
 from langgraph_refine._specs import SpecError, run_judge_model
 from langgraph_refine._state import (
@@ -122,15 +122,13 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         runs judged differently keep different records. None (no record) when neither a
         `record_key` nor the generator's model (`record_model`) is known.
         """
-        if options.record_key is not None:
+        if options.record_key is not None or self.record_model is None:
             return options.record_key
-        if self.record_model is None:
-            return None
         try:
             evaluator = self.evaluator_for(options)
         except SpecError:  # the evaluation itself reports it
             return None
-        return f"{self.record_model}|{evaluator_kind(evaluator)}"
+        return compose_key(self.record_model, evaluator)
 
     def _judge(self, options: LoopOptions) -> BaseChatModel:
         if options.judge_model is not None:

@@ -24,7 +24,7 @@ from langgraph_refine._errors import ContextLengthError
 from langgraph_refine._memory import select_attempts
 from langgraph_refine._options import LoopOptions
 from langgraph_refine._prompts import guided_prompt, refinement_messages, smallest_prompt
-from langgraph_refine._result import RefineResult, best_attempt
+from langgraph_refine._result import RefineResult, best_feedback
 from langgraph_refine._retry import is_context_length_error
 from langgraph_refine._state import (
     Attempt,
@@ -281,6 +281,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             instruction=state.get("reviewer_feedback"),
             parent=parent.index if parent is not None else None,
             move=next_move(state),
+            model=self.adapter.name,
             usage=usage,
             candidates=[
                 Candidate(
@@ -313,8 +314,7 @@ def _asking_for(schema: OutputSchema | None, messages: list[BaseMessage]) -> lis
 
 def _guided(state: Mapping[str, Any], options: LoopOptions) -> str:
     """A guided sample's prompt: the task and the feedback on the best attempt so far."""
-    best = best_attempt(state.get("attempts") or [])
-    feedback = best.evaluation.feedback if best is not None and best.evaluation else ""
+    feedback = best_feedback(state.get("attempts") or [])
     return guided_prompt(state["task"], feedback, options.max_attempt_chars)
 
 

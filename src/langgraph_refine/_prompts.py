@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
-from langgraph_refine._state import Attempt, PromptForm
+from langgraph_refine._state import Attempt, Evaluation, PromptForm
 
 REFINE_INSTRUCTIONS = (
     "Write a new, improved answer to the task. Fix every problem the feedback names, "
@@ -190,6 +190,62 @@ def smallest_prompt(task: str, attempt: Attempt | None, reviewer_feedback: str |
         [("the attempt to improve", attempt)],
         reviewer_feedback=reviewer_feedback,
         max_attempt_chars=SMALLEST_ATTEMPT_CHARS,
+    )
+
+
+# -- an agent's turns (RefineMiddleware) ----------------------------------------------
+# The agent keeps its conversation, so a turn only adds what is new: the feedback on its
+# last answer, a reviewer's request, or an earlier answer it is sent back to.
+
+AGENT_FEEDBACK = (
+    "Your answer was evaluated{score}.\nFeedback:\n{feedback}\n\n"
+    "Write a new, improved final answer to the original request. Fix every problem the "
+    "feedback names and keep what was already good; use the tools again if you need more "
+    "information. Reply with the complete answer only."
+)
+AGENT_REVIEW = (
+    "A reviewer asked for changes:\n{feedback}\n\n"
+    "Write a new, improved final answer to the original request that does what the "
+    "reviewer asks; use the tools again if you need more information. Reply with the "
+    "complete answer only."
+)
+AGENT_REFINE_EARLIER = (
+    "Here is an earlier answer of yours to the request above:\n"
+    "<answer>\n{answer}\n</answer>\n\n"
+    "It was evaluated{score}.\nFeedback:\n{feedback}\n\n"
+    "Write a new, improved final answer to the request. Fix every problem the feedback "
+    "names and keep what was already good; use the tools again if you need more "
+    "information. Reply with the complete answer only."
+)
+NO_FEEDBACK = "(no specific feedback: the answer is not good enough yet)"
+
+
+def score_note(evaluation: Evaluation | None) -> str:
+    """` (score 0.40, verdict FAIL)`, or nothing without an evaluation."""
+    if evaluation is None:
+        return ""
+    verdict = f", verdict {evaluation.verdict}" if evaluation.verdict else ""
+    return f" (score {evaluation.score:.2f}{verdict})"
+
+
+def agent_feedback(evaluation: Evaluation | None) -> str:
+    """The turn that sends an agent back with the feedback on its last answer."""
+    feedback = (evaluation.feedback.strip() if evaluation else "") or NO_FEEDBACK
+    return AGENT_FEEDBACK.format(score=score_note(evaluation), feedback=feedback)
+
+
+def agent_review(feedback: str) -> str:
+    """The turn that sends an agent back with a reviewer's request."""
+    return AGENT_REVIEW.format(feedback=feedback.strip() or NO_FEEDBACK)
+
+
+def agent_refine_earlier(attempt: Attempt) -> str:
+    """The turn that shows an agent one of its earlier answers, with its feedback."""
+    evaluation = attempt.evaluation
+    return AGENT_REFINE_EARLIER.format(
+        answer=attempt.response,
+        score=score_note(evaluation),
+        feedback=(evaluation.feedback.strip() if evaluation else "") or NO_FEEDBACK,
     )
 
 

@@ -75,6 +75,25 @@ Counts = dict[str, MoveStats]
 # -- the record key ----------------------------------------------------------------------
 
 
+def compose_key(model: str | None, evaluator: Any, record_key: str | None = None) -> str | None:
+    """The record key of a run: `record_key` if set, else `"<model>|<evaluator kind>"`.
+
+    The one place a key is composed (the graph, the middleware and `record_key` use it).
+    None when neither `record_key` nor the model is known: such a run keeps no record.
+    """
+    if record_key is not None:
+        return record_key
+    return None if not model else f"{model}|{evaluator_kind(evaluator)}"
+
+
+def record_store(strategy: str, store: BaseStore | None) -> BaseStore | None:
+    """The store a run keeps its record in: its own, when it explores; else None.
+
+    The one place that says which runs keep a record (only explore reads or writes it).
+    """
+    return store if strategy == "explore" else None
+
+
 def record_key(generator: Any, evaluator: Any) -> str:
     """The default record key: the generator's model and the evaluator's kind.
 
@@ -91,7 +110,9 @@ def record_key(generator: Any, evaluator: Any) -> str:
         >>> record_key(write, contains_all(["a"]))
         'write|contains_all'
     """
-    return f"{model_name(generator)}|{evaluator_kind(evaluator)}"
+    key = compose_key(model_name(generator), evaluator)
+    assert key is not None  # every generator has a name
+    return key
 
 
 def evaluator_kind(evaluator: Any) -> str:
@@ -253,10 +274,10 @@ def run_record(
         options: The run's options (its strategy).
         key: The run's record key (None: no record).
     """
-    if options.strategy != "explore" or key is None:
+    if key is None:
         return None
     try:
-        store = get_runtime().store
+        store = record_store(options.strategy, get_runtime().store)
     except RuntimeError:  # a node called outside a graph run
         return None
     if store is None:

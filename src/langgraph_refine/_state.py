@@ -163,6 +163,10 @@ class Attempt(BaseModel):
         reasoning: Reasoning the model gave beside its answer (`<think>` blocks, a
             provider's `reasoning_content`, reasoning content blocks), kept apart: never
             part of `response`, never shown to evaluators or in refinement prompts.
+        model: The generator that wrote it, as LangChain reports its model
+            (`provider:model`), else the class or function name; with a ladder of
+            models, the rung's. None for a reviewer's edit (and attempts stored before
+            the field existed).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -177,6 +181,7 @@ class Attempt(BaseModel):
     candidates: list[Candidate] = Field(default_factory=list)
     output: JsonValue = None
     reasoning: str | None = None
+    model: str | None = None
 
     @model_validator(mode="before")
     @classmethod
