@@ -10,6 +10,7 @@ becomes a turn. The hooks themselves, with the evaluator's and the store's calls
 
 from __future__ import annotations
 
+import uuid
 import weakref
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, NamedTuple, NotRequired
@@ -288,6 +289,34 @@ class AgentLoop:
         self.evaluator = evaluator
         self.review = review
         self.keep_evaluation_turns = keep_evaluation_turns
+
+    def start(self, state: Mapping[str, Any]) -> dict[str, Any]:
+        """A new loop for this run: the task is the last human message."""
+        human = [m for m in state["messages"] if isinstance(m, HumanMessage)]
+        return {
+            "refine_task": human[-1].text if human else "",
+            "refine_attempts": [],
+            "refine_usage": to_plain(Usage()),
+            "refine_stop_reason": None,
+            "refine_response": None,
+            "refine_phase": "running",
+            "refine_instruction": None,
+            "refine_base": len(state["messages"]),
+            "refine_hidden_to": None,
+            "refine_next": None,
+            "refine_loop_id": uuid.uuid4().hex,
+        }
+
+    def budget_stop(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The update that ends the loop before a model call past the budget, else None."""
+        budget = self.options.budget
+        if budget is None or budget.exceeded(spent(state)) is None:
+            return None
+        return {
+            "refine_stop_reason": "budget_exhausted",
+            "refine_phase": "deciding",
+            "jump_to": "end",
+        }
 
     def meter(
         self, state: Mapping[str, Any], carried: Usage | None = None, what: str = "agent"

@@ -24,7 +24,6 @@ Needs the `agents` extra: `pip install 'langgraph-refine[agents]'`.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import suppress
 from typing import Any, Literal
@@ -44,7 +43,6 @@ except ImportError as exc:  # the optional dependency is missing
     ) from exc
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import HumanMessage
 from langgraph.runtime import Runtime
 
 from langgraph_refine import _agent_loop as turns
@@ -60,7 +58,7 @@ from langgraph_refine._options import HumanReview, LoopOptions
 from langgraph_refine._record import aexchange, exchange
 from langgraph_refine._result import RefineResult
 from langgraph_refine._review import ReviewNode, require_checkpointer
-from langgraph_refine._state import Evaluation, Strategy, Usage, to_plain
+from langgraph_refine._state import Evaluation, Strategy
 from langgraph_refine._stop_rules import StopRules
 from langgraph_refine.evaluators._base import EvaluatorLike
 
@@ -179,20 +177,7 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         """
         if self.loop.review is not None:
             require_checkpointer()
-        human = [m for m in state["messages"] if isinstance(m, HumanMessage)]
-        return {
-            "refine_task": human[-1].text if human else "",
-            "refine_attempts": [],
-            "refine_usage": to_plain(Usage()),
-            "refine_stop_reason": None,
-            "refine_response": None,
-            "refine_phase": "running",
-            "refine_instruction": None,
-            "refine_base": len(state["messages"]),
-            "refine_hidden_to": None,
-            "refine_next": None,
-            "refine_loop_id": uuid.uuid4().hex,
-        }
+        return self.loop.start(state)
 
     async def abefore_agent(self, state: RefineAgentState, runtime: Runtime[Any]) -> dict[str, Any]:
         """Async twin of `before_agent`."""
@@ -201,14 +186,7 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
     @hook_config(can_jump_to=["end"])
     def before_model(self, state: RefineAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Stop the loop (no model call) when a budget limit is already reached."""
-        budget = self.loop.options.budget
-        if budget is None or budget.exceeded(turns.spent(state)) is None:
-            return None
-        return {
-            "refine_stop_reason": "budget_exhausted",
-            "refine_phase": "deciding",
-            "jump_to": "end",
-        }
+        return self.loop.budget_stop(state)
 
     @hook_config(can_jump_to=["end"])
     async def abefore_model(
