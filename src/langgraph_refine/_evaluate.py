@@ -18,6 +18,7 @@ from langgraph.types import Command, RetryPolicy
 
 from langgraph_refine._budget import BudgetStop
 from langgraph_refine._errors import RefineError
+from langgraph_refine._ladder import cost_per_call, next_rung
 from langgraph_refine._options import LoopOptions
 from langgraph_refine._record import aexchange, compose_key, exchange, run_record
 from langgraph_refine._result import best_attempt
@@ -65,6 +66,8 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         record_model: The generator's model as the strategy record's key names it (see
             `langgraph_refine._record`); with a store, explore keeps a record under
             `"<record_model>|<evaluator kind>"`. None: only with `record_key=` set.
+        ladder: With a ladder of models, the rungs' model names, cheapest first: the
+            node then writes `rung`, the rung of the next attempt (see `_ladder`).
         **settings: Shorthand for `LoopOptions` and `StopRules` fields
             (`target_score=1.0, max_iterations=3`, ...).
 
@@ -86,10 +89,12 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         routes: Mapping[str, str] | None = None,
         judge_model: BaseChatModel | None = None,
         record_model: str | None = None,
+        ladder: Sequence[str] = (),
         **settings: Any,
     ) -> None:
         self.evaluator: BaseEvaluator = as_evaluator(evaluator)
         self.record_model = record_model
+        self.ladder = list(ladder)
         self.options = LoopOptions.build(options, **settings)
         self.retry_policy = retry_policy
         self.routes = dict(routes) if routes is not None else None
@@ -323,7 +328,29 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         }
         if stop_reason is not None or state.get("stop_reason") is not None:
             update["stop_reason"] = stop_reason
+        if self.ladder and choice is not None:
+            update["rung"] = _next_rung(attempts, self.ladder, options, record)
         return update
+
+
+def _next_rung(
+    attempts: list[Attempt],
+    ladder: Sequence[str],
+    options: LoopOptions,
+    record: Mapping[str, MoveStats] | None,
+) -> int:
+    """The ladder's rung for the next attempt, with the money left and the known costs."""
+    budget = options.budget
+    money_left = None
+    if budget is not None and budget.max_cost is not None:
+        money_left = budget.max_cost - sum(a.usage.cost or 0.0 for a in attempts)
+    return next_rung(
+        attempts,
+        ladder,
+        record=record if options.strategy == "explore" else None,
+        money_left=money_left,
+        prices=cost_per_call(attempts),
+    )
 
 
 def is_edit(state: Mapping[str, Any]) -> bool:

@@ -18,7 +18,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.types import RetryPolicy
 
-from langgraph_refine._adapters import GeneratorAdapter, GeneratorLike, adapt
+from langgraph_refine._adapters import GeneratorAdapter, GeneratorLike, adapt_ladder
 from langgraph_refine._budget import BudgetStop
 from langgraph_refine._errors import ContextLengthError
 from langgraph_refine._memory import select_attempts
@@ -94,7 +94,8 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
 
     Args:
         generator: A chat model, a runnable / compiled graph, or a callable
-            `(state) -> str` (sync or async; it may return an `AIMessage`).
+            `(state) -> str` (sync or async; it may return an `AIMessage`); or a
+            ladder of them (a list, cheapest first: the state's `rung` picks one).
         options: The loop's options (memory, budget, prompt form, candidates, ...).
         retry_policy: The retry policy the node runs under (a `Retry-After` wait
             happens only when it retries).
@@ -108,18 +109,24 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
 
     def __init__(
         self,
-        generator: GeneratorLike,
+        generator: GeneratorLike | Sequence[Any],
         options: LoopOptions | None = None,
         *,
         retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
         **settings: Any,
     ) -> None:
-        self.adapter: GeneratorAdapter = adapt(generator)
+        self.rungs: list[GeneratorAdapter] = adapt_ladder(generator)
+        self.adapter = self.rungs[0]
         self.generator = self.adapter.generator
         self.options = LoopOptions.build(options, **settings)
         self.retry_policy = retry_policy
 
     # -- prompts ---------------------------------------------------------------------
+
+    def rung(self, state: Mapping[str, Any]) -> GeneratorAdapter:
+        """The generator of the next attempt: the ladder's rung the state names (the first)."""
+        index = state.get("rung") or 0
+        return self.rungs[min(index, len(self.rungs) - 1)]
 
     def prompt(
         self, state: Mapping[str, Any], options: LoopOptions | None = None
@@ -140,7 +147,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             reviewer_feedback=state.get("reviewer_feedback"),
             omitted=len(history) - len(shown),
             max_attempt_chars=options.max_attempt_chars,
-            form=self.adapter.prompt_form(options),
+            form=self.rung(state).prompt_form(options),
         )
         return _asking_for(options.output_schema, messages)
 
@@ -154,10 +161,11 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
 
     def _begin(
         self, state: Mapping[str, Any], config: RunnableConfig | None
-    ) -> tuple[Step, int, list[BaseMessage]]:
+    ) -> tuple[Step, int, list[BaseMessage], GeneratorAdapter]:
         options = run_options(self.options)
+        adapter = self.rung(state)
         if options.max_tokens is not None:
-            self.adapter.check_max_tokens(options.max_tokens)
+            adapter.check_max_tokens(options.max_tokens)
         index = next_index(state)
         step = Step(
             options, state, config, node="generate", index=index, retry_policy=self.retry_policy
@@ -167,8 +175,8 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             # Sample only as many candidates as the call budget still allows (at least 1).
             left = options.budget.max_calls - step.meter.total().calls
             count = max(1, min(count, left))
-        prompt = self.prompt(state, options) if self.adapter.takes_prompt else []
-        return step, count, prompt
+        prompt = self.prompt(state, options) if adapter.takes_prompt else []
+        return step, count, prompt, adapter
 
     # Each call below is one generator invocation: `Step.call` counts it as a model call
     # when no callback saw one inside it (a plain callable, a client outside LangChain).
@@ -178,8 +186,8 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
     ) -> dict[str, Any]:
         """Generate the next attempt (sync)."""
         state = revive_state(input)
-        step, count, prompt = self._begin(state, config)
-        call = self.adapter.invoke
+        step, count, prompt, adapter = self._begin(state, config)
+        call = adapter.invoke
         outputs: list[Any] = []
         try:
             for _ in range(count):
@@ -187,7 +195,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         except BudgetStop as stop:
             return self._stopped(stop, step)
         except Exception as exc:
-            small = self._shrink(state, step, exc)
+            small = self._shrink(state, step, exc, adapter)
             if small is None:
                 step.on_error(exc, "generator")
                 raise
@@ -195,15 +203,15 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
                 outputs = [step.call(call, small, state, step)]
             except Exception as again:
                 raise self._overflow(state, step, again) from again
-        return self._finish(state, outputs, step)
+        return self._finish(state, outputs, step, adapter)
 
     async def ainvoke(
         self, input: StateT, config: RunnableConfig | None = None, **kwargs: Any
     ) -> dict[str, Any]:
         """Generate the next attempt (async)."""
         state = revive_state(input)
-        step, count, prompt = self._begin(state, config)
-        call = self.adapter.ainvoke
+        step, count, prompt, adapter = self._begin(state, config)
+        call = adapter.ainvoke
         outputs: list[Any] = []
         try:
             if count == 1:  # awaited directly: gather() would cost a task per round
@@ -214,7 +222,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         except BudgetStop as stop:
             return self._stopped(stop, step)
         except Exception as exc:
-            small = self._shrink(state, step, exc)
+            small = self._shrink(state, step, exc, adapter)
             if small is None:
                 await step.aon_error(exc, "generator")
                 raise
@@ -222,10 +230,10 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
                 outputs = [await step.acall(call, small, state, step)]
             except Exception as again:
                 raise self._overflow(state, step, again) from again
-        return self._finish(state, outputs, step)
+        return self._finish(state, outputs, step, adapter)
 
     def _shrink(
-        self, state: Mapping[str, Any], step: Step, exc: Exception
+        self, state: Mapping[str, Any], step: Step, exc: Exception, adapter: GeneratorAdapter
     ) -> list[BaseMessage] | None:
         """The smallest prompt to retry a context overflow with; None if `exc` is another error.
 
@@ -235,7 +243,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         """
         if not is_context_length_error(exc):
             return None
-        if refined_attempt(state) is None or not self.adapter.can_shorten:
+        if refined_attempt(state) is None or not adapter.can_shorten:
             raise self._overflow(state, step, exc) from exc
         logger.info(
             "attempt %d: prompt exceeds the context; retrying with the smallest", step.index
@@ -265,9 +273,15 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             {"stop_reason": BUDGET_STOP, "pending": None, "usage": step.meter.delta()}
         )
 
-    def _finish(self, state: Mapping[str, Any], outputs: list[Any], step: Step) -> dict[str, Any]:
+    def _finish(
+        self,
+        state: Mapping[str, Any],
+        outputs: list[Any],
+        step: Step,
+        adapter: GeneratorAdapter,
+    ) -> dict[str, Any]:
         schema = step.options.output_schema
-        replies = [self.adapter.read(output, step.index, schema) for output in outputs]
+        replies = [adapter.read(output, step.index, schema) for output in outputs]
         usage = step.meter.delta()
         parent = refined_attempt(state)
         first = replies[0]
@@ -281,7 +295,8 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             instruction=state.get("reviewer_feedback"),
             parent=parent.index if parent is not None else None,
             move=next_move(state),
-            model=self.adapter.name,
+            model=adapter.name,
+            rung=self.rungs.index(adapter) if len(self.rungs) > 1 else None,
             usage=usage,
             candidates=[
                 Candidate(

@@ -17,12 +17,13 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import RetryPolicy
 from pydantic import BaseModel
 
+from langgraph_refine._adapters import adapt_ladder
 from langgraph_refine._budget import Budget
 from langgraph_refine._ends import FinalizeNode, Prepare
 from langgraph_refine._evaluate import EvaluatorNode
 from langgraph_refine._generate import GeneratorNode
 from langgraph_refine._inline import Inline
-from langgraph_refine._kinds import kind_of, model_name
+from langgraph_refine._kinds import kind_of
 from langgraph_refine._memory import DEFAULT_MEMORY, MemoryPolicy
 from langgraph_refine._models import resolve_chat_model
 from langgraph_refine._options import (
@@ -42,7 +43,14 @@ from langgraph_refine.evaluators import llm_judge
 from langgraph_refine.evaluators._base import EvaluatorLike
 from langgraph_refine.evaluators._combine import as_evaluator
 
-GeneratorLike = BaseChatModel | Runnable[Any, Any] | str | Callable[..., Any]
+GeneratorLike = (
+    BaseChatModel
+    | Runnable[Any, Any]
+    | str
+    | Callable[..., Any]
+    | Sequence[BaseChatModel | Runnable[Any, Any] | str | Callable[..., Any]]
+)
+"""One generator, or a ladder of them (a list, cheapest first)."""
 
 
 def create_refine_graph(
@@ -79,7 +87,11 @@ def create_refine_graph(
     Args:
         generator: A chat model, a `"provider:model"` string, a runnable or compiled
             graph (such as a `create_agent` agent) taking `{"messages": [...]}`, or a
-            callable `(state) -> str` (sync or async) that builds its own prompt.
+            callable `(state) -> str` (sync or async) that builds its own prompt. A list
+            of these is a ladder of models, cheapest first: attempt 0 is written by the
+            first; a stronger rung writes a round only when the rungs below stop raising
+            the best score (see "Ladder of models" in the concepts page). The default
+            judge then runs on the first rung.
         evaluator: A callable `(response, state) -> float | Evaluation` (sync or async),
             a chat model (LLM judge), a list of evaluators (combined), or None for an LLM
             judge on `judge_model` (falling back to the generator's model).
@@ -152,11 +164,12 @@ def create_refine_graph(
         output_schema=output_schema,
     )
     check_choice("human_review", human_review, HumanReview, optional=True)
-    gen = (
-        resolve_chat_model(generator, option="generator")
-        if isinstance(generator, str)
-        else generator
+    rungs = adapt_ladder(
+        [_resolved(g) for g in generator]
+        if isinstance(generator, list | tuple)
+        else _resolved(generator)
     )
+    gen = rungs[0].generator  # the default judge's model: the ladder's first rung
     judge = _evaluator(gen, evaluator, judge_model)
 
     builder = StateGraph(
@@ -171,7 +184,7 @@ def create_refine_graph(
     )
     builder.add_node(
         "generate",
-        GeneratorNode[RefineState](gen, options, retry_policy=retry_policy),
+        GeneratorNode[RefineState](rungs, options, retry_policy=retry_policy),
         retry_policy=retry_policy,
         metadata={"refine_loop": name},
     )
@@ -187,7 +200,8 @@ def create_refine_graph(
             retry_policy=retry_policy,
             routes=None if after_evaluation else {"refine": "generate", "stop": stop},
             judge_model=_judge_model(gen, judge_model),
-            record_model=model_name(gen),
+            record_model=">".join(rung.name for rung in rungs),
+            ladder=[rung.name for rung in rungs] if len(rungs) > 1 else (),
         ),
         retry_policy=retry_policy,
         metadata={"refine_loop": name},
@@ -211,6 +225,13 @@ def create_refine_graph(
         )
     builder.add_edge("finalize", END)
     return builder
+
+
+def _resolved(generator: Any) -> Any:
+    """A model string as its chat model; any other generator as it is."""
+    if isinstance(generator, str):
+        return resolve_chat_model(generator, option="generator")
+    return generator
 
 
 def _evaluator(gen: Any, evaluator: EvaluatorLike, judge_model: BaseChatModel | str | None) -> Any:

@@ -167,6 +167,8 @@ class Attempt(BaseModel):
             (`provider:model`), else the class or function name; with a ladder of
             models, the rung's. None for a reviewer's edit (and attempts stored before
             the field existed).
+        rung: With a ladder of models (`generator=[cheap, ..., strong]`), the index of
+            the rung that wrote it; None without a ladder.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -182,6 +184,7 @@ class Attempt(BaseModel):
     output: JsonValue = None
     reasoning: str | None = None
     model: str | None = None
+    rung: int | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -438,6 +441,8 @@ class RefineState(TypedDict):
         refine_from: The attempt the next round refines; None for a fresh sample.
         next_move: The kind of move the next round makes (the strategy's choice); a
             state without it reads the move from `refine_from`.
+        rung: With a ladder of models, the rung that writes the next attempt (see
+            `_ladder`); None or missing: the first.
         usage: Model calls, tokens and seconds spent so far.
         from_messages: True when the task came from `messages` (the answer goes back there).
         loop_id: Identifies this run of the loop (set by `prepare`); its key in the
@@ -454,6 +459,7 @@ class RefineState(TypedDict):
     reviewer_feedback: NotRequired[str | None]
     refine_from: NotRequired[int | None]
     next_move: NotRequired[MoveKind | None]
+    rung: NotRequired[int | None]
     usage: NotRequired[Annotated[Usage, PlainDataChannel(Usage, add_usage)]]
     from_messages: NotRequired[bool]
     loop_id: NotRequired[str | None]
