@@ -21,8 +21,7 @@ from typing import Any
 
 from langgraph.store.base import BaseStore
 
-from langgraph_refine import Evaluation, arefine, refine
-from langgraph_refine import _record_items
+from langgraph_refine import Evaluation, _record_items, arefine, refine
 
 SCORE = re.compile(r"score=([0-9.]+)")
 
