@@ -49,7 +49,7 @@ from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
 from langgraph.types import Command
 
-from langgraph_refine._budget import Budget, BudgetMeter, BudgetStop, metered
+from langgraph_refine._budget import Budget, BudgetMeter, BudgetStop, active_meter, metered
 from langgraph_refine._errors import BudgetExhaustedError
 from langgraph_refine._options import HumanReview, check_choice
 from langgraph_refine._prompts import guided_request
@@ -345,8 +345,11 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         Both the agent's model calls and the judge's go through it; it refuses a call
         (`BudgetStop`) once a limit is reached. `carried` is what failed calls of the same
         model step spent (a retry middleware calls the model again within the step).
+        In an agent run inside a loop's step, that step's meter is its parent (a nested
+        loop spends from the outer budget too).
         """
-        return BudgetMeter(self.budget, _spent(state), carried=carried, what=what)
+        parent = active_meter()
+        return BudgetMeter(self.budget, _spent(state), carried=carried, what=what, parent=parent)
 
     # -- after_model: evaluate a final answer ----------------------------------------------
 

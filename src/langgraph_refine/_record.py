@@ -35,7 +35,7 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable
 from langgraph.runtime import get_runtime
-from langgraph.store.base import BaseStore, Item, SearchItem
+from langgraph.store.base import BaseStore, Item
 
 from langgraph_refine._options import LoopOptions
 from langgraph_refine._record_items import (
@@ -339,7 +339,7 @@ async def _asearch_all(store: BaseStore, namespace: tuple[str, ...]) -> list[Ite
             return _exact(found, namespace)
 
 
-def _exact(items: list[SearchItem], namespace: tuple[str, ...]) -> list[Item]:
+def _exact(items: list[Item], namespace: tuple[str, ...]) -> list[Item]:
     """The items in `namespace` or below it (a record's own namespace has none below)."""
     return [i for i in items if tuple(i.namespace)[: len(namespace)] == namespace]
 
