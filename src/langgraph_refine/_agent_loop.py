@@ -26,7 +26,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, RemoveMessage
 from langgraph.types import Command
 
-from langgraph_refine._budget import BudgetMeter
+from langgraph_refine._budget import BudgetMeter, active_meter
 from langgraph_refine._errors import BudgetExhaustedError
 from langgraph_refine._kinds import model_name
 from langgraph_refine._options import LoopOptions
@@ -327,7 +327,11 @@ class AgentLoop:
         (`BudgetStop`) once a limit is reached. `carried` is what failed calls of the same
         model step spent (a retry middleware calls the model again within the step).
         """
-        return BudgetMeter(self.options.budget, spent(state), carried=carried, what=what)
+        # In an agent run inside a loop's step, that step's meter is its parent (a nested
+        # loop spends from the outer budget too).
+        return BudgetMeter(
+            self.options.budget, spent(state), carried=carried, what=what, parent=active_meter()
+        )
 
     def turn(self, state: Mapping[str, Any]) -> Turn | None:
         """The agent's final answer to evaluate, or None if it is not one (tool calls)."""
