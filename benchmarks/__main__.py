@@ -30,6 +30,7 @@ ORDER = (
     "strategies",
     "real_overhead",
     "judge_contradictions",
+    "selection",
 )
 NEEDS_LOCAL_MODEL = (
     "quality",

@@ -33,7 +33,7 @@ from langgraph_refine._state import (
     revive_state,
 )
 from langgraph_refine._step import Step, emit, round_event, run_options
-from langgraph_refine._stop_rules import BUDGET_STOP
+from langgraph_refine._stop_rules import BUDGET_STOP, CONFIRMABLE_STOPS, needs_confirmation
 from langgraph_refine._strategy import MoveStats, choose_next
 from langgraph_refine.evaluators._base import BaseEvaluator, EvaluatorLike
 from langgraph_refine.evaluators._combine import as_evaluator
@@ -222,6 +222,17 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
             step.on_error(exc, "evaluator")
             raise
         judged = self._judged(state, pending, evaluations, step, options)
+        if needs_confirmation(judged.stop_reason, options.confirm_pass):
+            try:
+                again: Evaluation | None = step.call(
+                    evaluator.evaluate, judged.attempt.response, state, model_call=judge
+                )
+            except BudgetStop:
+                again = None
+            except Exception as exc:
+                step.on_error(exc, "evaluator")
+                raise
+            judged = self._confirmed(pending, judged, again, step, options)
         found = _record(state, judged.attempts, options, self.record_key(options))
         record = exchange(*found) if found else None
         return self._route(state, self._finish(state, judged, options, record))
@@ -262,6 +273,17 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
             await step.aon_error(exc, "evaluator")
             raise
         judged = self._judged(state, pending, evaluations, step, options)
+        if needs_confirmation(judged.stop_reason, options.confirm_pass):
+            try:
+                again: Evaluation | None = await step.acall(
+                    evaluator.aevaluate, judged.attempt.response, state, model_call=judge
+                )
+            except BudgetStop:
+                again = None
+            except Exception as exc:
+                await step.aon_error(exc, "evaluator")
+                raise
+            judged = self._confirmed(pending, judged, again, step, options)
         found = _record(state, judged.attempts, options, self.record_key(options))
         record = await aexchange(*found) if found else None
         return self._route(state, self._finish(state, judged, options, record))
@@ -304,6 +326,48 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         if stop_reason is None and len(evaluations) < len(_responses(pending)):
             stop_reason = BUDGET_STOP  # it ran out while judging the candidates
         return _Judged(attempt, attempts, stop_reason)
+
+    def _confirmed(
+        self,
+        pending: Attempt,
+        judged: _Judged,
+        again: Evaluation | None,
+        step: Step,
+        options: LoopOptions,
+    ) -> _Judged:
+        """The round after its confirming judgment (`confirm_pass`).
+
+        If the second judgment also stops the loop, the first stands (with the second in
+        `details["confirmation"]`); if not, the attempt carries the second judgment (the
+        first in `details["first_judgment"]`) and the rules decide again, so the loop goes
+        on with the second judgment's feedback. With no budget left for the second
+        judgment, the loop stops on the budget.
+        """
+        first = judged.attempt.evaluation
+        assert first is not None
+        usage = pending.usage + step.meter.delta()  # the generation's, both judgments'
+        if again is None:
+            details = {**first.details, "confirmation": "not made: the budget ran out"}
+            attempt = judged.attempt.model_copy(
+                update={"evaluation": first.model_copy(update={"details": details}), "usage": usage}
+            )
+            return _Judged(attempt, [*judged.attempts[:-1], attempt], BUDGET_STOP)
+        if not isinstance(again, Evaluation):
+            raise TypeError(f"evaluator returned {type(again).__name__}; return an Evaluation")
+        trial = [*judged.attempts[:-1], judged.attempt.model_copy(update={"evaluation": again})]
+        if options.rules.decide(trial) in CONFIRMABLE_STOPS:
+            kept = first.model_copy(
+                update={"details": {**first.details, "confirmation": _summary(again)}}
+            )
+            stop_reason = judged.stop_reason
+        else:
+            kept = again.model_copy(
+                update={"details": {**again.details, "first_judgment": _summary(first)}}
+            )
+            trial[-1] = judged.attempt.model_copy(update={"evaluation": kept})
+            stop_reason = options.rules.decide(trial)
+        attempt = judged.attempt.model_copy(update={"evaluation": kept, "usage": usage})
+        return _Judged(attempt, [*judged.attempts[:-1], attempt], stop_reason)
 
     def _finish(
         self,
@@ -351,6 +415,15 @@ def _next_rung(
         money_left=money_left,
         prices=cost_per_call(attempts),
     )
+
+
+def _summary(evaluation: Evaluation) -> dict[str, Any]:
+    """A judgment as plain data, kept beside the one that counts."""
+    return {
+        "score": evaluation.score,
+        "verdict": evaluation.verdict,
+        "feedback": evaluation.feedback,
+    }
 
 
 def is_edit(state: Mapping[str, Any]) -> bool:

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 from langgraph_refine._adapters import adapt_ladder
 from langgraph_refine._budget import Budget
-from langgraph_refine._ends import FinalizeNode, Prepare
+from langgraph_refine._ends import NO_COMPARER, FinalizeNode, Prepare
 from langgraph_refine._evaluate import EvaluatorNode
 from langgraph_refine._generate import GeneratorNode
 from langgraph_refine._inline import Inline
@@ -37,9 +37,17 @@ from langgraph_refine._options import (
 )
 from langgraph_refine._retry import DEFAULT_RETRY_POLICY
 from langgraph_refine._review import ReviewNode, route_after_review
+from langgraph_refine._select import (
+    DEFAULT_SELECT_MARGIN,
+    DEFAULT_SELECT_TOP,
+    Comparer,
+    ComparerLike,
+    Select,
+    as_comparer,
+)
 from langgraph_refine._state import PromptForm, RefineInput, RefineOutput, RefineState, Strategy
 from langgraph_refine._typed import OutputSchema
-from langgraph_refine.evaluators import llm_judge
+from langgraph_refine.evaluators import LLMJudge, llm_judge
 from langgraph_refine.evaluators._base import EvaluatorLike
 from langgraph_refine.evaluators._combine import as_evaluator
 
@@ -74,6 +82,11 @@ def create_refine_graph(
     retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = DEFAULT_RETRY_POLICY,
     record_key: str | None = None,
     output_schema: type[BaseModel] | Mapping[str, Any] | OutputSchema | None = None,
+    select: Select = "score",
+    select_top: int = DEFAULT_SELECT_TOP,
+    select_margin: float = DEFAULT_SELECT_MARGIN,
+    comparer: ComparerLike = None,
+    confirm_pass: bool = False,
 ) -> StateGraph[RefineState, RefineContext, RefineInput, RefineOutput]:
     """Build the refine loop as an uncompiled `StateGraph`.
 
@@ -131,6 +144,22 @@ def create_refine_graph(
             its `output` the object as plain JSON; a reply that is not a valid object
             is evaluated FAIL (score 0, the validation errors as feedback) without
             calling the evaluator. The graph also writes `output` for its caller.
+        select: How the result is chosen when the loop stops: `"score"` (the best
+            evaluated attempt) or `"pairwise"`: the attempts within `select_margin` of
+            the best score, at most `select_top`, are compared in pairs, each pair in
+            both orders (orders that disagree make a tie); the most wins is the result
+            (then the higher score, then the earlier attempt). Comparisons are model
+            calls counted against the budget; when the budget left cannot pay for all of
+            them, the choice is by score. `RefineResult.metadata["selection"]` lists them.
+        select_top: The most attempts compared with `select="pairwise"` (>= 2).
+        select_margin: Score distance from the best within which attempts are compared.
+        comparer: Who compares with `select="pairwise"`: a chat model (asked with the
+            library's pairwise prompt) or a callable `(task, first, second) -> "first" |
+            "second" | "tie"`; by default `judge_model`, else the LLM judge's model, else
+            the generator (a chat model).
+        confirm_pass: When a round would stop on a PASS verdict or on `target_score`,
+            judge the same response once more (one more evaluator call, counted in the
+            budget); stop only if that judgment agrees, else go on with its feedback.
 
     Returns:
         The uncompiled graph, with nodes `prepare`, `generate`, `evaluate`, `finalize`
@@ -162,6 +191,10 @@ def create_refine_graph(
         name=name,
         record_key=record_key,
         output_schema=output_schema,
+        select=select,
+        select_top=select_top,
+        select_margin=select_margin,
+        confirm_pass=confirm_pass,
     )
     check_choice("human_review", human_review, HumanReview, optional=True)
     rungs = adapt_ladder(
@@ -171,6 +204,9 @@ def create_refine_graph(
     )
     gen = rungs[0].generator  # the default judge's model: the ladder's first rung
     judge = _evaluator(gen, evaluator, judge_model)
+    compare = _comparer(comparer, judge, _judge_model(gen, judge_model))
+    if select == "pairwise" and compare is None:
+        raise ValueError(NO_COMPARER)
 
     builder = StateGraph(
         RefineState,
@@ -180,7 +216,11 @@ def create_refine_graph(
     )
     # The instant steps run inline: no worker thread per step under ainvoke (see _inline).
     builder.add_node(
-        "prepare", Inline(Prepare(options, review=human_review is not None), name="prepare")
+        "prepare",
+        Inline(
+            Prepare(options, review=human_review is not None, can_compare=compare is not None),
+            name="prepare",
+        ),
     )
     builder.add_node(
         "generate",
@@ -207,7 +247,11 @@ def create_refine_graph(
         metadata={"refine_loop": name},
         destinations=() if after_evaluation else ("generate", stop),
     )
-    builder.add_node("finalize", Inline(FinalizeNode(options), name="finalize"))
+    builder.add_node(
+        "finalize",
+        FinalizeNode(options, compare, retry_policy=retry_policy),
+        retry_policy=retry_policy,
+    )
 
     builder.add_edge(START, "prepare")
     builder.add_edge("prepare", "generate")
@@ -247,6 +291,16 @@ def _evaluator(gen: Any, evaluator: EvaluatorLike, judge_model: BaseChatModel | 
     if judge_model is not None:
         raise ValueError("judge_model is only used when evaluator is None; pass one or the other")
     return as_evaluator(evaluator)
+
+
+def _comparer(
+    comparer: ComparerLike, judge: Any, judge_model: BaseChatModel | None
+) -> Comparer | None:
+    """The pairwise comparer: the given one, else the judge's model, else the judge model."""
+    if comparer is not None:
+        return as_comparer(comparer)
+    model = judge.model if isinstance(judge, LLMJudge) else judge_model
+    return as_comparer(model) if model is not None else None
 
 
 def _judge_model(gen: Any, judge_model: BaseChatModel | str | None) -> BaseChatModel | None:

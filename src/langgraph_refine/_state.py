@@ -447,6 +447,8 @@ class RefineState(TypedDict):
         from_messages: True when the task came from `messages` (the answer goes back there).
         loop_id: Identifies this run of the loop (set by `prepare`); its key in the
             strategy record, so a resumed run updates its own counts.
+        selection: With `select="pairwise"`, the record of the final choice (the
+            comparisons made and the chosen attempt's index), set when the loop stops.
     """
 
     task: str
@@ -463,3 +465,4 @@ class RefineState(TypedDict):
     usage: NotRequired[Annotated[Usage, PlainDataChannel(Usage, add_usage)]]
     from_messages: NotRequired[bool]
     loop_id: NotRequired[str | None]
+    selection: NotRequired[dict[str, Any] | None]
