@@ -20,6 +20,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.types import RetryPolicy
 
 from langgraph_refine._budget import BudgetStop
+from langgraph_refine._edits import asks_for_edits, edit_text, read_edits
 from langgraph_refine._errors import ContextLengthError, RefineError
 from langgraph_refine._memory import select_attempts
 from langgraph_refine._options import LoopOptions
@@ -172,6 +173,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             return _asking_for(options.output_schema, [HumanMessage(state["task"])])
         history = _history(state.get("attempts") or [], parent, options)
         shown = select_attempts(history, options.memory)
+        edited = self._edited(state, options)
         messages = refinement_messages(
             state["task"],
             shown,
@@ -179,8 +181,19 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             omitted=len(history) - len(shown),
             max_attempt_chars=options.max_attempt_chars,
             form=options.prompt_form if isinstance(self.generator, BaseChatModel) else "single",
+            edit=None if edited is None else edit_text(edited, options.output_schema),
         )
-        return _asking_for(options.output_schema, messages)
+        return _asking_for(options.output_schema, messages) if edited is None else messages
+
+    def _edited(self, state: Mapping[str, Any], options: LoopOptions) -> Attempt | None:
+        """The attempt this round asks edits to (see `_edits`), or None: written whole.
+
+        Only a chat model or a graph gets the library's prompt, so only they are asked.
+        """
+        parent = refined_attempt(state)
+        if parent is None or not isinstance(self.generator, BaseChatModel | Runnable):
+            return None
+        return parent if asks_for_edits(options.edits, parent, options.output_schema) else None
 
     def _smallest(self, state: Mapping[str, Any], schema: OutputSchema | None) -> list[BaseMessage]:
         text = smallest_prompt(
@@ -208,7 +221,9 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         # A plain callable builds its own prompt from the state.
         is_callable = not isinstance(self.generator, BaseChatModel | Runnable)
         prompt = [] if is_callable else self.prompt(state, options)
-        return step, count, prompt, options.output_schema
+        # An edit round asks for text (the blocks), not for the object.
+        edit_round = self._edited(state, options) is not None
+        return step, count, prompt, None if edit_round else options.output_schema
 
     def _model(
         self, schema: OutputSchema | None, kwargs: dict[str, Any]
@@ -370,7 +385,14 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         step: Step,
         schema: OutputSchema | None,
     ) -> dict[str, Any]:
-        replies = [_read(output, step.index, schema) for output in outputs]
+        typed = step.options.output_schema
+        edited = self._edited(state, step.options)
+        replies = [
+            _read(output, step.index, schema)
+            if edited is None
+            else read_edits(output, edited, typed, lambda o: _read(o, step.index, typed))
+            for output in outputs
+        ]
         usage = step.meter.delta()
         parent = refined_attempt(state)
         first = replies[0]
@@ -381,6 +403,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             evaluation=first.evaluation,
             output=first.output,
             reasoning=first.reasoning,
+            edits=first.edits,
             instruction=state.get("reviewer_feedback"),
             parent=parent.index if parent is not None else None,
             move=next_move(state),
@@ -391,6 +414,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
                     evaluation=r.evaluation,
                     output=r.output,
                     reasoning=r.reasoning,
+                    edits=r.edits,
                 )
                 for r in replies
             ]

@@ -18,6 +18,7 @@ from langgraph.types import RetryPolicy
 from pydantic import BaseModel
 
 from langgraph_refine._budget import Budget
+from langgraph_refine._edits import EditsMode
 from langgraph_refine._ends import FinalizeNode, Prepare
 from langgraph_refine._evaluate import EvaluatorNode
 from langgraph_refine._generate import GeneratorNode
@@ -66,6 +67,7 @@ def create_refine_graph(
     retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = DEFAULT_RETRY_POLICY,
     record_key: str | None = None,
     output_schema: type[BaseModel] | Mapping[str, Any] | OutputSchema | None = None,
+    edits: EditsMode = False,
 ) -> StateGraph[RefineState, RefineContext, RefineInput, RefineOutput]:
     """Build the refine loop as an uncompiled `StateGraph`.
 
@@ -119,6 +121,15 @@ def create_refine_graph(
             its `output` the object as plain JSON; a reply that is not a valid object
             is evaluated FAIL (score 0, the validation errors as feedback) without
             calling the evaluator. The graph also writes `output` for its caller.
+        edits: `True`: every refinement (reviewer revisions included) asks a chat-model
+            or graph generator for SEARCH/REPLACE blocks against the refined attempt,
+            and the new attempt's `response` is the edited text (`Attempt.edits` counts
+            the blocks). Blocks that do not all apply change nothing: the attempt keeps
+            its parent's text and is evaluated FAIL (score 0, feedback naming each
+            block) without calling the evaluator. A reply without blocks is a rewrite;
+            fresh samples are written whole. `"auto"`: edits only for attempts longer
+            than `EDITS_AUTO_MIN_CHARS` (2000) characters. With `output_schema`, the
+            edits apply to the object's JSON text, pretty-printed.
 
     Returns:
         The uncompiled graph, with nodes `prepare`, `generate`, `evaluate`, `finalize`
@@ -150,6 +161,7 @@ def create_refine_graph(
         name=name,
         record_key=record_key,
         output_schema=output_schema,
+        edits=edits,
     )
     check_choice("human_review", human_review, HumanReview, optional=True)
     gen = (

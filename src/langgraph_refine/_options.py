@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from typing_extensions import TypedDict
 
 from langgraph_refine._budget import Budget
+from langgraph_refine._edits import EditsMode, check_edits
 from langgraph_refine._memory import DEFAULT_MEMORY, MemoryPolicy, validate_memory
 from langgraph_refine._models import parse_max_tokens
 from langgraph_refine._specs import (
@@ -88,6 +89,7 @@ class RefineOptions(TypedDict, total=False):
     retry_policy: RetryPolicy | Sequence[RetryPolicy] | None
     record_key: str | None
     output_schema: type[BaseModel] | Mapping[str, Any] | OutputSchema | None
+    edits: EditsMode
 
 
 class RefineContext(TypedDict, total=False):
@@ -112,6 +114,8 @@ class RefineContext(TypedDict, total=False):
       lists the models a run may name.
     - `max_tokens`: output tokens per generator call; at most the generator's own
       `max_tokens` (on the served graphs, `REFINE_MAX_TOKENS`).
+    - `edits`: `True`, `False` or `"auto"`: refinements ask for SEARCH/REPLACE edits
+      (see `create_refine_graph`).
     """
 
     target_score: float
@@ -125,6 +129,7 @@ class RefineContext(TypedDict, total=False):
     max_tokens: int
     record_key: str
     output_schema: dict[str, Any] | None
+    edits: EditsMode
 
 
 CONTEXT_KEYS: frozenset[str] = frozenset(RefineContext.__annotations__)
@@ -151,6 +156,8 @@ class LoopOptions:
             (None: the evaluate node names the generator's model and the evaluator).
         output_schema: The object each attempt must be (a pydantic model class or a
             JSON schema dict, kept as an `OutputSchema`), or None for text.
+        edits: Whether refinements ask for SEARCH/REPLACE edits: `True`, `False` or
+            `"auto"` (see `_edits`).
 
     Raises:
         ValueError: If an option is outside its allowed range (the message names it).
@@ -170,6 +177,7 @@ class LoopOptions:
     max_tokens: int | None = None
     record_key: str | None = None
     output_schema: OutputSchema | None = None
+    edits: EditsMode = False
 
     def __post_init__(self) -> None:
         # Frozen, so the coerced schema is set the way dataclasses set fields.
@@ -177,6 +185,7 @@ class LoopOptions:
         check_choice("on_budget_exhausted", self.on_budget_exhausted, OnBudgetExhausted)
         check_choice("strategy", self.strategy, Strategy)
         check_choice("prompt_form", self.prompt_form, PromptForm)
+        check_edits(self.edits)
         validate_memory(self.memory)
         if self.budget is not None and not isinstance(self.budget, Budget):
             raise ValueError(f"budget must be a Budget or None, got {type(self.budget).__name__}")

@@ -129,6 +129,7 @@ class Candidate(BaseModel):
         evaluation: Its evaluation, or None if the budget ran out first.
         output: With `output_schema`, the validated object as plain JSON (None if invalid).
         reasoning: Reasoning the model gave beside its answer, if any.
+        edits: The edit blocks applied to make it; None when written whole.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -137,6 +138,7 @@ class Candidate(BaseModel):
     evaluation: Evaluation | None = None
     output: JsonValue = None
     reasoning: str | None = None
+    edits: int | None = None
 
 
 class Attempt(BaseModel):
@@ -163,6 +165,10 @@ class Attempt(BaseModel):
         reasoning: Reasoning the model gave beside its answer (`<think>` blocks, a
             provider's `reasoning_content`, reasoning content blocks), kept apart: never
             part of `response`, never shown to evaluators or in refinement prompts.
+        edits: With `edits=`, the number of SEARCH/REPLACE blocks applied to the parent's
+            text to make `response` (the whole edited text); 0 when the reply's blocks
+            did not all apply (`response` is then the parent's text, evaluated FAIL);
+            None for an attempt written whole.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -177,6 +183,7 @@ class Attempt(BaseModel):
     candidates: list[Candidate] = Field(default_factory=list)
     output: JsonValue = None
     reasoning: str | None = None
+    edits: int | None = None
 
     @model_validator(mode="before")
     @classmethod
