@@ -187,8 +187,15 @@ def test_a_reply_without_blocks_is_a_whole_rewrite() -> None:
 
 def test_fresh_samples_are_written_whole() -> None:
     model = ScriptedChatModel(replies=["one", "two", "three"])
-    result = refine(model, TASK, scores(0.1, 0.2, 0.3), edits=True, strategy="sample",
-                    max_iterations=2, patience=None)
+    result = refine(
+        model,
+        TASK,
+        scores(0.1, 0.2, 0.3),
+        edits=True,
+        strategy="sample",
+        max_iterations=2,
+        patience=None,
+    )
     assert [a.move for a in result.attempts] == ["sample"] * 3
     assert model.prompts == [TASK] * 3
     assert [a.edits for a in result.attempts] == [None] * 3
@@ -293,10 +300,10 @@ POEM = {"title": "Sea", "lines": ["The sea is blue.", "Waves are tall."]}
 def test_typed_edits_apply_to_the_pretty_json_and_are_validated() -> None:
     edit = block('    "Waves are tall."', '    "Waves are low.",\n    "Gulls cry."')
     model = ScriptedChatModel(replies=[json.dumps(POEM), edit])
-    result = refine(model, TASK, scores(0.5, 1.0), edits=True, max_iterations=1,
-                    output_schema=Poem)
-    assert result.output == Poem(title="Sea", lines=["The sea is blue.", "Waves are low.",
-                                                     "Gulls cry."])
+    result = refine(model, TASK, scores(0.5, 1.0), edits=True, max_iterations=1, output_schema=Poem)
+    assert result.output == Poem(
+        title="Sea", lines=["The sea is blue.", "Waves are low.", "Gulls cry."]
+    )
     assert result.attempts[1].edits == 1
     assert json.loads(result.attempts[1].response) == result.output.model_dump()
     # The prompt shows the object one key a line, and no schema-only instruction.

@@ -49,6 +49,7 @@ def test_the_context_schema_is_refine_context() -> None:
         "max_tokens",
         "record_key",
         "output_schema",
+        "edits",
     }
 
 

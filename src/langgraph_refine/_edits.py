@@ -60,7 +60,7 @@ def check_edits(value: object) -> EditsMode:
         ValueError: Naming the value and the allowed ones.
     """
     if value is True or value is False or value == "auto":
-        return value  # type: ignore[return-value]
+        return value
     raise ValueError(f"edits must be True, False or 'auto'; got {value!r}")
 
 
@@ -204,8 +204,10 @@ def _unfenced(text: str) -> str | None:
 
 
 def _find(text: str, search: str) -> list[tuple[int, int]]:
-    """The places `search` matches: exactly (overlaps counted), else line by line with
-    trailing spaces ignored. At most two are returned (two already mean ambiguous)."""
+    """The places `search` matches: exactly, else line by line ignoring trailing spaces.
+
+    Overlapping places count; at most two are returned (two already mean ambiguous).
+    """
     spans: list[tuple[int, int]] = []
     at = text.find(search)
     while at != -1 and len(spans) < 2:

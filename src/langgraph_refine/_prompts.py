@@ -164,8 +164,10 @@ def refinement_messages(
         first += f"\n\n({omitted} earlier attempt(s) not shown.)"
     messages: list[BaseMessage] = [HumanMessage(first)]
     for position, (label, attempt) in enumerate(shown):
-        text = _shown_text(position, len(shown), edit)
-        messages.append(AIMessage(cut(attempt.response, max_attempt_chars) if text is None else text))
+        whole = _shown_text(position, len(shown), edit)
+        messages.append(
+            AIMessage(cut(attempt.response, max_attempt_chars) if whole is None else whole)
+        )
         lines = [f"That was attempt {attempt.index + 1} ({label})."]
         score = _score_line(attempt)
         if score:

@@ -45,6 +45,7 @@ PER_LINE_OPTIONS = (
     "budget",
     "on_budget_exhausted",
     "schema",
+    "edits",
 )
 """Keys a batch line may set for itself; other keys are carried along and ignored."""
 
@@ -92,6 +93,24 @@ def parse_choice(value: object, choices: Sequence[str], *, option: str) -> str:
         if text in choices:
             return text
     raise CliError(f"{option} must be one of {', '.join(choices)}; got {value!r}")
+
+
+EDITS_CHOICES = ("off", "on", "auto")
+"""`--edits` values: whole rewrites, SEARCH/REPLACE edits, or edits for long attempts."""
+
+
+def parse_edits(value: object, *, option: str) -> bool | str:
+    """`--edits` or a batch line's `edits` as the library's `edits=` value.
+
+    `on`/`off`/`auto` (a batch line may also give `true`/`false`).
+
+    Raises:
+        CliError: Naming the option, the value and the allowed values.
+    """
+    if isinstance(value, bool):
+        return value
+    mode = parse_choice(value, EDITS_CHOICES, option=option)
+    return "auto" if mode == "auto" else mode == "on"
 
 
 def parse_budget(value: object) -> Budget | None:
@@ -232,6 +251,7 @@ class LoopOptions:
         on_budget_exhausted: `stop` (return the best so far) or `raise` (fail the task).
         prices: `--price` values: model prices for every task's budget.
         output_schema: The JSON schema each attempt's object must match, or None for text.
+        edits: Refinements by SEARCH/REPLACE edits: True, False or `"auto"`.
     """
 
     specs: list[EvaluatorSpec] = field(default_factory=list)
@@ -245,6 +265,7 @@ class LoopOptions:
     on_budget_exhausted: str = "stop"
     prices: Mapping[str, Price] = field(default_factory=dict)
     output_schema: dict[str, Any] | None = None
+    edits: bool | str = False
 
     @classmethod
     def from_cli(
@@ -266,7 +287,8 @@ class LoopOptions:
             memory: `--memory`.
             **extra: `min_delta`, `strategy`, `on_budget_exhausted`, the budget limits
                 `max_calls`, `max_tokens`, `max_seconds`, `max_cost` (None: not given),
-                `prices` (the `--price` values), and `schema` (`--schema`'s file).
+                `prices` (the `--price` values), `schema` (`--schema`'s file) and
+                `edits` (`--edits`).
         """
         strategy = extra.get("strategy")
         options = cls(
@@ -289,6 +311,7 @@ class LoopOptions:
             output_schema=None
             if extra.get("schema") is None
             else read_schema(extra["schema"], option="--schema"),
+            edits=parse_edits(extra.get("edits", "off"), option="--edits"),
         )
         options.check()
         return options
@@ -337,6 +360,8 @@ class LoopOptions:
             changes["output_schema"] = (
                 None if line["schema"] is None else read_schema(line["schema"], option="'schema'")
             )
+        if "edits" in line:
+            changes["edits"] = parse_edits(line["edits"], option="'edits'")
         if "on_budget_exhausted" in line:
             changes["on_budget_exhausted"] = parse_choice(
                 line["on_budget_exhausted"], ON_BUDGET_CHOICES, option="'on_budget_exhausted'"
@@ -374,6 +399,8 @@ class LoopOptions:
             kwargs["strategy"] = self.strategy
         if self.output_schema is not None:
             kwargs["output_schema"] = self.output_schema
+        if self.edits:
+            kwargs["edits"] = self.edits
         if evaluator is None:
             kwargs["judge_model"] = judge_model()
         return kwargs
