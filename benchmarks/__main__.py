@@ -30,6 +30,7 @@ ORDER = (
     "strategies",
     "real_overhead",
     "judge_contradictions",
+    "edits",
 )
 NEEDS_LOCAL_MODEL = (
     "quality",
@@ -37,6 +38,7 @@ NEEDS_LOCAL_MODEL = (
     "strategies",
     "real_overhead",
     "judge_contradictions",
+    "edits",
 )
 
 
