@@ -31,6 +31,7 @@ ORDER = (
     "real_overhead",
     "judge_contradictions",
     "selection",
+    "edits",
 )
 NEEDS_LOCAL_MODEL = (
     "quality",
@@ -38,6 +39,7 @@ NEEDS_LOCAL_MODEL = (
     "strategies",
     "real_overhead",
     "judge_contradictions",
+    "edits",
 )
 
 

@@ -504,6 +504,7 @@ def _choose_candidate(pending: Attempt, evaluations: list[Evaluation], usage: Us
             "evaluation": chosen.evaluation,
             "output": chosen.output,
             "reasoning": chosen.reasoning,
+            "edits": chosen.edits,
             "candidates": candidates,
             "usage": usage,
         }

@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any, Generic, TypeVar
+from dataclasses import replace
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.runnables import Runnable, RunnableConfig
@@ -20,6 +21,7 @@ from langgraph.types import RetryPolicy
 
 from langgraph_refine._adapters import GeneratorAdapter, GeneratorLike, adapt_ladder
 from langgraph_refine._budget import BudgetStop
+from langgraph_refine._edits import asks_for_edits, edit_text, read_edits
 from langgraph_refine._errors import ContextLengthError
 from langgraph_refine._memory import select_attempts
 from langgraph_refine._options import LoopOptions
@@ -36,7 +38,7 @@ from langgraph_refine._state import (
 )
 from langgraph_refine._step import Step, run_options
 from langgraph_refine._stop_rules import BUDGET_STOP
-from langgraph_refine._typed import OutputSchema
+from langgraph_refine._typed import OutputSchema, Reply
 
 logger = logging.getLogger("langgraph_refine")
 
@@ -74,6 +76,17 @@ def next_move(state: Mapping[str, Any]) -> MoveKind:
     if refined_attempt(state) is None:
         return "guided" if state.get("next_move") == "guided" else "sample"
     return "revise" if state.get("reviewer_feedback") else "refine"
+
+
+class _Round(NamedTuple):
+    """One round's call: its step, candidates, prompt, rung, and how its reply is read."""
+
+    step: Step
+    calls: int
+    prompt: list[BaseMessage]
+    adapter: GeneratorAdapter
+    edited: Attempt | None  # the attempt an edit round edits (None: written whole)
+    typed: OutputSchema | None  # the loop's object, whatever the call asked for
 
 
 class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
@@ -141,6 +154,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             return _asking_for(options.output_schema, [HumanMessage(state["task"])])
         history = _history(state.get("attempts") or [], parent, options)
         shown = select_attempts(history, options.memory)
+        edited = self._edited(state, options)
         messages = refinement_messages(
             state["task"],
             shown,
@@ -148,8 +162,19 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             omitted=len(history) - len(shown),
             max_attempt_chars=options.max_attempt_chars,
             form=self.rung(state).prompt_form(options),
+            edit=None if edited is None else edit_text(edited, options.output_schema),
         )
-        return _asking_for(options.output_schema, messages)
+        return _asking_for(options.output_schema, messages) if edited is None else messages
+
+    def _edited(self, state: Mapping[str, Any], options: LoopOptions) -> Attempt | None:
+        """The attempt this round asks edits to (see `_edits`), or None: written whole.
+
+        Only a chat model or a graph gets the library's prompt, so only they are asked.
+        """
+        parent = refined_attempt(state)
+        if parent is None or not self.rung(state).takes_prompt:
+            return None
+        return parent if asks_for_edits(options.edits, parent, options.output_schema) else None
 
     def _smallest(self, state: Mapping[str, Any], options: LoopOptions) -> list[BaseMessage]:
         text = smallest_prompt(
@@ -159,9 +184,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
 
     # -- the call ----------------------------------------------------------------------
 
-    def _begin(
-        self, state: Mapping[str, Any], config: RunnableConfig | None
-    ) -> tuple[Step, int, list[BaseMessage], GeneratorAdapter]:
+    def _begin(self, state: Mapping[str, Any], config: RunnableConfig | None) -> _Round:
         options = run_options(self.options)
         adapter = self.rung(state)
         if options.max_tokens is not None:
@@ -176,7 +199,10 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             left = options.budget.max_calls - step.meter.total().calls
             count = max(1, min(count, left))
         prompt = self.prompt(state, options) if adapter.takes_prompt else []
-        return step, count, prompt, adapter
+        edited = self._edited(state, options)
+        if edited is not None:  # an edit round asks for text (the blocks), not the object
+            step.options = replace(options, output_schema=None)
+        return _Round(step, count, prompt, adapter, edited, options.output_schema)
 
     # Each call below is one generator invocation: `Step.call` counts it as a model call
     # when no callback saw one inside it (a plain callable, a client outside LangChain).
@@ -186,7 +212,8 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
     ) -> dict[str, Any]:
         """Generate the next attempt (sync)."""
         state = revive_state(input)
-        step, count, prompt, adapter = self._begin(state, config)
+        turn = self._begin(state, config)
+        step, count, prompt, adapter = turn.step, turn.calls, turn.prompt, turn.adapter
         call = adapter.invoke
         outputs: list[Any] = []
         try:
@@ -203,14 +230,15 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
                 outputs = [step.call(call, small, state, step)]
             except Exception as again:
                 raise self._overflow(state, step, again) from again
-        return self._finish(state, outputs, step, adapter)
+        return self._finish(state, outputs, turn)
 
     async def ainvoke(
         self, input: StateT, config: RunnableConfig | None = None, **kwargs: Any
     ) -> dict[str, Any]:
         """Generate the next attempt (async)."""
         state = revive_state(input)
-        step, count, prompt, adapter = self._begin(state, config)
+        turn = self._begin(state, config)
+        step, count, prompt, adapter = turn.step, turn.calls, turn.prompt, turn.adapter
         call = adapter.ainvoke
         outputs: list[Any] = []
         try:
@@ -230,7 +258,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
                 outputs = [await step.acall(call, small, state, step)]
             except Exception as again:
                 raise self._overflow(state, step, again) from again
-        return self._finish(state, outputs, step, adapter)
+        return self._finish(state, outputs, turn)
 
     def _shrink(
         self, state: Mapping[str, Any], step: Step, exc: Exception, adapter: GeneratorAdapter
@@ -273,15 +301,17 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             {"stop_reason": BUDGET_STOP, "pending": None, "usage": step.meter.delta()}
         )
 
-    def _finish(
-        self,
-        state: Mapping[str, Any],
-        outputs: list[Any],
-        step: Step,
-        adapter: GeneratorAdapter,
-    ) -> dict[str, Any]:
-        schema = step.options.output_schema
-        replies = [adapter.read(output, step.index, schema) for output in outputs]
+    def _finish(self, state: Mapping[str, Any], outputs: list[Any], turn: _Round) -> dict[str, Any]:
+        step = turn.step
+        typed, edited, adapter = turn.typed, turn.edited, turn.adapter
+
+        def whole(output: Any) -> Reply:
+            return adapter.read(output, step.index, typed)
+
+        replies = [
+            whole(output) if edited is None else read_edits(output, edited, typed, whole)
+            for output in outputs
+        ]
         usage = step.meter.delta()
         parent = refined_attempt(state)
         first = replies[0]
@@ -292,6 +322,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             evaluation=first.evaluation,
             output=first.output,
             reasoning=first.reasoning,
+            edits=first.edits,
             instruction=state.get("reviewer_feedback"),
             parent=parent.index if parent is not None else None,
             move=next_move(state),
@@ -304,6 +335,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
                     evaluation=r.evaluation,
                     output=r.output,
                     reasoning=r.reasoning,
+                    edits=r.edits,
                 )
                 for r in replies
             ]

@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from langgraph_refine._adapters import adapt_ladder
 from langgraph_refine._budget import Budget
+from langgraph_refine._edits import EditsMode
 from langgraph_refine._ends import NO_COMPARER, FinalizeNode, Prepare
 from langgraph_refine._evaluate import EvaluatorNode
 from langgraph_refine._generate import GeneratorNode
@@ -87,6 +88,7 @@ def create_refine_graph(
     select_margin: float = DEFAULT_SELECT_MARGIN,
     comparer: ComparerLike = None,
     confirm_pass: bool = False,
+    edits: EditsMode = False,
 ) -> StateGraph[RefineState, RefineContext, RefineInput, RefineOutput]:
     """Build the refine loop as an uncompiled `StateGraph`.
 
@@ -160,6 +162,15 @@ def create_refine_graph(
         confirm_pass: When a round would stop on a PASS verdict or on `target_score`,
             judge the same response once more (one more evaluator call, counted in the
             budget); stop only if that judgment agrees, else go on with its feedback.
+        edits: `True`: every refinement (reviewer revisions included) asks a chat-model
+            or graph generator for SEARCH/REPLACE blocks against the refined attempt,
+            and the new attempt's `response` is the edited text (`Attempt.edits` counts
+            the blocks). Blocks that do not all apply change nothing: the attempt keeps
+            its parent's text and is evaluated FAIL (score 0, feedback naming each
+            block) without calling the evaluator. A reply without blocks is a rewrite;
+            fresh samples are written whole. `"auto"`: edits only for attempts longer
+            than `EDITS_AUTO_MIN_CHARS` (2000) characters. With `output_schema`, the
+            edits apply to the object's JSON text, pretty-printed.
 
     Returns:
         The uncompiled graph, with nodes `prepare`, `generate`, `evaluate`, `finalize`
@@ -195,6 +206,7 @@ def create_refine_graph(
         select_top=select_top,
         select_margin=select_margin,
         confirm_pass=confirm_pass,
+        edits=edits,
     )
     check_choice("human_review", human_review, HumanReview, optional=True)
     rungs = adapt_ladder(

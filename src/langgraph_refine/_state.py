@@ -129,6 +129,7 @@ class Candidate(BaseModel):
         evaluation: Its evaluation, or None if the budget ran out first.
         output: With `output_schema`, the validated object as plain JSON (None if invalid).
         reasoning: Reasoning the model gave beside its answer, if any.
+        edits: The edit blocks applied to make it; None when written whole.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -137,6 +138,7 @@ class Candidate(BaseModel):
     evaluation: Evaluation | None = None
     output: JsonValue = None
     reasoning: str | None = None
+    edits: int | None = None
 
 
 class Attempt(BaseModel):
@@ -169,6 +171,10 @@ class Attempt(BaseModel):
             the field existed).
         rung: With a ladder of models (`generator=[cheap, ..., strong]`), the index of
             the rung that wrote it; None without a ladder.
+        edits: With `edits=`, the number of SEARCH/REPLACE blocks applied to the parent's
+            text to make `response` (the whole edited text); 0 when the reply's blocks
+            did not all apply (`response` is then the parent's text, evaluated FAIL);
+            None for an attempt written whole.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -185,6 +191,7 @@ class Attempt(BaseModel):
     reasoning: str | None = None
     model: str | None = None
     rung: int | None = None
+    edits: int | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -66,6 +66,7 @@ def round_event(name: str, attempt: Attempt, best: Attempt | None) -> RoundEvent
         "response": attempt.response,
         "output": attempt.output,
         "reasoning": attempt.reasoning,
+        "edits": attempt.edits,
     }
 
 

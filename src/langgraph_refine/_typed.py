@@ -46,12 +46,14 @@ class Reply:
         reasoning: Reasoning kept apart from the answer, if any.
         evaluation: FAIL with the validation errors when the reply is not a valid
             object (the evaluator is not called); None otherwise.
+        edits: The edit blocks applied to make it (see `_edits`); None when written whole.
     """
 
     response: str
     output: Any = None
     reasoning: str | None = None
     evaluation: Evaluation | None = None
+    edits: int | None = None
 
 
 def json_text(value: Any) -> str:
