@@ -32,6 +32,7 @@ ORDER = (
     "judge_contradictions",
     "selection",
     "edits",
+    "ladder",
 )
 NEEDS_LOCAL_MODEL = (
     "quality",

@@ -5,7 +5,8 @@ the first rung; a stronger rung is used only when the rungs below it stop raisin
 best score:
 
 - Cold (every strategy, and explore without a record): after a round on the current
-  rung that did not raise the best score, the next round climbs one rung. A round that
+  rung that did not raise the best score by at least `MIN_GAIN`, the next round climbs
+  one rung. A round that
   raised it stays where it is, so a run whose first rung passes never calls another.
 - Warm (explore with a strategy record): the record keeps each rung's refinement
   rounds under the move kind `"rung:<model>"` (rounds, raised, fell; see
@@ -39,6 +40,11 @@ STAY_RATE = 0.25
 
 MIN_ROUNDS = 3
 """Pooled rounds on a rung before its record decides anything."""
+
+MIN_GAIN = 0.1
+"""A round counts as raising the best, for the ladder, only if it raised it by this much:
+a cheap model creeping up by a few hundredths a round would otherwise never hand over
+(measured in `make bench BENCH=ladder`)."""
 
 PER_DOLLAR_MARGIN = 1.0
 """Keep the current rung while its raise rate per dollar is at least this times the next's."""
@@ -88,7 +94,7 @@ def _raised_best(attempts: Sequence[Attempt]) -> bool:
     if latest.evaluation is None:
         return False
     earlier = [a.evaluation.score for a in attempts[:-1] if a.evaluation is not None]
-    return not earlier or latest.evaluation.score > max(earlier)
+    return not earlier or latest.evaluation.score >= max(earlier) + MIN_GAIN
 
 
 def _rate(record: Mapping[str, MoveStats] | None, name: str) -> float | None:
