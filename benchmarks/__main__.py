@@ -31,6 +31,8 @@ ORDER = (
     "real_overhead",
     "judge_contradictions",
     "selection",
+    "edits",
+    "ladder",
     "pairwise_local",
 )
 NEEDS_LOCAL_MODEL = (
@@ -39,6 +41,7 @@ NEEDS_LOCAL_MODEL = (
     "strategies",
     "real_overhead",
     "judge_contradictions",
+    "edits",
     "pairwise_local",
 )
 

@@ -8,7 +8,8 @@ kill the process at a chosen call and count afterwards which calls ran twice.
     python -m tests.durable_worker resume --saver sqlite:/tmp/x.sqlite --thread T --markers M
 
 `start` runs the loop from its input; `resume` continues it with `invoke(None, config)`.
-Both print the final result as one JSON line on stdout.
+Both print the final result as one JSON line on stdout. With `--edits` the generator is
+a chat model that refines by SEARCH/REPLACE edits (`edits=True`), one of them failing.
 """
 
 from __future__ import annotations
@@ -17,11 +18,15 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Iterator
 from typing import Any
 
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from pydantic import BaseModel
 
@@ -96,16 +101,63 @@ class TypedRecorder(Recorder):
         return Evaluation(score=SCORES[index], feedback=f"improve v{index}")
 
 
+FAILED_EDIT_INDEX = 2
+"""In an edits run, this attempt's edit does not apply (FAIL, the evaluator not called)."""
+
+
+class EditingModel(BaseChatModel):
+    """A chat model that writes attempt 0 whole and every later one as two edit blocks.
+
+    The attempt it writes is the one after the last shown in the prompt (the loop runs
+    the `chain` strategy), so it needs no memory across a crash.
+    """
+
+    recorder: Any
+
+    @property
+    def _llm_type(self) -> str:
+        return "editing"
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> ChatResult:
+        prompt = str(messages[-1].content)
+        shown = [int(n) for n in re.findall(r"^## Attempt (\d+) ", prompt, re.MULTILINE)]
+        index = max(shown, default=0)
+        self.recorder._mark("gen", index)
+        if not shown:
+            text = "sea v0\nwaves: 0\nthe end"
+        else:
+            old = re.findall(r"^sea v(\d+)$", prompt, re.MULTILINE)[-1]
+            first = "no such line" if index == FAILED_EDIT_INDEX else f"sea v{old}"
+            text = (
+                f"<<<<<<< SEARCH\n{first}\n=======\nsea v{index}\n>>>>>>> REPLACE\n"
+                f"<<<<<<< SEARCH\nwaves: {old}\n=======\nwaves: {index}\n>>>>>>> REPLACE"
+            )
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(text))])
+
+
+class EditRecorder(Recorder):
+    """The same calls, the generator a chat model refining by edits."""
+
+    def evaluate(self, response: str, state: Any) -> Evaluation:
+        index = int(response.split()[1][1:])
+        self._mark("eval", index)
+        return Evaluation(score=SCORES[index], feedback=f"improve v{index}")
+
+
 def build(recorder: Recorder, checkpointer: BaseCheckpointSaver[Any]) -> Any:
     """The loop under test, compiled with the given saver (typed for a `TypedRecorder`)."""
     typed = isinstance(recorder, TypedRecorder)
+    editing = isinstance(recorder, EditRecorder)
     return create_refine_graph(
-        recorder.generate,
+        EditingModel(recorder=recorder) if editing else recorder.generate,
         recorder.evaluate,
         max_iterations=MAX_ITERATIONS,
         patience=None,
         retry_policy=None,
         output_schema=Sea if typed else None,
+        **({"edits": True, "strategy": "chain"} if editing else {}),
     ).compile(checkpointer=checkpointer)
 
 
@@ -116,6 +168,7 @@ def summary(values: dict[str, Any]) -> dict[str, Any]:
         "value": result.value,
         "stop_reason": result.stop_reason,
         "attempts": [[a.index, a.response, a.score, a.output] for a in result.attempts],
+        "edits": [a.edits for a in result.attempts],
         "output": values.get("output"),
         "calls": result.usage.calls,
     }
@@ -150,9 +203,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fail", default=None)
     parser.add_argument("--durability", default="sync", choices=["sync", "async", "exit"])
     parser.add_argument("--typed", action="store_true", help="refine a Sea object")
+    parser.add_argument("--edits", action="store_true", help="refine by edits")
     args = parser.parse_args(argv)
 
-    recorder = (TypedRecorder if args.typed else Recorder)(args.markers, args.delay, args.fail)
+    kind = TypedRecorder if args.typed else EditRecorder if args.edits else Recorder
+    recorder = kind(args.markers, args.delay, args.fail)
     config = {"configurable": {"thread_id": args.thread}}
     with open_saver(args.saver) as saver:
         graph = build(recorder, saver)

@@ -29,7 +29,15 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from langgraph_refine import Evaluation, create_refine_graph
 from tests.conftest import POSTGRES_URI_ENV, postgres_uri
-from tests.durable_worker import INVALID_INDEX, Recorder, TypedRecorder, build, summary
+from tests.durable_worker import (
+    FAILED_EDIT_INDEX,
+    INVALID_INDEX,
+    EditRecorder,
+    Recorder,
+    TypedRecorder,
+    build,
+    summary,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 DELAY = 0.12  # seconds each worker call takes, so that kills land mid-loop
@@ -340,4 +348,42 @@ def test_a_typed_run_killed_mid_loop_resumes_with_every_object(tmp_path: Path) -
     assert any(line == f"gen {INVALID_INDEX}" for line in before)
     result = finish(start_worker("resume", spec, thread, markers, "--typed", env=env))
     check_result(result, ref)  # every attempt's object intact, the invalid one still None
+    check_calls(read_lines(markers), ref_calls, interrupted=before[-1:])
+
+
+# -- a run refining by edits ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def edits_reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], list[str]]:
+    """An uninterrupted run of the loop that refines by edits (one edit failing)."""
+    markers = tmp_path_factory.mktemp("edits-reference") / "markers"
+    graph = build(EditRecorder(str(markers)), InMemorySaver())
+    config = {"configurable": {"thread_id": "edits-reference"}}
+    graph.invoke({"task": "Describe the sea."}, config, durability="sync")
+    result = summary(graph.get_state(config).values)
+    assert result["stop_reason"] == "target_reached"
+    assert result["edits"] == [None, 2, 0, 2, 2, 2]
+    failed = result["attempts"][FAILED_EDIT_INDEX]
+    assert failed[1] == result["attempts"][FAILED_EDIT_INDEX - 1][1] and failed[2] == 0.0
+    assert result["value"] == "sea v5\nwaves: 5\nthe end"
+    return result, read_lines(markers)
+
+
+EDIT_KILL_POINTS = [(2, 0.0), (5, 1.3), (6, 0.5), (9, 0.0)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("line", "wait"), EDIT_KILL_POINTS, ids=[f"call{k}" for k, _ in EDIT_KILL_POINTS]
+)
+def test_a_run_refining_by_edits_killed_mid_round_resumes_to_the_same_result(
+    tmp_path: Path, edits_reference: Any, line: int, wait: float
+) -> None:
+    ref, ref_calls = edits_reference
+    spec, markers, thread = f"sqlite:{tmp_path / 'edits.sqlite'}", tmp_path / "m", "edits"
+    proc = start_worker("start", spec, thread, markers, "--delay", str(DELAY), "--edits")
+    before = kill_at(proc, markers, line, wait * DELAY)
+    result = finish(start_worker("resume", spec, thread, markers, "--edits"))
+    check_result(result, ref)  # every edited text and edit count intact
     check_calls(read_lines(markers), ref_calls, interrupted=before[-1:])

@@ -18,10 +18,11 @@ from langgraph.types import Command, RetryPolicy
 
 from langgraph_refine._budget import BudgetStop
 from langgraph_refine._errors import RefineError
+from langgraph_refine._ladder import cost_per_call, next_rung
 from langgraph_refine._options import LoopOptions
-from langgraph_refine._record import aexchange, evaluator_kind, exchange, run_record
+from langgraph_refine._record import aexchange, compose_key, exchange, run_record
 from langgraph_refine._result import best_attempt
-from langgraph_refine._specs import SpecError, build_evaluators, run_judge_model
+from langgraph_refine._specs import SpecError, run_judge_model
 from langgraph_refine._state import (
     Attempt,
     Evaluation,
@@ -36,6 +37,7 @@ from langgraph_refine._stop_rules import BUDGET_STOP, CONFIRMABLE_STOPS, needs_c
 from langgraph_refine._strategy import MoveStats, choose_next
 from langgraph_refine.evaluators._base import BaseEvaluator, EvaluatorLike
 from langgraph_refine.evaluators._combine import as_evaluator
+from langgraph_refine.evaluators._from_specs import build_evaluators
 
 logger = logging.getLogger("langgraph_refine")
 
@@ -64,6 +66,8 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         record_model: The generator's model as the strategy record's key names it (see
             `langgraph_refine._record`); with a store, explore keeps a record under
             `"<record_model>|<evaluator kind>"`. None: only with `record_key=` set.
+        ladder: With a ladder of models, the rungs' model names, cheapest first: the
+            node then writes `rung`, the rung of the next attempt (see `_ladder`).
         **settings: Shorthand for `LoopOptions` and `StopRules` fields
             (`target_score=1.0, max_iterations=3`, ...).
 
@@ -85,10 +89,12 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         routes: Mapping[str, str] | None = None,
         judge_model: BaseChatModel | None = None,
         record_model: str | None = None,
+        ladder: Sequence[str] = (),
         **settings: Any,
     ) -> None:
         self.evaluator: BaseEvaluator = as_evaluator(evaluator)
         self.record_model = record_model
+        self.ladder = list(ladder)
         self.options = LoopOptions.build(options, **settings)
         self.retry_policy = retry_policy
         self.routes = dict(routes) if routes is not None else None
@@ -121,15 +127,13 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         runs judged differently keep different records. None (no record) when neither a
         `record_key` nor the generator's model (`record_model`) is known.
         """
-        if options.record_key is not None:
+        if options.record_key is not None or self.record_model is None:
             return options.record_key
-        if self.record_model is None:
-            return None
         try:
             evaluator = self.evaluator_for(options)
         except SpecError:  # the evaluation itself reports it
             return None
-        return f"{self.record_model}|{evaluator_kind(evaluator)}"
+        return compose_key(self.record_model, evaluator)
 
     def _judge(self, options: LoopOptions) -> BaseChatModel:
         if options.judge_model is not None:
@@ -388,7 +392,29 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         }
         if stop_reason is not None or state.get("stop_reason") is not None:
             update["stop_reason"] = stop_reason
+        if self.ladder and choice is not None:
+            update["rung"] = _next_rung(attempts, self.ladder, options, record)
         return update
+
+
+def _next_rung(
+    attempts: list[Attempt],
+    ladder: Sequence[str],
+    options: LoopOptions,
+    record: Mapping[str, MoveStats] | None,
+) -> int:
+    """The ladder's rung for the next attempt, with the money left and the known costs."""
+    budget = options.budget
+    money_left = None
+    if budget is not None and budget.max_cost is not None:
+        money_left = budget.max_cost - sum(a.usage.cost or 0.0 for a in attempts)
+    return next_rung(
+        attempts,
+        ladder,
+        record=record if options.strategy == "explore" else None,
+        money_left=money_left,
+        prices=cost_per_call(attempts),
+    )
 
 
 def _summary(evaluation: Evaluation) -> dict[str, Any]:
@@ -478,6 +504,7 @@ def _choose_candidate(pending: Attempt, evaluations: list[Evaluation], usage: Us
             "evaluation": chosen.evaluation,
             "output": chosen.output,
             "reasoning": chosen.reasoning,
+            "edits": chosen.edits,
             "candidates": candidates,
             "usage": usage,
         }

@@ -31,6 +31,8 @@ class RoundEvent(TypedDict):
         response: The attempt's text.
         output: With `output_schema`, its object as plain JSON.
         reasoning: Reasoning the model emitted beside the answer, if any.
+        edits: The edit blocks applied to make it (0: they did not apply); None when
+            written whole (see `create_refine_graph(edits=...)`).
     """
 
     type: Literal["round"]
@@ -45,6 +47,7 @@ class RoundEvent(TypedDict):
     response: str
     output: Any
     reasoning: str | None
+    edits: int | None
 
 
 class StopEvent(TypedDict):

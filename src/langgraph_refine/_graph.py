@@ -17,11 +17,14 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import RetryPolicy
 from pydantic import BaseModel
 
+from langgraph_refine._adapters import adapt_ladder
 from langgraph_refine._budget import Budget
+from langgraph_refine._edits import EditsMode
 from langgraph_refine._ends import NO_COMPARER, FinalizeNode, Prepare
 from langgraph_refine._evaluate import EvaluatorNode
 from langgraph_refine._generate import GeneratorNode
 from langgraph_refine._inline import Inline
+from langgraph_refine._kinds import kind_of
 from langgraph_refine._memory import DEFAULT_MEMORY, MemoryPolicy
 from langgraph_refine._models import resolve_chat_model
 from langgraph_refine._options import (
@@ -33,7 +36,6 @@ from langgraph_refine._options import (
     RefineContext,
     check_choice,
 )
-from langgraph_refine._record import model_name
 from langgraph_refine._retry import DEFAULT_RETRY_POLICY
 from langgraph_refine._review import ReviewNode, route_after_review
 from langgraph_refine._select import (
@@ -50,7 +52,14 @@ from langgraph_refine.evaluators import LLMJudge, llm_judge
 from langgraph_refine.evaluators._base import EvaluatorLike
 from langgraph_refine.evaluators._combine import as_evaluator
 
-GeneratorLike = BaseChatModel | Runnable[Any, Any] | str | Callable[..., Any]
+GeneratorLike = (
+    BaseChatModel
+    | Runnable[Any, Any]
+    | str
+    | Callable[..., Any]
+    | Sequence[BaseChatModel | Runnable[Any, Any] | str | Callable[..., Any]]
+)
+"""One generator, or a ladder of them (a list, cheapest first)."""
 
 
 def create_refine_graph(
@@ -79,6 +88,7 @@ def create_refine_graph(
     select_margin: float = DEFAULT_SELECT_MARGIN,
     comparer: ComparerLike = None,
     confirm_pass: bool = False,
+    edits: EditsMode = False,
 ) -> StateGraph[RefineState, RefineContext, RefineInput, RefineOutput]:
     """Build the refine loop as an uncompiled `StateGraph`.
 
@@ -92,7 +102,11 @@ def create_refine_graph(
     Args:
         generator: A chat model, a `"provider:model"` string, a runnable or compiled
             graph (such as a `create_agent` agent) taking `{"messages": [...]}`, or a
-            callable `(state) -> str` (sync or async) that builds its own prompt.
+            callable `(state) -> str` (sync or async) that builds its own prompt. A list
+            of these is a ladder of models, cheapest first: attempt 0 is written by the
+            first; a stronger rung writes a round only when the rungs below stop raising
+            the best score (see "Ladder of models" in the concepts page). The default
+            judge then runs on the first rung.
         evaluator: A callable `(response, state) -> float | Evaluation` (sync or async),
             a chat model (LLM judge), a list of evaluators (combined), or None for an LLM
             judge on `judge_model` (falling back to the generator's model).
@@ -148,6 +162,15 @@ def create_refine_graph(
         confirm_pass: When a round would stop on a PASS verdict or on `target_score`,
             judge the same response once more (one more evaluator call, counted in the
             budget); stop only if that judgment agrees, else go on with its feedback.
+        edits: `True`: every refinement (reviewer revisions included) asks a chat-model
+            or graph generator for SEARCH/REPLACE blocks against the refined attempt,
+            and the new attempt's `response` is the edited text (`Attempt.edits` counts
+            the blocks). Blocks that do not all apply change nothing: the attempt keeps
+            its parent's text and is evaluated FAIL (score 0, feedback naming each
+            block) without calling the evaluator. A reply without blocks is a rewrite;
+            fresh samples are written whole. `"auto"`: edits only for attempts longer
+            than `EDITS_AUTO_MIN_CHARS` (2000) characters. With `output_schema`, the
+            edits apply to the object's JSON text, pretty-printed.
 
     Returns:
         The uncompiled graph, with nodes `prepare`, `generate`, `evaluate`, `finalize`
@@ -183,13 +206,15 @@ def create_refine_graph(
         select_top=select_top,
         select_margin=select_margin,
         confirm_pass=confirm_pass,
+        edits=edits,
     )
     check_choice("human_review", human_review, HumanReview, optional=True)
-    gen = (
-        resolve_chat_model(generator, option="generator")
-        if isinstance(generator, str)
-        else generator
+    rungs = adapt_ladder(
+        [_resolved(g) for g in generator]
+        if isinstance(generator, list | tuple)
+        else _resolved(generator)
     )
+    gen = rungs[0].generator  # the default judge's model: the ladder's first rung
     judge = _evaluator(gen, evaluator, judge_model)
     compare = _comparer(comparer, judge, _judge_model(gen, judge_model))
     if select == "pairwise" and compare is None:
@@ -211,7 +236,7 @@ def create_refine_graph(
     )
     builder.add_node(
         "generate",
-        GeneratorNode[RefineState](gen, options, retry_policy=retry_policy),
+        GeneratorNode[RefineState](rungs, options, retry_policy=retry_policy),
         retry_policy=retry_policy,
         metadata={"refine_loop": name},
     )
@@ -227,7 +252,8 @@ def create_refine_graph(
             retry_policy=retry_policy,
             routes=None if after_evaluation else {"refine": "generate", "stop": stop},
             judge_model=_judge_model(gen, judge_model),
-            record_model=model_name(gen),
+            record_model=">".join(rung.name for rung in rungs),
+            ladder=[rung.name for rung in rungs] if len(rungs) > 1 else (),
         ),
         retry_policy=retry_policy,
         metadata={"refine_loop": name},
@@ -257,11 +283,18 @@ def create_refine_graph(
     return builder
 
 
+def _resolved(generator: Any) -> Any:
+    """A model string as its chat model; any other generator as it is."""
+    if isinstance(generator, str):
+        return resolve_chat_model(generator, option="generator")
+    return generator
+
+
 def _evaluator(gen: Any, evaluator: EvaluatorLike, judge_model: BaseChatModel | str | None) -> Any:
     """The evaluator to use: the given one, or an LLM judge on `judge_model` / the generator."""
     if evaluator is None:
         judge = judge_model if judge_model is not None else gen
-        if not isinstance(judge, BaseChatModel | str):
+        if not isinstance(judge, str) and kind_of(judge) != "chat":
             raise ValueError(
                 "evaluator=None uses an LLM judge, which needs a model: pass judge_model=... "
                 "or an evaluator (the generator is not a chat model)"
@@ -287,4 +320,4 @@ def _judge_model(gen: Any, judge_model: BaseChatModel | str | None) -> BaseChatM
     judge = judge_model if judge_model is not None else gen
     if isinstance(judge, str):
         return resolve_chat_model(judge, option="judge_model")
-    return judge if isinstance(judge, BaseChatModel) else None
+    return judge if kind_of(judge) == "chat" else None

@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from typing_extensions import TypedDict
 
 from langgraph_refine._budget import Budget
+from langgraph_refine._edits import EditsMode, check_edits
 from langgraph_refine._memory import DEFAULT_MEMORY, MemoryPolicy, validate_memory
 from langgraph_refine._models import parse_max_tokens
 from langgraph_refine._select import (
@@ -99,6 +100,7 @@ class RefineOptions(TypedDict, total=False):
     select_margin: float
     comparer: ComparerLike
     confirm_pass: bool
+    edits: EditsMode
 
 
 class RefineContext(TypedDict, total=False):
@@ -123,6 +125,8 @@ class RefineContext(TypedDict, total=False):
       lists the models a run may name.
     - `max_tokens`: output tokens per generator call; at most the generator's own
       `max_tokens` (on the served graphs, `REFINE_MAX_TOKENS`).
+    - `edits`: `True`, `False` or `"auto"`: refinements ask for SEARCH/REPLACE edits
+      (see `create_refine_graph`).
     """
 
     target_score: float
@@ -140,6 +144,7 @@ class RefineContext(TypedDict, total=False):
     select_top: int
     select_margin: float
     confirm_pass: bool
+    edits: EditsMode
 
 
 CONTEXT_KEYS: frozenset[str] = frozenset(RefineContext.__annotations__)
@@ -173,6 +178,8 @@ class LoopOptions:
             attempts are compared, in [0, 1].
         confirm_pass: Judge a round that would stop on PASS or `target_score` once more;
             stop only if that judgment agrees.
+        edits: Whether refinements ask for SEARCH/REPLACE edits: `True`, `False` or
+            `"auto"` (see `_edits`).
 
     Raises:
         ValueError: If an option is outside its allowed range (the message names it).
@@ -196,6 +203,7 @@ class LoopOptions:
     select_top: int = DEFAULT_SELECT_TOP
     select_margin: float = DEFAULT_SELECT_MARGIN
     confirm_pass: bool = False
+    edits: EditsMode = False
 
     def __post_init__(self) -> None:
         # Frozen, so the coerced schema is set the way dataclasses set fields.
@@ -205,6 +213,7 @@ class LoopOptions:
         check_choice("prompt_form", self.prompt_form, PromptForm)
         check_choice("select", self.select, Select)
         _check_selection(self.select_top, self.select_margin, self.confirm_pass)
+        check_edits(self.edits)
         validate_memory(self.memory)
         if self.budget is not None and not isinstance(self.budget, Budget):
             raise ValueError(f"budget must be a Budget or None, got {type(self.budget).__name__}")

@@ -15,12 +15,23 @@ from collections.abc import Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
-from langgraph_refine._state import Attempt, PromptForm
+from langgraph_refine._state import Attempt, Evaluation, PromptForm
 
 REFINE_INSTRUCTIONS = (
     "Write a new, improved answer to the task. Fix every problem the feedback names, "
     "keep what was already good, and follow the task exactly. "
     "Reply with the improved answer only: no preamble, no notes about the changes."
+)
+
+# Asked when a refinement wants edits (`edits=`, see `_edits`). The format is named with
+# its markers and described, not filled with sample text a small model would copy back.
+EDIT_INSTRUCTIONS = (
+    "Improve the answer by editing it: fix every problem the feedback names and keep what "
+    "was already good. Reply with one SEARCH/REPLACE block per change, and nothing else. "
+    "A block is a line <<<<<<< SEARCH, then lines copied exactly from the answer, then a "
+    "line =======, then the lines to put in their place, then a line >>>>>>> REPLACE. "
+    "Each SEARCH text must match one place in the answer. "
+    "To rewrite the whole answer instead, reply with the new answer only."
 )
 
 SMALLEST_ATTEMPT_CHARS = 1000
@@ -53,20 +64,26 @@ def _feedback_lines(attempt: Attempt) -> list[str]:
     return lines
 
 
-def _format_attempt(label: str, attempt: Attempt, max_chars: int) -> str:
+def _format_attempt(label: str, attempt: Attempt, max_chars: int, text: str | None = None) -> str:
     lines = [f"## Attempt {attempt.index + 1} ({label})"]
     score = _score_line(attempt)
     if score:
         lines.append(score)
-    lines += ["<answer>", cut(attempt.response, max_chars), "</answer>", *_feedback_lines(attempt)]
+    shown = cut(attempt.response, max_chars) if text is None else text
+    lines += ["<answer>", shown, "</answer>", *_feedback_lines(attempt)]
     return "\n".join(lines)
 
 
-def _closing(reviewer_feedback: str | None) -> list[str]:
+def _closing(reviewer_feedback: str | None, edits: bool = False) -> list[str]:
     parts = []
     if reviewer_feedback:
         parts += ["# Reviewer request (most important)", reviewer_feedback.strip(), ""]
-    return [*parts, "# What to do", REFINE_INSTRUCTIONS]
+    return [*parts, "# What to do", EDIT_INSTRUCTIONS if edits else REFINE_INSTRUCTIONS]
+
+
+def _shown_text(position: int, count: int, edit: str | None) -> str | None:
+    """The refined (last) attempt's text when it is to be edited: whole and unchanged."""
+    return edit if edit is not None and position == count - 1 else None
 
 
 def refinement_prompt(
@@ -76,6 +93,7 @@ def refinement_prompt(
     reviewer_feedback: str | None = None,
     omitted: int = 0,
     max_attempt_chars: int = 8000,
+    edit: str | None = None,
 ) -> str:
     """Render a refinement round as one user message (the `"single"` form).
 
@@ -85,6 +103,8 @@ def refinement_prompt(
         reviewer_feedback: A human reviewer's request for this round, if any.
         omitted: How many earlier attempts the memory policy left out.
         max_attempt_chars: Each attempt is cut to this many characters.
+        edit: When the round asks for edits, the refined attempt's text as the edits
+            apply to it (shown whole and unchanged, so blocks can quote it).
 
     Returns:
         The text of the single user message sent to the generator.
@@ -92,8 +112,11 @@ def refinement_prompt(
     parts = ["# Task", task.strip(), "", "# Your earlier attempts"]
     if omitted:
         parts.append(f"({omitted} earlier attempt(s) not shown.)")
-    parts.extend(_format_attempt(label, a, max_attempt_chars) + "\n" for label, a in shown)
-    parts += _closing(reviewer_feedback)
+    parts.extend(
+        _format_attempt(label, a, max_attempt_chars, _shown_text(i, len(shown), edit)) + "\n"
+        for i, (label, a) in enumerate(shown)
+    )
+    parts += _closing(reviewer_feedback, edits=edit is not None)
     return "\n".join(parts)
 
 
@@ -105,6 +128,7 @@ def refinement_messages(
     omitted: int = 0,
     max_attempt_chars: int = 8000,
     form: PromptForm = "messages",
+    edit: str | None = None,
 ) -> list[BaseMessage]:
     """The messages of a refinement round in the given form.
 
@@ -119,6 +143,8 @@ def refinement_messages(
         omitted: How many earlier attempts the memory policy left out.
         max_attempt_chars: Each attempt is cut to this many characters.
         form: `"messages"` or `"single"`.
+        edit: When the round asks for edits, the refined attempt's text as the edits
+            apply to it (see `refinement_prompt`).
 
     Returns:
         The messages to send to a chat-model generator.
@@ -130,6 +156,7 @@ def refinement_messages(
             reviewer_feedback=reviewer_feedback,
             omitted=omitted,
             max_attempt_chars=max_attempt_chars,
+            edit=edit,
         )
         return [HumanMessage(text)]
     first = task.strip()
@@ -137,16 +164,38 @@ def refinement_messages(
         first += f"\n\n({omitted} earlier attempt(s) not shown.)"
     messages: list[BaseMessage] = [HumanMessage(first)]
     for position, (label, attempt) in enumerate(shown):
-        messages.append(AIMessage(cut(attempt.response, max_attempt_chars)))
+        whole = _shown_text(position, len(shown), edit)
+        messages.append(
+            AIMessage(cut(attempt.response, max_attempt_chars) if whole is None else whole)
+        )
         lines = [f"That was attempt {attempt.index + 1} ({label})."]
         score = _score_line(attempt)
         if score:
             lines.append(score)
         lines += _feedback_lines(attempt)
         if position == len(shown) - 1:
-            lines += ["", *_closing(reviewer_feedback)]
+            lines += ["", *_closing(reviewer_feedback, edits=edit is not None)]
         messages.append(HumanMessage("\n".join(lines)))
     return messages
+
+
+def edits_failed_feedback(failures: Sequence[str], blocks: int, earlier: str) -> str:
+    """The feedback of a reply whose edit blocks did not all apply (see `_edits`).
+
+    Args:
+        failures: One line per block that did not apply, naming it and why.
+        blocks: How many blocks the reply had.
+        earlier: The edited attempt's own feedback, which still stands.
+    """
+    lines = [
+        f"None of your {blocks} edit block(s) was applied, because "
+        f"{len(failures)} did not apply; the answer is unchanged:",
+        *(f"- {failure}" for failure in failures),
+        "Copy each SEARCH text exactly from the answer, or reply with the whole new answer.",
+    ]
+    if earlier.strip():
+        lines += ["The feedback on the answer still stands:", earlier.strip()]
+    return "\n".join(lines)
 
 
 # A guided sample is a fresh answer: the task, then what the feedback asked for, and no
@@ -190,6 +239,62 @@ def smallest_prompt(task: str, attempt: Attempt | None, reviewer_feedback: str |
         [("the attempt to improve", attempt)],
         reviewer_feedback=reviewer_feedback,
         max_attempt_chars=SMALLEST_ATTEMPT_CHARS,
+    )
+
+
+# -- an agent's turns (RefineMiddleware) ----------------------------------------------
+# The agent keeps its conversation, so a turn only adds what is new: the feedback on its
+# last answer, a reviewer's request, or an earlier answer it is sent back to.
+
+AGENT_FEEDBACK = (
+    "Your answer was evaluated{score}.\nFeedback:\n{feedback}\n\n"
+    "Write a new, improved final answer to the original request. Fix every problem the "
+    "feedback names and keep what was already good; use the tools again if you need more "
+    "information. Reply with the complete answer only."
+)
+AGENT_REVIEW = (
+    "A reviewer asked for changes:\n{feedback}\n\n"
+    "Write a new, improved final answer to the original request that does what the "
+    "reviewer asks; use the tools again if you need more information. Reply with the "
+    "complete answer only."
+)
+AGENT_REFINE_EARLIER = (
+    "Here is an earlier answer of yours to the request above:\n"
+    "<answer>\n{answer}\n</answer>\n\n"
+    "It was evaluated{score}.\nFeedback:\n{feedback}\n\n"
+    "Write a new, improved final answer to the request. Fix every problem the feedback "
+    "names and keep what was already good; use the tools again if you need more "
+    "information. Reply with the complete answer only."
+)
+NO_FEEDBACK = "(no specific feedback: the answer is not good enough yet)"
+
+
+def score_note(evaluation: Evaluation | None) -> str:
+    """` (score 0.40, verdict FAIL)`, or nothing without an evaluation."""
+    if evaluation is None:
+        return ""
+    verdict = f", verdict {evaluation.verdict}" if evaluation.verdict else ""
+    return f" (score {evaluation.score:.2f}{verdict})"
+
+
+def agent_feedback(evaluation: Evaluation | None) -> str:
+    """The turn that sends an agent back with the feedback on its last answer."""
+    feedback = (evaluation.feedback.strip() if evaluation else "") or NO_FEEDBACK
+    return AGENT_FEEDBACK.format(score=score_note(evaluation), feedback=feedback)
+
+
+def agent_review(feedback: str) -> str:
+    """The turn that sends an agent back with a reviewer's request."""
+    return AGENT_REVIEW.format(feedback=feedback.strip() or NO_FEEDBACK)
+
+
+def agent_refine_earlier(attempt: Attempt) -> str:
+    """The turn that shows an agent one of its earlier answers, with its feedback."""
+    evaluation = attempt.evaluation
+    return AGENT_REFINE_EARLIER.format(
+        answer=attempt.response,
+        score=score_note(evaluation),
+        feedback=(evaluation.feedback.strip() if evaluation else "") or NO_FEEDBACK,
     )
 
 

@@ -38,6 +38,12 @@ def _rank(attempt: Attempt) -> tuple[bool, float]:
     return (evaluation.verdict == "PASS", evaluation.score)
 
 
+def best_feedback(attempts: Sequence[Attempt]) -> str:
+    """The feedback on the best attempt so far (what a guided sample is told), or ""."""
+    best = best_attempt(attempts)
+    return best.evaluation.feedback if best is not None and best.evaluation else ""
+
+
 def best_attempt(attempts: Sequence[Attempt]) -> Attempt | None:
     """Pick the best evaluated attempt.
 

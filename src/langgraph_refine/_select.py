@@ -30,6 +30,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from langgraph_refine._budget import BudgetStop, model_invocation
+from langgraph_refine._kinds import kind_of
 from langgraph_refine._models import message_text
 from langgraph_refine._prompts import PAIRWISE_INSTRUCTIONS, PAIRWISE_SYSTEM
 from langgraph_refine._result import best_attempt
@@ -142,9 +143,10 @@ def as_comparer(comparer: ComparerLike) -> Comparer:
     """
     if isinstance(comparer, Comparer):
         return comparer
-    if isinstance(comparer, BaseChatModel):
+    kind = kind_of(comparer)
+    if kind == "chat":
         return ModelComparer(comparer)
-    if callable(comparer):
+    if kind == "callable":
         return CallableComparer(comparer)
     raise ValueError(
         "comparer must be a chat model or a callable (task, first, second) -> "

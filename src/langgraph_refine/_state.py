@@ -51,6 +51,10 @@ human reviewer asked for, `"guided"` a fresh answer told what earlier feedback a
 for (without the earlier attempt), `"edit"` a reviewer's own text (evaluated like any
 attempt, and never counted in the strategy record)."""
 
+PanelRule: TypeAlias = Literal["mean", "majority", "min"]
+"""How a panel of evaluators decides (`evaluators.panel`): the mean score (combine's verdict
+rule), a majority of verdicts, or the strictest member (lowest score, worst verdict)."""
+
 PromptForm: TypeAlias = Literal["messages", "single"]
 """How a refinement round is put to a chat model: a multi-turn conversation
 (`"messages"`) or one user message (`"single"`)."""
@@ -129,6 +133,7 @@ class Candidate(BaseModel):
         evaluation: Its evaluation, or None if the budget ran out first.
         output: With `output_schema`, the validated object as plain JSON (None if invalid).
         reasoning: Reasoning the model gave beside its answer, if any.
+        edits: The edit blocks applied to make it; None when written whole.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -137,6 +142,7 @@ class Candidate(BaseModel):
     evaluation: Evaluation | None = None
     output: JsonValue = None
     reasoning: str | None = None
+    edits: int | None = None
 
 
 class Attempt(BaseModel):
@@ -163,6 +169,16 @@ class Attempt(BaseModel):
         reasoning: Reasoning the model gave beside its answer (`<think>` blocks, a
             provider's `reasoning_content`, reasoning content blocks), kept apart: never
             part of `response`, never shown to evaluators or in refinement prompts.
+        model: The generator that wrote it, as LangChain reports its model
+            (`provider:model`), else the class or function name; with a ladder of
+            models, the rung's. None for a reviewer's edit (and attempts stored before
+            the field existed).
+        rung: With a ladder of models (`generator=[cheap, ..., strong]`), the index of
+            the rung that wrote it; None without a ladder.
+        edits: With `edits=`, the number of SEARCH/REPLACE blocks applied to the parent's
+            text to make `response` (the whole edited text); 0 when the reply's blocks
+            did not all apply (`response` is then the parent's text, evaluated FAIL);
+            None for an attempt written whole.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -177,6 +193,9 @@ class Attempt(BaseModel):
     candidates: list[Candidate] = Field(default_factory=list)
     output: JsonValue = None
     reasoning: str | None = None
+    model: str | None = None
+    rung: int | None = None
+    edits: int | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -433,6 +452,8 @@ class RefineState(TypedDict):
         refine_from: The attempt the next round refines; None for a fresh sample.
         next_move: The kind of move the next round makes (the strategy's choice); a
             state without it reads the move from `refine_from`.
+        rung: With a ladder of models, the rung that writes the next attempt (see
+            `_ladder`); None or missing: the first.
         usage: Model calls, tokens and seconds spent so far.
         from_messages: True when the task came from `messages` (the answer goes back there).
         loop_id: Identifies this run of the loop (set by `prepare`); its key in the
@@ -451,6 +472,7 @@ class RefineState(TypedDict):
     reviewer_feedback: NotRequired[str | None]
     refine_from: NotRequired[int | None]
     next_move: NotRequired[MoveKind | None]
+    rung: NotRequired[int | None]
     usage: NotRequired[Annotated[Usage, PlainDataChannel(Usage, add_usage)]]
     from_messages: NotRequired[bool]
     loop_id: NotRequired[str | None]

@@ -18,6 +18,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from langgraph_refine._edits import EDITS_AUTO_MIN_CHARS
 from langgraph_refine._models import DEFAULT_MAX_TOKENS, MAX_TOKENS_ENV
 from langgraph_refine.cli._errors import CliError, describe_error, one_line
 from langgraph_refine.cli._models import ModelSettings
@@ -200,6 +201,16 @@ SchemaOpt = Annotated[
         "asked for it through its structured output; invalid replies fail and are refined.",
     ),
 ]
+EditsOpt = Annotated[
+    str,
+    typer.Option(
+        "--edits",
+        metavar="MODE",
+        help="How refinements change an attempt: off (rewrite it whole), on (SEARCH/REPLACE "
+        "edits, applied whole or not at all), auto (edits for attempts over "
+        f"{EDITS_AUTO_MIN_CHARS} characters).",
+    ),
+]
 MaxTokensOpt = Annotated[
     int | None,
     typer.Option(
@@ -316,6 +327,7 @@ def run(
     timeout: TimeoutOpt = 120.0,
     max_tokens: MaxTokensOpt = None,
     schema: SchemaOpt = None,
+    edits: EditsOpt = "off",
 ) -> None:
     """Refine one task, showing each round's score, verdict and feedback."""
     from langgraph_refine.cli._review import TerminalReviewer
@@ -340,6 +352,7 @@ def run(
         prices=price,
         on_budget_exhausted=on_budget_exhausted,
         schema=schema,
+        edits=edits,
     )
     settings = _settings(model, base_url, judge_model, cache, timeout, max_tokens)
     out, err = _stdout(), _stderr()
@@ -436,11 +449,12 @@ def batch(
         typer.Option("--no-store", help="Keep no strategy record: every task starts cold."),
     ] = False,
     schema: SchemaOpt = None,
+    edits: EditsOpt = "off",
 ) -> int:
     """Refine every task of a JSONL file; rerun with the same --out to finish an interrupted batch.
 
     A line may set its own evaluator (a spec or a list of specs), target_score,
-    max_iterations, patience and memory. Bad lines are reported with their line number and
+    max_iterations, patience, memory and edits. Bad lines are reported with their line number and
     skipped; the exit code is 1 if any line or task failed. The tasks share a strategy
     record (in memory, or in the --store file), so explore learns from the tasks before.
     """
@@ -474,6 +488,7 @@ def batch(
         prices=price,
         on_budget_exhausted=on_budget_exhausted,
         schema=schema,
+        edits=edits,
     )
     err = _stderr()
     found = read_input(input_file, defaults)

@@ -47,6 +47,7 @@ PER_LINE_OPTIONS = (
     "budget",
     "on_budget_exhausted",
     "schema",
+    "edits",
 )
 """Keys a batch line may set for itself; other keys are carried along and ignored."""
 
@@ -94,6 +95,24 @@ def parse_choice(value: object, choices: Sequence[str], *, option: str) -> str:
         if text in choices:
             return text
     raise CliError(f"{option} must be one of {', '.join(choices)}; got {value!r}")
+
+
+EDITS_CHOICES = ("off", "on", "auto")
+"""`--edits` values: whole rewrites, SEARCH/REPLACE edits, or edits for long attempts."""
+
+
+def parse_edits(value: object, *, option: str) -> bool | str:
+    """`--edits` or a batch line's `edits` as the library's `edits=` value.
+
+    `on`/`off`/`auto` (a batch line may also give `true`/`false`).
+
+    Raises:
+        CliError: Naming the option, the value and the allowed values.
+    """
+    if isinstance(value, bool):
+        return value
+    mode = parse_choice(value, EDITS_CHOICES, option=option)
+    return "auto" if mode == "auto" else mode == "on"
 
 
 def parse_budget(value: object) -> Budget | None:
@@ -236,6 +255,7 @@ class LoopOptions:
         output_schema: The JSON schema each attempt's object must match, or None for text.
         select: How the result is chosen (`score` or `pairwise`); None leaves the default.
         confirm_pass: Judge a round that would stop on PASS or the target once more.
+        edits: Refinements by SEARCH/REPLACE edits: True, False or `"auto"`.
     """
 
     specs: list[EvaluatorSpec] = field(default_factory=list)
@@ -251,6 +271,7 @@ class LoopOptions:
     output_schema: dict[str, Any] | None = None
     select: str | None = None
     confirm_pass: bool = False
+    edits: bool | str = False
 
     @classmethod
     def from_cli(
@@ -272,8 +293,8 @@ class LoopOptions:
             memory: `--memory`.
             **extra: `min_delta`, `strategy`, `on_budget_exhausted`, the budget limits
                 `max_calls`, `max_tokens`, `max_seconds`, `max_cost` (None: not given),
-                `prices` (the `--price` values), `schema` (`--schema`'s file), `select`
-                and `confirm_pass`.
+                `prices` (the `--price` values), `schema` (`--schema`'s file), `select`,
+                `confirm_pass` and `edits` (`--edits`).
         """
         strategy = extra.get("strategy")
         select = extra.get("select")
@@ -301,6 +322,7 @@ class LoopOptions:
             if select is None
             else parse_choice(select, SELECT_CHOICES, option="--select"),
             confirm_pass=bool(extra.get("confirm_pass", False)),
+            edits=parse_edits(extra.get("edits", "off"), option="--edits"),
         )
         options.check()
         return options
@@ -349,6 +371,8 @@ class LoopOptions:
             changes["output_schema"] = (
                 None if line["schema"] is None else read_schema(line["schema"], option="'schema'")
             )
+        if "edits" in line:
+            changes["edits"] = parse_edits(line["edits"], option="'edits'")
         if "on_budget_exhausted" in line:
             changes["on_budget_exhausted"] = parse_choice(
                 line["on_budget_exhausted"], ON_BUDGET_CHOICES, option="'on_budget_exhausted'"
@@ -392,6 +416,8 @@ class LoopOptions:
             kwargs["comparer"] = judge_model()
         if self.confirm_pass:
             kwargs["confirm_pass"] = True
+        if self.edits:
+            kwargs["edits"] = self.edits
         if evaluator is None:
             kwargs["judge_model"] = judge_model()
         return kwargs

@@ -461,10 +461,9 @@ def _task_details(record: TaskRecord, color: str) -> str:
         evaluation = attempt.get("evaluation") or {}
         verdict = evaluation.get("verdict") or ""
         score = evaluation.get("score")
-        parent = attempt.get("parent")
         rows.append(
             f'<tr><td class="num">{esc(str(attempt.get("index", "")))}</td>'
-            f"<td>{'refines #' + esc(str(parent)) if parent is not None else 'fresh'}</td>"
+            f"<td>{_origin(attempt)}</td>"
             f'<td class="num">{_fmt(score if _is_number(score) else None)}</td>'
             f'<td class="verdict-{esc(str(verdict))}">{esc(str(verdict))}</td>'
             f"<td><pre>{esc(str(evaluation.get('feedback', '')))}</pre></td>"
@@ -597,6 +596,19 @@ def _best(record: TaskRecord) -> str:
     if record.output is not None:
         return _formatted(record.output)
     return f"<pre>{html.escape(record.value)}</pre>"
+
+
+def _origin(attempt: dict[str, Any]) -> str:
+    """Where an attempt came from: fresh, a rewrite of an earlier one, or edits to it."""
+    parent = attempt.get("parent")
+    if parent is None:
+        return "fresh"
+    edits = attempt.get("edits")
+    origin = f"refines #{html.escape(str(parent))}"
+    if isinstance(edits, int) and not isinstance(edits, bool):
+        shown = f"{edits} edit(s)" if edits else "edits did not apply"
+        origin += f'<br><span class="edits" data-edits="{edits}">{shown}</span>'
+    return origin
 
 
 def _answer(attempt: dict[str, Any]) -> str:

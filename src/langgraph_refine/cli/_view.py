@@ -88,6 +88,9 @@ class RoundView:
             arrow = "▲" if score > self._best else ("▼" if score < self._best else "=")
             line.append(f" {arrow}")
         line.append(f"  best {score_text(best)}  ")
+        edits = event.get("edits")
+        if edits is not None:  # refined by edits: how many blocks applied, or none
+            line.append(f"{edits} edit(s)  " if edits else "edits failed  ", style="magenta")
         verdict = event.get("verdict")
         if verdict:
             line.append(str(verdict), style=_VERDICT_STYLES.get(str(verdict), ""))

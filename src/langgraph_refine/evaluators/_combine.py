@@ -13,9 +13,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from langchain_core.language_models import BaseChatModel
-from langchain_core.runnables import Runnable
-
+from langgraph_refine._kinds import kind_of
 from langgraph_refine._state import Evaluation, Verdict
 from langgraph_refine.evaluators._base import BaseEvaluator, CallableEvaluator, EvaluatorLike
 from langgraph_refine.evaluators._judge import llm_judge
@@ -180,9 +178,10 @@ def as_evaluator(evaluator: EvaluatorLike, *, option: str = "evaluator") -> Base
     """
     if isinstance(evaluator, BaseEvaluator):
         return evaluator
-    if isinstance(evaluator, Runnable):  # a chat model is a judge; a graph, a runnable judge
-        if isinstance(evaluator, BaseChatModel):
-            return llm_judge(evaluator)
+    kind = kind_of(evaluator)
+    if kind == "chat":
+        return llm_judge(evaluator)
+    if kind == "runnable":  # a graph or other runnable: a judge that may use tools
         return RunnableEvaluator(evaluator)
     if isinstance(evaluator, list | tuple):
         if not evaluator:

@@ -15,17 +15,13 @@ import asyncio
 import contextvars
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Literal, TypeAlias, get_args
+from typing import Any, get_args
 
 from langgraph_refine._budget import BudgetStop
 from langgraph_refine._retry import describe_status, is_transient, status_code
-from langgraph_refine._state import Evaluation, Verdict
+from langgraph_refine._state import Evaluation, PanelRule, Verdict
 from langgraph_refine.evaluators._base import BaseEvaluator, EvaluatorLike
 from langgraph_refine.evaluators._combine import as_evaluator, combined_verdict
-
-PanelRule: TypeAlias = Literal["mean", "majority", "min"]
-"""How a panel decides: the mean score (combine's verdict rule), a majority of verdicts,
-or the strictest member (lowest score, worst verdict)."""
 
 _ORDER: dict[Verdict, int] = {"FAIL": 0, "NEEDS_IMPROVEMENT": 1, "PASS": 2}
 
