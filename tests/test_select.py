@@ -352,3 +352,25 @@ def test_the_report_shows_each_comparison_and_the_choice() -> None:
     assert "Selection (pairwise)" in section and "chosen: #1" in section
     assert "<td>#1 vs #2</td><td>first</td><td>first</td><td>tie</td>" in section
     assert selection_section(None) == ""
+
+
+def test_the_run_view_shows_the_chosen_attempts_reasoning_and_the_selection() -> None:
+    import io
+
+    from rich.console import Console
+
+    from langgraph_refine.cli._view import show_result
+
+    def think(state: Any) -> str:
+        n = len(state["attempts"])
+        return f"<think>plan {n}</think>v{n}"
+
+    result = refine(
+        think, TASK, evaluate, **five_attempts(select="pairwise", comparer=Oracle())
+    )
+    assert result.best_index == 2
+    out = io.StringIO()
+    show_result(Console(file=out, width=200), result, show_reasoning=True)
+    text = out.getvalue()
+    assert "plan 2" in text and "plan 1" not in text
+    assert "selection: pairwise among #1, #2, #3 -> #2 (3 pairs compared in both orders" in text

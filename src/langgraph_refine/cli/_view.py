@@ -119,7 +119,7 @@ def show_result(console: Console, result: RefineResult, *, show_reasoning: bool 
         + (f", {result.verdict}" if result.verdict else "")
         + f", stopped: {result.stop_reason}, {result.iterations} refinement round(s)"
     )
-    best = next((a for a in result.attempts if a.index == result.metadata.get("best_index")), None)
+    best = next((a for a in result.attempts if a.index == result.best_index), None)
     if show_reasoning and best is not None and best.reasoning:
         console.print(_reasoning_text(best.reasoning), soft_wrap=True)
     shown = result.value

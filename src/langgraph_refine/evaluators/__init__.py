@@ -23,11 +23,12 @@ Example:
     [contains_all] score 0.50: Missing 1 of 2 required words: "lamp". Use each of them, ...
 """
 
+from langgraph_refine._state import PanelRule
 from langgraph_refine.evaluators._base import BaseEvaluator, CallableEvaluator
 from langgraph_refine.evaluators._combine import CombinedEvaluator, combine
 from langgraph_refine.evaluators._judge import JudgeReply, LLMJudge, llm_judge
 from langgraph_refine.evaluators._openevals import OpenEvalsEvaluator
-from langgraph_refine.evaluators._panel import PanelEvaluator, PanelRule, panel
+from langgraph_refine.evaluators._panel import PanelEvaluator, panel
 from langgraph_refine.evaluators._python_tests import (
     LocalRunner,
     PythonTests,
