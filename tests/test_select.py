@@ -19,6 +19,7 @@ from langgraph_refine._select import (
     read_preference,
     select_candidates,
 )
+from langgraph_refine.cli._errors import CliError
 from langgraph_refine.cli._options import SELECT_CHOICES, LoopOptions
 from langgraph_refine.cli._report import selection_section
 from tests.fakes import ScriptedChatModel, judge_reply
@@ -267,8 +268,8 @@ def test_pairwise_needs_a_comparer_and_options_are_checked() -> None:
         create_refine_graph(generate, evaluate, select_top=1)
     with pytest.raises(ValueError, match=r"select_margin must be a number in \[0, 1\], got 2"):
         create_refine_graph(generate, evaluate, select_margin=2)
-    with pytest.raises(ValueError, match="comparer must be a chat model or a callable"):
-        create_refine_graph(generate, evaluate, select="pairwise", comparer="judge")
+    with pytest.raises(ValueError, match="comparer must be a chat model, a model string or a"):
+        create_refine_graph(generate, evaluate, select="pairwise", comparer=42)
 
 
 def test_the_run_context_asks_for_pairwise_selection() -> None:
@@ -374,3 +375,26 @@ def test_the_run_view_shows_the_chosen_attempts_reasoning_and_the_selection() ->
     text = out.getvalue()
     assert "plan 2" in text and "plan 1" not in text
     assert "selection: pairwise among #1, #2, #3 -> #2 (3 pairs compared in both orders" in text
+
+
+def test_a_model_string_comparer_and_batch_lines_setting_select(
+    openai_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def script(body: dict[str, Any]) -> str:
+        text = last_user_text(body)
+        a, b = re.findall(r"<response_to_rate>\n?(.*?)\n?</response_to_rate>", text, re.S)
+        return "A" if QUALITY[a.strip()] > QUALITY[b.strip()] else "B"
+
+    server = openai_server(script)
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "unused")
+    result = refine(
+        generate, TASK, evaluate, **five_attempts(select="pairwise", comparer="openai:scripted")
+    )
+    assert result.value == "v2" and len(server.requests) == 6
+    line = LoopOptions().override({"select": "pairwise", "confirm_pass": True})
+    assert (line.select, line.confirm_pass) == ("pairwise", True)
+    with pytest.raises(CliError, match="'confirm_pass' must be true or false, got 'yes'"):
+        LoopOptions().override({"confirm_pass": "yes"})
+    with pytest.raises(CliError, match="'select' must be one of score, pairwise; got 'best'"):
+        LoopOptions().override({"select": "best"})

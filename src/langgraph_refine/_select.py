@@ -31,7 +31,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from langgraph_refine._budget import BudgetStop, model_invocation
 from langgraph_refine._kinds import kind_of
-from langgraph_refine._models import message_text
+from langgraph_refine._models import message_text, resolve_chat_model
 from langgraph_refine._prompts import PAIRWISE_INSTRUCTIONS, PAIRWISE_SYSTEM
 from langgraph_refine._result import best_attempt
 from langgraph_refine._state import Attempt
@@ -56,7 +56,8 @@ MAX_COMPARE_CHARS = 8000
 """Each response shown to the model comparer is cut to this many characters."""
 
 ComparerLike: TypeAlias = Any
-"""A chat model, or a callable `(task, first, second) -> "first" | "second" | "tie"`."""
+"""A chat model, a model string, or a callable `(task, first, second) -> "first" | "second" |
+"tie"`."""
 
 
 class Comparer(ABC):
@@ -138,18 +139,22 @@ class ModelComparer(Comparer):
 def as_comparer(comparer: ComparerLike) -> Comparer:
     """Turn a `comparer=` value into a `Comparer`: the one place its kind is decided.
 
+    A model string (`"openai:gpt-4o-mini"`) is resolved like the generator's.
+
     Raises:
-        ValueError: If it is neither a chat model nor a callable.
+        ValueError: If it is neither a chat model, a model string nor a callable.
     """
     if isinstance(comparer, Comparer):
         return comparer
+    if isinstance(comparer, str):
+        return ModelComparer(resolve_chat_model(comparer, option="comparer"))
     kind = kind_of(comparer)
     if kind == "chat":
         return ModelComparer(comparer)
     if kind == "callable":
         return CallableComparer(comparer)
     raise ValueError(
-        "comparer must be a chat model or a callable (task, first, second) -> "
+        "comparer must be a chat model, a model string or a callable (task, first, second) -> "
         f"'first' | 'second' | 'tie'; got {type(comparer).__name__} ({comparer!r:.80})"
     )
 

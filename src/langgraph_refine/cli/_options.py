@@ -48,6 +48,8 @@ PER_LINE_OPTIONS = (
     "on_budget_exhausted",
     "schema",
     "edits",
+    "select",
+    "confirm_pass",
 )
 """Keys a batch line may set for itself; other keys are carried along and ignored."""
 
@@ -373,6 +375,18 @@ class LoopOptions:
             )
         if "edits" in line:
             changes["edits"] = parse_edits(line["edits"], option="'edits'")
+        if "select" in line:
+            changes["select"] = (
+                None
+                if line["select"] is None
+                else parse_choice(line["select"], SELECT_CHOICES, option="'select'")
+            )
+        if "confirm_pass" in line:
+            if not isinstance(line["confirm_pass"], bool):
+                raise CliError(
+                    f"'confirm_pass' must be true or false, got {line['confirm_pass']!r}"
+                )
+            changes["confirm_pass"] = line["confirm_pass"]
         if "on_budget_exhausted" in line:
             changes["on_budget_exhausted"] = parse_choice(
                 line["on_budget_exhausted"], ON_BUDGET_CHOICES, option="'on_budget_exhausted'"
