@@ -156,9 +156,9 @@ def create_refine_graph(
         select_top: The most attempts compared with `select="pairwise"` (>= 2).
         select_margin: Score distance from the best within which attempts are compared.
         comparer: Who compares with `select="pairwise"`: a chat model or model string
-            (asked with the library's pairwise prompt) or a callable `(task, first, second) -> "first" |
-            "second" | "tie"`; by default `judge_model`, else the LLM judge's model, else
-            the generator (a chat model).
+            (asked with the library's pairwise prompt) or a callable `(task, first,
+            second) -> "first" | "second" | "tie"`; by default `judge_model`, else the LLM
+            judge's model, else the generator (a chat model).
         confirm_pass: When a round would stop on a PASS verdict or on `target_score`,
             judge the same response once more (one more evaluator call, counted in the
             budget); stop only if that judgment agrees, else go on with its feedback.
