@@ -366,9 +366,7 @@ def test_the_run_view_shows_the_chosen_attempts_reasoning_and_the_selection() ->
         n = len(state["attempts"])
         return f"<think>plan {n}</think>v{n}"
 
-    result = refine(
-        think, TASK, evaluate, **five_attempts(select="pairwise", comparer=Oracle())
-    )
+    result = refine(think, TASK, evaluate, **five_attempts(select="pairwise", comparer=Oracle()))
     assert result.best_index == 2
     out = io.StringIO()
     show_result(Console(file=out, width=200), result, show_reasoning=True)
@@ -398,3 +396,20 @@ def test_a_model_string_comparer_and_batch_lines_setting_select(
         LoopOptions().override({"confirm_pass": "yes"})
     with pytest.raises(CliError, match="'select' must be one of score, pairwise; got 'best'"):
         LoopOptions().override({"select": "best"})
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_token_limit_reached_during_the_comparisons_selects_by_score(mode: str) -> None:
+    judge = ScriptedChatModel(replies=["A"])  # 15 tokens per call
+    options = five_attempts(
+        select="pairwise", comparer=judge, budget=Budget(max_tokens=40, max_calls=100)
+    )
+    if mode == "sync":
+        result = refine(generate, TASK, evaluate, **options)
+    else:
+        result = asyncio.run(arefine(generate, TASK, evaluate, **options))
+    selection = result.metadata["selection"]
+    assert len(judge.calls) == 3 and result.usage.total_tokens == 45
+    assert selection["method"] == "score" and result.value == "v1"
+    assert "the budget ran out during the comparisons" in selection["note"]
+    assert result.stop_reason == "max_iterations"

@@ -11,6 +11,7 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.types import Overwrite, RetryPolicy
 
+from langgraph_refine._comparisons import ComparisonLedger
 from langgraph_refine._errors import BudgetExhaustedError
 from langgraph_refine._options import LoopOptions
 from langgraph_refine._result import REVIEWED_REASONS, RefineResult
@@ -96,8 +97,10 @@ class FinalizeNode(Runnable[Any, Any]):
     """Ends the loop: chooses the result, sets `response` (and `messages`), emits the stop event.
 
     With `select="pairwise"` the result is chosen by comparing the best attempts in pairs
-    (see `_select`); the comparisons run here, through a `Step`, so they count against
-    the budget, and their record is written to `selection` (`metadata["selection"]`).
+    (see `_select`); the comparisons run here, each a durable task under a `Step` of its
+    own (see `_comparisons`), so they count against the budget and a resumed run does not
+    repeat those that completed; their record is written to `selection`
+    (`metadata["selection"]`).
 
     Args:
         options: The loop's options (`on_budget_exhausted`, `name`, `select`, ...).
@@ -133,15 +136,12 @@ class FinalizeNode(Runnable[Any, Any]):
         selection = self._selection(state, options)
         if selection is None:
             return self._finish(state, options, None, None)
-        step = self._step(state, options, config)
-        calls_left = _calls_left(step)
-        note = selection.budget_note(calls_left)
-        try:
-            record = selection.record(note=note) if note is not None else selection.run(step.call)
-        except Exception as exc:
-            step.on_error(exc, "comparer")
-            raise
-        return self._finish(state, options, record, step.meter.delta())
+        note = selection.budget_note(_calls_left(self._step(state, options, config)))
+        if note is not None:
+            return self._finish(state, options, selection.record(note=note), None)
+        ledger = ComparisonLedger(options, state, self.retry_policy)
+        record = selection.run(ledger.call)
+        return self._finish(state, options, record, ledger.spent)
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         """Finish the loop (async): comparisons run concurrently when no budget is set."""
@@ -151,18 +151,12 @@ class FinalizeNode(Runnable[Any, Any]):
         selection = self._selection(state, options)
         if selection is None:
             return self._finish(state, options, None, None)
-        step = self._step(state, options, config)
-        note = selection.budget_note(_calls_left(step))
-        try:
-            record = (
-                selection.record(note=note)
-                if note is not None
-                else await selection.arun(step.acall, concurrent=options.budget is None)
-            )
-        except Exception as exc:
-            await step.aon_error(exc, "comparer")
-            raise
-        return self._finish(state, options, record, step.meter.delta())
+        note = selection.budget_note(_calls_left(self._step(state, options, config)))
+        if note is not None:
+            return self._finish(state, options, selection.record(note=note), None)
+        ledger = ComparisonLedger(options, state, self.retry_policy)
+        record = await selection.arun(ledger.acall, concurrent=options.budget is None)
+        return self._finish(state, options, record, ledger.spent)
 
     def _check_budget_stop(self, state: Mapping[str, Any], options: LoopOptions) -> None:
         if stop_reason_of(state) != BUDGET_STOP or self.options.on_budget_exhausted != "raise":
