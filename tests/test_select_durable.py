@@ -1,8 +1,10 @@
 """A pairwise selection killed with SIGKILL resumes, in a fresh process, to the same result.
 
-Completed comparisons are not made again (each is a durable task), and the resumed run's
-usage still counts them.
+Against real SQLite and PostgreSQL savers. Completed comparisons are not made again (each
+is a durable task), and the resumed run's usage still counts them.
 """
+
+# ruff: noqa: F811 - the saver fixture is imported from test_durable
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -18,15 +21,15 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from tests.select_worker import build, summary
-from tests.test_durable import ROOT, TIMEOUT, finish, read_lines
+from tests.test_durable import ROOT, TIMEOUT, finish, read_lines, saver_spec  # noqa: F401
 
 DELAY = 0.3  # seconds per comparison, so the kill lands inside the selection
 
 
-def start(mode: str, db: Path, markers: Path) -> Any:
+def start(mode: str, spec: str, thread: str, markers: Path) -> Any:
     command = [
-        sys.executable, "-m", "tests.select_worker", mode, "--saver", f"sqlite:{db}",
-        "--thread", "t", "--markers", str(markers), "--delay", str(DELAY),
+        sys.executable, "-m", "tests.select_worker", mode, "--saver", spec,
+        "--thread", thread, "--markers", str(markers), "--delay", str(DELAY),
     ]  # fmt: skip
     return subprocess.Popen(
         command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -34,7 +37,9 @@ def start(mode: str, db: Path, markers: Path) -> Any:
 
 
 @pytest.mark.slow
-def test_a_kill_during_selection_resumes_to_the_uninterrupted_choice(tmp_path: Path) -> None:
+def test_a_kill_during_selection_resumes_to_the_uninterrupted_choice(
+    tmp_path: Path, saver_spec: str
+) -> None:
     reference_markers = tmp_path / "reference"
     graph = build(str(reference_markers), 0.0, InMemorySaver())
     config = {"configurable": {"thread_id": "reference"}}
@@ -46,7 +51,8 @@ def test_a_kill_during_selection_resumes_to_the_uninterrupted_choice(tmp_path: P
     assert reference["calls"] == 6 + 6
 
     markers = tmp_path / "markers"
-    proc = start("start", tmp_path / "runs.sqlite", markers)
+    thread = uuid.uuid4().hex
+    proc = start("start", saver_spec, thread, markers)
     deadline = time.monotonic() + TIMEOUT
     while sum(line.startswith("cmp") for line in read_lines(markers)) < 3:
         if proc.poll() is not None:
@@ -60,7 +66,7 @@ def test_a_kill_during_selection_resumes_to_the_uninterrupted_choice(tmp_path: P
     assert proc.returncode == -signal.SIGKILL, "the worker finished before the kill"
     before = read_lines(markers)
 
-    resumed = finish(start("resume", tmp_path / "runs.sqlite", markers))
+    resumed = finish(start("resume", saver_spec, thread, markers))
     assert resumed == reference
     lines = read_lines(markers)
     # The loop's own calls ran once each; of the comparisons, only the one the kill cut
