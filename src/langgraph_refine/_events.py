@@ -33,6 +33,8 @@ class RoundEvent(TypedDict):
         reasoning: Reasoning the model emitted beside the answer, if any.
         edits: The edit blocks applied to make it (0: they did not apply); None when
             written whole (see `create_refine_graph(edits=...)`).
+        model: The model that wrote it (`Attempt.model`); None for a reviewer's edit.
+        rung: With a ladder of models, the index of the rung that wrote it; else None.
     """
 
     type: Literal["round"]
@@ -48,6 +50,8 @@ class RoundEvent(TypedDict):
     output: Any
     reasoning: str | None
     edits: int | None
+    model: str | None
+    rung: int | None
 
 
 class StopEvent(TypedDict):

@@ -67,6 +67,8 @@ def round_event(name: str, attempt: Attempt, best: Attempt | None) -> RoundEvent
         "output": attempt.output,
         "reasoning": attempt.reasoning,
         "edits": attempt.edits,
+        "model": attempt.model,
+        "rung": attempt.rung,
     }
 
 

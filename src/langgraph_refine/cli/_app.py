@@ -11,6 +11,7 @@ import asyncio
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,6 +22,7 @@ from rich.text import Text
 from langgraph_refine._edits import EDITS_AUTO_MIN_CHARS
 from langgraph_refine._models import DEFAULT_MAX_TOKENS, MAX_TOKENS_ENV
 from langgraph_refine.cli._errors import CliError, describe_error, one_line
+from langgraph_refine.cli._ladder_view import parse_models
 from langgraph_refine.cli._models import ModelSettings
 from langgraph_refine.cli._options import (
     MEMORY_CHOICES,
@@ -45,13 +47,15 @@ app = typer.Typer(
 
 # Options shared by `run` and `batch`, declared once.
 ModelOpt = Annotated[
-    str | None,
+    list[str] | None,
     typer.Option(
         "--model",
         "-m",
         metavar="NAME",
         help="Generator model: 'provider:model' (e.g. openai:gpt-4o-mini) or a model name served "
-        "over the OpenAI protocol. Default: $REFINE_MODEL.",
+        "over the OpenAI protocol. Repeat it for a ladder of models, cheapest first: a stronger "
+        "model writes a round only when the cheaper ones stop raising the best score. "
+        "Default: $REFINE_MODEL.",
     ),
 ]
 BaseUrlOpt = Annotated[
@@ -231,7 +235,7 @@ def _stdout() -> Console:
 
 
 def _settings(
-    model: str | None,
+    model: list[str] | None,
     base_url: str | None,
     judge_model: str | None,
     cache: Path | None,
@@ -240,14 +244,16 @@ def _settings(
 ) -> ModelSettings:
     if timeout <= 0:
         raise CliError(f"--timeout must be a positive number of seconds, got {timeout}")
-    return ModelSettings.from_options(
-        model,
+    names = parse_models(model)
+    settings = ModelSettings.from_options(
+        names[0] if names else None,
         base_url,
         judge_model,
         timeout=timeout,
         max_tokens=max_tokens,
         cache=_open_cache(cache),
     )
+    return replace(settings, ladder=names[1:]) if len(names) > 1 else settings
 
 
 def _open_cache(path: Path | None) -> Any:
@@ -404,8 +410,9 @@ def batch(
             "--server",
             metavar="URL",
             help="Run each task on its own thread of the LangGraph Server at URL (the server's "
-            "model is used; each line's evaluator and loop options, --judge-model and "
-            "--max-tokens go in its run's context).",
+            "model is used unless --model or a line's model names others; each line's "
+            "evaluator, model and loop options, --model, --judge-model and --max-tokens go in "
+            "its run's context).",
         ),
     ] = None,
     assistant: Annotated[
@@ -503,9 +510,14 @@ def batch(
     skipped = len(found.items) - len(todo)
     learned: list[str] = []
     if server is not None:
+        ladder = list(parse_models(model)) or None  # the run's `models` context
         models = {
             key: value
-            for key, value in (("judge_model", judge_model), ("max_tokens", max_tokens))
+            for key, value in (
+                ("judge_model", judge_model),
+                ("max_tokens", max_tokens),
+                ("models", ladder),
+            )
             if value is not None
         }
         stats = _batch_on_server(todo, server, assistant, out, concurrency, err, models)

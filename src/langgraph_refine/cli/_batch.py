@@ -31,6 +31,7 @@ from langgraph_refine._display import cost_text
 from langgraph_refine._result import RefineResult
 from langgraph_refine._run import arefine
 from langgraph_refine.cli._errors import CliError, describe_error, is_unreachable, one_line
+from langgraph_refine.cli._ladder_view import LineGenerators, merge, models_text, per_model
 from langgraph_refine.cli._models import ModelSettings
 from langgraph_refine.cli._options import PER_LINE_OPTIONS, LoopOptions
 from langgraph_refine.cli._single import result_json
@@ -225,6 +226,7 @@ def output_record(item: BatchItem, result: RefineResult) -> dict[str, Any]:
         "task": item.task,
         **{k: data[k] for k in OUTPUT_KEYS[2:]},
         "attempts": data["attempts"],
+        "models": data["models"],
         **({"selection": data["selection"]} if "selection" in data else {}),
     }
 
@@ -258,6 +260,7 @@ class BatchStats:
     stop_reasons: dict[str, int] = field(default_factory=dict)
     cost: float = 0.0
     unpriced: int = 0  # finished tasks whose cost is unknown
+    models: dict[str, dict[str, Any]] = field(default_factory=dict)  # see `per_model`
 
     def fail(self) -> None:
         """Count one failed task."""
@@ -272,6 +275,7 @@ class BatchStats:
             self.best_scores.append(result.score)
         reason = result.stop_reason or "unfinished"
         self.stop_reasons[reason] = self.stop_reasons.get(reason, 0) + 1
+        merge(self.models, per_model(result.attempts))
         if result.usage.cost is None:
             self.unpriced += 1
         else:
@@ -361,7 +365,7 @@ async def run_items(
     *,
     concurrency: int,
     progress: Progress,
-    generator: BaseChatModel | None = None,
+    generator: BaseChatModel | list[BaseChatModel] | None = None,
     store: BaseStore | None = None,
 ) -> BatchStats:
     """Refine `items` locally with at most `concurrency` loops at a time (see `drive`).
@@ -388,9 +392,11 @@ async def run_items(
             judge.append(settings.judge())
         return judge[0]
 
+    generators = LineGenerators(settings, model)  # a line's own `model`, else the batch's
+
     async def run_one(item: BatchItem) -> RefineResult:
         options = item.options.graph_kwargs(judge_model)
-        return await arefine(model, item.task, store=store, **options)
+        return await arefine(generators(item.options.models), item.task, store=store, **options)
 
     def fatal(exc: BaseException) -> str | None:
         if not is_unreachable(exc):
@@ -471,4 +477,6 @@ def summary_line(stats: BatchStats, skipped: int, out: Path) -> str:
     text = f"{stats.describe()}; skipped {skipped} already in {out}"
     if stats.failed:
         text += " (failed tasks are rows with an 'error' field; rerun to retry them)"
+    if len(stats.models) > 1:  # a ladder: which model did how much
+        text += f"; by model: {models_text(stats.models)}"
     return one_line(text + (f"; stop reasons: {reasons}" if reasons else ""))

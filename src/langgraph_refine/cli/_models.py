@@ -43,6 +43,8 @@ class ModelSettings:
         timeout: Seconds one model call may take.
         max_tokens: Output tokens one model call may generate.
         cache: The model cache every model shares, if `--cache` was given.
+        ladder: The models after `model` when `--model` was repeated: a ladder of
+            models, cheapest first (see `cli._ladder_view`).
     """
 
     model: str | None
@@ -51,6 +53,7 @@ class ModelSettings:
     timeout: float = 120.0
     max_tokens: int = DEFAULT_MAX_TOKENS
     cache: BaseCache | None = None
+    ladder: tuple[str, ...] = ()
 
     @classmethod
     def from_options(
@@ -85,24 +88,30 @@ class ModelSettings:
         """Where OpenAI-protocol requests go, for error messages."""
         return self.base_url or "the provider's default endpoint"
 
-    def generator(self) -> BaseChatModel:
-        """The generator's chat model.
+    def generator(self) -> BaseChatModel | list[BaseChatModel]:
+        """The generator's chat model, or the ladder's models (cheapest first).
 
         Raises:
-            CliError: If no model is configured or it cannot be built.
+            CliError: If no model is configured or one cannot be built.
         """
+        first = self._first()
+        if not self.ladder:
+            return first
+        return [first, *(build_chat_model(name, self, option="--model") for name in self.ladder)]
+
+    def judge(self) -> BaseChatModel:
+        """The LLM judge's chat model: `--judge-model`, else the generator's (the first rung's)."""
+        if self.judge_model:
+            return build_chat_model(self.judge_model, self, option="--judge-model")
+        return self._first()
+
+    def _first(self) -> BaseChatModel:
         if not self.model:
             raise CliError(
                 "no model given: pass --model NAME (a 'provider:model' string or a model name "
                 f"served over the OpenAI protocol) or set {MODEL_ENV}"
             )
         return build_chat_model(self.model, self, option="--model")
-
-    def judge(self) -> BaseChatModel:
-        """The LLM judge's chat model: `--judge-model`, else the generator's."""
-        if self.judge_model:
-            return build_chat_model(self.judge_model, self, option="--judge-model")
-        return self.generator()
 
 
 def _clean(value: str | None) -> str | None:

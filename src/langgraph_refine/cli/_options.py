@@ -20,6 +20,7 @@ from langgraph_refine._select import Select
 from langgraph_refine._state import Strategy
 from langgraph_refine._typed import OutputSchema
 from langgraph_refine.cli._errors import CliError
+from langgraph_refine.cli._ladder_view import line_models
 from langgraph_refine.cli._specs import EvaluatorSpec, build_evaluators, parse_specs
 
 CLI_RETRY_POLICY: RetryPolicy = DEFAULT_RETRY_POLICY._replace(max_attempts=3)
@@ -50,6 +51,7 @@ PER_LINE_OPTIONS = (
     "edits",
     "select",
     "confirm_pass",
+    "model",
 )
 """Keys a batch line may set for itself; other keys are carried along and ignored."""
 
@@ -258,6 +260,8 @@ class LoopOptions:
         select: How the result is chosen (`score` or `pairwise`); None leaves the default.
         confirm_pass: Judge a round that would stop on PASS or the target once more.
         edits: Refinements by SEARCH/REPLACE edits: True, False or `"auto"`.
+        models: A batch line's own `model` (one name, or a ladder cheapest first); None:
+            the command line's `--model`.
     """
 
     specs: list[EvaluatorSpec] = field(default_factory=list)
@@ -274,6 +278,7 @@ class LoopOptions:
     select: str | None = None
     confirm_pass: bool = False
     edits: bool | str = False
+    models: tuple[str, ...] | None = None
 
     @classmethod
     def from_cli(
@@ -387,6 +392,8 @@ class LoopOptions:
                     f"'confirm_pass' must be true or false, got {line['confirm_pass']!r}"
                 )
             changes["confirm_pass"] = line["confirm_pass"]
+        if "model" in line:
+            changes["models"] = None if line["model"] is None else line_models(line["model"])
         if "on_budget_exhausted" in line:
             changes["on_budget_exhausted"] = parse_choice(
                 line["on_budget_exhausted"], ON_BUDGET_CHOICES, option="'on_budget_exhausted'"

@@ -37,8 +37,9 @@ RUN_CONTEXT_KEYS = (
     "min_delta",
     "budget",
     "strategy",
+    "model",
 )
-"""Per-line options a run on the server takes in its `context`."""
+"""Per-line options a run on the server takes in its `context` (a line's `model`: `models`)."""
 GRAPH_ONLY_KEYS = ("memory", "on_budget_exhausted")
 """Per-line options the server's assistant fixes; a line that sets one is refused."""
 
@@ -78,6 +79,8 @@ def run_context(item: BatchItem, models: dict[str, Any] | None = None) -> dict[s
         context["confirm_pass"] = True
     if options.output_schema is not None:  # the line's "schema" (or --schema): typed answers
         context["output_schema"] = options.output_schema
+    if options.models is not None:  # the line's own model(s) win over --model
+        context["models"] = list(options.models)
     return context
 
 

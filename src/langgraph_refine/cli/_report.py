@@ -22,6 +22,14 @@ from langgraph_refine._state import Attempt
 from langgraph_refine._strategy import MoveStats, round_stats
 from langgraph_refine.cli._batch import read_jsonl
 from langgraph_refine.cli._errors import CliError, one_line
+from langgraph_refine.cli._ladder_view import (
+    DEFAULT_COLOR,
+    merge,
+    model_colors,
+    model_legend,
+    models_table,
+    per_model,
+)
 
 PLOT_WIDTH, PLOT_HEIGHT = 760, 380
 MARGIN_LEFT, MARGIN_RIGHT, MARGIN_TOP, MARGIN_BOTTOM = 56, 24, 20, 44
@@ -359,6 +367,7 @@ def render_report(
         '<section id="summary"><h2>Summary</h2><table class="summary"><tbody>',
         *(f'<tr><th>{html.escape(k)}</th><td class="num">{v}</td></tr>' for k, v in summary_rows),
         "</tbody></table>",
+        models_table(_batch_models(records)),
         '<table class="stop-reasons"><thead><tr><th>stop reason</th><th>tasks</th><th>share</th>'
         "<th>mean first</th><th>mean best</th></tr></thead><tbody>",
     ]
@@ -390,6 +399,20 @@ def render_report(
     return "\n".join(out) + "\n"
 
 
+def _task_models(record: TaskRecord) -> str:
+    """Calls and cost by model of one task, when several models wrote its attempts."""
+    models = per_model(record.attempts)
+    return models_table(models) if len(models) > 1 else ""
+
+
+def _batch_models(records: Sequence[TaskRecord]) -> dict[str, dict[str, Any]]:
+    """Attempts, calls and cost by model over every task of the batch."""
+    totals: dict[str, dict[str, Any]] = {}
+    for record in records:
+        merge(totals, per_model(record.attempts))
+    return totals
+
+
 def _failed_section(failed: Sequence[TaskRecord]) -> str:
     esc = html.escape
     rows = "".join(
@@ -415,6 +438,7 @@ def attempt_tree(attempts: Sequence[dict[str, Any]]) -> str:
     """
     if not attempts:
         return ""
+    colors = model_colors(attempts)  # a ladder: each model's attempts in its own color
     width, height, pad = max(160, 60 * len(attempts)), 120, 20
     where: dict[Any, tuple[float, float]] = {}
     for k, attempt in enumerate(attempts):
@@ -441,16 +465,19 @@ def attempt_tree(attempts: Sequence[dict[str, Any]]) -> str:
     for attempt in attempts:
         x, y = where[attempt.get("index")]
         fresh = attempt.get("parent") is None
+        model = attempt.get("model")
+        color = colors.get(model, DEFAULT_COLOR) if isinstance(model, str) else DEFAULT_COLOR
+        by = f" by {html.escape(model)}" if isinstance(model, str) and model else ""
         parts.append(
-            f'<circle class="attempt" cx="{x:.1f}" cy="{y:.1f}" r="6" stroke="#3949ab" '
-            'stroke-width="2" '
-            f'fill="{"#ffffff" if fresh else "#3949ab"}"><title>attempt '
-            f"{attempt.get('index')}</title></circle>"
+            f'<circle class="attempt" cx="{x:.1f}" cy="{y:.1f}" r="6" stroke="{color}" '
+            f'stroke-width="2" data-model="{html.escape(str(model or ""), quote=True)}" '
+            f'fill="{"#ffffff" if fresh else color}"><title>attempt '
+            f"{attempt.get('index')}{by}</title></circle>"
             f'<text x="{x:.1f}" y="{height - 4}" text-anchor="middle" font-size="11">'
             f"#{attempt.get('index')}</text>"
         )
     parts.append("</svg>")
-    return "".join(parts)
+    return "".join(parts) + model_legend(colors)
 
 
 def _task_details(record: TaskRecord, color: str) -> str:
@@ -492,7 +519,7 @@ def _task_details(record: TaskRecord, color: str) -> str:
         f"<h4>Task</h4><pre>{esc(record.task)}</pre>"
         f"<h4>Best response (score {_fmt(record.best_score)})</h4>{_best(record)}"
         f"{selection_section(record.selection)}"
-        f"<h4>Attempts</h4>{attempts}</details>"
+        f"<h4>Attempts</h4>{attempts}{_task_models(record)}</details>"
     )
 
 
@@ -599,7 +626,15 @@ def _best(record: TaskRecord) -> str:
 
 
 def _origin(attempt: dict[str, Any]) -> str:
-    """Where an attempt came from: fresh, a rewrite of an earlier one, or edits to it."""
+    """Where an attempt came from (fresh, a rewrite, edits), and by which model."""
+    origin = _refined(attempt)
+    model = attempt.get("model")
+    if isinstance(model, str) and model:
+        origin += f'<br><span class="model">by {html.escape(model)}</span>'
+    return origin
+
+
+def _refined(attempt: dict[str, Any]) -> str:
     parent = attempt.get("parent")
     if parent is None:
         return "fresh"

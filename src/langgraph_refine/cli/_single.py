@@ -27,6 +27,7 @@ from langgraph_refine._graph import create_refine_graph
 from langgraph_refine._result import RefineResult
 from langgraph_refine._typed import OutputSchema, plain
 from langgraph_refine.cli._errors import CliError
+from langgraph_refine.cli._ladder_view import per_model
 from langgraph_refine.cli._models import ModelSettings
 from langgraph_refine.cli._options import LoopOptions
 from langgraph_refine.cli._review import Reviewer
@@ -67,7 +68,12 @@ def check_task(task: str) -> str:
 
 
 def result_json(result: RefineResult) -> dict[str, Any]:
-    """The `--json` object of a finished loop (with `selection` after a pairwise choice)."""
+    """The `--json` object of a finished loop (with `selection` after a pairwise choice).
+
+    `models` holds the attempts, calls and cost of each model that wrote attempts (see
+    `cli._ladder_view.per_model`).
+    """
+    attempts = [attempt.model_dump(mode="json") for attempt in result.attempts]
     data: dict[str, Any] = {
         "value": result.value,
         "score": result.score,
@@ -77,7 +83,8 @@ def result_json(result: RefineResult) -> dict[str, Any]:
         "score_history": list(result.score_history),
         "usage": result.usage.model_dump(mode="json"),
         "output": plain(result.output),
-        "attempts": [attempt.model_dump(mode="json") for attempt in result.attempts],
+        "attempts": attempts,
+        "models": per_model(attempts),  # calls and cost by the model that wrote each attempt
     }
     if result.metadata.get("selection"):
         data["selection"] = result.metadata["selection"]

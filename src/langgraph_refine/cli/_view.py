@@ -18,6 +18,7 @@ from rich.text import Text
 from langgraph_refine._display import shorten, usage_text
 from langgraph_refine._result import RefineResult
 from langgraph_refine._typed import plain
+from langgraph_refine.cli._ladder_view import models_text, per_model
 
 FEEDBACK_CHARS = 100
 
@@ -88,6 +89,8 @@ class RoundView:
             arrow = "▲" if score > self._best else ("▼" if score < self._best else "=")
             line.append(f" {arrow}")
         line.append(f"  best {score_text(best)}  ")
+        if event.get("rung") is not None and event.get("model"):  # a ladder: who wrote it
+            line.append(f"by {event['model']}  ", style="blue")
         edits = event.get("edits")
         if edits is not None:  # refined by edits: how many blocks applied, or none
             line.append(f"{edits} edit(s)  " if edits else "edits failed  ", style="magenta")
@@ -131,6 +134,9 @@ def show_result(console: Console, result: RefineResult, *, show_reasoning: bool 
     if result.metadata.get("selection"):
         console.print(Text(selection_text(result.metadata["selection"]), style="dim"))
     console.print(Text("spent: " + usage_text(result.usage), style="dim"))
+    if any(attempt.rung is not None for attempt in result.attempts):
+        shown = "by model: " + models_text(per_model(result.attempts))
+        console.print(Text(shown, style="dim"), soft_wrap=True)
 
 
 def selection_text(selection: Mapping[str, Any]) -> str:
