@@ -54,6 +54,7 @@ def test_the_context_schema_is_refine_context() -> None:
         "select_margin",
         "confirm_pass",
         "edits",
+        "models",
     }
 
 

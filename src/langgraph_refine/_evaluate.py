@@ -22,6 +22,7 @@ from langgraph_refine._ladder import cost_per_call, next_rung
 from langgraph_refine._options import LoopOptions
 from langgraph_refine._record import aexchange, compose_key, exchange, run_record
 from langgraph_refine._result import best_attempt
+from langgraph_refine._run_models import run_rungs
 from langgraph_refine._specs import SpecError, run_judge_model
 from langgraph_refine._state import (
     Attempt,
@@ -127,13 +128,24 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         runs judged differently keep different records. None (no record) when neither a
         `record_key` nor the generator's model (`record_model`) is known.
         """
-        if options.record_key is not None or self.record_model is None:
+        record_model = ">".join(self.ladder_for(options)) or self.record_model
+        if options.record_key is not None or record_model is None:
             return options.record_key
         try:
             evaluator = self.evaluator_for(options)
         except SpecError:  # the evaluation itself reports it
             return None
-        return compose_key(self.record_model, evaluator)
+        return compose_key(record_model, evaluator)
+
+    def ladder_for(self, options: LoopOptions) -> list[str]:
+        """The run's rungs' model names: its context's `models`, else the node's `ladder`.
+
+        Empty for the node's own single generator; a run's single model is named (see
+        `_run_models`).
+        """
+        if options.models:
+            return [rung.name for rung in run_rungs(options.models)]
+        return self.ladder
 
     def _judge(self, options: LoopOptions) -> BaseChatModel:
         if options.judge_model is not None:
@@ -392,8 +404,9 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         }
         if stop_reason is not None or state.get("stop_reason") is not None:
             update["stop_reason"] = stop_reason
-        if self.ladder and choice is not None:
-            update["rung"] = _next_rung(attempts, self.ladder, options, record)
+        ladder = self.ladder_for(options)
+        if len(ladder) > 1 and choice is not None:
+            update["rung"] = _next_rung(attempts, ladder, options, record)
         return update
 
 

@@ -28,6 +28,7 @@ from langgraph_refine._options import LoopOptions
 from langgraph_refine._prompts import guided_prompt, refinement_messages, smallest_prompt
 from langgraph_refine._result import RefineResult, best_feedback
 from langgraph_refine._retry import is_context_length_error
+from langgraph_refine._run_models import run_rungs
 from langgraph_refine._state import (
     Attempt,
     Candidate,
@@ -136,10 +137,17 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
 
     # -- prompts ---------------------------------------------------------------------
 
-    def rung(self, state: Mapping[str, Any]) -> GeneratorAdapter:
+    def rungs_for(self, options: LoopOptions) -> list[GeneratorAdapter]:
+        """The run's ladder: the models its context names (`models`), else the node's."""
+        return run_rungs(options.models) if options.models else self.rungs
+
+    def rung(
+        self, state: Mapping[str, Any], options: LoopOptions | None = None
+    ) -> GeneratorAdapter:
         """The generator of the next attempt: the ladder's rung the state names (the first)."""
+        rungs = self.rungs_for(options or run_options(self.options))
         index = state.get("rung") or 0
-        return self.rungs[min(index, len(self.rungs) - 1)]
+        return rungs[min(index, len(rungs) - 1)]
 
     def prompt(
         self, state: Mapping[str, Any], options: LoopOptions | None = None
@@ -161,7 +169,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             reviewer_feedback=state.get("reviewer_feedback"),
             omitted=len(history) - len(shown),
             max_attempt_chars=options.max_attempt_chars,
-            form=self.rung(state).prompt_form(options),
+            form=self.rung(state, options).prompt_form(options),
             edit=None if edited is None else edit_text(edited, options.output_schema),
         )
         return _asking_for(options.output_schema, messages) if edited is None else messages
@@ -172,7 +180,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         Only a chat model or a graph gets the library's prompt, so only they are asked.
         """
         parent = refined_attempt(state)
-        if parent is None or not self.rung(state).takes_prompt:
+        if parent is None or not self.rung(state, options).takes_prompt:
             return None
         return parent if asks_for_edits(options.edits, parent, options.output_schema) else None
 
@@ -186,7 +194,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
 
     def _begin(self, state: Mapping[str, Any], config: RunnableConfig | None) -> _Round:
         options = run_options(self.options)
-        adapter = self.rung(state)
+        adapter = self.rung(state, options)
         if options.max_tokens is not None:
             adapter.check_max_tokens(options.max_tokens)
         index = next_index(state)
@@ -327,7 +335,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             parent=parent.index if parent is not None else None,
             move=next_move(state),
             model=adapter.name,
-            rung=self.rungs.index(adapter) if len(self.rungs) > 1 else None,
+            rung=_rung_index(self.rungs_for(step.options), adapter),
             usage=usage,
             candidates=[
                 Candidate(
@@ -378,3 +386,8 @@ def _history(attempts: Sequence[Attempt], parent: Attempt, options: LoopOptions)
     while line[-1].parent is not None and line[-1].parent in by_index:
         line.append(by_index[line[-1].parent])
     return line[::-1]
+
+
+def _rung_index(rungs: list[GeneratorAdapter], adapter: GeneratorAdapter) -> int | None:
+    """The rung of a ladder `adapter` is (None without a ladder)."""
+    return rungs.index(adapter) if len(rungs) > 1 else None

@@ -20,6 +20,7 @@ from langgraph_refine._budget import Budget
 from langgraph_refine._edits import EditsMode, check_edits
 from langgraph_refine._memory import DEFAULT_MEMORY, MemoryPolicy, validate_memory
 from langgraph_refine._models import parse_max_tokens
+from langgraph_refine._run_models import check_run_models
 from langgraph_refine._select import (
     DEFAULT_SELECT_MARGIN,
     DEFAULT_SELECT_TOP,
@@ -127,6 +128,9 @@ class RefineContext(TypedDict, total=False):
       `max_tokens` (on the served graphs, `REFINE_MAX_TOKENS`).
     - `edits`: `True`, `False` or `"auto"`: refinements ask for SEARCH/REPLACE edits
       (see `create_refine_graph`).
+    - `models`: a list of model strings, cheapest first: the run's generator is a ladder
+      of these models in place of the graph's generator (one name: that model alone).
+      `REFINE_MODELS`, when set, lists the models a run may name (see `_run_models`).
     """
 
     target_score: float
@@ -145,6 +149,7 @@ class RefineContext(TypedDict, total=False):
     select_margin: float
     confirm_pass: bool
     edits: EditsMode
+    models: list[str]
 
 
 CONTEXT_KEYS: frozenset[str] = frozenset(RefineContext.__annotations__)
@@ -180,6 +185,8 @@ class LoopOptions:
             stop only if that judgment agrees.
         edits: Whether refinements ask for SEARCH/REPLACE edits: `True`, `False` or
             `"auto"` (see `_edits`).
+        models: The run's own generator models, from its context: a ladder of model
+            strings, cheapest first (None: the graph's generator; see `_run_models`).
 
     Raises:
         ValueError: If an option is outside its allowed range (the message names it).
@@ -204,6 +211,7 @@ class LoopOptions:
     select_margin: float = DEFAULT_SELECT_MARGIN
     confirm_pass: bool = False
     edits: EditsMode = False
+    models: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         # Frozen, so the coerced schema is set the way dataclasses set fields.
@@ -303,7 +311,9 @@ def _context_values(context: object) -> dict[str, Any]:
 
 
 def _run_checks(values: dict[str, Any]) -> dict[str, Any]:
-    """Validate (and take out of `values`) a run's check: `evaluator`, `judge_model`, `max_tokens`.
+    """Validate (and take out of `values`) a run's check and models.
+
+    The keys: `evaluator`, `judge_model`, `max_tokens` and `models`.
 
     Raises:
         ValueError: For a bad or refused spec, an empty judge model, or a bad `max_tokens`
@@ -312,6 +322,8 @@ def _run_checks(values: dict[str, Any]) -> dict[str, Any]:
     checked: dict[str, Any] = {}
     if "max_tokens" in values:
         checked["max_tokens"] = parse_max_tokens(values.pop("max_tokens"), source="max_tokens")
+    if "models" in values:
+        checked["models"] = check_run_models(values.pop("models"))
     judge = values.pop("judge_model", None)
     if judge is not None:
         if not isinstance(judge, str) or not judge.strip():

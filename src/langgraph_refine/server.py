@@ -19,11 +19,16 @@ Environment:
 
 - `LANGGRAPH_REFINE_ALLOW_CODE_CHECKS`: `1` lets runs ask for checks that read files or
   run code (`python-tests:FILE`, `json-schema:FILE`); refused otherwise.
+- `REFINE_MODELS` / `REFINE_JUDGE_MODELS`: comma-separated model strings a run may name
+  in its context's `models` / `judge_model` (`REFINE_MODEL` is always allowed); unset,
+  any model the server can reach.
 
 Input: `{"task": "..."}` (or `{"messages": [...]}` ending with a human message); output:
 `{"response": "..."}`. A run's context may set the loop's options and its check
 (`RefineContext`: `evaluator` in the CLI's spec language, `judge_model`, `max_tokens`
-up to `REFINE_MAX_TOKENS`). The server brings its own persistence, so the graphs are
+up to `REFINE_MAX_TOKENS`, and `models`: a list of model strings, cheapest first, that
+makes the run's generator a ladder of models in place of `REFINE_MODEL`; the judge stays
+on `REFINE_MODEL` unless `judge_model` names another). The server brings its own persistence, so the graphs are
 compiled without a checkpointer.
 
 Errors keep their message on the way to the client: the server hides the message of

@@ -1,0 +1,92 @@
+"""A run's own models: the run context's `models`, a ladder named by model strings.
+
+`graph.invoke(input, config, context={"models": ["cheap", "strong"]})` makes that run's
+generator a ladder of those models, cheapest first, in place of the graph's generator
+(see `_ladder`). The names are resolved like every model string (`resolve_chat_model`),
+each with the deployment's generation cap (`REFINE_MAX_TOKENS`, or its default), and
+built once per name: a served graph lives long and its runs name the same few models.
+
+A deployment bounds what runs may spend with `REFINE_MODELS`, the model strings a run
+may name (the served model, `REFINE_MODEL`, is always allowed), as `REFINE_JUDGE_MODELS`
+bounds `judge_model`. Unset, any model the server can reach is allowed.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from langgraph_refine._models import max_tokens_setting, resolve_chat_model
+
+if TYPE_CHECKING:
+    from langgraph_refine._adapters import GeneratorAdapter
+
+MODELS_ENV = "REFINE_MODELS"
+"""Comma-separated model strings a run may name in its `models` (unset: any)."""
+
+
+def check_run_models(value: object, environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """A run context's `models`, checked, allowed and resolved (before any model call).
+
+    Raises:
+        ValueError: For a value that is not a non-empty list of distinct model strings, a
+            model the deployment does not allow, or one that cannot be built (each
+            message names the value and what to do).
+    """
+    if isinstance(value, str):
+        value = [value]
+    if (
+        not isinstance(value, list | tuple)
+        or not value
+        or not all(isinstance(name, str) and name.strip() for name in value)
+    ):
+        raise ValueError(
+            "models must be a non-empty list of model strings ('provider:model' or a model "
+            f"name), cheapest first, got {value!r:.120}"
+        )
+    names = tuple(name.strip() for name in value)
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ValueError(
+            f"models names {', '.join(map(repr, twice))} more than once; each rung of a "
+            "ladder of models is a different model, cheapest first"
+        )
+    for name in names:
+        _check_allowed(name, os.environ if environ is None else environ)
+    run_rungs(names)  # resolve now: a bad name fails before any model call
+    return names
+
+
+def _check_allowed(name: str, env: Mapping[str, str]) -> None:
+    listed = [m.strip() for m in env.get(MODELS_ENV, "").split(",") if m.strip()]
+    served = env.get("REFINE_MODEL", "").strip()
+    if listed and name not in {*listed, served}:
+        allowed = ", ".join(
+            repr(m) for m in dict.fromkeys([*listed, *([served] if served else [])])
+        )
+        raise ValueError(
+            f"models: {name!r} is not one this deployment allows ({MODELS_ENV}); "
+            f"use among {allowed}"
+        )
+
+
+def run_rungs(names: tuple[str, ...]) -> list[GeneratorAdapter]:
+    """The adapters of a run's `models`, cheapest first (each built once per name).
+
+    Raises:
+        ValueError: If a name cannot be resolved (unknown provider package, ...).
+    """
+    return [_rung(name, max_tokens_setting()) for name in names]
+
+
+@functools.lru_cache(maxsize=32)
+def _rung(name: str, max_tokens: int) -> Any:
+    from langgraph_refine._adapters import adapt
+
+    try:
+        model = resolve_chat_model(name, option="models", max_tokens=max_tokens)
+    except (ImportError, ValueError) as exc:
+        raise ValueError(f"models: {name!r} cannot be used: {exc}") from None
+    return adapt(model)
