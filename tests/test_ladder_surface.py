@@ -1,8 +1,7 @@
+# ruff: noqa: F811 - pytest fixtures are imported from the CLI helper module
 """A ladder of models around the loop: stream events, and the served graphs' run context."""
 
 from __future__ import annotations
-
-# ruff: noqa: F811 - pytest fixtures are imported from the CLI helper module
 
 import uuid
 from collections.abc import Iterator
@@ -100,9 +99,9 @@ async def test_one_model_in_models_replaces_the_generator_async(openai_env: Any)
 
 def test_a_runs_ladder_keeps_its_own_strategy_record(openai_env: Any) -> None:
     store = InMemoryStore()
-    graph = create_refine_graph(
-        Named(name_="served"), good_answer, strategy="explore"
-    ).compile(store=store)
+    graph = create_refine_graph(Named(name_="served"), good_answer, strategy="explore").compile(
+        store=store
+    )
     graph.invoke({"task": "t"}, context={"models": ["cheap", "strong"]})
     assert any(key.startswith("openai:cheap>openai:strong|") for key in strategy_records(store))
 

@@ -28,8 +28,8 @@ Input: `{"task": "..."}` (or `{"messages": [...]}` ending with a human message);
 (`RefineContext`: `evaluator` in the CLI's spec language, `judge_model`, `max_tokens`
 up to `REFINE_MAX_TOKENS`, and `models`: a list of model strings, cheapest first, that
 makes the run's generator a ladder of models in place of `REFINE_MODEL`; the judge stays
-on `REFINE_MODEL` unless `judge_model` names another). The server brings its own persistence, so the graphs are
-compiled without a checkpointer.
+on `REFINE_MODEL` unless `judge_model` names another). The server brings its own
+persistence, so the graphs are compiled without a checkpointer.
 
 Errors keep their message on the way to the client: the server hides the message of
 errors that are not built-in types, so the library's own errors are `RuntimeError`s, a
