@@ -68,7 +68,8 @@ def test_the_local_model_is_the_first_rung_and_the_ladder_climbs_priced_per_mode
     for attempt in result.attempts:
         price = PRICES[recording.LOCAL_MODEL if attempt.model == local else "strong"]
         usage = attempt.usage
-        expected = (usage.input_tokens * price["input"] + usage.output_tokens * price["output"]) / 1e6
+        tokens = usage.input_tokens * price["input"] + usage.output_tokens * price["output"]
+        expected = tokens / 1e6
         assert usage.cost == pytest.approx(expected), attempt.model
     assert result.usage.cost == pytest.approx(sum(a.usage.cost or 0.0 for a in result.attempts))
 
