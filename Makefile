@@ -34,7 +34,8 @@ demo: $(STAMP) ## a real refinement loop on the local model (or OPENAI_API_KEY's
 
 record: $(STAMP) ## re-record every cassette against a freshly started local model
 	$(BIN)/python -m tools.local_model run -- \
-		$(BIN)/pytest -m "not postgres and not server" --record-mode=rewrite tests/test_examples.py tests/test_recorded.py
+		$(BIN)/pytest -m "not postgres and not server" --record-mode=rewrite tests/test_examples.py tests/test_recorded.py \
+		tests/test_ladder_recorded.py
 
 bench: $(STAMP) ## run the benchmarks and write benchmarks/RESULTS.md (BENCH=name for one)
 	$(BIN)/python -m benchmarks $(BENCH)
