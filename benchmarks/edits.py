@@ -134,8 +134,10 @@ class DocumentEditor(BaseChatModel):
         else:
             current = answers[-1]
             wanted = defects_left(current)[:FIXES_PER_ROUND]
-            text = self._edits(current, wanted) if "<<<<<<< SEARCH" in prompt else (
-                self._rewrite(current, wanted)
+            text = (
+                self._edits(current, wanted)
+                if "<<<<<<< SEARCH" in prompt
+                else (self._rewrite(current, wanted))
             )
         usage = {"input_tokens": tokens(prompt), "output_tokens": tokens(text)}
         usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
@@ -154,7 +156,9 @@ class DocumentEditor(BaseChatModel):
     def _edits(self, text: str, wanted: Sequence[int]) -> str:
         rng = self._rng
         blocks = []
-        lines = [line for line in text.split("\n") if any(f"[[defect-{k}]]" in line for k in wanted)]
+        lines = [
+            line for line in text.split("\n") if any(f"[[defect-{k}]]" in line for k in wanted)
+        ]
         for line in lines:
             search = line
             if rng.random() < NOISE:
@@ -341,7 +345,7 @@ def run(quick: bool = False) -> BenchResult:
     result.notes.append(__doc__ or "")
     result.notes.append(
         f"Scripted: {len(finals['edits'])} documents of about {WORDS} words "
-        f"(~{len(document(0))} characters; `edits=\"auto\"` edits past "
+        f'(~{len(document(0))} characters; `edits="auto"` edits past '
         f"{EDITS_AUTO_MIN_CHARS}), {DEFECTS} defects, {FIXES_PER_ROUND} fixed a round."
     )
     if quick:
@@ -353,7 +357,9 @@ def run(quick: bool = False) -> BenchResult:
     return result
 
 
-def _real_figures(result: BenchResult, real: dict[str, list[Run]], tasks: int, repeats: int) -> None:
+def _real_figures(
+    result: BenchResult, real: dict[str, list[Run]], tasks: int, repeats: int
+) -> None:
     counts = _outcomes(real["edits"])
     asked = sum(counts.values()) or 1
     result.figures.append(
@@ -361,8 +367,7 @@ def _real_figures(result: BenchResult, real: dict[str, list[Run]], tasks: int, r
             name="SmolLM2: replies to an edit request whose blocks all applied",
             value=100 * counts["applied"] / asked,
             unit="%",
-            spread=f"failed {counts['failed']}, no block (rewrite) {counts['rewrite']}, "
-            f"of {asked}",
+            spread=f"failed {counts['failed']}, no block (rewrite) {counts['rewrite']}, of {asked}",
         )
     )
     rows = []
@@ -386,9 +391,7 @@ def _real_figures(result: BenchResult, real: dict[str, list[Run]], tasks: int, r
                 spread=f"95% interval {_interval(scores)}",
             )
         )
-    diffs = [
-        e.score - w.score for e, w in zip(real["edits"], real["rewrite"], strict=True)
-    ]
+    diffs = [e.score - w.score for e, w in zip(real["edits"], real["rewrite"], strict=True)]
     result.figures.append(
         Figure(
             name="SmolLM2: final score, edits minus rewrite (paired by task and repeat)",

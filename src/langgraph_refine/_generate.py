@@ -352,7 +352,9 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         logger.info(
             "attempt %d: prompt exceeds the context; retrying with the smallest", step.index
         )
-        return self._smallest(state, schema)
+        # The smallest prompt asks for a rewrite, so a typed loop names the object even
+        # in a round that asked for edits (whose call `schema` is None).
+        return self._smallest(state, step.options.output_schema)
 
     @staticmethod
     def _overflow(
