@@ -256,7 +256,8 @@ def test_edits_on_the_real_model_apply_whole_or_not_at_all(record_mode: str, vcr
     prompts = [recording.last_user_message(b) for b in recording.sent_bodies(vcr)]
     assert len(replies) == len(result.attempts) >= 2
     assert all(EDIT_INSTRUCTIONS in p for p in prompts[1:])  # every refinement asked
-    for parent, attempt, reply in zip(result.attempts, result.attempts[1:], replies[1:]):
+    pairs = zip(result.attempts[:-1], result.attempts[1:], replies[1:], strict=True)
+    for parent, attempt, reply in pairs:
         blocks = parse_blocks(reply)
         evaluation = attempt.evaluation
         assert evaluation is not None
