@@ -30,7 +30,9 @@ ORDER = (
     "strategies",
     "real_overhead",
     "judge_contradictions",
+    "selection",
     "edits",
+    "ladder",
 )
 NEEDS_LOCAL_MODEL = (
     "quality",

@@ -10,7 +10,8 @@ the request, so concurrent examples get the same answers in any order:
   example;
 - the LLM judge passes a response that gives an example (score 0.95) and asks for one
   otherwise (0.6, NEEDS_IMPROVEMENT);
-- an agent with tools first calls its first tool, then answers from what it returned;
+- an agent with tools first calls its first tool, then answers from what it returned (an
+  agent asked to rate a response answers like the judge, in JSON);
 - a generation asked for an object (`output_schema=`) answers with one that misses a
   field, and its refinement with the complete object.
 """
@@ -112,6 +113,10 @@ def reply(request: Received, number: int) -> str | dict[str, Any]:
                 }
             ],
         }
+    if tools and "<response_to_rate>" in "\n".join(_text(m) for m in messages):
+        # An agent used as the judge (a graph evaluator), after its tool: it answers like
+        # the LLM judge, in JSON.
+        return json.dumps(PASS if "example" in _rated(messages).lower() else NEEDS_EXAMPLE)
     return _answer(messages)
 
 

@@ -17,8 +17,9 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.store.memory import InMemoryStore
 
 from langgraph_refine import Attempt, Evaluation, RefineMiddleware
-from langgraph_refine._middleware import REFINE_EARLIER_PROMPT, _move
-from langgraph_refine._record import RECORD_NAMESPACE, StrategyRecord
+from langgraph_refine._agent_loop import move as _move
+from langgraph_refine._prompts import AGENT_REFINE_EARLIER as REFINE_EARLIER_PROMPT
+from langgraph_refine._record import RECORD_NAMESPACE, StrategyRecord, read_records
 from langgraph_refine._strategy import Choice
 from tests.fakes import AgentModel, lookup
 
@@ -57,9 +58,9 @@ def run(model: AgentModel, store: Any, **options: Any) -> list[Attempt]:
 
 
 def record(store: InMemoryStore, key: str = "AgentModel|rate") -> StrategyRecord:
-    item = store.get(RECORD_NAMESPACE, key)
-    assert item is not None, [i.key for i in store.search(RECORD_NAMESPACE)]
-    return StrategyRecord.from_value(item.value)
+    records = read_records(store)
+    assert key in records, list(records)
+    return records[key]
 
 
 def test_explore_keeps_the_record_in_the_agents_store() -> None:
@@ -77,7 +78,7 @@ def test_explore_keeps_the_record_in_the_agents_store() -> None:
 def test_record_key_overrides_the_middlewares_default() -> None:
     store = InMemoryStore()
     run(agent_model(-0.2), store, strategy="explore", record_key="agents-notes")
-    assert [i.key for i in store.search(RECORD_NAMESPACE)] == ["agents-notes"]
+    assert list(read_records(store)) == ["agents-notes"]
 
 
 def test_an_agent_whose_refinements_fall_samples_from_round_1_later() -> None:

@@ -23,9 +23,16 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
 
-from langgraph_refine import Attempt, Evaluation, arefine, create_refine_graph, refine
+from langgraph_refine import (
+    Attempt,
+    Evaluation,
+    arefine,
+    astrategy_records,
+    create_refine_graph,
+    refine,
+    strategy_records,
+)
 from langgraph_refine._record import (
-    RECENT_RUNS,
     RECORD_NAMESPACE,
     StrategyRecord,
     evaluator_kind,
@@ -33,6 +40,7 @@ from langgraph_refine._record import (
     read_records,
     record_key,
 )
+from langgraph_refine._record_items import record_namespace
 from langgraph_refine._strategy import MoveStats, round_stats
 from langgraph_refine.evaluators import combine, contains_all, word_count
 from tests.conftest import POSTGRES_URI_ENV, postgres_uri
@@ -82,9 +90,14 @@ def fresh(attempt: Attempt) -> bool:
 
 
 def stored(store: BaseStore, key: str) -> StrategyRecord:
-    item = store.get(RECORD_NAMESPACE, key)
-    assert item is not None, f"no record {key!r} in the store"
-    return StrategyRecord.from_value(item.value)
+    records = read_records(store)
+    assert key in records, f"no record {key!r} in the store: {list(records)}"
+    return records[key]
+
+
+def keys(store: BaseStore) -> list[str]:
+    """The record keys in a store."""
+    return list(strategy_records(store))
 
 
 def rounds(record: StrategyRecord) -> int:
@@ -122,23 +135,31 @@ def key() -> str:
 # -- where the record lives and how it is keyed -------------------------------------------
 
 
-def test_record_is_one_item_under_the_namespace_keyed_by_model_and_evaluator() -> None:
+def test_a_run_is_one_item_in_its_records_namespace_keyed_by_model_and_evaluator() -> None:
     store = InMemoryStore()
-    refine(falling(), TASK, judge, store=store, **LOOP)
+    first = refine(falling(), TASK, judge, store=store, **LOOP)
     items = store.search(("langgraph_refine",))
-    assert [(tuple(i.namespace), i.key) for i in items] == [
-        (("langgraph_refine", "strategy"), "ScriptedChatModel|judge")
-    ]
-    value = items[0].value
-    assert set(value["moves"]) == {"refine", "sample"} or set(value["moves"]) <= {
-        "refine",
-        "sample",
-        "revise",
-    }
-    for stats in value["moves"].values():
+    namespace = ("langgraph_refine", "strategy", "ScriptedChatModel|judge")
+    assert [tuple(i.namespace) for i in items] == [namespace]
+    [item] = items  # the run's latest counts; its earlier items were deleted
+    loop_id = item.value["run"]
+    assert item.key == f"run:{loop_id}:3" and item.value["n"] == 3
+    assert item.value["moves"] == {k: v.to_dict() for k, v in round_stats(first.attempts).items()}
+    records = strategy_records(store)
+    assert list(records) == ["ScriptedChatModel|judge"]
+    for stats in records["ScriptedChatModel|judge"].values():
         assert set(stats) == {"rounds", "raised", "fell"}
         assert all(isinstance(n, int) for n in stats.values())
-    assert sum(s["rounds"] for s in value["moves"].values()) == 3  # rounds 1-3 of one run
+    assert sum(s["rounds"] for s in records["ScriptedChatModel|judge"].values()) == 3
+
+
+def test_a_record_key_with_dots_and_stars_gets_a_namespace_of_its_own() -> None:
+    store = InMemoryStore()
+    for key in ["openai:gpt-4.1|judge", "a*b%2E", "a"]:
+        refine(falling(), TASK, judge, store=store, record_key=key, **LOOP)
+    assert record_namespace("openai:gpt-4.1|judge")[-1] == "openai:gpt-4%2E1|judge"
+    assert keys(store) == ["a", "a*b%2E", "openai:gpt-4.1|judge"]
+    assert all(rounds(r) == 3 for r in read_records(store).values())
 
 
 def test_model_name_is_provider_and_model_as_langchain_reports_them() -> None:
@@ -175,21 +196,21 @@ def test_default_key_of_a_graph_names_model_and_evaluator() -> None:
 def test_record_key_overrides_the_default() -> None:
     store = InMemoryStore()
     refine(falling(), TASK, judge, store=store, record_key="my-model/my-check", **LOOP)
-    assert [i.key for i in store.search(RECORD_NAMESPACE)] == ["my-model/my-check"]
+    assert keys(store) == ["my-model/my-check"]
 
 
 def test_record_key_per_run_context() -> None:
     store = InMemoryStore()
     graph = create_refine_graph(falling(), judge, **LOOP).compile(store=store)
     graph.invoke({"task": TASK}, context={"record_key": "from-context"})
-    assert [i.key for i in store.search(RECORD_NAMESPACE)] == ["from-context"]
+    assert keys(store) == ["from-context"]
 
 
 def test_a_runs_own_check_names_its_record() -> None:
     store = InMemoryStore()
     graph = create_refine_graph(falling(), judge, **LOOP).compile(store=store)
     graph.invoke({"task": TASK}, context={"evaluator": "contains:score,note"})
-    assert [i.key for i in store.search(RECORD_NAMESPACE)] == ["ScriptedChatModel|contains_all"]
+    assert keys(store) == ["ScriptedChatModel|contains_all"]
 
 
 def test_a_custom_topology_keeps_a_record_only_with_a_key() -> None:
@@ -229,6 +250,7 @@ def test_only_explore_keeps_a_record(strategy: str) -> None:
     store = InMemoryStore()
     refine(falling(), TASK, judge, store=store, strategy=strategy, **LOOP)
     assert store.search(RECORD_NAMESPACE) == []
+    assert strategy_records(store) == {}
 
 
 # -- runs sharing a store learn --------------------------------------------------------------
@@ -425,21 +447,11 @@ def test_a_replayed_round_does_not_double_count() -> None:
 # -- the stored value ------------------------------------------------------------------------
 
 
-def test_a_run_replaces_its_own_counts_and_old_runs_fold_into_the_totals() -> None:
-    one = {"refine": MoveStats(rounds=2, raised=1, fell=1)}
-    record = StrategyRecord().with_run("a", one).with_run("a", one)
-    assert record.moves == one  # replaced, not added
-    for i in range(RECENT_RUNS + 5):
-        record = record.with_run(f"run{i}", one)
-    assert len(record.runs) == RECENT_RUNS
-    assert record.moves["refine"].rounds == 2 * (RECENT_RUNS + 6)
-    assert StrategyRecord.from_value(record.to_value()) == record
-    assert record.without(f"run{RECENT_RUNS + 4}")["refine"].rounds == 2 * (RECENT_RUNS + 5)
-
-
-def test_an_unreadable_record_starts_afresh(caplog: pytest.LogCaptureFixture) -> None:
+def test_an_unreadable_item_is_left_out(caplog: pytest.LogCaptureFixture) -> None:
     store = InMemoryStore()
-    store.put(RECORD_NAMESPACE, "ScriptedChatModel|judge", {"moves": {"refine": "many"}})
+    namespace = record_namespace("ScriptedChatModel|judge")
+    store.put(namespace, "run:x:1", {"run": "x", "n": 1, "moves": {"refine": "many"}})
+    store.put(namespace, "other", {"unrelated": True})
     with caplog.at_level(logging.WARNING, logger="langgraph_refine"):
         refine(falling(), TASK, judge, store=store, **LOOP)
     assert "unreadable" in caplog.text
@@ -469,6 +481,9 @@ def test_read_records_lists_every_record() -> None:
     refine(falling(), TASK, judge, store=store, record_key="b", **LOOP)
     refine(helping(), TASK, judge, store=store, record_key="a", **LOOP)
     store.put(("langgraph_refine", "other"), "x", {"unrelated": True})
+    store.put(RECORD_NAMESPACE, "stray", {"moves": {}})  # not in a record's namespace
     records = read_records(store)
     assert list(records) == ["a", "b"]
     assert records["a"].moves["refine"].raised == 3
+    assert strategy_records(store)["a"] == {"refine": {"rounds": 3, "raised": 3, "fell": 0}}
+    assert asyncio.run(astrategy_records(store)) == strategy_records(store)

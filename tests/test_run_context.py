@@ -49,6 +49,10 @@ def test_the_context_schema_is_refine_context() -> None:
         "max_tokens",
         "record_key",
         "output_schema",
+        "select",
+        "select_top",
+        "select_margin",
+        "confirm_pass",
         "edits",
     }
 

@@ -513,8 +513,9 @@ for _line in CHECKED_LINES:
 
 def check_score(line: dict[str, Any], value: str) -> float:
     """The score the line's own check gives `value`, computed here with the library."""
-    from langgraph_refine._specs import build_evaluators, parse_specs
+    from langgraph_refine._specs import parse_specs
     from langgraph_refine.evaluators._combine import as_evaluator
+    from langgraph_refine.evaluators._from_specs import build_evaluators
 
     built = build_evaluators(parse_specs(line["evaluator"]), judge_model=lambda: None)
     return as_evaluator(built).evaluate(value, {"task": line["task"]}).score

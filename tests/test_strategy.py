@@ -595,7 +595,7 @@ def test_a_guided_sample_without_feedback_is_the_task_alone() -> None:
 
 
 def test_the_agent_middleware_asks_a_guided_answer_with_the_feedback_alone() -> None:
-    from langgraph_refine._middleware import _move
+    from langgraph_refine._agent_loop import move as _move
 
     first = Attempt(
         index=0, response="DRAFT", evaluation=Evaluation(score=0.4, feedback="Name the tower.")

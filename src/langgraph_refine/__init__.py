@@ -24,6 +24,7 @@ from langgraph_refine._events import ReviewPayload, RoundEvent, StopEvent
 from langgraph_refine._generate import GeneratorNode
 from langgraph_refine._graph import create_refine_graph
 from langgraph_refine._options import RefineContext, RefineOptions
+from langgraph_refine._record import astrategy_records, strategy_records
 from langgraph_refine._result import RefineResult, best_attempt
 from langgraph_refine._review import ReviewNode
 from langgraph_refine._router import route_after_evaluation
@@ -57,11 +58,13 @@ __all__ = [
     "UnknownPriceError",
     "Usage",
     "arefine",
+    "astrategy_records",
     "best_attempt",
     "create_refine_graph",
     "evaluators",
     "refine",
     "route_after_evaluation",
+    "strategy_records",
 ]
 
 __version__ = "0.1.0"

@@ -3,9 +3,25 @@
 The meter is a LangChain callback handler. A node of the loop attaches it to the config
 it runs with, so it sees every chat model (or LLM) that starts under the node, whoever
 makes the call: the generator, the judge, a model inside a user's evaluator or inside a
-graph generator, and every retry. It refuses a call by raising `BudgetStop` from the
-start event (callbacks with `raise_error=True` abort the call before any request is
-sent); the node turns that into the loop's budget stop.
+graph generator, and every retry. It refuses a call by raising from the start event
+(callbacks with `raise_error=True` abort the call before any request is sent); the
+node turns that into the loop's budget stop.
+
+A refusal raised from a callback travels as `Refusal`, a `BaseException`, and becomes
+the `BudgetStop` (or `UnknownPriceError`) it carries again where the loop called the
+model (`BudgetMeter.invocation`, `metered`). LangChain's callback manager logs every
+`Exception` a handler raises ("Error in BudgetMeter.on_chat_model_start callback")
+before re-raising it, even with `raise_error=True`; a refusal is the budget working,
+not a handler failing, so it must not show as an error, and a `BaseException` passes
+the manager's `except Exception` unlogged. (It also passes `with_retry`, fallbacks,
+LangGraph retry policies and a tool node's error handling, none of which should turn a
+budget stop into a retry or a tool message.)
+
+**Nested loops.** A loop run inside another loop's step (a generator or evaluator that
+runs `refine`, an agent's tool that does) spends from the outer budget too: its meter
+has the enclosing step's meter as `parent` (found in the config it inherits), counts
+every call in each meter of the chain, and refuses a call when any of them is spent. So
+an inner budget can only be tighter, and the outer `usage` holds the inner calls.
 """
 
 from __future__ import annotations
@@ -35,6 +51,7 @@ from langgraph_refine._prices import (
     unknown_price_message,
 )
 from langgraph_refine._state import Usage
+from langgraph_refine._typed import structured_parts
 
 T = TypeVar("T")
 
@@ -148,6 +165,18 @@ class BudgetStop(Exception):
     """Raised inside a step when the budget forbids the next model call."""
 
 
+class Refusal(BaseException):
+    """A meter's refusal raised from a LangChain callback, on its way to the loop's code.
+
+    Args:
+        error: The `BudgetStop` or `UnknownPriceError` it carries.
+    """
+
+    def __init__(self, error: BudgetStop | UnknownPriceError) -> None:
+        super().__init__(error)
+        self.error = error
+
+
 class BudgetMeter(BaseCallbackHandler):
     """Counts the model calls, tokens and cost of one node run and refuses calls past the budget.
 
@@ -165,6 +194,9 @@ class BudgetMeter(BaseCallbackHandler):
         carried: Usage of earlier failed executions of this step (retries), which
             wrote nothing to state but whose calls were sent.
         what: Who calls the models (`"generator"`, `"evaluator"`), for error messages.
+        parent: The meter of the loop step this one runs inside (a nested loop), which
+            counts its calls too and whose budget it also obeys; None for an outermost
+            loop.
     """
 
     raise_error = True  # a refusal must abort the call, not be logged and ignored
@@ -177,9 +209,11 @@ class BudgetMeter(BaseCallbackHandler):
         *,
         carried: Usage | None = None,
         what: str = "loop",
+        parent: BudgetMeter | None = None,
     ) -> None:
         carried = carried or Usage()
         self.budget = budget
+        self.parent = parent
         self.spent_before = spent_before
         self.what = what
         self.calls = carried.calls
@@ -206,17 +240,31 @@ class BudgetMeter(BaseCallbackHandler):
         """The loop's usage including this step."""
         return self.spent_before + self.delta()
 
+    def chain(self) -> list[BudgetMeter]:
+        """This meter and the meters of the loops it runs inside, innermost first."""
+        meters = [self]
+        while meters[-1].parent is not None and len(meters) < 64:  # never loop on a cycle
+            meters.append(meters[-1].parent)
+        return meters
+
     def check(self) -> None:
-        """Raise `BudgetStop` if any limit is already reached."""
-        if self.budget is None:
-            return
-        reason = self.budget.exceeded(self.total())
-        if reason is not None:
-            raise BudgetStop(reason)
+        """Raise `BudgetStop` if any limit (this loop's or an enclosing loop's) is reached."""
+        for depth, meter in enumerate(self.chain()):
+            if meter.budget is None:
+                continue
+            reason = meter.budget.exceeded(meter.total())
+            if reason is not None:
+                raise BudgetStop(reason if depth == 0 else f"{reason} in an enclosing loop")
 
     def seconds_left(self) -> float | None:
-        """Seconds before the time limit, or None without one."""
-        return None if self.budget is None else self.budget.seconds_left(self.total())
+        """Seconds before the first time limit of the chain, or None without one."""
+        lefts = [
+            left
+            for meter in self.chain()
+            if meter.budget is not None
+            and (left := meter.budget.seconds_left(meter.total())) is not None
+        ]
+        return min(lefts, default=None)
 
     @contextlib.contextmanager
     def invocation(self, model_call: bool = True) -> Iterator[Callable[[T], T]]:
@@ -246,7 +294,8 @@ class BudgetMeter(BaseCallbackHandler):
             1
         """
         if not model_call:
-            yield _same
+            with unwrapped():
+                yield _same
             return
         self.check()
         seen = [0]  # model starts inside this invocation (see `_start`)
@@ -260,6 +309,9 @@ class BudgetMeter(BaseCallbackHandler):
         outcome = "returned"
         try:
             yield done
+        except Refusal as refusal:  # refused in a callback: the error it carries
+            outcome = "refused"
+            raise refusal.error from None
         except (BudgetStop, UnknownPriceError):
             outcome = "refused"
             raise
@@ -279,7 +331,8 @@ class BudgetMeter(BaseCallbackHandler):
         if seen:
             return
         if failed:
-            self.calls += 1
+            for meter in self.chain():
+                meter.calls += 1
             return
         self.count_call(reply[0] if reply else None)
 
@@ -295,27 +348,38 @@ class BudgetMeter(BaseCallbackHandler):
             UnknownPriceError: With `max_cost` set, when the reply names no priced model
                 (the call was made; it is counted before the error).
         """
-        self.calls += 1
         message = _reply_message(reply)
         usage = getattr(message, "usage_metadata", None) or {}
-        self._add_tokens(usage)
         ref = ref_from_reply(message)
-        self._add_cost(ref, usage)
-        if self._cost_capped() and not self._pricing.knows(ref):
-            raise UnknownPriceError(unknown_price_message(ref, self.what))
+        for meter in self.chain():
+            meter.calls += 1
+            meter._add_tokens(usage)
+            meter._add_cost(ref, usage)
+        for meter in self.chain():
+            if meter._cost_capped() and not meter._pricing.knows(ref):
+                raise UnknownPriceError(unknown_price_message(ref, meter.what))
 
     def _cost_capped(self) -> bool:
         return self.budget is not None and self.budget.max_cost is not None
 
     def _start(self, run_id: UUID, metadata: Mapping[str, Any] | None, kwargs: Any) -> None:
-        if run_id in self._runs:  # a handler attached twice sees a start twice
+        # A handler attached twice, or a parent that is also a handler of the call, sees a
+        # start twice: each meter counts a call once, by its run id.
+        meters = [meter for meter in self.chain() if run_id not in meter._runs]
+        if not meters:
             return
-        self.check()
         ref = ref_from_metadata(metadata, **kwargs)
-        if self._cost_capped() and not self._pricing.knows(ref):
-            raise UnknownPriceError(unknown_price_message(ref, self.what, started=True))
-        self._runs[run_id] = ref
-        self.calls += 1
+        try:
+            self.check()
+            for meter in meters:
+                if meter._cost_capped() and not meter._pricing.knows(ref):
+                    message = unknown_price_message(ref, meter.what, started=True)
+                    raise UnknownPriceError(message)
+        except (BudgetStop, UnknownPriceError) as exc:
+            raise Refusal(exc) from None  # see the module's docstring
+        for meter in meters:
+            meter._runs[run_id] = ref
+            meter.calls += 1
         seen = _SEEN.get()
         if seen is not None:
             seen[0] += 1
@@ -355,9 +419,6 @@ class BudgetMeter(BaseCallbackHandler):
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         """Add the tokens a failed call reports (OpenAI-style `completion.usage`)."""
-        if run_id not in self._runs:
-            return
-        ref = self._runs.pop(run_id)
         usage = getattr(getattr(error, "completion", None), "usage", None)
         prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
         completion = int(getattr(usage, "completion_tokens", 0) or 0)
@@ -366,14 +427,19 @@ class BudgetMeter(BaseCallbackHandler):
             "output_tokens": completion,
             "total_tokens": prompt + completion,
         }
-        self._add_tokens(tokens)
-        self._add_cost(ref, tokens)
+        for meter in self.chain():
+            if run_id in meter._runs:
+                ref = meter._runs.pop(run_id)
+                meter._add_tokens(tokens)
+                meter._add_cost(ref, tokens)
 
     def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
         """Add the tokens and cost the reply reports (chat usage metadata, else `llm_output`)."""
-        if run_id not in self._runs:
-            return
-        ref = self._runs.pop(run_id)
+        for meter in self.chain():
+            if run_id in meter._runs:
+                meter._end(response, meter._runs.pop(run_id))
+
+    def _end(self, response: LLMResult, ref: ModelRef | None) -> None:
         usages = [
             metadata
             for generations in response.generations
@@ -409,8 +475,9 @@ def _same(value: T) -> T:
 
 def _reply_message(reply: Any) -> Any:
     """The AI message in what a model invocation returned, if there is one."""
-    if isinstance(reply, Mapping) and "raw" in reply:  # structured output with include_raw
-        return reply["raw"]
+    parts = structured_parts(reply)  # structured output with include_raw
+    if parts is not None:
+        return parts[0]
     result = getattr(reply, "result", None)  # an agent middleware's ModelResponse
     if isinstance(result, list):
         return next((m for m in reversed(result) if getattr(m, "usage_metadata", None)), None)
@@ -419,12 +486,7 @@ def _reply_message(reply: Any) -> Any:
 
 def active_meter() -> BudgetMeter | None:
     """The meter attached to the current run's config (a loop node's), if any."""
-    callbacks = (var_child_runnable_config.get() or {}).get("callbacks")
-    if isinstance(callbacks, BaseCallbackManager):
-        handlers = [*callbacks.handlers, *callbacks.inheritable_handlers]
-    else:
-        handlers = list(callbacks or [])
-    return next((h for h in handlers if isinstance(h, BudgetMeter)), None)
+    return enclosing_meter(var_child_runnable_config.get())
 
 
 @contextlib.contextmanager
@@ -442,16 +504,60 @@ def model_invocation() -> Iterator[Callable[[T], T]]:
         yield done
 
 
+def enclosing_meter(config: Mapping[str, Any] | None) -> BudgetMeter | None:
+    """The meter among a config's callbacks: the enclosing loop step's, in a nested loop."""
+    callbacks = (config or {}).get("callbacks")
+    if isinstance(callbacks, BaseCallbackManager):
+        handlers = [*callbacks.handlers, *callbacks.inheritable_handlers]
+    else:
+        handlers = list(callbacks or [])
+    return next((h for h in handlers if isinstance(h, BudgetMeter)), None)
+
+
+def only_meter(config: dict[str, Any], meter: BudgetMeter) -> dict[str, Any]:
+    """`config` with `meter` as its only meter (enclosing meters count through `parent`).
+
+    Returns:
+        The config, its callback manager copied if a meter had to be removed from it.
+    """
+    callbacks = config.get("callbacks")
+    if not isinstance(callbacks, BaseCallbackManager):
+        return config
+    others = [
+        h
+        for h in {*callbacks.handlers, *callbacks.inheritable_handlers}
+        if isinstance(h, BudgetMeter) and h is not meter
+    ]
+    if not others:
+        return config
+    callbacks = callbacks.copy()
+    for handler in others:
+        callbacks.remove_handler(handler)
+    return {**config, "callbacks": callbacks}
+
+
+@contextlib.contextmanager
+def unwrapped() -> Iterator[None]:
+    """Turn a `Refusal` raised in the block back into the error it carries."""
+    try:
+        yield
+    except Refusal as refusal:
+        raise refusal.error from None
+
+
 @contextlib.contextmanager
 def metered(meter: BudgetMeter) -> Iterator[BudgetMeter]:
     """Attach `meter` to the current run's config for the block.
 
     Model calls made in the block without a config of their own inherit the current
     one (LangChain's context), so the meter sees and checks them. For code that runs
-    outside a loop node's `Step`, such as `RefineMiddleware`'s hooks.
+    outside a loop node's `Step`, such as `RefineMiddleware`'s hooks. A refusal from
+    the meter's callbacks leaves the block as the `BudgetStop` or `UnknownPriceError`.
     """
-    token = var_child_runnable_config.set(merge_configs(ensure_config(), {"callbacks": [meter]}))
+    config = merge_configs(ensure_config(), {"callbacks": [meter]})
+    token = var_child_runnable_config.set(only_meter(config, meter))  # type: ignore[arg-type]
     try:
-        yield meter
+        with unwrapped():
+            yield meter
     finally:
         var_child_runnable_config.reset(token)

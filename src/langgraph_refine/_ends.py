@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
-from langgraph.types import Overwrite
+from langchain_core.runnables import Runnable, RunnableConfig
+from langgraph.types import Overwrite, RetryPolicy
 
 from langgraph_refine._errors import BudgetExhaustedError
 from langgraph_refine._options import LoopOptions
-from langgraph_refine._result import RefineResult
+from langgraph_refine._result import REVIEWED_REASONS, RefineResult
 from langgraph_refine._review import require_checkpointer
-from langgraph_refine._state import RefineState, Usage
-from langgraph_refine._step import emit, run_options, stop_event
-from langgraph_refine._stop_rules import BUDGET_STOP
+from langgraph_refine._select import Comparer, Selection
+from langgraph_refine._state import RefineState, Usage, revive_state
+from langgraph_refine._step import Step, emit, run_options, stop_event
+from langgraph_refine._stop_rules import BUDGET_STOP, stop_reason_of
 from langgraph_refine._typed import plain
 
 logger = logging.getLogger("langgraph_refine")
@@ -28,19 +31,26 @@ class Prepare:
         options: The loop's options; a run's `context` is applied and validated here,
             so an invalid per-run option fails before any model call.
         review: True when the loop has a human review, which needs a checkpointer.
+        can_compare: True when the loop has a comparer for `select="pairwise"`.
 
     Raises:
         ValueError: If there is no task (empty or whitespace), the run's context
-            holds an invalid option, or a reviewed loop runs without a checkpointer.
+            holds an invalid option, a run asks for pairwise selection without a
+            comparer, or a reviewed loop runs without a checkpointer.
     """
 
-    def __init__(self, options: LoopOptions, *, review: bool = False) -> None:
+    def __init__(
+        self, options: LoopOptions, *, review: bool = False, can_compare: bool = True
+    ) -> None:
         self.options = options
         self.review = review
+        self.can_compare = can_compare
         self.name = "prepare"
 
     def __call__(self, state: RefineState) -> dict[str, Any]:
-        run_options(self.options)
+        options = run_options(self.options)
+        if options.select == "pairwise" and not self.can_compare:
+            raise ValueError(NO_COMPARER)
         if self.review:
             require_checkpointer()
         return prepare(state)
@@ -76,46 +86,167 @@ def prepare(state: RefineState) -> dict[str, Any]:
         "refine_from": None,
         "next_move": None,
         "from_messages": from_messages,
+        "selection": None,
         # A new id per run: the strategy record counts each run's rounds under it.
         "loop_id": uuid.uuid4().hex,
     }
 
 
-class FinalizeNode:
-    """Ends the loop: sets `response`, answers in `messages` when asked there, emits the stop event.
+class FinalizeNode(Runnable[Any, Any]):
+    """Ends the loop: chooses the result, sets `response` (and `messages`), emits the stop event.
+
+    With `select="pairwise"` the result is chosen by comparing the best attempts in pairs
+    (see `_select`); the comparisons run here, through a `Step`, so they count against
+    the budget, and their record is written to `selection` (`metadata["selection"]`).
 
     Args:
-        options: The loop's options (`on_budget_exhausted`, `name`).
+        options: The loop's options (`on_budget_exhausted`, `name`, `select`, ...).
+        comparer: Who compares attempts with `select="pairwise"` (None: no comparer, and
+            then a run asking for pairwise selection is refused at its start).
+        retry_policy: The node's retry policy (comparisons call a model).
 
     Raises:
         BudgetExhaustedError: On a budget stop with `on_budget_exhausted="raise"`.
     """
 
-    def __init__(self, options: LoopOptions) -> None:
+    def __init__(
+        self,
+        options: LoopOptions,
+        comparer: Comparer | None = None,
+        *,
+        retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
+    ) -> None:
         self.options = options
+        self.comparer = comparer
+        self.retry_policy = retry_policy
         self.name = "finalize"
 
     def __call__(self, state: RefineState) -> dict[str, Any]:
-        schema = run_options(self.options).output_schema  # a run's context may set it
-        result = RefineResult.from_state(state, output_schema=schema)
-        name = self.options.name
-        if result.stop_reason == BUDGET_STOP and self.options.on_budget_exhausted == "raise":
-            raise BudgetExhaustedError(
-                f"budget exhausted after {len(result.attempts)} attempt(s); best score "
-                f"{result.score}; the best result so far is in this error's .result",
-                result,
+        update: dict[str, Any] = self.invoke(state)
+        return update
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        """Finish the loop (sync)."""
+        state = revive_state(input)
+        options = run_options(self.options)  # a run's context may set the schema, select
+        self._check_budget_stop(state, options)
+        selection = self._selection(state, options)
+        if selection is None:
+            return self._finish(state, options, None, None)
+        step = self._step(state, options, config)
+        calls_left = _calls_left(step)
+        note = selection.budget_note(calls_left)
+        try:
+            record = selection.record(note=note) if note is not None else selection.run(step.call)
+        except Exception as exc:
+            step.on_error(exc, "comparer")
+            raise
+        return self._finish(state, options, record, step.meter.delta())
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        """Finish the loop (async): comparisons run concurrently when no budget is set."""
+        state = revive_state(input)
+        options = run_options(self.options)
+        self._check_budget_stop(state, options)
+        selection = self._selection(state, options)
+        if selection is None:
+            return self._finish(state, options, None, None)
+        step = self._step(state, options, config)
+        note = selection.budget_note(_calls_left(step))
+        try:
+            record = (
+                selection.record(note=note)
+                if note is not None
+                else await selection.arun(step.acall, concurrent=options.budget is None)
             )
+        except Exception as exc:
+            await step.aon_error(exc, "comparer")
+            raise
+        return self._finish(state, options, record, step.meter.delta())
+
+    def _check_budget_stop(self, state: Mapping[str, Any], options: LoopOptions) -> None:
+        if stop_reason_of(state) != BUDGET_STOP or self.options.on_budget_exhausted != "raise":
+            return
+        result = RefineResult.from_state(dict(state), output_schema=options.output_schema)
+        raise BudgetExhaustedError(
+            f"budget exhausted after {len(result.attempts)} attempt(s); best score "
+            f"{result.score}; the best result so far is in this error's .result",
+            result,
+        )
+
+    def _selection(self, state: Mapping[str, Any], options: LoopOptions) -> Selection | None:
+        """The pairwise selection to make, or None (select by score, or a reviewer chose)."""
+        if options.select != "pairwise" or stop_reason_of(state) in REVIEWED_REASONS:
+            return None
+        if self.comparer is None:  # Prepare refuses such a run; a direct call lands here
+            raise ValueError(NO_COMPARER)
+        return Selection(
+            state["task"],
+            list(state.get("attempts") or []),
+            options.select_top,
+            options.select_margin,
+            self.comparer,
+        )
+
+    def _step(
+        self, state: Mapping[str, Any], options: LoopOptions, config: RunnableConfig | None
+    ) -> Step:
+        attempts = state.get("attempts") or []
+        return Step(
+            options,
+            state,
+            config,
+            node="finalize",
+            index=attempts[-1].index if attempts else 0,
+            retry_policy=self.retry_policy,
+        )
+
+    def _finish(
+        self,
+        state: Mapping[str, Any],
+        options: LoopOptions,
+        selection: dict[str, Any] | None,
+        spent: Usage | None,
+    ) -> dict[str, Any]:
+        schema = options.output_schema
+        if selection is not None:
+            usage = (state.get("usage") or Usage()) + (spent or Usage())
+            state = {**state, "selection": selection, "usage": usage}
+        result = RefineResult.from_state(state, output_schema=schema)  # type: ignore[arg-type]
         update: dict[str, Any] = {"response": result.value, "stop_reason": result.stop_reason}
+        if selection is not None:
+            update["selection"] = selection
+            update["usage"] = (spent or Usage()).model_dump()  # plain data: see `plain_writes`
         if schema is not None:
             update["output"] = plain(result.output)  # plain JSON: checkpoint-safe
         if state.get("from_messages"):
             update["messages"] = [AIMessage(result.value)]
         logger.info(
-            "%s stopped: %s after %d attempt(s), best score %s",
-            name,
+            "%s stopped: %s after %d attempt(s), result attempt %s, score %s",
+            options.name,
             result.stop_reason,
             len(result.attempts),
+            result.best_index,
             result.score,
         )
-        emit(stop_event(name, result))
+        emit(stop_event(options.name, result))
         return update
+
+
+NO_COMPARER = (
+    "select='pairwise' needs a comparer: pass comparer= (a chat model, or a callable "
+    "(task, first, second) -> 'first' | 'second' | 'tie'), or judge_model=, or use a chat "
+    "model as the generator or judge"
+)
+
+
+def _calls_left(step: Step) -> int | None:
+    """Model calls the budget has left (0 when any limit is reached), or None for no call limit."""
+    budget = step.budget
+    if budget is None:
+        return None
+    if budget.exceeded(step.meter.total()) is not None:
+        return 0
+    if budget.max_calls is None:
+        return None
+    return budget.max_calls - step.meter.total().calls

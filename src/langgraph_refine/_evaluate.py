@@ -18,10 +18,11 @@ from langgraph.types import Command, RetryPolicy
 
 from langgraph_refine._budget import BudgetStop
 from langgraph_refine._errors import RefineError
+from langgraph_refine._ladder import cost_per_call, next_rung
 from langgraph_refine._options import LoopOptions
-from langgraph_refine._record import aexchange, evaluator_kind, exchange, run_record
+from langgraph_refine._record import aexchange, compose_key, exchange, run_record
 from langgraph_refine._result import best_attempt
-from langgraph_refine._specs import SpecError, build_evaluators, run_judge_model
+from langgraph_refine._specs import SpecError, run_judge_model
 from langgraph_refine._state import (
     Attempt,
     Evaluation,
@@ -32,10 +33,11 @@ from langgraph_refine._state import (
     revive_state,
 )
 from langgraph_refine._step import Step, emit, round_event, run_options
-from langgraph_refine._stop_rules import BUDGET_STOP
+from langgraph_refine._stop_rules import BUDGET_STOP, CONFIRMABLE_STOPS, needs_confirmation
 from langgraph_refine._strategy import MoveStats, choose_next
 from langgraph_refine.evaluators._base import BaseEvaluator, EvaluatorLike
 from langgraph_refine.evaluators._combine import as_evaluator
+from langgraph_refine.evaluators._from_specs import build_evaluators
 
 logger = logging.getLogger("langgraph_refine")
 
@@ -64,6 +66,8 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         record_model: The generator's model as the strategy record's key names it (see
             `langgraph_refine._record`); with a store, explore keeps a record under
             `"<record_model>|<evaluator kind>"`. None: only with `record_key=` set.
+        ladder: With a ladder of models, the rungs' model names, cheapest first: the
+            node then writes `rung`, the rung of the next attempt (see `_ladder`).
         **settings: Shorthand for `LoopOptions` and `StopRules` fields
             (`target_score=1.0, max_iterations=3`, ...).
 
@@ -85,10 +89,12 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         routes: Mapping[str, str] | None = None,
         judge_model: BaseChatModel | None = None,
         record_model: str | None = None,
+        ladder: Sequence[str] = (),
         **settings: Any,
     ) -> None:
         self.evaluator: BaseEvaluator = as_evaluator(evaluator)
         self.record_model = record_model
+        self.ladder = list(ladder)
         self.options = LoopOptions.build(options, **settings)
         self.retry_policy = retry_policy
         self.routes = dict(routes) if routes is not None else None
@@ -121,15 +127,13 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         runs judged differently keep different records. None (no record) when neither a
         `record_key` nor the generator's model (`record_model`) is known.
         """
-        if options.record_key is not None:
+        if options.record_key is not None or self.record_model is None:
             return options.record_key
-        if self.record_model is None:
-            return None
         try:
             evaluator = self.evaluator_for(options)
         except SpecError:  # the evaluation itself reports it
             return None
-        return f"{self.record_model}|{evaluator_kind(evaluator)}"
+        return compose_key(self.record_model, evaluator)
 
     def _judge(self, options: LoopOptions) -> BaseChatModel:
         if options.judge_model is not None:
@@ -218,6 +222,17 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
             step.on_error(exc, "evaluator")
             raise
         judged = self._judged(state, pending, evaluations, step, options)
+        if needs_confirmation(judged.stop_reason, options.confirm_pass):
+            try:
+                again: Evaluation | None = step.call(
+                    evaluator.evaluate, judged.attempt.response, state, model_call=judge
+                )
+            except BudgetStop:
+                again = None
+            except Exception as exc:
+                step.on_error(exc, "evaluator")
+                raise
+            judged = self._confirmed(pending, judged, again, step, options)
         found = _record(state, judged.attempts, options, self.record_key(options))
         record = exchange(*found) if found else None
         return self._route(state, self._finish(state, judged, options, record))
@@ -258,6 +273,17 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
             await step.aon_error(exc, "evaluator")
             raise
         judged = self._judged(state, pending, evaluations, step, options)
+        if needs_confirmation(judged.stop_reason, options.confirm_pass):
+            try:
+                again: Evaluation | None = await step.acall(
+                    evaluator.aevaluate, judged.attempt.response, state, model_call=judge
+                )
+            except BudgetStop:
+                again = None
+            except Exception as exc:
+                await step.aon_error(exc, "evaluator")
+                raise
+            judged = self._confirmed(pending, judged, again, step, options)
         found = _record(state, judged.attempts, options, self.record_key(options))
         record = await aexchange(*found) if found else None
         return self._route(state, self._finish(state, judged, options, record))
@@ -301,6 +327,48 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
             stop_reason = BUDGET_STOP  # it ran out while judging the candidates
         return _Judged(attempt, attempts, stop_reason)
 
+    def _confirmed(
+        self,
+        pending: Attempt,
+        judged: _Judged,
+        again: Evaluation | None,
+        step: Step,
+        options: LoopOptions,
+    ) -> _Judged:
+        """The round after its confirming judgment (`confirm_pass`).
+
+        If the second judgment also stops the loop, the first stands (with the second in
+        `details["confirmation"]`); if not, the attempt carries the second judgment (the
+        first in `details["first_judgment"]`) and the rules decide again, so the loop goes
+        on with the second judgment's feedback. With no budget left for the second
+        judgment, the loop stops on the budget.
+        """
+        first = judged.attempt.evaluation
+        assert first is not None
+        usage = pending.usage + step.meter.delta()  # the generation's, both judgments'
+        if again is None:
+            details = {**first.details, "confirmation": "not made: the budget ran out"}
+            attempt = judged.attempt.model_copy(
+                update={"evaluation": first.model_copy(update={"details": details}), "usage": usage}
+            )
+            return _Judged(attempt, [*judged.attempts[:-1], attempt], BUDGET_STOP)
+        if not isinstance(again, Evaluation):
+            raise TypeError(f"evaluator returned {type(again).__name__}; return an Evaluation")
+        trial = [*judged.attempts[:-1], judged.attempt.model_copy(update={"evaluation": again})]
+        if options.rules.decide(trial) in CONFIRMABLE_STOPS:
+            kept = first.model_copy(
+                update={"details": {**first.details, "confirmation": _summary(again)}}
+            )
+            stop_reason = judged.stop_reason
+        else:
+            kept = again.model_copy(
+                update={"details": {**again.details, "first_judgment": _summary(first)}}
+            )
+            trial[-1] = judged.attempt.model_copy(update={"evaluation": kept})
+            stop_reason = options.rules.decide(trial)
+        attempt = judged.attempt.model_copy(update={"evaluation": kept, "usage": usage})
+        return _Judged(attempt, [*judged.attempts[:-1], attempt], stop_reason)
+
     def _finish(
         self,
         state: Mapping[str, Any],
@@ -324,7 +392,38 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         }
         if stop_reason is not None or state.get("stop_reason") is not None:
             update["stop_reason"] = stop_reason
+        if self.ladder and choice is not None:
+            update["rung"] = _next_rung(attempts, self.ladder, options, record)
         return update
+
+
+def _next_rung(
+    attempts: list[Attempt],
+    ladder: Sequence[str],
+    options: LoopOptions,
+    record: Mapping[str, MoveStats] | None,
+) -> int:
+    """The ladder's rung for the next attempt, with the money left and the known costs."""
+    budget = options.budget
+    money_left = None
+    if budget is not None and budget.max_cost is not None:
+        money_left = budget.max_cost - sum(a.usage.cost or 0.0 for a in attempts)
+    return next_rung(
+        attempts,
+        ladder,
+        record=record if options.strategy == "explore" else None,
+        money_left=money_left,
+        prices=cost_per_call(attempts),
+    )
+
+
+def _summary(evaluation: Evaluation) -> dict[str, Any]:
+    """A judgment as plain data, kept beside the one that counts."""
+    return {
+        "score": evaluation.score,
+        "verdict": evaluation.verdict,
+        "feedback": evaluation.feedback,
+    }
 
 
 def is_edit(state: Mapping[str, Any]) -> bool:

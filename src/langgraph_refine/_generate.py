@@ -11,21 +11,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Generic, TypeVar
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any, Generic, NamedTuple, TypeVar
 
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.types import RetryPolicy
 
+from langgraph_refine._adapters import GeneratorAdapter, GeneratorLike, adapt_ladder
 from langgraph_refine._budget import BudgetStop
 from langgraph_refine._edits import asks_for_edits, edit_text, read_edits
-from langgraph_refine._errors import ContextLengthError, RefineError
+from langgraph_refine._errors import ContextLengthError
 from langgraph_refine._memory import select_attempts
 from langgraph_refine._options import LoopOptions
 from langgraph_refine._prompts import guided_prompt, refinement_messages, smallest_prompt
-from langgraph_refine._result import RefineResult, best_attempt
+from langgraph_refine._result import RefineResult, best_feedback
 from langgraph_refine._retry import is_context_length_error
 from langgraph_refine._state import (
     Attempt,
@@ -37,17 +38,11 @@ from langgraph_refine._state import (
 )
 from langgraph_refine._step import Step, run_options
 from langgraph_refine._stop_rules import BUDGET_STOP
-from langgraph_refine._typed import OutputSchema, Reply, untyped_reply
-from langgraph_refine.evaluators._base import acall, call_sync
+from langgraph_refine._typed import OutputSchema, Reply
 
 logger = logging.getLogger("langgraph_refine")
 
 StateT = TypeVar("StateT", bound=RefineState)
-
-GeneratorLike = BaseChatModel | Runnable[Any, Any] | Callable[..., Any]
-"""A chat model, a runnable or compiled graph taking `{"messages": [...]}`, or a
-callable `(state) -> str | AIMessage` (sync or async; with `output_schema` it may also
-return the object or a dict)."""
 
 
 def next_index(state: Mapping[str, Any]) -> int:
@@ -83,32 +78,15 @@ def next_move(state: Mapping[str, Any]) -> MoveKind:
     return "revise" if state.get("reviewer_feedback") else "refine"
 
 
-def check_max_tokens(generator: Any, max_tokens: int) -> None:
-    """Refuse a run's `max_tokens` the generator cannot take.
+class _Round(NamedTuple):
+    """One round's call: its step, candidates, prompt, rung, and how its reply is read."""
 
-    A run may lower the chat model's own limit (its `max_tokens`, which the served graphs
-    set from `REFINE_MAX_TOKENS`), never raise it: the deployment's cap stands.
-
-    Raises:
-        ValueError: If the generator is not a chat model, or `max_tokens` is above its cap.
-    """
-    if not isinstance(generator, BaseChatModel):
-        raise ValueError(
-            f"max_tokens={max_tokens} in the run's context applies to a chat-model generator; "
-            f"this graph's generator is a {type(generator).__name__}"
-        )
-    cap = getattr(generator, "max_tokens", None)
-    if isinstance(cap, int) and max_tokens > cap:
-        raise ValueError(
-            f"max_tokens={max_tokens} in the run's context is above this deployment's cap of "
-            f"{cap} output tokens per call (the model's max_tokens, REFINE_MAX_TOKENS on a "
-            f"served graph); ask for at most {cap}"
-        )
-
-
-def model_kwargs(options: LoopOptions) -> dict[str, Any]:
-    """Keyword arguments a chat-model call takes for this run (its `max_tokens`)."""
-    return {} if options.max_tokens is None else {"max_tokens": options.max_tokens}
+    step: Step
+    calls: int
+    prompt: list[BaseMessage]
+    adapter: GeneratorAdapter
+    edited: Attempt | None  # the attempt an edit round edits (None: written whole)
+    typed: OutputSchema | None  # the loop's object, whatever the call asked for
 
 
 class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
@@ -129,7 +107,8 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
 
     Args:
         generator: A chat model, a runnable / compiled graph, or a callable
-            `(state) -> str` (sync or async; it may return an `AIMessage`).
+            `(state) -> str` (sync or async; it may return an `AIMessage`); or a
+            ladder of them (a list, cheapest first: the state's `rung` picks one).
         options: The loop's options (memory, budget, prompt form, candidates, ...).
         retry_policy: The retry policy the node runs under (a `Retry-After` wait
             happens only when it retries).
@@ -143,22 +122,24 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
 
     def __init__(
         self,
-        generator: GeneratorLike,
+        generator: GeneratorLike | Sequence[Any],
         options: LoopOptions | None = None,
         *,
         retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
         **settings: Any,
     ) -> None:
-        if not isinstance(generator, BaseChatModel | Runnable) and not callable(generator):
-            raise ValueError(
-                "generator must be a chat model, a 'provider:model' string, a runnable or "
-                f"compiled graph, or a callable (state) -> str; got {type(generator).__name__}"
-            )
-        self.generator = generator
+        self.rungs: list[GeneratorAdapter] = adapt_ladder(generator)
+        self.adapter = self.rungs[0]
+        self.generator = self.adapter.generator
         self.options = LoopOptions.build(options, **settings)
         self.retry_policy = retry_policy
 
     # -- prompts ---------------------------------------------------------------------
+
+    def rung(self, state: Mapping[str, Any]) -> GeneratorAdapter:
+        """The generator of the next attempt: the ladder's rung the state names (the first)."""
+        index = state.get("rung") or 0
+        return self.rungs[min(index, len(self.rungs) - 1)]
 
     def prompt(
         self, state: Mapping[str, Any], options: LoopOptions | None = None
@@ -180,7 +161,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             reviewer_feedback=state.get("reviewer_feedback"),
             omitted=len(history) - len(shown),
             max_attempt_chars=options.max_attempt_chars,
-            form=options.prompt_form if isinstance(self.generator, BaseChatModel) else "single",
+            form=self.rung(state).prompt_form(options),
             edit=None if edited is None else edit_text(edited, options.output_schema),
         )
         return _asking_for(options.output_schema, messages) if edited is None else messages
@@ -191,24 +172,23 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         Only a chat model or a graph gets the library's prompt, so only they are asked.
         """
         parent = refined_attempt(state)
-        if parent is None or not isinstance(self.generator, BaseChatModel | Runnable):
+        if parent is None or not self.rung(state).takes_prompt:
             return None
         return parent if asks_for_edits(options.edits, parent, options.output_schema) else None
 
-    def _smallest(self, state: Mapping[str, Any], schema: OutputSchema | None) -> list[BaseMessage]:
+    def _smallest(self, state: Mapping[str, Any], options: LoopOptions) -> list[BaseMessage]:
         text = smallest_prompt(
             state["task"], refined_attempt(state), state.get("reviewer_feedback")
         )
-        return _asking_for(schema, [HumanMessage(text)])
+        return _asking_for(options.output_schema, [HumanMessage(text)])
 
     # -- the call ----------------------------------------------------------------------
 
-    def _begin(
-        self, state: Mapping[str, Any], config: RunnableConfig | None
-    ) -> tuple[Step, int, list[BaseMessage], OutputSchema | None]:
+    def _begin(self, state: Mapping[str, Any], config: RunnableConfig | None) -> _Round:
         options = run_options(self.options)
+        adapter = self.rung(state)
         if options.max_tokens is not None:
-            check_max_tokens(self.generator, options.max_tokens)
+            adapter.check_max_tokens(options.max_tokens)
         index = next_index(state)
         step = Step(
             options, state, config, node="generate", index=index, retry_policy=self.retry_policy
@@ -218,151 +198,94 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             # Sample only as many candidates as the call budget still allows (at least 1).
             left = options.budget.max_calls - step.meter.total().calls
             count = max(1, min(count, left))
-        # A plain callable builds its own prompt from the state.
-        is_callable = not isinstance(self.generator, BaseChatModel | Runnable)
-        prompt = [] if is_callable else self.prompt(state, options)
-        # An edit round asks for text (the blocks), not for the object.
-        edit_round = self._edited(state, options) is not None
-        return step, count, prompt, None if edit_round else options.output_schema
-
-    def _model(
-        self, schema: OutputSchema | None, kwargs: dict[str, Any]
-    ) -> tuple[Runnable[Any, Any], dict[str, Any]]:
-        """The chat model and its call arguments.
-
-        When typed, the model asks for the object through the provider's structured
-        output, with the run's settings built in: a structured-output chain does not
-        pass call arguments on to the model.
-        """
-        assert isinstance(self.generator, BaseChatModel)
-        if schema is None:
-            return self.generator, kwargs
-        model = self.generator.model_copy(update=kwargs) if kwargs else self.generator
-        structured = schema.structured(model, cache=not kwargs)
-        return (structured, {}) if structured is not None else (model, {})
+        prompt = self.prompt(state, options) if adapter.takes_prompt else []
+        edited = self._edited(state, options)
+        if edited is not None:  # an edit round asks for text (the blocks), not the object
+            step.options = replace(options, output_schema=None)
+        return _Round(step, count, prompt, adapter, edited, options.output_schema)
 
     # Each call below is one generator invocation: `Step.call` counts it as a model call
     # when no callback saw one inside it (a plain callable, a client outside LangChain).
-
-    def _one(
-        self,
-        state: Mapping[str, Any],
-        prompt: list[BaseMessage],
-        step: Step,
-        schema: OutputSchema | None,
-    ) -> Any:
-        generator = self.generator
-        if isinstance(generator, BaseChatModel):
-            model, kwargs = self._model(schema, model_kwargs(step.options))
-            return model.invoke(prompt, step.config, **kwargs)
-        if isinstance(generator, Runnable):
-            graph: Runnable[Any, Any] = generator
-            output = graph.invoke({"messages": prompt}, step.config)
-            return _graph_answer(output, step.index, schema)
-        return call_sync(generator, state, what="generator")
-
-    async def _aone(
-        self,
-        state: Mapping[str, Any],
-        prompt: list[BaseMessage],
-        step: Step,
-        schema: OutputSchema | None,
-    ) -> Any:
-        generator = self.generator
-        if isinstance(generator, BaseChatModel):
-            model, kwargs = self._model(schema, model_kwargs(step.options))
-            return await model.ainvoke(prompt, step.config, **kwargs)
-        if isinstance(generator, Runnable):
-            graph: Runnable[Any, Any] = generator
-            output = await graph.ainvoke({"messages": prompt}, step.config)
-            return _graph_answer(output, step.index, schema)
-        return await acall(generator, state)
 
     def invoke(
         self, input: StateT, config: RunnableConfig | None = None, **kwargs: Any
     ) -> dict[str, Any]:
         """Generate the next attempt (sync)."""
         state = revive_state(input)
-        step, count, prompt, schema = self._begin(state, config)
+        turn = self._begin(state, config)
+        step, count, prompt, adapter = turn.step, turn.calls, turn.prompt, turn.adapter
+        call = adapter.invoke
         outputs: list[Any] = []
         try:
             for _ in range(count):
-                outputs.append(step.call(self._one, state, prompt, step, schema))
+                outputs.append(step.call(call, prompt, state, step))
         except BudgetStop as stop:
-            return self._stopped(stop, step, outputs)
+            return self._stopped(stop, step)
         except Exception as exc:
-            if not is_context_length_error(exc):
+            small = self._shrink(state, step, exc, adapter)
+            if small is None:
                 step.on_error(exc, "generator")
                 raise
-            outputs = self._retry_small(state, step, exc, schema)
-        return self._finish(state, outputs, step, schema)
+            try:
+                outputs = [step.call(call, small, state, step)]
+            except Exception as again:
+                raise self._overflow(state, step, again) from again
+        return self._finish(state, outputs, turn)
 
     async def ainvoke(
         self, input: StateT, config: RunnableConfig | None = None, **kwargs: Any
     ) -> dict[str, Any]:
         """Generate the next attempt (async)."""
         state = revive_state(input)
-        step, count, prompt, schema = self._begin(state, config)
+        turn = self._begin(state, config)
+        step, count, prompt, adapter = turn.step, turn.calls, turn.prompt, turn.adapter
+        call = adapter.ainvoke
         outputs: list[Any] = []
         try:
             if count == 1:  # awaited directly: gather() would cost a task per round
-                outputs.append(await step.acall(self._aone, state, prompt, step, schema))
+                outputs.append(await step.acall(call, prompt, state, step))
             else:
-                outputs = list(
-                    await asyncio.gather(
-                        *(step.acall(self._aone, state, prompt, step, schema) for _ in range(count))
-                    )
-                )
+                calls = (step.acall(call, prompt, state, step) for _ in range(count))
+                outputs = list(await asyncio.gather(*calls))
         except BudgetStop as stop:
-            return self._stopped(stop, step, outputs)
+            return self._stopped(stop, step)
         except Exception as exc:
-            if not is_context_length_error(exc):
+            small = self._shrink(state, step, exc, adapter)
+            if small is None:
                 await step.aon_error(exc, "generator")
                 raise
-            outputs = await self._aretry_small(state, step, exc, schema)
-        return self._finish(state, outputs, step, schema)
+            try:
+                outputs = [await step.acall(call, small, state, step)]
+            except Exception as again:
+                raise self._overflow(state, step, again) from again
+        return self._finish(state, outputs, turn)
 
-    def _retry_small(
-        self, state: Mapping[str, Any], step: Step, exc: Exception, schema: OutputSchema | None
-    ) -> list[Any]:
-        small = self._check_small(state, step, exc, schema)
-        try:
-            return [step.call(self._one, state, small, step, schema)]
-        except Exception as again:
-            raise self._overflow(state, step, again, schema) from again
+    def _shrink(
+        self, state: Mapping[str, Any], step: Step, exc: Exception, adapter: GeneratorAdapter
+    ) -> list[BaseMessage] | None:
+        """The smallest prompt to retry a context overflow with; None if `exc` is another error.
 
-    async def _aretry_small(
-        self, state: Mapping[str, Any], step: Step, exc: Exception, schema: OutputSchema | None
-    ) -> list[Any]:
-        small = self._check_small(state, step, exc, schema)
-        try:
-            return [await step.acall(self._aone, state, small, step, schema)]
-        except Exception as again:
-            raise self._overflow(state, step, again, schema) from again
-
-    def _check_small(
-        self, state: Mapping[str, Any], step: Step, exc: Exception, schema: OutputSchema | None
-    ) -> list[BaseMessage]:
-        """The smallest prompt to retry with, or raise if this round cannot shrink."""
-        if refined_attempt(state) is None or not isinstance(
-            self.generator, BaseChatModel | Runnable
-        ):
-            # The task alone (or a callable's own prompt) does not fit: nothing to cut.
-            raise self._overflow(state, step, exc, schema) from exc
+        Raises:
+            ContextLengthError: If the prompt overflowed and this round cannot shrink
+                (a fresh sample's task alone, or a callable's own prompt).
+        """
+        if not is_context_length_error(exc):
+            return None
+        if refined_attempt(state) is None or not adapter.can_shorten:
+            raise self._overflow(state, step, exc) from exc
         logger.info(
             "attempt %d: prompt exceeds the context; retrying with the smallest", step.index
         )
         # The smallest prompt asks for a rewrite, so a typed loop names the object even
-        # in a round that asked for edits (whose call `schema` is None).
-        return self._smallest(state, step.options.output_schema)
+        # in a round that asked for edits (whose step asks for text: no output schema).
+        return self._smallest(state, run_options(self.options))
 
     @staticmethod
-    def _overflow(
-        state: Mapping[str, Any], step: Step, exc: BaseException, schema: OutputSchema | None
-    ) -> ContextLengthError:
+    def _overflow(state: Mapping[str, Any], step: Step, exc: BaseException) -> ContextLengthError:
         if isinstance(exc, ContextLengthError):
             return exc
         attempts = list(state.get("attempts") or [])
+        schema: OutputSchema | None = step.options.output_schema
         result = RefineResult.from_state(dict(state), output_schema=schema) if attempts else None
         return ContextLengthError(
             f"attempt {step.index}: the prompt exceeds the model's context even in its "
@@ -374,25 +297,21 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
 
     # -- the update --------------------------------------------------------------------
 
-    def _stopped(self, stop: BudgetStop, step: Step, outputs: list[Any]) -> dict[str, Any]:
+    def _stopped(self, stop: BudgetStop, step: Step) -> dict[str, Any]:
         logger.info("budget exhausted before attempt %d: %s", step.index, stop)
         return plain_writes(
             {"stop_reason": BUDGET_STOP, "pending": None, "usage": step.meter.delta()}
         )
 
-    def _finish(
-        self,
-        state: Mapping[str, Any],
-        outputs: list[Any],
-        step: Step,
-        schema: OutputSchema | None,
-    ) -> dict[str, Any]:
-        typed = step.options.output_schema
-        edited = self._edited(state, step.options)
+    def _finish(self, state: Mapping[str, Any], outputs: list[Any], turn: _Round) -> dict[str, Any]:
+        step = turn.step
+        typed, edited, adapter = turn.typed, turn.edited, turn.adapter
+
+        def whole(output: Any) -> Reply:
+            return adapter.read(output, step.index, typed)
+
         replies = [
-            _read(output, step.index, schema)
-            if edited is None
-            else read_edits(output, edited, typed, lambda o: _read(o, step.index, typed))
+            whole(output) if edited is None else read_edits(output, edited, typed, whole)
             for output in outputs
         ]
         usage = step.meter.delta()
@@ -409,6 +328,8 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             instruction=state.get("reviewer_feedback"),
             parent=parent.index if parent is not None else None,
             move=next_move(state),
+            model=adapter.name,
+            rung=self.rungs.index(adapter) if len(self.rungs) > 1 else None,
             usage=usage,
             candidates=[
                 Candidate(
@@ -432,22 +353,6 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         return plain_writes(update)
 
 
-def _read(output: Any, index: int, schema: OutputSchema | None) -> Reply:
-    """One generator output as an attempt's fields (see `_typed`).
-
-    Raises:
-        TypeError: If an untyped generator returned something that is not text.
-    """
-    if schema is not None:
-        return schema.read(output)
-    if not isinstance(output, str | BaseMessage):
-        raise TypeError(
-            f"generator returned {type(output).__name__} on attempt {index}; return a "
-            "string or an AIMessage (or pass output_schema= to refine an object)"
-        )
-    return untyped_reply(output)
-
-
 def _asking_for(schema: OutputSchema | None, messages: list[BaseMessage]) -> list[BaseMessage]:
     """The prompt, its last message ending with the schema when the loop is typed."""
     if schema is None:
@@ -458,8 +363,7 @@ def _asking_for(schema: OutputSchema | None, messages: list[BaseMessage]) -> lis
 
 def _guided(state: Mapping[str, Any], options: LoopOptions) -> str:
     """A guided sample's prompt: the task and the feedback on the best attempt so far."""
-    best = best_attempt(state.get("attempts") or [])
-    feedback = best.evaluation.feedback if best is not None and best.evaluation else ""
+    feedback = best_feedback(state.get("attempts") or [])
     return guided_prompt(state["task"], feedback, options.max_attempt_chars)
 
 
@@ -476,33 +380,3 @@ def _history(attempts: Sequence[Attempt], parent: Attempt, options: LoopOptions)
     while line[-1].parent is not None and line[-1].parent in by_index:
         line.append(by_index[line[-1].parent])
     return line[::-1]
-
-
-def _graph_answer(output: Any, index: int, schema: OutputSchema | None = None) -> Any:
-    """The answer in a graph generator's output state: its last AI message.
-
-    With `output_schema`, the state's `structured_response` (what
-    `create_agent(response_format=...)` gives) when it has one.
-
-    Raises:
-        RefineError: If the output has no AI message, or ends on a tool call.
-    """
-    structured = output.get("structured_response") if isinstance(output, Mapping) else None
-    if schema is not None and structured is not None:
-        return structured
-    messages = output.get("messages") if isinstance(output, Mapping) else None
-    if isinstance(output, AIMessage):
-        messages = [output]
-    last = messages[-1] if messages else None
-    if not isinstance(last, AIMessage):
-        raise RefineError(
-            f"graph generator gave no final AI message on attempt {index} (its last message "
-            f"is {type(last).__name__ if last is not None else 'missing'}); the generator "
-            "must end with an AIMessage holding the answer"
-        )
-    if last.tool_calls:
-        raise RefineError(
-            f"graph generator ended on a tool call on attempt {index} "
-            f"({[c['name'] for c in last.tool_calls]}); give the agent a final answer step"
-        )
-    return last

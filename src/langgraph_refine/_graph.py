@@ -17,12 +17,14 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import RetryPolicy
 from pydantic import BaseModel
 
+from langgraph_refine._adapters import adapt_ladder
 from langgraph_refine._budget import Budget
 from langgraph_refine._edits import EditsMode
-from langgraph_refine._ends import FinalizeNode, Prepare
+from langgraph_refine._ends import NO_COMPARER, FinalizeNode, Prepare
 from langgraph_refine._evaluate import EvaluatorNode
 from langgraph_refine._generate import GeneratorNode
 from langgraph_refine._inline import Inline
+from langgraph_refine._kinds import kind_of
 from langgraph_refine._memory import DEFAULT_MEMORY, MemoryPolicy
 from langgraph_refine._models import resolve_chat_model
 from langgraph_refine._options import (
@@ -34,16 +36,30 @@ from langgraph_refine._options import (
     RefineContext,
     check_choice,
 )
-from langgraph_refine._record import model_name
 from langgraph_refine._retry import DEFAULT_RETRY_POLICY
 from langgraph_refine._review import ReviewNode, route_after_review
+from langgraph_refine._select import (
+    DEFAULT_SELECT_MARGIN,
+    DEFAULT_SELECT_TOP,
+    Comparer,
+    ComparerLike,
+    Select,
+    as_comparer,
+)
 from langgraph_refine._state import PromptForm, RefineInput, RefineOutput, RefineState, Strategy
 from langgraph_refine._typed import OutputSchema
-from langgraph_refine.evaluators import llm_judge
+from langgraph_refine.evaluators import LLMJudge, llm_judge
 from langgraph_refine.evaluators._base import EvaluatorLike
 from langgraph_refine.evaluators._combine import as_evaluator
 
-GeneratorLike = BaseChatModel | Runnable[Any, Any] | str | Callable[..., Any]
+GeneratorLike = (
+    BaseChatModel
+    | Runnable[Any, Any]
+    | str
+    | Callable[..., Any]
+    | Sequence[BaseChatModel | Runnable[Any, Any] | str | Callable[..., Any]]
+)
+"""One generator, or a ladder of them (a list, cheapest first)."""
 
 
 def create_refine_graph(
@@ -67,6 +83,11 @@ def create_refine_graph(
     retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = DEFAULT_RETRY_POLICY,
     record_key: str | None = None,
     output_schema: type[BaseModel] | Mapping[str, Any] | OutputSchema | None = None,
+    select: Select = "score",
+    select_top: int = DEFAULT_SELECT_TOP,
+    select_margin: float = DEFAULT_SELECT_MARGIN,
+    comparer: ComparerLike = None,
+    confirm_pass: bool = False,
     edits: EditsMode = False,
 ) -> StateGraph[RefineState, RefineContext, RefineInput, RefineOutput]:
     """Build the refine loop as an uncompiled `StateGraph`.
@@ -81,7 +102,11 @@ def create_refine_graph(
     Args:
         generator: A chat model, a `"provider:model"` string, a runnable or compiled
             graph (such as a `create_agent` agent) taking `{"messages": [...]}`, or a
-            callable `(state) -> str` (sync or async) that builds its own prompt.
+            callable `(state) -> str` (sync or async) that builds its own prompt. A list
+            of these is a ladder of models, cheapest first: attempt 0 is written by the
+            first; a stronger rung writes a round only when the rungs below stop raising
+            the best score (see "Ladder of models" in the concepts page). The default
+            judge then runs on the first rung.
         evaluator: A callable `(response, state) -> float | Evaluation` (sync or async),
             a chat model (LLM judge), a list of evaluators (combined), or None for an LLM
             judge on `judge_model` (falling back to the generator's model).
@@ -121,6 +146,22 @@ def create_refine_graph(
             its `output` the object as plain JSON; a reply that is not a valid object
             is evaluated FAIL (score 0, the validation errors as feedback) without
             calling the evaluator. The graph also writes `output` for its caller.
+        select: How the result is chosen when the loop stops: `"score"` (the best
+            evaluated attempt) or `"pairwise"`: the attempts within `select_margin` of
+            the best score, at most `select_top`, are compared in pairs, each pair in
+            both orders (orders that disagree make a tie); the most wins is the result
+            (then the higher score, then the earlier attempt). Comparisons are model
+            calls counted against the budget; when the budget left cannot pay for all of
+            them, the choice is by score. `RefineResult.metadata["selection"]` lists them.
+        select_top: The most attempts compared with `select="pairwise"` (>= 2).
+        select_margin: Score distance from the best within which attempts are compared.
+        comparer: Who compares with `select="pairwise"`: a chat model (asked with the
+            library's pairwise prompt) or a callable `(task, first, second) -> "first" |
+            "second" | "tie"`; by default `judge_model`, else the LLM judge's model, else
+            the generator (a chat model).
+        confirm_pass: When a round would stop on a PASS verdict or on `target_score`,
+            judge the same response once more (one more evaluator call, counted in the
+            budget); stop only if that judgment agrees, else go on with its feedback.
         edits: `True`: every refinement (reviewer revisions included) asks a chat-model
             or graph generator for SEARCH/REPLACE blocks against the refined attempt,
             and the new attempt's `response` is the edited text (`Attempt.edits` counts
@@ -161,15 +202,23 @@ def create_refine_graph(
         name=name,
         record_key=record_key,
         output_schema=output_schema,
+        select=select,
+        select_top=select_top,
+        select_margin=select_margin,
+        confirm_pass=confirm_pass,
         edits=edits,
     )
     check_choice("human_review", human_review, HumanReview, optional=True)
-    gen = (
-        resolve_chat_model(generator, option="generator")
-        if isinstance(generator, str)
-        else generator
+    rungs = adapt_ladder(
+        [_resolved(g) for g in generator]
+        if isinstance(generator, list | tuple)
+        else _resolved(generator)
     )
+    gen = rungs[0].generator  # the default judge's model: the ladder's first rung
     judge = _evaluator(gen, evaluator, judge_model)
+    compare = _comparer(comparer, judge, _judge_model(gen, judge_model))
+    if select == "pairwise" and compare is None:
+        raise ValueError(NO_COMPARER)
 
     builder = StateGraph(
         RefineState,
@@ -179,11 +228,15 @@ def create_refine_graph(
     )
     # The instant steps run inline: no worker thread per step under ainvoke (see _inline).
     builder.add_node(
-        "prepare", Inline(Prepare(options, review=human_review is not None), name="prepare")
+        "prepare",
+        Inline(
+            Prepare(options, review=human_review is not None, can_compare=compare is not None),
+            name="prepare",
+        ),
     )
     builder.add_node(
         "generate",
-        GeneratorNode[RefineState](gen, options, retry_policy=retry_policy),
+        GeneratorNode[RefineState](rungs, options, retry_policy=retry_policy),
         retry_policy=retry_policy,
         metadata={"refine_loop": name},
     )
@@ -199,13 +252,18 @@ def create_refine_graph(
             retry_policy=retry_policy,
             routes=None if after_evaluation else {"refine": "generate", "stop": stop},
             judge_model=_judge_model(gen, judge_model),
-            record_model=model_name(gen),
+            record_model=">".join(rung.name for rung in rungs),
+            ladder=[rung.name for rung in rungs] if len(rungs) > 1 else (),
         ),
         retry_policy=retry_policy,
         metadata={"refine_loop": name},
         destinations=() if after_evaluation else ("generate", stop),
     )
-    builder.add_node("finalize", Inline(FinalizeNode(options), name="finalize"))
+    builder.add_node(
+        "finalize",
+        FinalizeNode(options, compare, retry_policy=retry_policy),
+        retry_policy=retry_policy,
+    )
 
     builder.add_edge(START, "prepare")
     builder.add_edge("prepare", "generate")
@@ -225,11 +283,18 @@ def create_refine_graph(
     return builder
 
 
+def _resolved(generator: Any) -> Any:
+    """A model string as its chat model; any other generator as it is."""
+    if isinstance(generator, str):
+        return resolve_chat_model(generator, option="generator")
+    return generator
+
+
 def _evaluator(gen: Any, evaluator: EvaluatorLike, judge_model: BaseChatModel | str | None) -> Any:
     """The evaluator to use: the given one, or an LLM judge on `judge_model` / the generator."""
     if evaluator is None:
         judge = judge_model if judge_model is not None else gen
-        if not isinstance(judge, BaseChatModel | str):
+        if not isinstance(judge, str) and kind_of(judge) != "chat":
             raise ValueError(
                 "evaluator=None uses an LLM judge, which needs a model: pass judge_model=... "
                 "or an evaluator (the generator is not a chat model)"
@@ -240,9 +305,19 @@ def _evaluator(gen: Any, evaluator: EvaluatorLike, judge_model: BaseChatModel | 
     return as_evaluator(evaluator)
 
 
+def _comparer(
+    comparer: ComparerLike, judge: Any, judge_model: BaseChatModel | None
+) -> Comparer | None:
+    """The pairwise comparer: the given one, else the judge's model, else the judge model."""
+    if comparer is not None:
+        return as_comparer(comparer)
+    model = judge.model if isinstance(judge, LLMJudge) else judge_model
+    return as_comparer(model) if model is not None else None
+
+
 def _judge_model(gen: Any, judge_model: BaseChatModel | str | None) -> BaseChatModel | None:
     """The model a run's `judge` check uses when its context names none."""
     judge = judge_model if judge_model is not None else gen
     if isinstance(judge, str):
         return resolve_chat_model(judge, option="judge_model")
-    return judge if isinstance(judge, BaseChatModel) else None
+    return judge if kind_of(judge) == "chat" else None

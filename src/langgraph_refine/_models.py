@@ -14,6 +14,8 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 
+from langgraph_refine._kinds import kind_of
+
 OPENAI = "openai"
 
 PROVIDERS: frozenset[str] = frozenset(
@@ -127,8 +129,8 @@ def resolve_chat_model(model: BaseChatModel | str, *, option: str, **kwargs: Any
         ...     api_key="unused", max_tokens=256,
         ... )  # doctest: +SKIP
     """
-    if isinstance(model, BaseChatModel):
-        return model
+    if kind_of(model) == "chat":
+        return model  # type: ignore[return-value]
     if not isinstance(model, str) or not model.strip():
         raise ValueError(
             f"{option} must be a chat model or a model string ('provider:model' or a model "

@@ -20,6 +20,12 @@ from langgraph_refine._budget import Budget
 from langgraph_refine._edits import EditsMode, check_edits
 from langgraph_refine._memory import DEFAULT_MEMORY, MemoryPolicy, validate_memory
 from langgraph_refine._models import parse_max_tokens
+from langgraph_refine._select import (
+    DEFAULT_SELECT_MARGIN,
+    DEFAULT_SELECT_TOP,
+    ComparerLike,
+    Select,
+)
 from langgraph_refine._specs import (
     EvaluatorSpec,
     check_judge_model,
@@ -89,6 +95,11 @@ class RefineOptions(TypedDict, total=False):
     retry_policy: RetryPolicy | Sequence[RetryPolicy] | None
     record_key: str | None
     output_schema: type[BaseModel] | Mapping[str, Any] | OutputSchema | None
+    select: Select
+    select_top: int
+    select_margin: float
+    comparer: ComparerLike
+    confirm_pass: bool
     edits: EditsMode
 
 
@@ -129,6 +140,10 @@ class RefineContext(TypedDict, total=False):
     max_tokens: int
     record_key: str
     output_schema: dict[str, Any] | None
+    select: Select
+    select_top: int
+    select_margin: float
+    confirm_pass: bool
     edits: EditsMode
 
 
@@ -156,6 +171,13 @@ class LoopOptions:
             (None: the evaluate node names the generator's model and the evaluator).
         output_schema: The object each attempt must be (a pydantic model class or a
             JSON schema dict, kept as an `OutputSchema`), or None for text.
+        select: How the result is chosen when the loop stops: `"score"` (the best-result
+            rule) or `"pairwise"` (see `_select`).
+        select_top: With `"pairwise"`, the most attempts compared (>= 2).
+        select_margin: With `"pairwise"`, the score distance from the best within which
+            attempts are compared, in [0, 1].
+        confirm_pass: Judge a round that would stop on PASS or `target_score` once more;
+            stop only if that judgment agrees.
         edits: Whether refinements ask for SEARCH/REPLACE edits: `True`, `False` or
             `"auto"` (see `_edits`).
 
@@ -177,6 +199,10 @@ class LoopOptions:
     max_tokens: int | None = None
     record_key: str | None = None
     output_schema: OutputSchema | None = None
+    select: Select = "score"
+    select_top: int = DEFAULT_SELECT_TOP
+    select_margin: float = DEFAULT_SELECT_MARGIN
+    confirm_pass: bool = False
     edits: EditsMode = False
 
     def __post_init__(self) -> None:
@@ -185,6 +211,8 @@ class LoopOptions:
         check_choice("on_budget_exhausted", self.on_budget_exhausted, OnBudgetExhausted)
         check_choice("strategy", self.strategy, Strategy)
         check_choice("prompt_form", self.prompt_form, PromptForm)
+        check_choice("select", self.select, Select)
+        _check_selection(self.select_top, self.select_margin, self.confirm_pass)
         check_edits(self.edits)
         validate_memory(self.memory)
         if self.budget is not None and not isinstance(self.budget, Budget):
@@ -241,6 +269,24 @@ class LoopOptions:
             values["budget"] = Budget.coerce(values["budget"], option="context budget")
         values.update(_run_checks(values))
         return self.build(self, **values)
+
+
+def _check_selection(top: object, margin: object, confirm_pass: object) -> None:
+    """Validate `select_top`, `select_margin` and `confirm_pass`.
+
+    Raises:
+        ValueError: Naming the option, the value and the allowed range.
+    """
+    if not isinstance(top, int) or isinstance(top, bool) or top < 2:
+        raise ValueError(f"select_top must be an integer >= 2, got {top!r}")
+    if (
+        not isinstance(margin, int | float)
+        or isinstance(margin, bool)
+        or not 0.0 <= margin <= 1.0  # NaN fails this too
+    ):
+        raise ValueError(f"select_margin must be a number in [0, 1], got {margin!r}")
+    if not isinstance(confirm_pass, bool):
+        raise ValueError(f"confirm_pass must be True or False, got {confirm_pass!r}")
 
 
 def _context_values(context: object) -> dict[str, Any]:

@@ -3,38 +3,21 @@
 `strategy="explore"` weighs, at every choice, the counts pooled over earlier runs with
 this run's own (see `_strategy`). The pooled counts live in the run's LangGraph store
 (`compile(store=...)`, the store LangGraph Server gives every graph, `refine(...,
-store=...)`, an agent's store): one item per record key under `RECORD_NAMESPACE`.
+store=...)`, an agent's store), laid out so that runs in any number of processes sharing
+the store lose no round (see `_record_items`).
 
 The key names what the counts are about: the generator's model (provider and model name
 as LangChain reports them, else the class or function name) and the evaluator's kind
 (its name, not its arguments), e.g. `"openai:gpt-4o-mini|contains_all"`; `record_key=`
 sets it instead.
 
-The item's value (JSON):
+After every evaluated round a run writes its counts so far (as `round_stats` gives them
+for its attempts), replacing its own earlier counts rather than adding to a total: a
+round replayed after a crash, or a resumed run, writes the same counts again and nothing
+is counted twice. In the same exchange it reads the record and gets the other runs'
+pooled counts.
 
-    {"moves": {"refine": {"rounds": 12, "raised": 3, "fell": 8}, "sample": {...}},
-     "runs": {"<loop id>": {"seq": 41, "moves": {...}}, ...},
-     "earlier": {...}, "seq": 41, "version": 1}
-
-`moves` is the record: the totals over every counted run. `runs` holds each recent run's
-own counts (as `round_stats` gives them for its attempts so far), `earlier` the folded
-counts of runs that dropped out of `runs`; `moves` is always `earlier` plus the sum of
-`runs`.
-
-Why this shape:
-
-- Replays do not double count. After every evaluated round a run writes its counts so
-  far, replacing its own entry rather than adding to a total: a round replayed after a
-  crash, or a resumed run, writes the same counts again.
-- Concurrent runs lose no counts in one process. Each update (one `get`, one `put`)
-  holds a lock per store and key, so the loops of a batch or of `abatch` cannot
-  interleave their read-modify-write. Across processes (server workers) the store offers
-  no compare-and-swap; two writers racing can drop the other's latest entry, but since
-  every write carries the writer's whole count, a run's next round restores it. Only a
-  run's last write can be lost that way.
-- The item stays small. Only the `RECENT_RUNS` most recently written runs keep an
-  entry; older ones are folded into `earlier`. A run still going when folded would count
-  its earlier rounds twice, which needs `RECENT_RUNS` other runs to write in between.
+`strategy_records(store)` returns every record in a store as plain counts.
 
 A run is identified by the `loop_id` its `prepare` step writes to state (kept by the
 checkpointer, so a resumed run keeps it). A store error is logged and the run goes on
@@ -45,35 +28,54 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
-import weakref
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any
 
-from langchain_core.language_models import BaseChatModel
-from langchain_core.runnables import Runnable
 from langgraph.runtime import get_runtime
-from langgraph.store.base import BaseStore
+from langgraph.store.base import BaseStore, Item
 
+from langgraph_refine._kinds import model_name
 from langgraph_refine._options import LoopOptions
+from langgraph_refine._record_items import (
+    PAGE,
+    RECORD_NAMESPACE,
+    RecordView,
+    Writes,
+    key_of,
+    plan_writes,
+    read_items,
+    record_namespace,
+)
 from langgraph_refine._state import Attempt
 from langgraph_refine._strategy import MoveStats, round_stats
 
 logger = logging.getLogger("langgraph_refine")
-T = TypeVar("T")
-
-RECORD_NAMESPACE: tuple[str, ...] = ("langgraph_refine", "strategy")
-"""The store namespace of strategy records; each record is one item, keyed by its record key."""
-
-RECENT_RUNS = 128
-"""Runs that keep their own entry in a record (older ones are folded into its totals)."""
 
 Counts = dict[str, MoveStats]
 """Counts per kind of move: `{"refine": MoveStats(...), "sample": ...}`."""
 
 
 # -- the record key ----------------------------------------------------------------------
+
+
+def compose_key(model: str | None, evaluator: Any, record_key: str | None = None) -> str | None:
+    """The record key of a run: `record_key` if set, else `"<model>|<evaluator kind>"`.
+
+    The one place a key is composed (the graph, the middleware and `record_key` use it).
+    None when neither `record_key` nor the model is known: such a run keeps no record.
+    """
+    if record_key is not None:
+        return record_key
+    return None if not model else f"{model}|{evaluator_kind(evaluator)}"
+
+
+def record_store(strategy: str, store: BaseStore | None) -> BaseStore | None:
+    """The store a run keeps its record in: its own, when it explores; else None.
+
+    The one place that says which runs keep a record (only explore reads or writes it).
+    """
+    return store if strategy == "explore" else None
 
 
 def record_key(generator: Any, evaluator: Any) -> str:
@@ -92,41 +94,9 @@ def record_key(generator: Any, evaluator: Any) -> str:
         >>> record_key(write, contains_all(["a"]))
         'write|contains_all'
     """
-    return f"{model_name(generator)}|{evaluator_kind(evaluator)}"
-
-
-def model_name(generator: Any) -> str:
-    """The generator's model as LangChain reports it (`provider:model`), else its class name.
-
-    A runnable that wraps a chat model (`model.bind(...)`, `model.with_retry()`) names
-    that model; a callable is named by its function name.
-    """
-    model = _chat_model(generator)
-    if model is not None:
-        try:
-            params = model._get_ls_params()
-        except Exception:  # a model whose tracing parameters cannot be built
-            params = {}
-        provider, name = params.get("ls_provider"), params.get("ls_model_name")
-        if name:
-            return f"{provider}:{name}" if provider else str(name)
-        return type(model).__name__
-    if isinstance(generator, Runnable):
-        return type(generator).__name__
-    name = getattr(generator, "__name__", None)
-    return str(name) if name else type(generator).__name__
-
-
-def _chat_model(generator: Any) -> BaseChatModel | None:
-    """The chat model a generator is, or wraps through runnable bindings, if any."""
-    for _ in range(8):  # bindings nest shallowly; never loop on a cycle
-        if isinstance(generator, BaseChatModel):
-            return generator
-        bound = getattr(generator, "bound", None) or getattr(generator, "runnable", None)
-        if bound is None:
-            return None
-        generator = bound
-    return None
+    key = compose_key(model_name(generator), evaluator)
+    assert key is not None  # every generator has a name
+    return key
 
 
 def evaluator_kind(evaluator: Any) -> str:
@@ -144,81 +114,30 @@ def evaluator_kind(evaluator: Any) -> str:
     return name
 
 
-# -- the stored value --------------------------------------------------------------------
+# -- the record as read --------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class StrategyRecord:
-    """A strategy record as stored: totals, recent runs' own counts, folded counts.
+    """One strategy record as read: the totals, and each run's own counts.
 
     Attributes:
         moves: The totals per kind of move (what explore and `report` read).
-        runs: Recent runs' own counts by loop id, each with the sequence number of its
-            latest write.
-        earlier: The folded counts of runs no longer in `runs`.
-        seq: The sequence number of the latest write.
+        runs: Each counted run's own counts, by loop id.
     """
 
-    moves: Counts = field(default_factory=dict)
-    runs: dict[str, tuple[int, Counts]] = field(default_factory=dict)
-    earlier: Counts = field(default_factory=dict)
-    seq: int = 0
+    moves: Counts
+    runs: dict[str, Counts]
 
     @classmethod
-    def from_value(cls, value: Mapping[str, Any] | None) -> StrategyRecord:
-        """Parse a stored value; anything unreadable counts as an empty record."""
-        if not isinstance(value, Mapping):
-            return cls()
-        try:
-            runs = {
-                str(run): (int(entry["seq"]), _counts(entry["moves"]))
-                for run, entry in (value.get("runs") or {}).items()
-            }
-            return cls(
-                moves=_counts(value.get("moves")),
-                runs=runs,
-                earlier=_counts(value.get("earlier")),
-                seq=int(value.get("seq", 0)),
-            )
-        except (TypeError, ValueError, KeyError, AttributeError):
-            logger.warning("strategy record unreadable (%.200r); starting it afresh", value)
-            return cls()
+    def from_view(cls, view: RecordView) -> StrategyRecord:
+        """The record a read of its namespace found."""
+        runs = {run: _counts(entry.counts.get("moves")) for run, entry in view.runs.items()}
+        return cls(moves=_counts(view.total().get("moves")), runs=runs)
 
-    def to_value(self) -> dict[str, Any]:
-        """The JSON value to store."""
-        return {
-            "moves": _plain(self.moves),
-            "runs": {
-                run: {"seq": seq, "moves": _plain(counts)}
-                for run, (seq, counts) in self.runs.items()
-            },
-            "earlier": _plain(self.earlier),
-            "seq": self.seq,
-            "version": 1,
-        }
-
-    def with_run(self, loop_id: str, counts: Counts) -> StrategyRecord:
-        """This record with one run's counts replaced (not added), oldest runs folded."""
-        seq = self.seq + 1
-        runs = {**self.runs, loop_id: (seq, dict(counts))}
-        earlier = dict(self.earlier)
-        while len(runs) > RECENT_RUNS:
-            oldest = min(runs, key=lambda run: runs[run][0])
-            earlier = _sum(earlier, runs.pop(oldest)[1])
-        moves = earlier
-        for _, run_counts in runs.values():
-            moves = _sum(moves, run_counts)
-        return StrategyRecord(moves=moves, runs=runs, earlier=earlier, seq=seq)
-
-    def without(self, loop_id: str | None) -> Counts:
-        """The totals without one run's own counts (the pooled evidence of the others)."""
-        if loop_id is None or loop_id not in self.runs:
-            return dict(self.moves)
-        others = dict(self.earlier)
-        for run, (_, counts) in self.runs.items():
-            if run != loop_id:
-                others = _sum(others, counts)
-        return others
+    def to_dict(self) -> dict[str, dict[str, int]]:
+        """The totals as plain counts: `{move_kind: {"rounds", "raised", "fell"}}`."""
+        return _plain(self.moves)
 
 
 def _counts(value: Any) -> Counts:
@@ -229,13 +148,6 @@ def _counts(value: Any) -> Counts:
 
 def _plain(counts: Counts) -> dict[str, dict[str, int]]:
     return {kind: stats.to_dict() for kind, stats in sorted(counts.items())}
-
-
-def _sum(left: Counts, right: Counts) -> Counts:
-    total = dict(left)
-    for kind, stats in right.items():
-        total[kind] = total[kind] + stats if kind in total else stats
-    return total
 
 
 # -- reading and writing -----------------------------------------------------------------
@@ -259,16 +171,18 @@ class RecordUpdate:
         """This run's own counts so far."""
         return round_stats(self.attempts)
 
-    def apply(self, value: Mapping[str, Any] | None) -> tuple[StrategyRecord, bool]:
-        """The record after this update, and whether it changed (needs a `put`)."""
-        record = StrategyRecord.from_value(value)
-        if self.loop_id is None:
-            return record, False
+    def writes(self, view: RecordView) -> Writes:
+        """The store writes that record this run's counts, given what it just read."""
         counts = self.counts()
-        known = record.runs.get(self.loop_id)
-        if (known[1] if known else {}) == counts:  # a replay, or a round 0: nothing new
-            return record, False
-        return record.with_run(self.loop_id, counts), True
+        if self.loop_id is None or not counts:  # read only, or a round 0: nothing to count
+            return Writes([], [])
+        n = sum(stats.rounds for stats in counts.values())
+        entry = {"moves": _plain(counts)}
+        return plan_writes(record_namespace(self.key), view, self.loop_id, n, entry)
+
+    def others(self, view: RecordView) -> Counts:
+        """The pooled counts of every other run."""
+        return _counts(view.total(without=self.loop_id).get("moves"))
 
 
 def run_record(
@@ -288,10 +202,10 @@ def run_record(
         options: The run's options (its strategy).
         key: The run's record key (None: no record).
     """
-    if options.strategy != "explore" or key is None:
+    if key is None:
         return None
     try:
-        store = get_runtime().store
+        store = record_store(options.strategy, get_runtime().store)
     except RuntimeError:  # a node called outside a graph run
         return None
     if store is None:
@@ -306,37 +220,30 @@ def exchange(store: BaseStore, update: RecordUpdate) -> Counts | None:
         The pooled counts of the other runs, or None if the store failed (logged).
     """
     try:
-        with _thread_lock(store, update.key):
-            item = store.get(RECORD_NAMESPACE, update.key)
-            record, changed = update.apply(item.value if item else None)
-            if changed:
-                store.put(RECORD_NAMESPACE, update.key, record.to_value(), index=False)
+        view = read_items(_search_all(store, record_namespace(update.key)))
+        writes = update.writes(view)
+        for ops in (writes.first, writes.then):
+            if ops:
+                store.batch(ops)
     except Exception as exc:  # the record is an optimisation: the loop goes on without it
         _store_failed(exc, update.key)
         return None
-    return record.without(update.loop_id)
+    return update.others(view)
 
 
 async def aexchange(store: BaseStore, update: RecordUpdate) -> Counts | None:
     """Async twin of `exchange`."""
     try:
-        async with _async_lock(store, update.key):
-            item = await _run(store, store.aget, store.get, RECORD_NAMESPACE, update.key)
-            record, changed = update.apply(item.value if item else None)
-            if changed:
-                await _run(
-                    store,
-                    store.aput,
-                    store.put,
-                    RECORD_NAMESPACE,
-                    update.key,
-                    record.to_value(),
-                    index=False,
-                )
+        items = await _asearch_all(store, record_namespace(update.key))
+        view = read_items(items)
+        writes = update.writes(view)
+        for ops in (writes.first, writes.then):
+            if ops:
+                await _run(store.abatch, store.batch, ops)
     except Exception as exc:  # the record is an optimisation: the loop goes on without it
         _store_failed(exc, update.key)
         return None
-    return record.without(update.loop_id)
+    return update.others(view)
 
 
 def read_records(store: BaseStore) -> dict[str, StrategyRecord]:
@@ -348,38 +255,83 @@ def read_records(store: BaseStore) -> dict[str, StrategyRecord]:
     Returns:
         The records, sorted by key.
     """
-    found: dict[str, StrategyRecord] = {}
-    offset = 0
-    while True:
-        page = store.search(RECORD_NAMESPACE, limit=100, offset=offset)
-        for item in page:
-            if tuple(item.namespace) == RECORD_NAMESPACE:
-                found[item.key] = StrategyRecord.from_value(item.value)
-        if len(page) < 100:
-            return dict(sorted(found.items()))
-        offset += len(page)
+    return _by_key(_search_all(store, RECORD_NAMESPACE))
 
 
 async def aread_records(store: BaseStore) -> dict[str, StrategyRecord]:
     """Async twin of `read_records`."""
-    found: dict[str, StrategyRecord] = {}
-    offset = 0
+    return _by_key(await _asearch_all(store, RECORD_NAMESPACE))
+
+
+def strategy_records(store: BaseStore) -> dict[str, dict[str, Any]]:
+    """Every strategy record in a store, as plain counts.
+
+    Runs in several processes sharing the store lose no round: once they finish, each
+    record's counts equal the rounds they made.
+
+    Args:
+        store: Any LangGraph `BaseStore` explore kept records in.
+
+    Returns:
+        `{record_key: {move_kind: {"rounds": int, "raised": int, "fell": int}}}`, sorted
+        by key. (A ladder of models may add a `"rungs"` level per key; none is written yet.)
+
+    Example:
+        >>> from langgraph.store.memory import InMemoryStore
+        >>> from langgraph_refine import refine
+        >>> from langgraph_refine.evaluators import contains_all
+        >>> def write(state): return "a city on a river" if state["attempts"] else "a city"
+        >>> store = InMemoryStore()
+        >>> _ = refine(write, "Describe Paris.", contains_all(["river"]), store=store)
+        >>> strategy_records(store)
+        {'write|contains_all': {'refine': {'rounds': 1, 'raised': 1, 'fell': 0}}}
+    """
+    return {key: record.to_dict() for key, record in read_records(store).items()}
+
+
+async def astrategy_records(store: BaseStore) -> dict[str, dict[str, Any]]:
+    """Async twin of `strategy_records` (a store with only sync methods runs in a thread)."""
+    return {key: record.to_dict() for key, record in (await aread_records(store)).items()}
+
+
+def _by_key(items: list[Item]) -> dict[str, StrategyRecord]:
+    """The items of every record namespace, grouped and read per record key."""
+    depth = len(RECORD_NAMESPACE) + 1
+    views: dict[str, RecordView] = {}
+    for item in items:
+        namespace = tuple(item.namespace)
+        if len(namespace) == depth:  # anything else under the prefix is not a record
+            read_items([item], views.setdefault(key_of(namespace), RecordView()))
+    return {key: StrategyRecord.from_view(views[key]) for key in sorted(views)}
+
+
+def _search_all(store: BaseStore, namespace: tuple[str, ...]) -> list[Item]:
+    """Every item under `namespace`, page by page."""
+    found: list[Item] = []
     while True:
-        page = await store.asearch(RECORD_NAMESPACE, limit=100, offset=offset)
-        for item in page:
-            if tuple(item.namespace) == RECORD_NAMESPACE:
-                found[item.key] = StrategyRecord.from_value(item.value)
-        if len(page) < 100:
-            return dict(sorted(found.items()))
-        offset += len(page)
+        page = store.search(namespace, limit=PAGE, offset=len(found))
+        found.extend(page)
+        if len(page) < PAGE:
+            return _exact(found, namespace)
+
+
+async def _asearch_all(store: BaseStore, namespace: tuple[str, ...]) -> list[Item]:
+    """Async twin of `_search_all`."""
+    found: list[Item] = []
+    while True:
+        page = await _run(store.asearch, store.search, namespace, limit=PAGE, offset=len(found))
+        found.extend(page)
+        if len(page) < PAGE:
+            return _exact(found, namespace)
+
+
+def _exact(items: list[Item], namespace: tuple[str, ...]) -> list[Item]:
+    """The items in `namespace` or below it (a record's own namespace has none below)."""
+    return [i for i in items if tuple(i.namespace)[: len(namespace)] == namespace]
 
 
 async def _run(
-    store: BaseStore,
-    method: Callable[..., Any],
-    sync: Callable[..., Any],
-    *args: Any,
-    **kwargs: Any,
+    method: Callable[..., Any], sync: Callable[..., Any], *args: Any, **kwargs: Any
 ) -> Any:
     """Await a store's async method; a store with only sync methods runs in a worker thread."""
     try:
@@ -395,47 +347,3 @@ def _store_failed(exc: BaseException, key: str) -> None:
         type(exc).__name__,
         exc,
     )
-
-
-# One lock per store and record key, so one process never interleaves two updates of the
-# same record. Held weakly by store (and, for asyncio locks, by event loop: an asyncio
-# lock belongs to one loop).
-_THREAD_LOCKS: weakref.WeakKeyDictionary[BaseStore, dict[str, threading.Lock]] = (
-    weakref.WeakKeyDictionary()
-)
-_ASYNC_LOCKS: weakref.WeakKeyDictionary[
-    asyncio.AbstractEventLoop, weakref.WeakKeyDictionary[BaseStore, dict[str, asyncio.Lock]]
-] = weakref.WeakKeyDictionary()
-_GUARD = threading.Lock()
-
-
-def _thread_lock(store: BaseStore, key: str) -> threading.Lock:
-    with _GUARD:
-        return _per_store(_THREAD_LOCKS, _THREAD_LOCKS_BY_ID, store).setdefault(
-            key, threading.Lock()
-        )
-
-
-def _async_lock(store: BaseStore, key: str) -> asyncio.Lock:
-    loop = asyncio.get_running_loop()
-    with _GUARD:
-        by_store = _ASYNC_LOCKS.setdefault(loop, weakref.WeakKeyDictionary())
-        by_id = _ASYNC_LOCKS_BY_ID.setdefault(loop, {})
-        return _per_store(by_store, by_id, store).setdefault(key, asyncio.Lock())
-
-
-def _per_store(
-    locks: weakref.WeakKeyDictionary[BaseStore, dict[str, T]],
-    by_id: dict[int, dict[str, T]],
-    store: BaseStore,
-) -> dict[str, T]:
-    try:
-        return locks.setdefault(store, {})
-    except TypeError:  # a store that cannot be weakly referenced or hashed: by identity
-        return by_id.setdefault(id(store), {})
-
-
-_THREAD_LOCKS_BY_ID: dict[int, dict[str, threading.Lock]] = {}
-_ASYNC_LOCKS_BY_ID: weakref.WeakKeyDictionary[
-    asyncio.AbstractEventLoop, dict[int, dict[str, asyncio.Lock]]
-] = weakref.WeakKeyDictionary()

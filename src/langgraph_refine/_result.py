@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 REVIEWED_REASONS = frozenset({"approved", "edited"})
 """Stops whose value is the reviewer's choice rather than the best attempt."""
 
-RESULT_KEYS = ["task", "attempts", "response", "pending", "stop_reason", "usage"]
+RESULT_KEYS = ["task", "attempts", "response", "pending", "stop_reason", "usage", "selection"]
 """The state keys `RefineResult.from_state` reads. Without a checkpointer there is no
 state to read back, so runs ask `invoke`/`stream` for these channels (`output_keys=`)."""
 
@@ -36,6 +36,12 @@ def _rank(attempt: Attempt) -> tuple[bool, float]:
     evaluation = attempt.evaluation
     assert evaluation is not None
     return (evaluation.verdict == "PASS", evaluation.score)
+
+
+def best_feedback(attempts: Sequence[Attempt]) -> str:
+    """The feedback on the best attempt so far (what a guided sample is told), or ""."""
+    best = best_attempt(attempts)
+    return best.evaluation.feedback if best is not None and best.evaluation else ""
 
 
 def best_attempt(attempts: Sequence[Attempt]) -> Attempt | None:
@@ -83,7 +89,10 @@ class RefineResult(BaseModel):
             valid object, and without `output_schema`). Read from a state without the
             schema (`from_state(state)`), it is the plain JSON value.
         metadata: `iterations`, `converged`, `score_history` and `stop_reason` as plain
-            values, for logging and serialisation.
+            values, for logging and serialisation; with `select="pairwise"`, also
+            `selection`: the candidates compared, each comparison (`pair`, both
+            `verdicts`, `outcome`: the winner's index or `"tie"`), the `chosen` index,
+            the `method` that chose (`"score"` when the budget could not pay) and a `note`.
 
     `repr()` and `print()` show a short summary: the value's start and length, score,
     verdict, stop reason, iterations, best index and usage; the attempts are in
@@ -210,7 +219,9 @@ class RefineResult(BaseModel):
             # Generated but not evaluated: its generation is not in the total yet.
             attempts.append(pending)
             usage = usage + pending.usage
-        best = best_attempt(attempts)
+        selection = state.get("selection")
+        # A pairwise selection's choice is the result (see `_select`); else the best-result rule.
+        best = _selected(attempts, selection) or best_attempt(attempts)
         stop_reason = None if paused else stop_reason_of(state)
         value = state.get("response")
         chosen = best
@@ -228,6 +239,14 @@ class RefineResult(BaseModel):
         score_history = [a.evaluation.score for a in attempts if a.evaluation is not None]
         iterations = max(len(attempts) - 1, 0)
         converged = stop_reason in CONVERGED_REASONS
+        metadata: dict[str, Any] = {
+            "iterations": iterations,
+            "converged": converged,
+            "score_history": score_history,
+            "stop_reason": stop_reason,
+        }
+        if selection:
+            metadata["selection"] = selection
         return cls(
             value=value,
             score=evaluation.score if evaluation else None,
@@ -241,13 +260,14 @@ class RefineResult(BaseModel):
             usage=usage,
             best_index=chosen.index if chosen is not None else None,
             output=output_schema.typed(output) if output_schema is not None else output,
-            metadata={
-                "iterations": iterations,
-                "converged": converged,
-                "score_history": score_history,
-                "stop_reason": stop_reason,
-            },
+            metadata=metadata,
         )
+
+
+def _selected(attempts: Sequence[Attempt], selection: Any) -> Attempt | None:
+    """The attempt a pairwise selection chose, if the state holds one."""
+    chosen = selection.get("chosen") if isinstance(selection, dict) else None
+    return next((a for a in attempts if a.index == chosen and a.evaluation is not None), None)
 
 
 def _output(

@@ -30,7 +30,7 @@ import functools
 import json
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -112,7 +112,7 @@ def parse_spec(spec: object, *, allow_files: bool = True) -> EvaluatorSpec:
     """
     if not isinstance(spec, str) or not spec.strip():
         raise SpecError(
-            f"evaluator spec must be a non-empty string, got {spec!r}; use one of {_forms()}"
+            f"evaluator spec must be a non-empty string, got {spec!r}; use one of {spec_forms()}"
         )
     text = spec.strip()
     head, sep, arg = text.partition(":")
@@ -121,11 +121,11 @@ def parse_spec(spec: object, *, allow_files: bool = True) -> EvaluatorSpec:
         raise SpecError(
             f"evaluator spec {spec!r} is refused: a run may not ask for checks that read "
             f"files or run code ({', '.join(sorted(FILE_KINDS))}) unless the deployment sets "
-            f"{ALLOW_CODE_CHECKS_ENV}=1; a run may use {_forms(allow_files=False)}"
+            f"{ALLOW_CODE_CHECKS_ENV}=1; a run may use {spec_forms(allow_files=False)}"
         )
     parse = _PARSERS.get((kind, bool(sep)))
     if parse is None:
-        raise SpecError(f"unknown evaluator spec {spec!r}; use one of {_forms(allow_files)}")
+        raise SpecError(f"unknown evaluator spec {spec!r}; use one of {spec_forms(allow_files)}")
     return EvaluatorSpec(text, kind, parse(arg, spec))
 
 
@@ -202,7 +202,7 @@ _PARSERS: dict[tuple[str, bool], Callable[[str, str], Any]] = {
 """How each (kind, has an argument) is parsed into the factory's argument."""
 
 
-def _forms(allow_files: bool = True) -> str:
+def spec_forms(allow_files: bool = True) -> str:
     return ", ".join(
         form for form in SPEC_FORMS if allow_files or form.partition(":")[0] not in FILE_KINDS
     )
@@ -219,7 +219,7 @@ def parse_specs(specs: object, *, allow_files: bool = True) -> list[EvaluatorSpe
     if not isinstance(specs, list | tuple) or not all(isinstance(s, str) for s in specs):
         raise SpecError(
             f"'evaluator' must be a spec string or a list of them, got {specs!r}; "
-            f"use one of {_forms(allow_files)}"
+            f"use one of {spec_forms(allow_files)}"
         )
     return [parse_spec(spec, allow_files=allow_files) for spec in specs]
 
@@ -286,45 +286,3 @@ def run_judge_model(name: str, max_tokens: int | None) -> Any:
         )
     except (ImportError, ValueError) as exc:
         raise SpecError(f"judge_model {name!r} cannot be used: {exc}") from None
-
-
-def build_evaluator(spec: EvaluatorSpec, judge_model: Callable[[], Any]) -> Any:
-    """Build the evaluator a parsed spec names.
-
-    Args:
-        spec: The parsed spec.
-        judge_model: Returns the chat model a `judge` spec uses (called only for `judge`).
-
-    Raises:
-        SpecError: If the factory rejects the argument.
-    """
-    from langgraph_refine import evaluators
-
-    builders: dict[str, Callable[[Any], Any]] = {
-        "judge": lambda _: evaluators.llm_judge(judge_model()),
-        "words": lambda bounds: evaluators.word_count(*bounds),
-        "contains": evaluators.contains_all,
-        "regex": evaluators.matches_regex,
-        "no-repetition": lambda _: evaluators.no_repetition(),
-        "schema": evaluators.json_schema,
-        "json-schema": evaluators.json_schema,
-        "python-tests": evaluators.python_tests,
-    }
-    if spec.kind not in builders:  # pragma: no cover - parse_spec makes only these kinds
-        raise SpecError(f"unknown evaluator spec {spec.text!r}; use one of {_forms()}")
-    try:
-        return builders[spec.kind](spec.argument)
-    except (ValueError, TypeError) as exc:
-        raise SpecError(f"evaluator spec {spec.text!r}: {exc}") from None
-
-
-def build_evaluators(specs: Sequence[EvaluatorSpec], judge_model: Callable[[], Any]) -> Any:
-    """The `evaluator=` argument for a list of specs.
-
-    No spec means None (the loop's default LLM judge); one spec, its evaluator; several,
-    a list (the loop combines them with equal weights).
-    """
-    built = [build_evaluator(spec, judge_model) for spec in specs]
-    if not built:
-        return None
-    return built[0] if len(built) == 1 else built

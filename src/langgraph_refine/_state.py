@@ -165,6 +165,12 @@ class Attempt(BaseModel):
         reasoning: Reasoning the model gave beside its answer (`<think>` blocks, a
             provider's `reasoning_content`, reasoning content blocks), kept apart: never
             part of `response`, never shown to evaluators or in refinement prompts.
+        model: The generator that wrote it, as LangChain reports its model
+            (`provider:model`), else the class or function name; with a ladder of
+            models, the rung's. None for a reviewer's edit (and attempts stored before
+            the field existed).
+        rung: With a ladder of models (`generator=[cheap, ..., strong]`), the index of
+            the rung that wrote it; None without a ladder.
         edits: With `edits=`, the number of SEARCH/REPLACE blocks applied to the parent's
             text to make `response` (the whole edited text); 0 when the reply's blocks
             did not all apply (`response` is then the parent's text, evaluated FAIL);
@@ -183,6 +189,8 @@ class Attempt(BaseModel):
     candidates: list[Candidate] = Field(default_factory=list)
     output: JsonValue = None
     reasoning: str | None = None
+    model: str | None = None
+    rung: int | None = None
     edits: int | None = None
 
     @model_validator(mode="before")
@@ -440,10 +448,14 @@ class RefineState(TypedDict):
         refine_from: The attempt the next round refines; None for a fresh sample.
         next_move: The kind of move the next round makes (the strategy's choice); a
             state without it reads the move from `refine_from`.
+        rung: With a ladder of models, the rung that writes the next attempt (see
+            `_ladder`); None or missing: the first.
         usage: Model calls, tokens and seconds spent so far.
         from_messages: True when the task came from `messages` (the answer goes back there).
         loop_id: Identifies this run of the loop (set by `prepare`); its key in the
             strategy record, so a resumed run updates its own counts.
+        selection: With `select="pairwise"`, the record of the final choice (the
+            comparisons made and the chosen attempt's index), set when the loop stops.
     """
 
     task: str
@@ -456,6 +468,8 @@ class RefineState(TypedDict):
     reviewer_feedback: NotRequired[str | None]
     refine_from: NotRequired[int | None]
     next_move: NotRequired[MoveKind | None]
+    rung: NotRequired[int | None]
     usage: NotRequired[Annotated[Usage, PlainDataChannel(Usage, add_usage)]]
     from_messages: NotRequired[bool]
     loop_id: NotRequired[str | None]
+    selection: NotRequired[dict[str, Any] | None]

@@ -3,7 +3,9 @@
 A model-calling node runs its calls through a `Step`: the step attaches a `BudgetMeter`
 to the node's config (so every model call under it is counted and checked), cuts off a
 call still running when `Budget.max_seconds` runs out, and adds the attempt, node and
-HTTP status to errors (as notes: the error keeps its type and message).
+HTTP status to errors (as notes: the error keeps its type and message). A loop run
+inside another loop's step finds that step's meter in its config and spends from its
+budget too (see `_budget`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import get_runtime
 from langgraph.types import RetryPolicy
 
-from langgraph_refine._budget import Budget, BudgetMeter, BudgetStop
+from langgraph_refine._budget import Budget, BudgetMeter, BudgetStop, enclosing_meter, only_meter
 from langgraph_refine._events import RoundEvent, StopEvent
 from langgraph_refine._options import LoopOptions
 from langgraph_refine._result import RefineResult, best_attempt
@@ -156,7 +158,10 @@ class Step:
         if pending_usage is not None:  # the generation not yet added to the total
             spent = spent + pending_usage
         what = "generator" if node == "generate" else "evaluator"
-        self.meter = BudgetMeter(options.budget, spent, carried=carried, what=what)
+        # In a loop run inside another loop's step, that step's meter (inherited with the
+        # config) is the parent: the outer budget counts and can stop this loop's calls.
+        parent = enclosing_meter(config)
+        self.meter = BudgetMeter(options.budget, spent, carried=carried, what=what, parent=parent)
         self.node = node
         self.index = index
         self.retry_policy = retry_policy
@@ -167,7 +172,7 @@ class Step:
             self.config: RunnableConfig = {**(config or {}), "callbacks": [self.meter]}
             return
         best = best_attempt(state.get("attempts") or [])
-        self.config = merge_configs(
+        merged = merge_configs(
             config,
             {
                 "callbacks": [self.meter],
@@ -180,6 +185,8 @@ class Step:
                 },
             },
         )
+        # One meter per call: the enclosing ones count through `parent`, not as handlers.
+        self.config = only_meter(merged, self.meter)  # type: ignore[assignment, arg-type]
 
     def call(self, fn: Callable[..., T], *args: Any, model_call: bool = True) -> T:
         """Call `fn(*args)` (sync) under the meter, cut off when the time budget runs out.

@@ -17,6 +17,15 @@ from langgraph_refine._state import Attempt, StopReason
 BUDGET_STOP: StopReason = "budget_exhausted"
 """The reason given when the budget refuses a model call (before or during a round)."""
 
+CONFIRMABLE_STOPS: frozenset[StopReason] = frozenset({"passed", "target_reached"})
+"""Stops that `confirm_pass=True` judges once more before they stand."""
+
+
+def needs_confirmation(reason: StopReason | None, confirm_pass: bool) -> bool:
+    """True when a round's stop must be confirmed by a second judgment (`confirm_pass`)."""
+    return confirm_pass and reason in CONFIRMABLE_STOPS
+
+
 _REVIEW_STOPS: dict[str, StopReason | None] = {
     "approve": "approved",
     "edit": "edited",

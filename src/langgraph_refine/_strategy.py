@@ -165,8 +165,7 @@ def round_stats(attempts: Sequence[Attempt]) -> dict[str, MoveStats]:
     """
     stats: dict[str, MoveStats] = {}
     for k in range(1, len(attempts)):
-        kind, outcome = _outcome(attempts[: k + 1])
-        if kind is not None:
+        for kind, outcome in latest_round_stats(attempts[: k + 1]).items():
             stats[kind] = stats.get(kind, MoveStats()) + outcome
     return stats
 
@@ -179,7 +178,13 @@ def latest_round_stats(attempts: Sequence[Attempt]) -> dict[str, MoveStats]:
     if len(attempts) < 2:
         return {}
     kind, outcome = _outcome(attempts)
-    return {kind: outcome} if kind is not None else {}
+    if kind is None:
+        return {}
+    latest = attempts[-1]
+    if latest.rung is None or latest.model is None:
+        return {kind: outcome}
+    # A ladder's round also counts for its rung (see `_ladder`): `"rung:<model>"`.
+    return {kind: outcome, f"rung:{latest.model}": outcome}
 
 
 def _outcome(attempts: Sequence[Attempt]) -> tuple[str | None, MoveStats]:

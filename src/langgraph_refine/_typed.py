@@ -25,6 +25,7 @@ from langchain_core.messages import BaseMessage
 from langchain_core.runnables import Runnable
 from pydantic import BaseModel, ValidationError
 
+from langgraph_refine._fences import first_block
 from langgraph_refine._reasoning import split_reasoning
 from langgraph_refine._state import Evaluation
 
@@ -196,23 +197,22 @@ class OutputSchema:
 
     # -- reading it ------------------------------------------------------------------
 
-    def read(self, reply: Any) -> Reply:
+    def read(self, reply: Any, reasoning: str | None = None) -> Reply:
         """Read one generator reply into an attempt's fields.
 
-        The reply may be a model instance, a dict, JSON text, a chat message, or a
-        structured-output result (`{"raw", "parsed", "parsing_error"}`). Reasoning
-        beside the answer is kept apart; the rest must be a valid object.
+        Args:
+            reply: A model instance, a dict, JSON text, or a chat message (its
+                reasoning is kept apart).
+            reasoning: Reasoning already taken out of the reply, if any.
+
+        Returns:
+            The reply read: the object as JSON text and plain JSON, or the reply kept
+            as it came with a FAIL evaluation naming what is wrong.
         """
-        reasoning = None
-        if isinstance(reply, Mapping) and "raw" in reply and "parsing_error" in reply:
-            raw = reply.get("raw")
-            text, reasoning = split_reasoning(raw) if raw is not None else ("", None)
-            parsed = reply.get("parsed")
-            value: Any = text if parsed is None else parsed
-        elif isinstance(reply, BaseMessage | str):
-            value, reasoning = split_reasoning(reply)
-        else:
-            value = reply
+        value = reply
+        if isinstance(reply, BaseMessage | str):
+            value, found = split_reasoning(reply)
+            reasoning = reasoning or found
         if isinstance(value, str):
             decoded, error = _decode(value)
             if error is not None:
@@ -271,8 +271,6 @@ _BY_CONTENT: dict[str, OutputSchema] = {}
 
 def _decode(text: str) -> tuple[Any, str | None]:
     """The JSON value in a reply: the whole text, else its first fenced JSON block."""
-    from langgraph_refine.evaluators._fences import first_block
-
     if not text.strip():
         return None, "the reply is empty"
     try:
@@ -304,6 +302,17 @@ def _validator(schema: dict[str, Any]) -> Any:
             f"{_clip(exc.message)}"
         ) from exc
     return validator_class(schema, format_checker=validator_class.FORMAT_CHECKER)
+
+
+def structured_parts(reply: Any) -> tuple[Any, Any] | None:
+    """`(raw message, parsed object)` of a structured-output reply, else None.
+
+    `with_structured_output(..., include_raw=True)` answers `{"raw", "parsed",
+    "parsing_error"}`; this is the one place that knows that shape.
+    """
+    if isinstance(reply, Mapping) and "raw" in reply:
+        return reply.get("raw"), reply.get("parsed")
+    return None
 
 
 def untyped_reply(reply: BaseMessage | str) -> Reply:

@@ -25,6 +25,7 @@ from langgraph_refine.cli._models import ModelSettings
 from langgraph_refine.cli._options import (
     MEMORY_CHOICES,
     ON_BUDGET_CHOICES,
+    SELECT_CHOICES,
     STRATEGY_CHOICES,
     LoopOptions,
 )
@@ -115,6 +116,25 @@ StrategyOpt = Annotated[
         metavar="NAME",
         help="How rounds choose what to refine: " + ", ".join(STRATEGY_CHOICES) + ". "
         "Default: the library's.",
+    ),
+]
+SelectOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--select",
+        metavar="HOW",
+        help="How the result is chosen when the loop stops: "
+        + ", ".join(SELECT_CHOICES)
+        + " (pairwise: the judge model compares the best attempts in pairs, both orders; "
+        "each comparison is a model call). Default: score.",
+    ),
+]
+ConfirmPassOpt = Annotated[
+    bool,
+    typer.Option(
+        "--confirm-pass",
+        help="Judge a round that would stop on PASS or the target score once more; stop "
+        "only if the second judgment agrees (one more judge call).",
     ),
 ]
 MinDeltaOpt = Annotated[
@@ -263,6 +283,8 @@ def run(
     patience: PatienceOpt = 2,
     memory: MemoryOpt = "best_and_last",
     strategy: StrategyOpt = None,
+    select: SelectOpt = None,
+    confirm_pass: ConfirmPassOpt = False,
     min_delta: MinDeltaOpt = 0.0,
     budget_calls: BudgetCallsOpt = None,
     budget_tokens: BudgetTokensOpt = None,
@@ -320,6 +342,8 @@ def run(
         patience,
         memory,
         strategy=strategy,
+        select=select,
+        confirm_pass=confirm_pass,
         min_delta=min_delta,
         max_calls=budget_calls,
         max_tokens=budget_tokens,
@@ -399,6 +423,8 @@ def batch(
     patience: PatienceOpt = 2,
     memory: MemoryOpt = "best_and_last",
     strategy: StrategyOpt = None,
+    select: SelectOpt = None,
+    confirm_pass: ConfirmPassOpt = False,
     min_delta: MinDeltaOpt = 0.0,
     budget_calls: BudgetCallsOpt = None,
     budget_tokens: BudgetTokensOpt = None,
@@ -452,6 +478,8 @@ def batch(
         patience,
         memory,
         strategy=strategy,
+        select=select,
+        confirm_pass=confirm_pass,
         min_delta=min_delta,
         max_calls=budget_calls,
         max_tokens=budget_tokens,

@@ -225,6 +225,7 @@ def output_record(item: BatchItem, result: RefineResult) -> dict[str, Any]:
         "task": item.task,
         **{k: data[k] for k in OUTPUT_KEYS[2:]},
         "attempts": data["attempts"],
+        **({"selection": data["selection"]} if "selection" in data else {}),
     }
 
 

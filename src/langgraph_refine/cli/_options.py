@@ -16,6 +16,7 @@ from langgraph_refine._graph import create_refine_graph
 from langgraph_refine._memory import MemoryPolicy
 from langgraph_refine._prices import Price
 from langgraph_refine._retry import DEFAULT_RETRY_POLICY
+from langgraph_refine._select import Select
 from langgraph_refine._state import Strategy
 from langgraph_refine._typed import OutputSchema
 from langgraph_refine.cli._errors import CliError
@@ -29,6 +30,7 @@ MEMORY_CHOICES: tuple[str, ...] = tuple(
     value for arg in get_args(MemoryPolicy) if get_origin(arg) is Literal for value in get_args(arg)
 )
 STRATEGY_CHOICES: tuple[str, ...] = get_args(Strategy)
+SELECT_CHOICES: tuple[str, ...] = get_args(Select)
 ON_BUDGET_CHOICES: tuple[str, ...] = get_args(
     get_type_hints(create_refine_graph)["on_budget_exhausted"]
 )
@@ -251,6 +253,8 @@ class LoopOptions:
         on_budget_exhausted: `stop` (return the best so far) or `raise` (fail the task).
         prices: `--price` values: model prices for every task's budget.
         output_schema: The JSON schema each attempt's object must match, or None for text.
+        select: How the result is chosen (`score` or `pairwise`); None leaves the default.
+        confirm_pass: Judge a round that would stop on PASS or the target once more.
         edits: Refinements by SEARCH/REPLACE edits: True, False or `"auto"`.
     """
 
@@ -265,6 +269,8 @@ class LoopOptions:
     on_budget_exhausted: str = "stop"
     prices: Mapping[str, Price] = field(default_factory=dict)
     output_schema: dict[str, Any] | None = None
+    select: str | None = None
+    confirm_pass: bool = False
     edits: bool | str = False
 
     @classmethod
@@ -287,10 +293,11 @@ class LoopOptions:
             memory: `--memory`.
             **extra: `min_delta`, `strategy`, `on_budget_exhausted`, the budget limits
                 `max_calls`, `max_tokens`, `max_seconds`, `max_cost` (None: not given),
-                `prices` (the `--price` values), `schema` (`--schema`'s file) and
-                `edits` (`--edits`).
+                `prices` (the `--price` values), `schema` (`--schema`'s file), `select`,
+                `confirm_pass` and `edits` (`--edits`).
         """
         strategy = extra.get("strategy")
+        select = extra.get("select")
         options = cls(
             specs=parse_specs(list(evaluator or [])),
             target_score=target_score,
@@ -311,6 +318,10 @@ class LoopOptions:
             output_schema=None
             if extra.get("schema") is None
             else read_schema(extra["schema"], option="--schema"),
+            select=None
+            if select is None
+            else parse_choice(select, SELECT_CHOICES, option="--select"),
+            confirm_pass=bool(extra.get("confirm_pass", False)),
             edits=parse_edits(extra.get("edits", "off"), option="--edits"),
         )
         options.check()
@@ -399,6 +410,12 @@ class LoopOptions:
             kwargs["strategy"] = self.strategy
         if self.output_schema is not None:
             kwargs["output_schema"] = self.output_schema
+        if self.select is not None:
+            kwargs["select"] = self.select
+        if self.select == "pairwise":  # the judge model compares, whatever the checks are
+            kwargs["comparer"] = judge_model()
+        if self.confirm_pass:
+            kwargs["confirm_pass"] = True
         if self.edits:
             kwargs["edits"] = self.edits
         if evaluator is None:

@@ -72,6 +72,10 @@ def run_context(item: BatchItem, models: dict[str, Any] | None = None) -> dict[s
         context["budget"] = budget
     if options.strategy is not None:
         context["strategy"] = options.strategy
+    if options.select is not None:
+        context["select"] = options.select
+    if options.confirm_pass:
+        context["confirm_pass"] = True
     if options.output_schema is not None:  # the line's "schema" (or --schema): typed answers
         context["output_schema"] = options.output_schema
     return context

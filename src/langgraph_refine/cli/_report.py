@@ -57,6 +57,8 @@ class TaskRecord:
         calls: Model calls the task made, if the row says.
         cost: US dollars the task spent, if the row says and its price was known.
         output: A typed run's best object (plain JSON), else None.
+        selection: With `--select pairwise`, how the result was chosen: the candidates,
+            each comparison (`pair`, `verdicts`, `outcome`) and the `chosen` index.
     """
 
     id: Any
@@ -72,6 +74,7 @@ class TaskRecord:
     calls: int | None = None
     cost: float | None = None
     output: Any = None
+    selection: dict[str, Any] | None = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TaskRecord:
@@ -110,6 +113,7 @@ class TaskRecord:
             calls=_count(usage.get("calls")),
             cost=float(usage["cost"]) if _is_number(usage.get("cost")) else None,
             output=data.get("output"),
+            selection=data["selection"] if isinstance(data.get("selection"), dict) else None,
         )
 
     @property
@@ -487,7 +491,43 @@ def _task_details(record: TaskRecord, color: str) -> str:
         f"{summary_error}</summary>{error_block}"
         f"<h4>Task</h4><pre>{esc(record.task)}</pre>"
         f"<h4>Best response (score {_fmt(record.best_score)})</h4>{_best(record)}"
+        f"{selection_section(record.selection)}"
         f"<h4>Attempts</h4>{attempts}</details>"
+    )
+
+
+def selection_section(selection: Mapping[str, Any] | None) -> str:
+    """How a pairwise selection chose the result: every comparison, both orders, the winner."""
+    if not selection:
+        return ""
+    esc = html.escape
+    chosen = selection.get("chosen")
+    method = str(selection.get("method", ""))
+    rows = []
+    for comparison in selection.get("comparisons") or []:
+        if not isinstance(comparison, Mapping):
+            continue
+        pair = comparison.get("pair") or []
+        verdicts = comparison.get("verdicts") or []
+        outcome = comparison.get("outcome")
+        rows.append(
+            f"<tr><td>#{esc(str(pair[0] if pair else ''))} vs #"
+            f"{esc(str(pair[1] if len(pair) > 1 else ''))}</td>"
+            f"<td>{esc(str(verdicts[0] if verdicts else ''))}</td>"
+            f"<td>{esc(str(verdicts[1] if len(verdicts) > 1 else ''))}</td>"
+            f"<td>{'tie' if outcome == 'tie' else '#' + esc(str(outcome))}</td></tr>"
+        )
+    table = (
+        '<table class="selection"><thead><tr><th>pair</th><th>in order</th>'
+        "<th>swapped</th><th>outcome</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
+        if rows
+        else ""
+    )
+    candidates = ", ".join(f"#{c}" for c in selection.get("candidates") or [])
+    note = selection.get("note")
+    return (
+        f"<h4>Selection ({esc(method)})</h4><p>Compared {esc(candidates) or 'nothing'}; "
+        f"chosen: #{esc(str(chosen))}.{(' ' + esc(str(note))) if note else ''}</p>{table}"
     )
 
 

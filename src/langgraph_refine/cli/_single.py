@@ -67,8 +67,8 @@ def check_task(task: str) -> str:
 
 
 def result_json(result: RefineResult) -> dict[str, Any]:
-    """The `--json` object of a finished loop."""
-    return {
+    """The `--json` object of a finished loop (with `selection` after a pairwise choice)."""
+    data: dict[str, Any] = {
         "value": result.value,
         "score": result.score,
         "verdict": result.verdict,
@@ -79,6 +79,9 @@ def result_json(result: RefineResult) -> dict[str, Any]:
         "output": plain(result.output),
         "attempts": [attempt.model_dump(mode="json") for attempt in result.attempts],
     }
+    if result.metadata.get("selection"):
+        data["selection"] = result.metadata["selection"]
+    return data
 
 
 @contextlib.contextmanager

@@ -10,9 +10,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from langgraph_refine._specs import SPEC_FORMS, EvaluatorSpec, SpecError
-from langgraph_refine._specs import build_evaluators as _build_evaluators
 from langgraph_refine._specs import parse_specs as _parse_specs
 from langgraph_refine.cli._errors import CliError
+from langgraph_refine.evaluators._from_specs import build_evaluators as _build_evaluators
 
 __all__ = ["SPEC_FORMS", "EvaluatorSpec", "build_evaluators", "parse_specs"]
 

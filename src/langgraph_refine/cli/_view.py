@@ -128,7 +128,30 @@ def show_result(console: Console, result: RefineResult, *, show_reasoning: bool 
     console.print(Panel(Text(shown), title=title, title_align="left"))
     if result.feedback:
         console.print(Text("feedback: " + short(result.feedback, 300), style="dim"))
+    if result.metadata.get("selection"):
+        console.print(Text(selection_text(result.metadata["selection"]), style="dim"))
     console.print(Text("spent: " + usage_text(result.usage), style="dim"))
+
+
+def selection_text(selection: Mapping[str, Any]) -> str:
+    """One line on how `--select pairwise` chose the result.
+
+    Example:
+        >>> selection_text({"method": "pairwise", "candidates": [1, 2], "chosen": 2,
+        ...                 "comparisons": [{"pair": [1, 2], "outcome": 2}]})
+        'selection: pairwise among #1, #2 -> #2 (1 pair compared in both orders, 0 ties)'
+    """
+    candidates = ", ".join(f"#{c}" for c in selection.get("candidates") or [])
+    comparisons = selection.get("comparisons") or []
+    ties = sum(1 for c in comparisons if c.get("outcome") == "tie")
+    text = (
+        f"selection: {selection.get('method')} among {candidates or 'none'} -> "
+        f"#{selection.get('chosen')} ({len(comparisons)} pair"
+        f"{'' if len(comparisons) == 1 else 's'} compared in both orders, {ties} tie"
+        f"{'' if ties == 1 else 's'})"
+    )
+    note = selection.get("note")
+    return f"{text}; {note}" if note else text
 
 
 def show_review(console: Console, payload: Mapping[str, Any]) -> None:

@@ -3,7 +3,8 @@
 Deterministic checks (`word_count`, `contains_all`, `matches_regex`, `no_repetition`,
 `json_schema`, `python_tests`) call no model and cost nothing against the budget;
 `llm_judge` asks a chat model; `reward_model` wraps any reward function; `combine` takes
-a weighted mean.
+a weighted mean; `panel` a jury of judges decided by a rule. A graph (a `create_agent`
+judge with tools) is an evaluator too (`RunnableEvaluator`).
 Any of them can be passed as `evaluator=` to `create_refine_graph`, `refine` and
 `arefine`, or called directly with `.evaluate(response, state)` / `.aevaluate(...)`.
 
@@ -26,6 +27,7 @@ from langgraph_refine.evaluators._base import BaseEvaluator, CallableEvaluator
 from langgraph_refine.evaluators._combine import CombinedEvaluator, combine
 from langgraph_refine.evaluators._judge import JudgeReply, LLMJudge, llm_judge
 from langgraph_refine.evaluators._openevals import OpenEvalsEvaluator
+from langgraph_refine.evaluators._panel import PanelEvaluator, PanelRule, panel
 from langgraph_refine.evaluators._python_tests import (
     LocalRunner,
     PythonTests,
@@ -36,6 +38,7 @@ from langgraph_refine.evaluators._python_tests import (
 )
 from langgraph_refine.evaluators._repetition import NoRepetition, no_repetition
 from langgraph_refine.evaluators._reward import RewardModel, reward_model
+from langgraph_refine.evaluators._runnable import RunnableEvaluator
 from langgraph_refine.evaluators._schema import JsonSchema, json_schema
 from langgraph_refine.evaluators._tags import strip_tags
 from langgraph_refine.evaluators._text import (
@@ -60,10 +63,13 @@ __all__ = [
     "MatchesRegex",
     "NoRepetition",
     "OpenEvalsEvaluator",
+    "PanelEvaluator",
+    "PanelRule",
     "PythonTests",
     "RewardModel",
     "RunOutcome",
     "RunRequest",
+    "RunnableEvaluator",
     "Runner",
     "WordCount",
     "combine",
@@ -73,6 +79,7 @@ __all__ = [
     "llm_judge",
     "matches_regex",
     "no_repetition",
+    "panel",
     "python_tests",
     "reward_model",
     "strip_tags",

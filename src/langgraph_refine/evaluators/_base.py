@@ -200,28 +200,48 @@ class CallableEvaluator(BaseEvaluator):
         self.schema = _typed_parameter(fn)
         self.calls_model = calls_model
 
-    def _argument(self, response: str) -> tuple[Any, Evaluation | None]:
-        """What the function gets: the response, or its typed object (or a FAIL)."""
+    def _argument(self, response: str, state: Mapping[str, Any]) -> tuple[Any, Evaluation | None]:
+        """What the function gets: the response, or its typed object (or a FAIL).
+
+        In a typed loop the pending attempt already holds the validated object: it is
+        used as it is, not decoded and validated again from the response's text.
+        """
         if self.schema is None:
             return response, None
-        reply = self.schema.read(response)
+        output = _pending_output(response, state)
+        if isinstance(output, dict) and self.schema.model is None:
+            return output, None  # a `dict` parameter: the plain object itself
+        reply = self.schema.read(response if output is None else output)
         if reply.evaluation is not None:
             return None, reply.evaluation
         return self.schema.typed(reply.output), None
 
     def evaluate(self, response: str, state: Mapping[str, Any]) -> Evaluation:
-        argument, failed = self._argument(response)
+        argument, failed = self._argument(response, state)
         if failed is not None:
             return failed
         value = call_sync(self.fn, argument, state, what=f"evaluator {self.name!r}")
         return to_evaluation(value, source=f"evaluator {self.name!r}")
 
     async def aevaluate(self, response: str, state: Mapping[str, Any]) -> Evaluation:
-        argument, failed = self._argument(response)
+        argument, failed = self._argument(response, state)
         if failed is not None:
             return failed
         value = await acall(self.fn, argument, state)
         return to_evaluation(value, source=f"evaluator {self.name!r}")
+
+
+def _pending_output(response: str, state: Mapping[str, Any]) -> Any:
+    """The object the loop already read for `response` (its pending attempt's), else None."""
+    pending = state.get("pending") if isinstance(state, Mapping) else None
+    if pending is None:
+        return None
+    if getattr(pending, "response", None) == response:
+        return pending.output
+    for candidate in getattr(pending, "candidates", None) or ():
+        if candidate.response == response:
+            return candidate.output
+    return None
 
 
 _ANY_OBJECT = {"type": "object"}

@@ -13,12 +13,12 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from langchain_core.language_models import BaseChatModel
-
+from langgraph_refine._kinds import kind_of
 from langgraph_refine._state import Evaluation, Verdict
 from langgraph_refine.evaluators._base import BaseEvaluator, CallableEvaluator, EvaluatorLike
 from langgraph_refine.evaluators._judge import llm_judge
 from langgraph_refine.evaluators._openevals import OpenEvalsEvaluator, is_openevals_evaluator
+from langgraph_refine.evaluators._runnable import RunnableEvaluator
 
 
 class CombinedEvaluator(BaseEvaluator):
@@ -68,7 +68,7 @@ class CombinedEvaluator(BaseEvaluator):
         return Evaluation(
             score=min(1.0, max(0.0, score)),
             feedback=feedback,
-            verdict=_combined_verdict(results),
+            verdict=combined_verdict(results),
             details={
                 "scores": {label: r.score for label, r in zip(labels, results, strict=True)},
                 "parts": parts,
@@ -86,7 +86,7 @@ def _labels(parts: Sequence[BaseEvaluator]) -> list[str]:
     return labels
 
 
-def _combined_verdict(results: Sequence[Evaluation]) -> Verdict | None:
+def combined_verdict(results: Sequence[Evaluation]) -> Verdict | None:
     """The verdict of a combination.
 
     PASS only if some part says PASS and every other part passes too (PASS or a perfect
@@ -165,7 +165,8 @@ def as_evaluator(evaluator: EvaluatorLike, *, option: str = "evaluator") -> Base
 
     Args:
         evaluator: See `EvaluatorLike`; an openevals-style callable (keyword-only
-            `outputs`) becomes an `OpenEvalsEvaluator`.
+            `outputs`) becomes an `OpenEvalsEvaluator`, a graph or other runnable that
+            is not a chat model (a `create_agent` judge) a `RunnableEvaluator`.
         option: The option name, for error messages.
 
     Raises:
@@ -177,8 +178,11 @@ def as_evaluator(evaluator: EvaluatorLike, *, option: str = "evaluator") -> Base
     """
     if isinstance(evaluator, BaseEvaluator):
         return evaluator
-    if isinstance(evaluator, BaseChatModel):
+    kind = kind_of(evaluator)
+    if kind == "chat":
         return llm_judge(evaluator)
+    if kind == "runnable":  # a graph or other runnable: a judge that may use tools
+        return RunnableEvaluator(evaluator)
     if isinstance(evaluator, list | tuple):
         if not evaluator:
             raise ValueError(f"{option} must not be an empty list")

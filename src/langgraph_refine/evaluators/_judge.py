@@ -40,7 +40,7 @@ from langgraph_refine._prompts import (
 )
 from langgraph_refine._retry import is_context_length_error
 from langgraph_refine._state import Evaluation, Verdict
-from langgraph_refine._typed import pretty_json
+from langgraph_refine._typed import pretty_json, structured_parts
 from langgraph_refine.evaluators._base import BaseEvaluator
 from langgraph_refine.evaluators._tags import sandbox, strip_tags
 
@@ -469,8 +469,7 @@ class _JudgeRun:
         return None if self.calls < _MAX_JUDGE_CALLS else self.finish()
 
     def _parse(self, output: Any) -> _Scored | None:
-        raw = output.get("raw") if isinstance(output, dict) else output
-        parsed = output.get("parsed") if isinstance(output, dict) else None
+        raw, parsed = structured_parts(output) or (output, None)
         structured: _Reading | None = None
         if isinstance(parsed, JudgeReply):
             # Through _parse_score, so a NaN or infinite score counts as no score.

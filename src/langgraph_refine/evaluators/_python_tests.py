@@ -35,9 +35,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from langgraph_refine._fences import first_block
 from langgraph_refine._state import Evaluation
 from langgraph_refine.evaluators._base import BaseEvaluator
-from langgraph_refine.evaluators._fences import first_block
 
 HARNESS = "_refine_harness.py"
 CONFIG = "config.json"

@@ -8,9 +8,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from langgraph_refine._fences import first_block
 from langgraph_refine._state import Evaluation
 from langgraph_refine.evaluators._base import BaseEvaluator
-from langgraph_refine.evaluators._fences import first_block
 
 _MAX_ERRORS = 20
 _MAX_MESSAGE = 300

@@ -1,0 +1,100 @@
+"""Generator adapters: the kind is decided once, and each kind answers in one reply record."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage
+from langchain_core.runnables import RunnableLambda
+from pydantic import BaseModel
+
+from langgraph_refine import refine
+from langgraph_refine._adapters import (
+    CallableAdapter,
+    ChatAdapter,
+    RunnableAdapter,
+    adapt,
+    adapt_ladder,
+)
+from langgraph_refine._generate import GeneratorNode
+from langgraph_refine._typed import OutputSchema
+from tests.fakes import ScriptedChatModel
+
+SRC = Path(__file__).resolve().parent.parent / "src" / "langgraph_refine"
+
+
+class City(BaseModel):
+    name: str
+
+
+def write(state: Any) -> str:
+    return "draft"
+
+
+def test_each_kind_gets_its_adapter_and_name() -> None:
+    chat = adapt(ScriptedChatModel())
+    graph = adapt(RunnableLambda(lambda x: AIMessage("a")))
+    plain = adapt(write)
+    assert (type(chat), type(graph), type(plain)) == (ChatAdapter, RunnableAdapter, CallableAdapter)
+    assert plain.name == "write" and not plain.takes_prompt and not plain.can_shorten
+    assert chat.takes_prompt and chat.can_shorten
+    assert adapt(chat) is chat  # an adapter is taken as it is
+
+
+def test_a_generator_that_is_no_kind_is_refused_naming_its_type() -> None:
+    with pytest.raises(ValueError, match="got int"):
+        adapt(3)
+
+
+def test_a_ladder_is_a_list_of_adapters_and_bad_rungs_are_named() -> None:
+    rungs = adapt_ladder([write, ScriptedChatModel()])
+    assert [type(r) for r in rungs] == [CallableAdapter, ChatAdapter]
+    with pytest.raises(ValueError, match="empty ladder"):
+        adapt_ladder([])
+    with pytest.raises(ValueError, match=r"generator\[1\] of the ladder"):
+        adapt_ladder([write, 3])
+
+
+def test_the_chat_adapter_reads_a_structured_reply_once_reasoning_apart() -> None:
+    raw = AIMessage('<think>hm</think>{"name": "Oslo"}')
+    reply = adapt(ScriptedChatModel()).read(
+        {"raw": raw, "parsed": None, "parsing_error": None}, 0, OutputSchema(City)
+    )
+    assert (reply.output, reply.reasoning, reply.evaluation) == ({"name": "Oslo"}, "hm", None)
+
+
+def test_the_generate_step_never_tests_the_kind() -> None:
+    """The kind is tested in one module; the generate step asks its adapter."""
+    pattern = re.compile(r"isinstance\([^)]*(BaseChatModel|Runnable|Pregel|CompiledStateGraph)")
+    found = {p.name for p in SRC.rglob("*.py") if pattern.search(p.read_text())}
+    assert found == {"_kinds.py"}
+    assert GeneratorNode(write).adapter.name == "write"
+
+
+def test_every_attempt_names_the_generator_that_wrote_it() -> None:
+    result = refine(ScriptedChatModel(replies=["a", "b"]), "t", lambda r, s: 0.1, max_iterations=1)
+    assert [a.model for a in result.attempts] == ["ScriptedChatModel", "ScriptedChatModel"]
+    result = refine(write, "t", lambda r, s: 1.0)
+    assert result.attempts[0].model == "write"
+
+
+def test_a_typed_evaluator_gets_the_attempts_object_without_decoding_it_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import langgraph_refine._typed as typed
+
+    decoded: list[str] = []
+    real = typed._decode
+    monkeypatch.setattr(typed, "_decode", lambda text: (decoded.append(text), real(text))[1])
+    seen: list[City] = []
+
+    def has_name(city: City, state: Any) -> float:
+        seen.append(city)
+        return 1.0
+
+    result = refine(lambda s: '{"name": "Oslo"}', "t", has_name, output_schema=City)
+    assert seen == [City(name="Oslo")] and result.output == City(name="Oslo")
+    assert decoded == ['{"name": "Oslo"}']  # the generator's reply only

@@ -1,0 +1,151 @@
+"""A ladder of models: the cheap rung does what it can, a stronger one only where it stalls."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langgraph.store.memory import InMemoryStore
+
+from langgraph_refine import Attempt, Budget, Evaluation, Usage, arefine, refine
+from langgraph_refine._ladder import next_rung, rung_kind
+from langgraph_refine._strategy import MoveStats
+from tests.fakes import ScriptedChatModel
+
+
+class Named(ScriptedChatModel):
+    """A scripted model that LangChain reports as `test:<name>`."""
+
+    name_: str = "m"
+
+    def _get_ls_params(self, **kwargs: Any) -> Any:
+        return {"ls_provider": "test", "ls_model_name": self.name_}
+
+
+def good(response: str, state: Any) -> float:
+    return 1.0 if "good" in response else 0.2
+
+
+def ladder() -> tuple[Named, Named]:
+    return Named(name_="cheap", replies=["weak"]), Named(name_="strong", replies=["good"])
+
+
+@pytest.mark.parametrize("strategy", ["chain", "sample", "explore"])
+def test_each_strategy_climbs_after_a_round_that_did_not_raise_the_best(strategy: str) -> None:
+    cheap, strong = ladder()
+    result = refine([cheap, strong], "t", good, strategy=strategy, max_iterations=4)
+    assert [(a.model, a.rung) for a in result.attempts] == [
+        ("test:cheap", 0),
+        ("test:cheap", 0),
+        ("test:strong", 1),
+    ]
+    assert result.value == "good" and len(strong.calls) == 1
+
+
+def test_a_run_whose_first_rung_passes_never_calls_another() -> None:
+    cheap, strong = Named(name_="cheap", replies=["good"]), Named(name_="strong")
+    result = refine([cheap, strong], "t", good)
+    assert [a.model for a in result.attempts] == ["test:cheap"] and strong.calls == []
+
+
+async def test_the_ladder_climbs_under_arefine_too() -> None:
+    cheap, strong = ladder()
+    result = await arefine([cheap, strong], "t", good, strategy="chain")
+    assert [a.rung for a in result.attempts] == [0, 0, 1]
+
+
+def test_a_ladder_of_mixed_kinds_and_a_callable_rung() -> None:
+    def cheap(state: Any) -> str:
+        return "weak"
+
+    strong = Named(name_="strong", replies=["good"])
+    result = refine([cheap, strong], "t", good, strategy="chain")
+    assert [a.model for a in result.attempts] == ["cheap", "cheap", "test:strong"]
+
+
+@pytest.mark.parametrize(
+    ("generator", "message"),
+    [([], "empty ladder"), ([lambda s: "a", 3], r"generator\[1\] of the ladder")],
+)
+def test_bad_ladders_fail_before_any_model_call(generator: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        refine(generator, "t", good)
+
+
+def test_a_warm_record_skips_a_rung_that_never_raises_the_best() -> None:
+    store = InMemoryStore()
+    mid = Named(name_="mid", replies=["weak"])
+    for _ in range(4):  # cold runs: cheap and mid rounds never raise, strong does
+        refine(
+            [Named(name_="cheap", replies=["weak"]), mid, Named(name_="strong", replies=["good"])],
+            "t",
+            good,
+            strategy="explore",
+            store=store,
+            max_iterations=6,
+        )
+    mid_calls = len(mid.calls)
+    cheap = Named(name_="cheap", replies=["weak"])
+    strong = Named(name_="strong", replies=["good"])
+    result = refine([cheap, mid, strong], "t", good, strategy="explore", store=store)
+    # Warm: cheap rarely raises, so it is left after attempt 0, and mid is skipped.
+    assert [a.model for a in result.attempts] == ["test:cheap", "test:strong"]
+    assert len(mid.calls) == mid_calls and len(cheap.calls) == 1
+
+
+def test_the_record_counts_each_rungs_rounds() -> None:
+    attempts = [
+        Attempt(index=0, response="a", evaluation=Evaluation(score=0.2), model="c", rung=0),
+        Attempt(
+            index=1, response="b", parent=0, evaluation=Evaluation(score=0.2), model="c", rung=0
+        ),
+        Attempt(
+            index=2, response="c", parent=1, evaluation=Evaluation(score=1.0), model="s", rung=1
+        ),
+    ]
+    from langgraph_refine._strategy import round_stats
+
+    stats = round_stats(attempts)
+    assert stats[rung_kind("c")] == MoveStats(rounds=1, raised=0, fell=0)
+    assert stats[rung_kind("s")] == MoveStats(rounds=1, raised=1, fell=0)
+
+
+def _priced(model: str, cost: float, score: float, index: int, rung: int) -> Attempt:
+    return Attempt(
+        index=index,
+        response="x",
+        evaluation=Evaluation(score=score),
+        model=model,
+        rung=rung,
+        parent=index - 1 if index else None,
+        usage=Usage(calls=1, cost=cost),
+    )
+
+
+def test_a_rung_the_money_left_cannot_pay_for_is_not_chosen_while_a_cheaper_one_can() -> None:
+    attempts = [_priced("c", 0.002, 0.2, 0, 0), _priced("s", 0.04, 0.3, 1, 1)]
+    # Round 1 on the strong rung raised the best: it stays unless it cannot be paid.
+    assert next_rung(attempts, ["c", "s"], money_left=1.0) == 1
+    assert next_rung(attempts, ["c", "s"], money_left=0.01) == 0
+    # Nothing payable: the chosen rung stands, and the meter stops the loop.
+    assert next_rung(attempts, ["c", "s"], money_left=0.0) == 1
+
+
+def test_cost_sums_every_rung_and_the_budget_stops_before_an_unaffordable_call() -> None:
+    cheap = Named(name_="cheap", replies=["weak"])
+    strong = Named(name_="strong", replies=["weak too"])
+    prices = {"cheap": {"input": 0.0, "output": 400.0}, "strong": {"input": 0.0, "output": 8000.0}}
+    result = refine(
+        [cheap, strong],
+        "t",
+        good,
+        strategy="chain",
+        max_iterations=6,
+        budget=Budget(max_cost=0.2, prices=prices),
+    )
+    per_model: dict[str, float] = {}
+    for a in result.attempts:
+        per_model[a.model or ""] = per_model.get(a.model or "", 0.0) + (a.usage.cost or 0.0)
+    assert set(per_model) == {"test:cheap", "test:strong"}
+    assert result.usage.cost == pytest.approx(sum(per_model.values()))
+    assert result.usage.cost <= 0.2

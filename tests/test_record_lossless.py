@@ -1,0 +1,152 @@
+"""The strategy record loses no round and counts none twice, across processes and compactions.
+
+Real OS processes share one SQLite file or one PostgreSQL database, each making many
+explore runs; afterwards the record's counts equal the rounds they made. The layout's
+rules (a run replaces its own counts; a compaction folds items and deletes only what it
+folded; overlapping folds and a run both folded and present count once) are checked on
+the items themselves.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph.store.base import BaseStore
+from langgraph.store.memory import InMemoryStore
+
+from langgraph_refine import Attempt, Evaluation, strategy_records
+from langgraph_refine._record import RecordUpdate, exchange, read_records
+from langgraph_refine._record_items import COMPACT_AT, record_namespace
+from tests.conftest import POSTGRES_URI_ENV, postgres_uri
+
+ROOT = Path(__file__).resolve().parent.parent
+PROCESSES = 4
+RUNS = 30  # per process: 4 x 30 runs of 1-4 rounds
+
+
+def total_rounds(store: BaseStore, key: str) -> int:
+    return sum(stats["rounds"] for stats in strategy_records(store)[key].values())
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def shared(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, BaseStore]]:
+    """A store spec the worker processes open, and this process's own view of it."""
+    if request.param == "sqlite":
+        from langgraph.store.sqlite import SqliteStore
+
+        path = tmp_path / "store.sqlite"
+        with SqliteStore.from_conn_string(str(path)) as store:
+            store.setup()
+            yield f"sqlite:{path}", store
+    else:
+        uri = postgres_uri()
+        if not uri:
+            pytest.fail(f"{POSTGRES_URI_ENV} is not set; `make test` sets it")
+        from langgraph.store.postgres import PostgresStore
+
+        with PostgresStore.from_conn_string(uri) as store:
+            store.setup()
+            yield uri, store
+
+
+@pytest.mark.parametrize("compact_at", [COMPACT_AT, 6])
+def test_processes_sharing_a_store_lose_no_round(
+    shared: tuple[str, BaseStore], compact_at: int
+) -> None:
+    spec, store = shared
+    key = f"procs-{uuid.uuid4().hex}"
+    command = [sys.executable, "-m", "tests.record_worker", "--store", spec, "--key", key]
+    command += ["--runs", str(RUNS), "--compact-at", str(compact_at)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    workers = [
+        subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for _ in range(PROCESSES)
+    ]
+    made = 0
+    for worker in workers:
+        out, err = worker.communicate(timeout=300)
+        assert worker.returncode == 0, err.decode()
+        assert b"the store failed" not in err, err.decode()
+        made += json.loads(out.decode().strip().splitlines()[-1])["rounds"]
+    assert made >= PROCESSES * RUNS  # every run made at least one round
+    assert total_rounds(store, key) == made
+    record = read_records(store)[key]
+    assert len(record.runs) == PROCESSES * RUNS
+    items = store.search(record_namespace(key), limit=1000)
+    if compact_at == 6:  # folded many times over: few items remain
+        assert any(i.key.startswith("fold:") for i in items)
+        assert len(items) < PROCESSES * RUNS
+
+
+# -- the layout's rules, item by item --------------------------------------------------------
+
+
+def attempts(scores: list[float]) -> list[Attempt]:
+    """Attempts of one run: attempt 0, then refinements of the latest one."""
+    return [
+        Attempt(
+            index=i,
+            response=f"a{i}",
+            parent=None if i == 0 else i - 1,
+            evaluation=Evaluation(score=score),
+        )
+        for i, score in enumerate(scores)
+    ]
+
+
+def items(store: BaseStore, key: str) -> dict[str, Any]:
+    return {i.key: i.value for i in store.search(record_namespace(key), limit=1000)}
+
+
+def test_a_run_keeps_one_item_holding_its_latest_counts() -> None:
+    store, key = InMemoryStore(), "k"
+    for n in range(2, 5):
+        exchange(store, RecordUpdate(key, "run1", attempts([0.1, 0.2, 0.3, 0.4][:n])))
+    assert list(items(store, key)) == ["run:run1:3"]
+    exchange(store, RecordUpdate(key, "run1", attempts([0.1, 0.2, 0.3, 0.4])))  # a replay
+    assert list(items(store, key)) == ["run:run1:3"]
+    assert strategy_records(store)[key] == {"refine": {"rounds": 3, "raised": 3, "fell": 0}}
+
+
+def test_each_run_reads_the_others_counts_without_its_own() -> None:
+    store, key = InMemoryStore(), "k"
+    assert exchange(store, RecordUpdate(key, "a", attempts([0.1, 0.2]))) == {}
+    others = exchange(store, RecordUpdate(key, "b", attempts([0.1, 0.05])))
+    assert others is not None and others["refine"].raised == 1
+    again = exchange(store, RecordUpdate(key, "a", attempts([0.1, 0.2, 0.3])))
+    assert again is not None and again["refine"].fell == 1 and again["refine"].rounds == 1
+
+
+def test_a_compaction_folds_every_item_it_read_into_one() -> None:
+    store, key = InMemoryStore(), "k"
+    for run in range(COMPACT_AT + 1):
+        exchange(store, RecordUpdate(key, f"r{run}", attempts([0.1, 0.2])))
+    found = items(store, key)
+    [fold] = [k for k in found if k.startswith("fold:")]
+    assert len(found) == 1  # the last writer folded all 64 items and its own counts
+    assert len(found[fold]["fold"]) == COMPACT_AT + 1
+    assert total_rounds(store, key) == COMPACT_AT + 1
+    exchange(store, RecordUpdate(key, "r0", attempts([0.1, 0.2, 0.3])))  # a folded run goes on
+    assert total_rounds(store, key) == COMPACT_AT + 2  # its new item replaces its folded entry
+
+
+def test_overlapping_folds_and_a_run_both_folded_and_present_count_once() -> None:
+    store, key = InMemoryStore(), "k"
+    namespace = record_namespace(key)
+    moves = {"refine": {"rounds": 2, "raised": 1, "fell": 0}}
+    longer = {"refine": {"rounds": 3, "raised": 1, "fell": 1}}
+    # Two compactions at once folded runs a and b (one saw a's later counts), and run a
+    # is still present with its latest item.
+    store.put(namespace, "fold:1", {"fold": {"a": {"n": 2, "moves": moves}}, "version": 2})
+    both = {"a": {"n": 3, "moves": longer}, "b": {"n": 2, "moves": moves}}
+    store.put(namespace, "fold:2", {"fold": both, "version": 2})
+    store.put(namespace, "run:a:3", {"run": "a", "n": 3, "moves": longer, "version": 2})
+    assert strategy_records(store)[key] == {"refine": {"rounds": 5, "raised": 2, "fell": 1}}
