@@ -276,7 +276,9 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         logger.info(
             "attempt %d: prompt exceeds the context; retrying with the smallest", step.index
         )
-        return self._smallest(state, step.options)
+        # The smallest prompt asks for a rewrite, so a typed loop names the object even
+        # in a round that asked for edits (whose step asks for text: no output schema).
+        return self._smallest(state, run_options(self.options))
 
     # -- the update --------------------------------------------------------------------
 
