@@ -80,7 +80,7 @@ def read_schema(value: object, *, option: str) -> dict[str, Any]:
             f"{option} must be a JSON schema object (or a file holding one), got {value!r:.80}"
         )
     try:
-        OutputSchema(value)
+        OutputSchema.coerce(value)  # built once: the loop's options find it by content
     except (ValueError, ImportError) as exc:
         raise CliError(f"{option}: {exc}") from None
     return value
