@@ -16,8 +16,7 @@ from langgraph_refine._graph import create_refine_graph
 from langgraph_refine._memory import MemoryPolicy
 from langgraph_refine._prices import Price
 from langgraph_refine._retry import DEFAULT_RETRY_POLICY
-from langgraph_refine._select import Select
-from langgraph_refine._state import Strategy
+from langgraph_refine._state import Select, Strategy
 from langgraph_refine._typed import OutputSchema
 from langgraph_refine.cli._errors import CliError
 from langgraph_refine.cli._specs import EvaluatorSpec, build_evaluators, parse_specs
