@@ -1,14 +1,17 @@
 """A ladder of models against one model, at equal call caps (scripted models, priced per call).
 
 Two scripted chat models: a cheap one ($0.002 a call) and a strong one ($0.04 a call).
-Each task has a hidden difficulty: the cheap model's k-th answer on it reaches a quality
+The tasks come in the exact shares of `MIX` (40% easy, 30% medium, 30% hard). Each task
+has a hidden difficulty: the cheap model's k-th answer on it reaches a quality
 that grows with k only on easy and medium tasks (it passes an easy task at once, a medium
 one after one or two refinements, never a hard one); the strong model passes easy and
 medium tasks at once and a hard task after one refinement. The evaluator reads the
 quality the reply carries (a scripted judge without noise), target 0.9, at most 4
 generations a task. Arms: cheap alone, strong alone, a fixed rule (climb after the first
 round that did not pass, written as a callable ladder of one step), the ladder cold and
-warm (explore with one store over all tasks, after a first pass over them). Quality is
+warm (explore with one store over all tasks, after a first pass over them), and a
+three-rung ladder with a middle model ($0.01) that never helps where the cheap one
+stalls, cold and warm. Quality is
 the final best score (1 = passed); cost is the sum of the calls' prices. Intervals are
 95% bootstrap intervals over tasks, differences paired by task.
 """
@@ -34,6 +37,9 @@ MAX_ITERATIONS = 3
 TASKS = 60
 MIX = {"easy": 0.4, "medium": 0.3, "hard": 0.3}
 CHEAP_QUALITY = {"easy": [1.0], "medium": [0.5, 0.7, 1.0], "hard": [0.3, 0.35, 0.4]}
+MID_PRICE = 0.01
+MID_QUALITY = {"easy": [1.0], "medium": [0.5, 0.55, 0.6], "hard": [0.3, 0.32, 0.34]}
+"""A middle rung that never helps where the cheap one stalls (the warm record learns it)."""
 STRONG_QUALITY = {"easy": [1.0], "medium": [1.0], "hard": [0.6, 1.0]}
 
 
@@ -81,13 +87,25 @@ def prices() -> dict[str, dict[str, float]]:
     return {
         "cheap": {"input": 0.0, "output": CHEAP_PRICE * 1e4},
         "strong": {"input": 0.0, "output": STRONG_PRICE * 1e4},
+        "mid": {"input": 0.0, "output": MID_PRICE * 1e4},
     }
 
 
 def tasks(n: int, seed: int = 0) -> list[str]:
-    rng = random.Random(seed)
-    kinds = list(MIX)
-    return [f"{rng.choices(kinds, weights=list(MIX.values()))[0]}: task {i}" for i in range(n)]
+    """`n` tasks in the exact proportions of `MIX` (stratified), in a shuffled order."""
+    kinds = [kind for kind, share in MIX.items() for _ in range(round(n * share))]
+    random.Random(seed).shuffle(kinds)
+    return [f"{kind}: task {i}" for i, kind in enumerate(kinds)]
+
+
+def floor_cost(kind: str) -> float:
+    """The least any ladder can pay on a task: the cheap model's calls up to its pass,
+    or one cheap call and then the strong model's calls to its pass."""
+    cheap_passes = next((k + 1 for k, q in enumerate(CHEAP_QUALITY[kind]) if q >= 0.9), None)
+    strong_calls = next(k + 1 for k, q in enumerate(STRONG_QUALITY[kind]) if q >= 0.9)
+    if cheap_passes is not None:
+        return cheap_passes * CHEAP_PRICE
+    return CHEAP_PRICE + strong_calls * STRONG_PRICE
 
 
 def models() -> tuple[Priced, Priced]:
@@ -95,6 +113,11 @@ def models() -> tuple[Priced, Priced]:
         Priced(name_="cheap", quality=CHEAP_QUALITY, calls_by_kind={}),
         Priced(name_="strong", quality=STRONG_QUALITY, calls_by_kind={}),
     )
+
+
+def three_rungs() -> list[Priced]:
+    cheap, strong = models()
+    return [cheap, Priced(name_="mid", quality=MID_QUALITY, calls_by_kind={}), strong]
 
 
 def run_arm(generator: Any, task: str, **kwargs: Any) -> tuple[float, float]:
@@ -152,6 +175,15 @@ def run(quick: bool = False) -> BenchResult:
     outcomes["ladder warm (explore)"] = [
         run_arm(list(models()), t, strategy="explore", store=store) for t in work
     ]
+    three = InMemoryStore()
+    outcomes["3 rungs cold (explore)"] = [
+        run_arm(three_rungs(), t, strategy="explore") for t in work
+    ]
+    for t in work:
+        run_arm(three_rungs(), t, strategy="explore", store=three)
+    outcomes["3 rungs warm (explore)"] = [
+        run_arm(three_rungs(), t, strategy="explore", store=three) for t in work
+    ]
     strong_q = [q for q, _ in outcomes["strong alone"]]
     strong_c = _mean([c for _, c in outcomes["strong alone"]])
     rows = []
@@ -168,6 +200,9 @@ def run(quick: bool = False) -> BenchResult:
     result.tables.append(
         md_table(["arm", "quality (95% CI)", "mean cost $ (95% CI)", "cost / strong", "strong - arm quality (paired)"], rows)
     )
+    floor = _mean([floor_cost(t.split(":")[0]) for t in work])
+    rows.append(["floor: any ladder (cheap first, climbs at once)", "1.000", f"{floor:.4f}",
+                 f"{floor / strong_c:.2f}x", "+0.000"])
     warm = outcomes["ladder warm (explore)"]
     warm_gap = _mean(strong_q) - _mean([q for q, _ in warm])
     warm_cost = _mean([c for _, c in warm]) / strong_c
@@ -181,5 +216,18 @@ def run(quick: bool = False) -> BenchResult:
                target="< 1x at equal quality",
                passed=_mean([c for _, c in warm]) < fixed_cost),
     ]
+    result.figures.append(
+        Figure("floor: the least any cheap-first ladder pays / strong alone", floor / strong_c)
+    )
+    cold3, warm3 = outcomes["3 rungs cold (explore)"], outcomes["3 rungs warm (explore)"]
+    result.figures.append(
+        Figure(
+            "3 rungs (a useless middle one): warm quality minus cold",
+            _mean([q for q, _ in warm3]) - _mean([q for q, _ in cold3]),
+            unit="",
+            target="> 0 (the record skips the useless rung)",
+            passed=_mean([q for q, _ in warm3]) > _mean([q for q, _ in cold3]),
+        )
+    )
     result.notes.append(__doc__ or "")
     return result

@@ -98,3 +98,14 @@ def test_a_typed_evaluator_gets_the_attempts_object_without_decoding_it_again(
     result = refine(lambda s: '{"name": "Oslo"}', "t", has_name, output_schema=City)
     assert seen == [City(name="Oslo")] and result.output == City(name="Oslo")
     assert decoded == ['{"name": "Oslo"}']  # the generator's reply only
+
+
+def test_a_schema_is_built_once_and_the_result_reads_the_graphs_own() -> None:
+    from langgraph_refine import create_refine_graph
+    from langgraph_refine._result import loop_schema
+
+    assert OutputSchema.coerce(City) is OutputSchema.coerce(City)
+    assert OutputSchema.coerce({"type": "object"}) is OutputSchema.coerce({"type": "object"})
+    graph = create_refine_graph(write, lambda r, s: 1.0, output_schema=City).compile()
+    assert loop_schema(graph) is OutputSchema.coerce(City)
+    assert loop_schema(create_refine_graph(write, lambda r, s: 1.0).compile()) is None

@@ -149,3 +149,17 @@ def test_strategies_verdict_reads_the_measured_numbers() -> None:
     text = strategies.verdict(real, scripted)
     assert "warm explore scores 0.900 against best-of-4 0.800 (chain 0.500" in text
     assert "largest shortfall against the better of chain and best-of-N is -0.020 (weak" in text
+
+
+def test_edits_benchmark_documents_and_scripted_arms() -> None:
+    from benchmarks import edits
+
+    text = edits.document(0)
+    assert abs(len(text.split()) - edits.WORDS) < 40  # about 1,500 words
+    assert edits.defects_left(text) == list(range(1, edits.DEFECTS + 1))
+    assert max(len(line) for line in text.split("\n")) <= 80 + 20
+    rewrite, edited = edits.scripted_run(0, edits=False), edits.scripted_run(0, edits=True)
+    assert rewrite.score == edited.score == 1.0
+    assert set(rewrite.outcomes) == {"rewrite"} and edited.outcomes["applied"] >= 4
+    per_round = sum(edited.round_tokens) / len(edited.round_tokens)
+    assert per_round / (sum(rewrite.round_tokens) / len(rewrite.round_tokens)) < 0.15

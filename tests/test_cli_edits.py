@@ -104,3 +104,14 @@ def test_cli_edits_values() -> None:
     assert auto.graph_kwargs(lambda: None)["edits"] == "auto"  # type: ignore[arg-type,return-value]
     assert plain.override({"edits": "on"}).edits is True
     assert auto.override({"edits": False}).edits is False
+
+
+def test_a_served_run_gets_the_lines_edits_in_its_context() -> None:
+    from langgraph_refine.cli._batch import BatchItem
+    from langgraph_refine.cli._remote import run_context
+
+    options = LoopOptions().override({"edits": "auto"})
+    item = BatchItem(line=1, id="x", task="t", options=options, given=frozenset({"edits"}))
+    assert run_context(item)["edits"] == "auto"
+    plain = BatchItem(line=2, id="y", task="t", options=LoopOptions())
+    assert "edits" not in run_context(plain)

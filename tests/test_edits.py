@@ -321,3 +321,14 @@ def test_typed_edits_that_break_the_object_are_fail_with_the_validation_errors()
     assert broken.evaluation is not None and broken.evaluation.verdict == "FAIL"
     assert "$.title: Field required" in broken.evaluation.feedback
     assert len(evaluator.calls) == 1  # type: ignore[attr-defined]
+
+
+def test_an_edit_round_past_the_context_retries_asking_for_the_whole_object() -> None:
+    overflow = ValueError("request (2117 tokens) exceeds the available context size")
+    rewrite = json.dumps({"title": "Sea", "lines": ["Calm."]})
+    model = ScriptedChatModel(replies=[json.dumps(POEM), overflow, rewrite])
+    result = refine(model, TASK, scores(0.5, 1.0), edits=True, max_iterations=1, output_schema=Poem)
+    smallest = model.prompts[2]
+    assert REFINE_INSTRUCTIONS in smallest and "matches this JSON Schema" in smallest
+    assert result.attempts[1].edits is None
+    assert result.output == Poem(title="Sea", lines=["Calm."])

@@ -219,6 +219,63 @@ def test_a_reply_cut_off_at_the_token_limit_is_retried_then_fails(
 # -- the recording machinery -----------------------------------------------------------------
 
 
+EDIT_TASK = (
+    "Write a shopping list of exactly five fruits, one per line, each line starting "
+    "with '- '. Include apple, banana and cherry."
+)
+
+
+@pytest.mark.vcr
+def test_edits_on_the_real_model_apply_whole_or_not_at_all(record_mode: str, vcr: Any) -> None:
+    # SmolLM2 asked for SEARCH/REPLACE blocks: whatever it replies, each refinement is a
+    # rewrite (no block), its blocks applied whole, or FAIL with its parent's text; the
+    # round is never lost to an error and nothing is applied partly.
+    from langgraph_refine._edits import apply_blocks, parse_blocks
+    from langgraph_refine._prompts import EDIT_INSTRUCTIONS
+    from langgraph_refine.evaluators import contains_all
+
+    model = recording.recorded_model(record_mode, temperature=0.7, seed=3, max_tokens=120)
+    judged: list[str] = []
+    check = contains_all(["apple", "banana", "cherry", "mango", "kiwi"])
+
+    def evaluate(response: str, state: Any) -> Evaluation:
+        judged.append(response)
+        return check.evaluate(response, state)
+
+    result = refine(
+        model,
+        EDIT_TASK,  # the check also wants mango and kiwi: its feedback names them
+        evaluate,
+        edits=True,
+        strategy="chain",
+        max_iterations=3,
+        patience=None,
+        target_score=1.0,
+    )
+    replies = recording.reply_texts(vcr)
+    prompts = [recording.last_user_message(b) for b in recording.sent_bodies(vcr)]
+    assert len(replies) == len(result.attempts) >= 2
+    assert all(EDIT_INSTRUCTIONS in p for p in prompts[1:])  # every refinement asked
+    pairs = zip(result.attempts[:-1], result.attempts[1:], replies[1:], strict=True)
+    for parent, attempt, reply in pairs:
+        blocks = parse_blocks(reply)
+        evaluation = attempt.evaluation
+        assert evaluation is not None
+        if not blocks:
+            assert attempt.edits is None and attempt.response == reply.strip()
+            continue
+        applied = apply_blocks(parent.response, blocks)
+        if applied.text is None:
+            assert attempt.edits == 0 and attempt.response == parent.response
+            assert (evaluation.verdict, evaluation.score) == ("FAIL", 0.0)
+            assert evaluation.details["evaluator"] == "edits"
+        else:
+            assert attempt.edits == len(blocks) and attempt.response == applied.text
+    # The evaluator saw every attempt but those whose edits failed.
+    failed = [a for a in result.attempts if a.edits == 0]
+    assert len(judged) == len(result.attempts) - len(failed)
+
+
 def test_hooks_make_the_recorded_request_stable_and_secret_free() -> None:
     request = Request(
         "POST",

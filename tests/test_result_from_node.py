@@ -80,3 +80,26 @@ def test_from_state_refuses_raw_checkpoint_values(thread: dict[str, Any]) -> Non
         RefineResult.from_state(raw)
     with pytest.raises(ValueError, match="holds no 'attempts'"):
         RefineResult.from_state(loop().invoke({"task": "t"}))  # a graph's output
+
+
+def test_from_node_returns_the_typed_output_refine_returns(thread: dict[str, Any]) -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import START, StateGraph
+    from pydantic import BaseModel
+    from typing_extensions import TypedDict
+
+    from langgraph_refine import create_refine_graph
+
+    class City(BaseModel):
+        name: str
+
+    class Parent(TypedDict):
+        task: str
+        response: str
+
+    loop = create_refine_graph(lambda s: '{"name": "Oslo"}', lambda r, s: 1.0, output_schema=City)
+    builder = StateGraph(Parent).add_node("writer", loop.compile()).add_edge(START, "writer")
+    parent = builder.compile(checkpointer=InMemorySaver())
+    parent.invoke({"task": "A city."}, thread)
+    result = RefineResult.from_node(parent, thread, node="writer")
+    assert result.output == City(name="Oslo")

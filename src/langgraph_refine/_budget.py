@@ -321,43 +321,7 @@ class BudgetMeter(BaseCallbackHandler):
         finally:
             _SEEN.reset(token)
             if outcome != "refused" or seen[0]:
-                self._settle(bool(seen[0]), outcome == "failed", replies[-1:])
-
-    def _settle(self, seen: bool, failed: bool, reply: list[Any]) -> None:
-        """Count an invocation that made no call a callback saw; tell the one around it."""
-        outer = _SEEN.get()
-        if outer is not None:  # a judge's model call inside the evaluator's invocation
-            outer[0] += 1
-        if seen:
-            return
-        if failed:
-            for meter in self.chain():
-                meter.calls += 1
-            return
-        self.count_call(reply[0] if reply else None)
-
-    def count_call(self, reply: Any = None) -> None:
-        """Count one model call made outside LangChain's callbacks.
-
-        Args:
-            reply: What the call returned; the tokens and model of the AI message in it
-                (a message, a structured-output dict with `"raw"`, an agent's model
-                response) are counted and priced when present.
-
-        Raises:
-            UnknownPriceError: With `max_cost` set, when the reply names no priced model
-                (the call was made; it is counted before the error).
-        """
-        message = _reply_message(reply)
-        usage = getattr(message, "usage_metadata", None) or {}
-        ref = ref_from_reply(message)
-        for meter in self.chain():
-            meter.calls += 1
-            meter._add_tokens(usage)
-            meter._add_cost(ref, usage)
-        for meter in self.chain():
-            if meter._cost_capped() and not meter._pricing.knows(ref):
-                raise UnknownPriceError(unknown_price_message(ref, meter.what))
+                _settle(self, bool(seen[0]), outcome == "failed", replies[-1:])
 
     def _cost_capped(self) -> bool:
         return self.budget is not None and self.budget.max_cost is not None
@@ -419,14 +383,7 @@ class BudgetMeter(BaseCallbackHandler):
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         """Add the tokens a failed call reports (OpenAI-style `completion.usage`)."""
-        usage = getattr(getattr(error, "completion", None), "usage", None)
-        prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
-        completion = int(getattr(usage, "completion_tokens", 0) or 0)
-        tokens = {
-            "input_tokens": prompt,
-            "output_tokens": completion,
-            "total_tokens": prompt + completion,
-        }
+        tokens = _error_tokens(error)
         for meter in self.chain():
             if run_id in meter._runs:
                 ref = meter._runs.pop(run_id)
@@ -440,27 +397,84 @@ class BudgetMeter(BaseCallbackHandler):
                 meter._end(response, meter._runs.pop(run_id))
 
     def _end(self, response: LLMResult, ref: ModelRef | None) -> None:
-        usages = [
-            metadata
-            for generations in response.generations
-            for generation in generations
-            if (metadata := getattr(getattr(generation, "message", None), "usage_metadata", None))
-        ]
-        if not usages:
-            usage = (response.llm_output or {}).get("token_usage") or {}
-            usages = [
-                {
-                    "input_tokens": usage.get("prompt_tokens", 0),
-                    "output_tokens": usage.get("completion_tokens", 0),
-                    "total_tokens": usage.get("total_tokens", 0),
-                }
-            ]
+        usages = _reply_usages(response)
         if ref is None or not self._pricing.knows(ref):  # the reply may name the model
             messages = [getattr(g, "message", None) for gs in response.generations for g in gs]
             ref = next((r for m in messages if (r := ref_from_reply(m)) is not None), ref)
         for usage in usages:
             self._add_tokens(usage)
             self._add_cost(ref, usage)
+
+
+def _settle(meter: BudgetMeter, seen: bool, failed: bool, reply: list[Any]) -> None:
+    """Count an invocation that made no call a callback saw; tell the one around it."""
+    outer = _SEEN.get()
+    if outer is not None:  # a judge's model call inside the evaluator's invocation
+        outer[0] += 1
+    if seen:
+        return
+    if failed:
+        for each in meter.chain():
+            each.calls += 1
+        return
+    _count_call(meter, reply[0] if reply else None)
+
+
+def _count_call(meter: BudgetMeter, reply: Any = None) -> None:
+    """Count one model call made outside LangChain's callbacks.
+
+    Args:
+        meter: The meter of the invocation (its enclosing loops' meters count it too).
+        reply: What the call returned; the tokens and model of the AI message in it
+            (a message, a structured-output dict with `"raw"`, an agent's model
+            response) are counted and priced when present.
+
+    Raises:
+        UnknownPriceError: With `max_cost` set, when the reply names no priced model
+            (the call was made; it is counted before the error).
+    """
+    message = _reply_message(reply)
+    usage = getattr(message, "usage_metadata", None) or {}
+    ref = ref_from_reply(message)
+    for each in meter.chain():
+        each.calls += 1
+        each._add_tokens(usage)
+        each._add_cost(ref, usage)
+    for each in meter.chain():
+        if each._cost_capped() and not each._pricing.knows(ref):
+            raise UnknownPriceError(unknown_price_message(ref, each.what))
+
+
+def _reply_usages(response: LLMResult) -> list[Mapping[str, Any]]:
+    """The token usage a reply reports: its messages' usage metadata, else `llm_output`."""
+    usages = [
+        metadata
+        for generations in response.generations
+        for generation in generations
+        if (metadata := getattr(getattr(generation, "message", None), "usage_metadata", None))
+    ]
+    if usages:
+        return usages
+    usage = (response.llm_output or {}).get("token_usage") or {}
+    return [
+        {
+            "input_tokens": usage.get("prompt_tokens", 0),
+            "output_tokens": usage.get("completion_tokens", 0),
+            "total_tokens": usage.get("total_tokens", 0),
+        }
+    ]
+
+
+def _error_tokens(error: BaseException) -> dict[str, int]:
+    """The tokens a failed call reports (OpenAI-style `completion.usage`), else zeros."""
+    usage = getattr(getattr(error, "completion", None), "usage", None)
+    prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
+    completion = int(getattr(usage, "completion_tokens", 0) or 0)
+    return {
+        "input_tokens": prompt,
+        "output_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
 
 
 _SEEN: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(

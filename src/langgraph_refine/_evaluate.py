@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any, Generic, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
@@ -18,24 +18,28 @@ from langgraph.types import Command, RetryPolicy
 
 from langgraph_refine._budget import BudgetStop
 from langgraph_refine._errors import RefineError
-from langgraph_refine._ladder import cost_per_call, next_rung
 from langgraph_refine._options import LoopOptions
-from langgraph_refine._record import aexchange, compose_key, exchange, run_record
-from langgraph_refine._result import best_attempt
-from langgraph_refine._run_models import run_rungs
+from langgraph_refine._record import aexchange, compose_key, exchange
+from langgraph_refine._round import (
+    confirmed,
+    decided,
+    judged_round,
+    read_as_object,
+    responses,
+    round_record,
+    unevaluated,
+)
+from langgraph_refine._run_models import climbing, ladder_names
 from langgraph_refine._specs import SpecError, run_judge_model
 from langgraph_refine._state import (
     Attempt,
     Evaluation,
     RefineState,
-    StopReason,
-    Usage,
     plain_writes,
     revive_state,
 )
-from langgraph_refine._step import Step, emit, round_event, run_options
-from langgraph_refine._stop_rules import BUDGET_STOP, CONFIRMABLE_STOPS, needs_confirmation
-from langgraph_refine._strategy import MoveStats, choose_next
+from langgraph_refine._step import Step, run_options
+from langgraph_refine._stop_rules import needs_confirmation
 from langgraph_refine.evaluators._base import BaseEvaluator, EvaluatorLike
 from langgraph_refine.evaluators._combine import as_evaluator
 from langgraph_refine.evaluators._from_specs import build_evaluators
@@ -128,7 +132,7 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         runs judged differently keep different records. None (no record) when neither a
         `record_key` nor the generator's model (`record_model`) is known.
         """
-        record_model = ">".join(self.ladder_for(options)) or self.record_model
+        record_model = ">".join(ladder_names(options.models, self.ladder)) or self.record_model
         if options.record_key is not None or record_model is None:
             return options.record_key
         try:
@@ -136,16 +140,6 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         except SpecError:  # the evaluation itself reports it
             return None
         return compose_key(record_model, evaluator)
-
-    def ladder_for(self, options: LoopOptions) -> list[str]:
-        """The run's rungs' model names: its context's `models`, else the node's `ladder`.
-
-        Empty for the node's own single generator; a run's single model is named (see
-        `_run_models`).
-        """
-        if options.models:
-            return [rung.name for rung in run_rungs(options.models)]
-        return self.ladder
 
     def _judge(self, options: LoopOptions) -> BaseChatModel:
         if options.judge_model is not None:
@@ -176,7 +170,7 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
                 "run a GeneratorNode before it"
             )
         options = run_options(self.options)
-        pending = _read_as_object(pending, options)
+        pending = read_as_object(pending, options)
         step = Step(
             options,
             state,
@@ -216,7 +210,7 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         judge = evaluator.calls_model
         evaluations: list[Evaluation] = []
         try:
-            for response, preset in _responses(pending):
+            for response, preset in responses(pending):
                 if preset is not None:  # not a valid object: already FAIL (see _typed)
                     evaluations.append(preset)
                 elif traced is None:
@@ -229,11 +223,11 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
                     )
         except BudgetStop as stop:
             if not evaluations:
-                return self._route(state, self._unevaluated(state, pending, step, stop))
+                return self._route(state, unevaluated(state, pending, step, stop))
         except Exception as exc:
             step.on_error(exc, "evaluator")
             raise
-        judged = self._judged(state, pending, evaluations, step, options)
+        judged = judged_round(state, pending, evaluations, step, options)
         if needs_confirmation(judged.stop_reason, options.confirm_pass):
             try:
                 again: Evaluation | None = step.call(
@@ -244,10 +238,11 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
             except Exception as exc:
                 step.on_error(exc, "evaluator")
                 raise
-            judged = self._confirmed(pending, judged, again, step, options)
-        found = _record(state, judged.attempts, options, self.record_key(options))
+            judged = confirmed(pending, judged, again, step, options)
+        found = round_record(state, judged.attempts, options, self.record_key(options))
         record = exchange(*found) if found else None
-        return self._route(state, self._finish(state, judged, options, record))
+        ladder = climbing(options.models, self.ladder)  # a run's own models, else the graph's
+        return self._route(state, decided(state, judged, options, record, ladder))
 
     async def ainvoke(
         self, input: StateT, config: RunnableConfig | None = None, **kwargs: Any
@@ -258,7 +253,7 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
             return self._route(state, {})
         pending, step, options, evaluator = self._begin(state, config)
         traced = self._runnable(state, step, evaluator)
-        responses = _responses(pending)
+        replies = responses(pending)
         judge = evaluator.calls_model  # see invoke
 
         async def one(item: tuple[str, Evaluation | None]) -> Evaluation:
@@ -273,18 +268,18 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         try:
             # Candidates are judged concurrently unless a budget must be checked between
             # the judge calls.
-            if len(responses) > 1 and options.budget is None:
-                evaluations = list(await asyncio.gather(*(one(r) for r in responses)))
+            if len(replies) > 1 and options.budget is None:
+                evaluations = list(await asyncio.gather(*(one(r) for r in replies)))
             else:
-                for response in responses:
+                for response in replies:
                     evaluations.append(await one(response))
         except BudgetStop as stop:
             if not evaluations:
-                return self._route(state, self._unevaluated(state, pending, step, stop))
+                return self._route(state, unevaluated(state, pending, step, stop))
         except Exception as exc:
             await step.aon_error(exc, "evaluator")
             raise
-        judged = self._judged(state, pending, evaluations, step, options)
+        judged = judged_round(state, pending, evaluations, step, options)
         if needs_confirmation(judged.stop_reason, options.confirm_pass):
             try:
                 again: Evaluation | None = await step.acall(
@@ -295,230 +290,8 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
             except Exception as exc:
                 await step.aon_error(exc, "evaluator")
                 raise
-            judged = self._confirmed(pending, judged, again, step, options)
-        found = _record(state, judged.attempts, options, self.record_key(options))
+            judged = confirmed(pending, judged, again, step, options)
+        found = round_record(state, judged.attempts, options, self.record_key(options))
         record = await aexchange(*found) if found else None
-        return self._route(state, self._finish(state, judged, options, record))
-
-    def _unevaluated(
-        self, state: Mapping[str, Any], pending: Attempt, step: Step, stop: BudgetStop
-    ) -> dict[str, Any]:
-        logger.info("budget exhausted before evaluating attempt %d: %s", pending.index, stop)
-        usage = step.meter.delta()
-        attempt = pending.model_copy(update={"usage": pending.usage + usage})
-        return {
-            "attempts": [attempt],
-            "pending": None,
-            "usage": attempt.usage,  # the generation's and this step's
-            # A reviewer's edit stays the result, unscored; anything else is a budget stop.
-            "stop_reason": "edited" if is_edit(state) else BUDGET_STOP,
-        }
-
-    def _judged(
-        self,
-        state: Mapping[str, Any],
-        pending: Attempt,
-        evaluations: list[Evaluation],
-        step: Step,
-        options: LoopOptions,
-    ) -> _Judged:
-        """The evaluated attempt, the attempts with it, and the stop rules' decision."""
-        for evaluation in evaluations:
-            if not isinstance(evaluation, Evaluation):  # a custom BaseEvaluator's mistake
-                raise TypeError(
-                    f"evaluator returned {type(evaluation).__name__}; return an Evaluation"
-                )
-        usage = step.meter.delta()
-        attempt = _choose_candidate(pending, evaluations, pending.usage + usage)
-        attempts = [*(state.get("attempts") or []), attempt]
-        # A reviewer's edit ends the loop whatever it scores; other attempts meet the rules.
-        stop_reason: StopReason | None = (
-            "edited" if is_edit(state) else options.rules.decide(attempts)
-        )
-        if stop_reason is None and len(evaluations) < len(_responses(pending)):
-            stop_reason = BUDGET_STOP  # it ran out while judging the candidates
-        return _Judged(attempt, attempts, stop_reason)
-
-    def _confirmed(
-        self,
-        pending: Attempt,
-        judged: _Judged,
-        again: Evaluation | None,
-        step: Step,
-        options: LoopOptions,
-    ) -> _Judged:
-        """The round after its confirming judgment (`confirm_pass`).
-
-        If the second judgment also stops the loop, the first stands (with the second in
-        `details["confirmation"]`); if not, the attempt carries the second judgment (the
-        first in `details["first_judgment"]`) and the rules decide again, so the loop goes
-        on with the second judgment's feedback. With no budget left for the second
-        judgment, the loop stops on the budget.
-        """
-        first = judged.attempt.evaluation
-        assert first is not None
-        usage = pending.usage + step.meter.delta()  # the generation's, both judgments'
-        if again is None:
-            details = {**first.details, "confirmation": "not made: the budget ran out"}
-            attempt = judged.attempt.model_copy(
-                update={"evaluation": first.model_copy(update={"details": details}), "usage": usage}
-            )
-            return _Judged(attempt, [*judged.attempts[:-1], attempt], BUDGET_STOP)
-        if not isinstance(again, Evaluation):
-            raise TypeError(f"evaluator returned {type(again).__name__}; return an Evaluation")
-        trial = [*judged.attempts[:-1], judged.attempt.model_copy(update={"evaluation": again})]
-        if options.rules.decide(trial) in CONFIRMABLE_STOPS:
-            kept = first.model_copy(
-                update={"details": {**first.details, "confirmation": _summary(again)}}
-            )
-            stop_reason = judged.stop_reason
-        else:
-            kept = again.model_copy(
-                update={"details": {**again.details, "first_judgment": _summary(first)}}
-            )
-            trial[-1] = judged.attempt.model_copy(update={"evaluation": kept})
-            stop_reason = options.rules.decide(trial)
-        attempt = judged.attempt.model_copy(update={"evaluation": kept, "usage": usage})
-        return _Judged(attempt, [*judged.attempts[:-1], attempt], stop_reason)
-
-    def _finish(
-        self,
-        state: Mapping[str, Any],
-        judged: _Judged,
-        options: LoopOptions,
-        record: Mapping[str, MoveStats] | None,
-    ) -> dict[str, Any]:
-        attempt, attempts, stop_reason = judged
-        choice = (
-            None
-            if stop_reason
-            else choose_next(options.strategy, attempts, state["task"], record=record)
-        )
-        _report(options.name, attempt, best_attempt(attempts), stop_reason)
-        update: dict[str, Any] = {
-            "attempts": [attempt],
-            "pending": None,
-            "usage": attempt.usage,  # the generation's and this step's
-            "refine_from": choice.parent if choice is not None else None,
-            "next_move": choice.move if choice is not None else None,
-        }
-        if stop_reason is not None or state.get("stop_reason") is not None:
-            update["stop_reason"] = stop_reason
-        ladder = self.ladder_for(options)
-        if len(ladder) > 1 and choice is not None:
-            update["rung"] = _next_rung(attempts, ladder, options, record)
-        return update
-
-
-def _next_rung(
-    attempts: list[Attempt],
-    ladder: Sequence[str],
-    options: LoopOptions,
-    record: Mapping[str, MoveStats] | None,
-) -> int:
-    """The ladder's rung for the next attempt, with the money left and the known costs."""
-    budget = options.budget
-    money_left = None
-    if budget is not None and budget.max_cost is not None:
-        money_left = budget.max_cost - sum(a.usage.cost or 0.0 for a in attempts)
-    return next_rung(
-        attempts,
-        ladder,
-        record=record if options.strategy == "explore" else None,
-        money_left=money_left,
-        prices=cost_per_call(attempts),
-    )
-
-
-def _summary(evaluation: Evaluation) -> dict[str, Any]:
-    """A judgment as plain data, kept beside the one that counts."""
-    return {
-        "score": evaluation.score,
-        "verdict": evaluation.verdict,
-        "feedback": evaluation.feedback,
-    }
-
-
-def is_edit(state: Mapping[str, Any]) -> bool:
-    """True when the pending attempt is a reviewer's edit (see `ReviewNode.apply`)."""
-    return state.get("stop_reason") == "edited"
-
-
-def _record(
-    state: Mapping[str, Any], attempts: list[Attempt], options: LoopOptions, key: str | None
-) -> Any:
-    """The strategy record's update for this round; none for an edit (not a model's move)."""
-    return None if is_edit(state) else run_record(state, attempts, options, key)
-
-
-class _Judged(NamedTuple):
-    attempt: Attempt
-    attempts: list[Attempt]
-    stop_reason: StopReason | None
-
-
-def _report(name: str, attempt: Attempt, best: Attempt | None, stop_reason: str | None) -> None:
-    """Log the round and send its `round` stream event."""
-    evaluation = attempt.evaluation
-    assert evaluation is not None
-    best_score = best.score if best is not None else None
-    logger.info(
-        "%s round %d: score=%.3f verdict=%s best=%.3f%s",
-        name,
-        attempt.index,
-        evaluation.score,
-        evaluation.verdict,
-        best_score if best_score is not None else float("nan"),
-        f" -> stop ({stop_reason})" if stop_reason else "",
-    )
-    emit(round_event(name, attempt, best))
-
-
-def _read_as_object(pending: Attempt, options: LoopOptions) -> Attempt:
-    """A typed loop's attempt that no generator read (a reviewer's edit), read as the object.
-
-    Its object is kept in `output`; text that is no valid object is FAIL with the errors,
-    like a generator's reply, and the evaluator is not called.
-    """
-    schema = options.output_schema
-    if schema is None or pending.output is not None or pending.evaluation is not None:
-        return pending
-    if pending.candidates:
-        return pending
-    reply = schema.read(pending.response)
-    return pending.model_copy(update={"output": reply.output, "evaluation": reply.evaluation})
-
-
-def _responses(pending: Attempt) -> list[tuple[str, Evaluation | None]]:
-    """Each response to judge, with the evaluation it already has (an invalid object's)."""
-    if pending.candidates:
-        return [(c.response, c.evaluation) for c in pending.candidates]
-    return [(pending.response, pending.evaluation)]
-
-
-def _choose_candidate(pending: Attempt, evaluations: list[Evaluation], usage: Usage) -> Attempt:
-    """The pending attempt carrying its best candidate (by the best-result rule) and usage."""
-    if not pending.candidates:
-        return pending.model_copy(update={"evaluation": evaluations[0], "usage": usage})
-    candidates = [
-        c.model_copy(update={"evaluation": evaluations[i] if i < len(evaluations) else None})
-        for i, c in enumerate(pending.candidates)
-    ]
-    ranked = [
-        Attempt(index=i, response=c.response, evaluation=c.evaluation)
-        for i, c in enumerate(candidates)
-    ]
-    best = best_attempt(ranked)
-    assert best is not None
-    chosen = candidates[best.index]
-    return pending.model_copy(
-        update={
-            "response": chosen.response,
-            "evaluation": chosen.evaluation,
-            "output": chosen.output,
-            "reasoning": chosen.reasoning,
-            "edits": chosen.edits,
-            "candidates": candidates,
-            "usage": usage,
-        }
-    )
+        ladder = climbing(options.models, self.ladder)  # a run's own models, else the graph's
+        return self._route(state, decided(state, judged, options, record, ladder))

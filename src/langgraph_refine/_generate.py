@@ -228,7 +228,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             for _ in range(count):
                 outputs.append(step.call(call, prompt, state, step))
         except BudgetStop as stop:
-            return self._stopped(stop, step)
+            return _stopped(stop, step)
         except Exception as exc:
             small = self._shrink(state, step, exc, adapter)
             if small is None:
@@ -237,7 +237,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             try:
                 outputs = [step.call(call, small, state, step)]
             except Exception as again:
-                raise self._overflow(state, step, again) from again
+                raise _overflow(state, step, again) from again
         return self._finish(state, outputs, turn)
 
     async def ainvoke(
@@ -256,7 +256,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
                 calls = (step.acall(call, prompt, state, step) for _ in range(count))
                 outputs = list(await asyncio.gather(*calls))
         except BudgetStop as stop:
-            return self._stopped(stop, step)
+            return _stopped(stop, step)
         except Exception as exc:
             small = self._shrink(state, step, exc, adapter)
             if small is None:
@@ -265,7 +265,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             try:
                 outputs = [await step.acall(call, small, state, step)]
             except Exception as again:
-                raise self._overflow(state, step, again) from again
+                raise _overflow(state, step, again) from again
         return self._finish(state, outputs, turn)
 
     def _shrink(
@@ -280,34 +280,15 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         if not is_context_length_error(exc):
             return None
         if refined_attempt(state) is None or not adapter.can_shorten:
-            raise self._overflow(state, step, exc) from exc
+            raise _overflow(state, step, exc) from exc
         logger.info(
             "attempt %d: prompt exceeds the context; retrying with the smallest", step.index
         )
-        return self._smallest(state, step.options)
-
-    @staticmethod
-    def _overflow(state: Mapping[str, Any], step: Step, exc: BaseException) -> ContextLengthError:
-        if isinstance(exc, ContextLengthError):
-            return exc
-        attempts = list(state.get("attempts") or [])
-        schema: OutputSchema | None = step.options.output_schema
-        result = RefineResult.from_state(dict(state), output_schema=schema) if attempts else None
-        return ContextLengthError(
-            f"attempt {step.index}: the prompt exceeds the model's context even in its "
-            f"smallest form (the task, the attempt cut short, its feedback): {exc}. Shorten "
-            "the task, lower max_attempt_chars, or use a model with a larger context; the "
-            "best result so far is in this error's .result",
-            result,
-        )
+        # The smallest prompt asks for a rewrite, so a typed loop names the object even
+        # in a round that asked for edits (whose step asks for text: no output schema).
+        return self._smallest(state, run_options(self.options))
 
     # -- the update --------------------------------------------------------------------
-
-    def _stopped(self, stop: BudgetStop, step: Step) -> dict[str, Any]:
-        logger.info("budget exhausted before attempt %d: %s", step.index, stop)
-        return plain_writes(
-            {"stop_reason": BUDGET_STOP, "pending": None, "usage": step.meter.delta()}
-        )
 
     def _finish(self, state: Mapping[str, Any], outputs: list[Any], turn: _Round) -> dict[str, Any]:
         step = turn.step
@@ -357,6 +338,26 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         if state.get("reviewer_feedback"):
             update["reviewer_feedback"] = None
         return plain_writes(update)
+
+
+def _overflow(state: Mapping[str, Any], step: Step, exc: BaseException) -> ContextLengthError:
+    if isinstance(exc, ContextLengthError):
+        return exc
+    attempts = list(state.get("attempts") or [])
+    schema: OutputSchema | None = step.options.output_schema
+    result = RefineResult.from_state(dict(state), output_schema=schema) if attempts else None
+    return ContextLengthError(
+        f"attempt {step.index}: the prompt exceeds the model's context even in its "
+        f"smallest form (the task, the attempt cut short, its feedback): {exc}. Shorten "
+        "the task, lower max_attempt_chars, or use a model with a larger context; the "
+        "best result so far is in this error's .result",
+        result,
+    )
+
+
+def _stopped(stop: BudgetStop, step: Step) -> dict[str, Any]:
+    logger.info("budget exhausted before attempt %d: %s", step.index, stop)
+    return plain_writes({"stop_reason": BUDGET_STOP, "pending": None, "usage": step.meter.delta()})
 
 
 def _asking_for(schema: OutputSchema | None, messages: list[BaseMessage]) -> list[BaseMessage]:

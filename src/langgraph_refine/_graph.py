@@ -38,15 +38,18 @@ from langgraph_refine._options import (
 )
 from langgraph_refine._retry import DEFAULT_RETRY_POLICY
 from langgraph_refine._review import ReviewNode, route_after_review
-from langgraph_refine._select import (
+from langgraph_refine._select import Comparer, as_comparer
+from langgraph_refine._state import (
     DEFAULT_SELECT_MARGIN,
     DEFAULT_SELECT_TOP,
-    Comparer,
     ComparerLike,
+    PromptForm,
+    RefineInput,
+    RefineOutput,
+    RefineState,
     Select,
-    as_comparer,
+    Strategy,
 )
-from langgraph_refine._state import PromptForm, RefineInput, RefineOutput, RefineState, Strategy
 from langgraph_refine._typed import OutputSchema
 from langgraph_refine.evaluators import LLMJudge, llm_judge
 from langgraph_refine.evaluators._base import EvaluatorLike

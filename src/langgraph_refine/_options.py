@@ -21,12 +21,6 @@ from langgraph_refine._edits import EditsMode, check_edits
 from langgraph_refine._memory import DEFAULT_MEMORY, MemoryPolicy, validate_memory
 from langgraph_refine._models import parse_max_tokens
 from langgraph_refine._run_models import check_run_models
-from langgraph_refine._select import (
-    DEFAULT_SELECT_MARGIN,
-    DEFAULT_SELECT_TOP,
-    ComparerLike,
-    Select,
-)
 from langgraph_refine._specs import (
     EvaluatorSpec,
     check_judge_model,
@@ -35,7 +29,14 @@ from langgraph_refine._specs import (
     parse_specs,
     run_judge_model,
 )
-from langgraph_refine._state import PromptForm, Strategy
+from langgraph_refine._state import (
+    DEFAULT_SELECT_MARGIN,
+    DEFAULT_SELECT_TOP,
+    ComparerLike,
+    PromptForm,
+    Select,
+    Strategy,
+)
 from langgraph_refine._stop_rules import StopRules
 from langgraph_refine._typed import OutputSchema
 

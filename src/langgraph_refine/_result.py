@@ -153,7 +153,8 @@ class RefineResult(BaseModel):
         for snapshot in graph.get_state_history(config):
             for task in snapshot.tasks:
                 if task.name == node and isinstance(task.state, dict):
-                    return cls.from_state(graph.get_state(task.state))
+                    schema = loop_schema(dict(graph.get_subgraphs()).get(node))
+                    return cls.from_state(graph.get_state(task.state), output_schema=schema)
         raise LookupError(_no_run(node, config))
 
     @classmethod
@@ -164,7 +165,9 @@ class RefineResult(BaseModel):
         async for snapshot in graph.aget_state_history(config):
             for task in snapshot.tasks:
                 if task.name == node and isinstance(task.state, dict):
-                    return cls.from_state(await graph.aget_state(task.state))
+                    schema = loop_schema(dict(graph.get_subgraphs()).get(node))
+                    values = await graph.aget_state(task.state)
+                    return cls.from_state(values, output_schema=schema)
         raise LookupError(_no_run(node, config))
 
     def __repr__(self) -> str:
@@ -308,6 +311,20 @@ def _usage_summary(usage: Usage) -> str:
     elif usage.cost:
         parts.append(f"${usage.cost:.4g}")
     return repr(", ".join(parts))
+
+
+def loop_schema(loop: Any) -> OutputSchema | None:
+    """The `output_schema` a compiled refine loop was built with, so its result is typed.
+
+    Read from the loop itself (its finalize step holds the loop's options), so the
+    schema is coerced once, by the options, and every reader of a result shares it.
+    None when `loop` is no graph built by `create_refine_graph`, or is untyped.
+    """
+    spec = getattr(getattr(loop, "builder", None), "nodes", {}).get("finalize")
+    runnable = getattr(spec, "runnable", None)
+    finalize = getattr(runnable, "step", runnable)  # as added, or inside `Inline`
+    schema = getattr(getattr(finalize, "options", None), "output_schema", None)
+    return schema if hasattr(schema, "typed") else None
 
 
 def _no_run(node: str, config: RunnableConfig) -> str:

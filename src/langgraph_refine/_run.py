@@ -24,8 +24,7 @@ from langgraph_refine._driver import (
 )
 from langgraph_refine._graph import GeneratorLike, create_refine_graph
 from langgraph_refine._options import RefineOptions
-from langgraph_refine._result import RefineResult
-from langgraph_refine._typed import OutputSchema
+from langgraph_refine._result import RefineResult, loop_schema
 from langgraph_refine.evaluators._base import EvaluatorLike
 
 __all__ = ["AsyncReviewer", "Reviewer", "arefine", "refine"]
@@ -59,8 +58,6 @@ def _driver(
             "store must be a LangGraph BaseStore (e.g. InMemoryStore()), "
             f"got {type(store).__name__}"
         )
-    if options.get("output_schema") is not None:  # built once, for the graph and the result
-        options["output_schema"] = OutputSchema.coerce(options["output_schema"])
     graph = create_refine_graph(generator, evaluator, **options).compile(
         checkpointer=checkpointer, store=store, name=options.get("name", "refine")
     )
@@ -77,7 +74,7 @@ def _flow(task: str, driver: Driver, options: dict[str, Any]) -> Any:
     return run_flow(
         task,
         durable=driver.graph.checkpointer is not None,
-        output_schema=options.get("output_schema"),
+        output_schema=loop_schema(driver.graph),  # as the graph's options coerced it
     )
 
 

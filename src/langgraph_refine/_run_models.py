@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from langgraph_refine._models import max_tokens_setting, resolve_chat_model
@@ -79,6 +79,23 @@ def run_rungs(names: tuple[str, ...]) -> list[GeneratorAdapter]:
         ValueError: If a name cannot be resolved (unknown provider package, ...).
     """
     return [_rung(name, max_tokens_setting()) for name in names]
+
+
+def ladder_names(models: tuple[str, ...] | None, default: Sequence[str]) -> list[str]:
+    """A run's rungs' model names: its `models`' (as `Attempt.model` names them), else `default`.
+
+    `default` is the graph's own ladder (empty for a single generator); a run's single
+    model is named, so its strategy record is keyed by it.
+    """
+    if models:
+        return [rung.name for rung in run_rungs(models)]
+    return list(default)
+
+
+def climbing(models: tuple[str, ...] | None, default: Sequence[str]) -> list[str]:
+    """The run's ladder when it has more than one rung (a next rung is chosen), else []."""
+    names = ladder_names(models, default)
+    return names if len(names) > 1 else []
 
 
 @functools.lru_cache(maxsize=32)

@@ -24,7 +24,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias, get_args
+from typing import Any, get_args
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
@@ -34,30 +34,18 @@ from langgraph_refine._kinds import kind_of
 from langgraph_refine._models import message_text, resolve_chat_model
 from langgraph_refine._prompts import PAIRWISE_INSTRUCTIONS, PAIRWISE_SYSTEM
 from langgraph_refine._result import best_attempt
-from langgraph_refine._state import Attempt
+from langgraph_refine._state import (
+    Attempt,
+    ComparerLike,
+    Preference,
+)
 from langgraph_refine.evaluators._base import acall, call_sync
 from langgraph_refine.evaluators._tags import sandbox, strip_tags
 
-Select: TypeAlias = Literal["score", "pairwise"]
-"""How the result is chosen when the loop stops: the best score, or pairwise comparison."""
-
-Preference: TypeAlias = Literal["first", "second", "tie"]
-"""A comparer's answer: the first response is better, the second, or neither."""
-
 PREFERENCES: tuple[str, ...] = get_args(Preference)
-
-DEFAULT_SELECT_TOP = 3
-"""Attempts compared at most (chosen by `make bench BENCH=selection`)."""
-
-DEFAULT_SELECT_MARGIN = 0.3
-"""Score distance from the best within which attempts are compared (chosen by the bench)."""
 
 MAX_COMPARE_CHARS = 8000
 """Each response shown to the model comparer is cut to this many characters."""
-
-ComparerLike: TypeAlias = Any
-"""A chat model, a model string, or a callable `(task, first, second) -> "first" | "second" |
-"tie"`."""
 
 
 class Comparer(ABC):

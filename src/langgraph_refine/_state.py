@@ -61,6 +61,22 @@ PromptForm: TypeAlias = Literal["messages", "single"]
 
 CONVERGED_REASONS: frozenset[str] = frozenset({"passed", "target_reached", "approved"})
 
+Select: TypeAlias = Literal["score", "pairwise"]
+"""How the result is chosen when the loop stops: the best score, or pairwise comparison."""
+
+Preference: TypeAlias = Literal["first", "second", "tie"]
+"""A comparer's answer: the first response is better, the second, or neither."""
+
+DEFAULT_SELECT_TOP = 3
+"""Attempts compared at most (chosen by `make bench BENCH=selection`)."""
+
+DEFAULT_SELECT_MARGIN = 0.3
+"""Score distance from the best within which attempts are compared (chosen by the bench)."""
+
+ComparerLike: TypeAlias = Any
+"""A chat model, a model string, or a callable `(task, first, second) -> "first" | "second" |
+"tie"`."""
+
 
 class Evaluation(BaseModel):
     """An evaluator's judgement of one response.

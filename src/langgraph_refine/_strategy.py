@@ -330,12 +330,17 @@ def _record(attempts: Sequence[Attempt]) -> tuple[tuple[int, int], tuple[int, in
     A win is a round whose attempt raised the best score of the attempts before it.
     """
     refine, sample = [0, 0], [0, 0]
-    for k in range(1, len(attempts)):
-        if attempts[k].evaluation is None:
+    best: Attempt | None = None  # the best so far, kept in one pass (not per round)
+    for k, attempt in enumerate(attempts):
+        if attempt.evaluation is None:
             continue
-        kind = sample if attempts[k].parent is None else refine
-        kind[1] += 1
-        kind[0] += _raised_best(attempts[: k + 1])
+        raised = best is None or best_attempt([best, attempt]) is attempt
+        if k >= 1:
+            kind = sample if attempt.parent is None else refine
+            kind[1] += 1
+            kind[0] += raised
+        if raised:
+            best = attempt
     return (refine[0], refine[1]), (sample[0], sample[1])
 
 

@@ -136,23 +136,28 @@ class OutputSchema:
 
     @classmethod
     def coerce(cls, schema: object) -> OutputSchema | None:
-        """`schema` as an `OutputSchema` (None stays None); a dict is cached by content.
+        """`schema` as an `OutputSchema` (None stays None), built once per schema.
+
+        A model class is kept by identity, a dict by content, so the CLI's check, the
+        loop's options and a run's context share one object (and its validator).
 
         Raises:
             ValueError: If it is not a model class, a JSON schema dict or None.
         """
         if schema is None or isinstance(schema, OutputSchema):
             return schema
+        key: Any = schema
         if isinstance(schema, Mapping):
             key = json.dumps(schema, sort_keys=True, default=str)
-            found = _BY_CONTENT.get(key)
-            if found is None:
-                found = cls(schema)
-                if len(_BY_CONTENT) >= _CACHE_SIZE:
-                    _BY_CONTENT.pop(next(iter(_BY_CONTENT)))
-                _BY_CONTENT[key] = found
-            return found
-        return cls(schema)  # type: ignore[arg-type]
+        elif not isinstance(schema, type):
+            return cls(schema)  # type: ignore[arg-type]  # raises, naming what it got
+        found = _BUILT.get(key)
+        if found is None:
+            found = cls(schema)
+            if len(_BUILT) >= _CACHE_SIZE:
+                _BUILT.pop(next(iter(_BUILT)))
+            _BUILT[key] = found
+        return found
 
     # -- asking for it ---------------------------------------------------------------
 
@@ -265,8 +270,8 @@ class OutputSchema:
         )
 
 
-_BY_CONTENT: dict[str, OutputSchema] = {}
-"""JSON schema dicts seen in run contexts, so a run does not rebuild its validator."""
+_BUILT: dict[Any, OutputSchema] = {}
+"""Schemas already built: model classes by identity, JSON schema dicts by content."""
 
 
 def _decode(text: str) -> tuple[Any, str | None]:

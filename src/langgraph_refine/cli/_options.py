@@ -16,8 +16,7 @@ from langgraph_refine._graph import create_refine_graph
 from langgraph_refine._memory import MemoryPolicy
 from langgraph_refine._prices import Price
 from langgraph_refine._retry import DEFAULT_RETRY_POLICY
-from langgraph_refine._select import Select
-from langgraph_refine._state import Strategy
+from langgraph_refine._state import Select, Strategy
 from langgraph_refine._typed import OutputSchema
 from langgraph_refine.cli._errors import CliError
 from langgraph_refine.cli._ladder_view import line_models
@@ -82,7 +81,7 @@ def read_schema(value: object, *, option: str) -> dict[str, Any]:
             f"{option} must be a JSON schema object (or a file holding one), got {value!r:.80}"
         )
     try:
-        OutputSchema(value)
+        OutputSchema.coerce(value)  # built once: the loop's options find it by content
     except (ValueError, ImportError) as exc:
         raise CliError(f"{option}: {exc}") from None
     return value

@@ -37,6 +37,7 @@ RUN_CONTEXT_KEYS = (
     "min_delta",
     "budget",
     "strategy",
+    "edits",
     "model",
 )
 """Per-line options a run on the server takes in its `context` (a line's `model`: `models`)."""
@@ -79,6 +80,8 @@ def run_context(item: BatchItem, models: dict[str, Any] | None = None) -> dict[s
         context["confirm_pass"] = True
     if options.output_schema is not None:  # the line's "schema" (or --schema): typed answers
         context["output_schema"] = options.output_schema
+    if options.edits:  # the line's "edits" (or --edits): refinements by SEARCH/REPLACE
+        context["edits"] = options.edits
     if options.models is not None:  # the line's own model(s) win over --model
         context["models"] = list(options.models)
     return context

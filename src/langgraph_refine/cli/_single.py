@@ -24,8 +24,8 @@ from rich.text import Text
 
 from langgraph_refine._driver import Driver, drive, run_config, run_flow, strict_serde
 from langgraph_refine._graph import create_refine_graph
-from langgraph_refine._result import RefineResult
-from langgraph_refine._typed import OutputSchema, plain
+from langgraph_refine._result import RefineResult, loop_schema
+from langgraph_refine._typed import plain
 from langgraph_refine.cli._errors import CliError
 from langgraph_refine.cli._ladder_view import per_model
 from langgraph_refine.cli._models import ModelSettings
@@ -177,13 +177,11 @@ def execute(
     generator = settings.generator()
     kwargs = request.options.graph_kwargs(settings.judge)
     evaluator = kwargs.pop("evaluator")
-    schema = OutputSchema.coerce(kwargs.pop("output_schema", None))
     try:
         builder = create_refine_graph(
             generator,
             evaluator,
             human_review="final" if request.review else None,
-            output_schema=schema,
             **kwargs,
         )
     except ValueError as exc:
@@ -222,6 +220,7 @@ def execute(
         )
         view.start("round 0: generating…" if request.thread is None else "resuming…")
         try:
+            schema = loop_schema(graph)
             return drive(run_flow(request.task, durable=True, output_schema=schema), driver)
         finally:
             view.stop()
