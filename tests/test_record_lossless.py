@@ -150,3 +150,20 @@ def test_overlapping_folds_and_a_run_both_folded_and_present_count_once() -> Non
     store.put(namespace, "fold:2", {"fold": both, "version": 2})
     store.put(namespace, "run:a:3", {"run": "a", "n": 3, "moves": longer, "version": 2})
     assert strategy_records(store)[key] == {"refine": {"rounds": 5, "raised": 2, "fell": 1}}
+
+
+def test_a_level_beside_moves_is_summed_per_run_the_same_way() -> None:
+    # The documented place for a ladder's per-rung counts: summed leaf by leaf, a run's
+    # larger entry kept, `cost` allowed to be a fraction.
+    from langgraph_refine._record_items import read_items
+
+    store, key = InMemoryStore(), "k"
+    namespace = record_namespace(key)
+    rung = {"small": {"rounds": 2, "raised": 1, "fell": 0, "cost": 0.25}}
+    for run in ("a", "b"):
+        value = {"run": run, "n": 2, "moves": {}, "rungs": rung, "version": 2}
+        store.put(namespace, f"run:{run}:2", value)
+    view = read_items(store.search(namespace))
+    assert view.total()["rungs"] == {"small": {"rounds": 4, "raised": 2, "fell": 0, "cost": 0.5}}
+    store.put(namespace, "run:c:1", {"run": "c", "n": 1, "moves": {"refine": {"rounds": -1}}})
+    assert "c" not in read_items(store.search(namespace)).runs  # a negative count: left out

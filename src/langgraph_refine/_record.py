@@ -137,16 +137,16 @@ class StrategyRecord:
 
     Attributes:
         moves: The totals per kind of move (what explore and `report` read).
-        runs: Each counted run's own counts, by loop id.
+        runs: Each counted run's own counters (JSON, as stored), by loop id.
     """
 
     moves: Counts
-    runs: dict[str, Counts]
+    runs: dict[str, dict[str, Any]]
 
     @classmethod
     def from_view(cls, view: RecordView) -> StrategyRecord:
         """The record a read of its namespace found."""
-        runs = {run: _counts(entry.counts.get("moves")) for run, entry in view.runs.items()}
+        runs = {run: entry.counts for run, entry in view.runs.items()}
         return cls(moves=_counts(view.total().get("moves")), runs=runs)
 
     def to_dict(self) -> dict[str, dict[str, int]]:

@@ -88,15 +88,22 @@ def key_of(namespace: tuple[str, ...]) -> str:
 
 
 def sum_counts(left: Mapping[str, Any], right: Mapping[str, Any]) -> dict[str, Any]:
-    """Two counter dicts added leaf by leaf (numbers add, dicts recurse)."""
-    total: dict[str, Any] = dict(left)
-    for name, value in right.items():
-        if name not in total:
-            total[name] = value
-        elif isinstance(value, Mapping):
-            total[name] = sum_counts(total[name], value)
+    """Two counter dicts added leaf by leaf (numbers add, dicts recurse).
+
+    Example:
+        >>> sum_counts({"moves": {"refine": {"rounds": 1}}}, {"moves": {"refine": {"rounds": 2}}})
+        {'moves': {'refine': {'rounds': 3}}}
+    """
+    return add_into(add_into({}, left), right)
+
+
+def add_into(total: dict[str, Any], counts: Mapping[str, Any]) -> dict[str, Any]:
+    """Add `counts` into `total` in place (nested dicts of `total` are its own) and return it."""
+    for name, value in counts.items():
+        if isinstance(value, Mapping):
+            add_into(total.setdefault(name, {}), value)
         else:
-            total[name] = total[name] + value
+            total[name] = total.get(name, 0) + value
     return total
 
 
@@ -138,7 +145,7 @@ class RecordView:
         total: Entry = {}
         for loop_id, entry in self.runs.items():
             if loop_id != without:
-                total = sum_counts(total, entry.counts)
+                add_into(total, entry.counts)
         return total
 
 
@@ -174,11 +181,26 @@ def _read_item(item: Item, view: RecordView) -> None:
 
 
 def _entry(value: Mapping[str, Any]) -> Entry:
-    """A run's counters from an item's value, checked (`MoveStats.from_dict` raises)."""
+    """A run's counters from an item's value, checked: each a non-negative integer (or cost).
+
+    Raises:
+        ValueError: If a count is anything else.
+    """
     entry = {name: value[name] for name in value if name not in ("run", "n", "version")}
-    for stats in (entry.get("moves") or {}).values():
-        MoveStats.from_dict(stats)
+    _check(entry)
     return entry
+
+
+def _check(counts: Mapping[str, Any]) -> None:
+    for name, value in counts.items():
+        if isinstance(value, Mapping):
+            _check(value)
+        elif name == "cost" and type(value) in (int, float) and value >= 0:
+            continue  # dollars (a ladder's rungs): the one count that may be a fraction
+        elif type(value) is not int or value < 0:
+            # The message `MoveStats.from_dict` gives (a cheaper check, on every entry).
+            MoveStats.from_dict({name: value} if name in ("rounds", "raised", "fell") else {})
+            raise ValueError(f"strategy record count {name!r} must be a non-negative integer")
 
 
 @dataclass(frozen=True)
