@@ -241,6 +241,8 @@ class BudgetMeter(BaseCallbackHandler):
 
     def chain(self) -> list[BudgetMeter]:
         """This meter and the meters of the loops it runs inside, innermost first."""
+        if self.parent is None:  # the common case: an outermost loop
+            return [self]
         meters = [self]
         while meters[-1].parent is not None and len(meters) < 64:  # never loop on a cycle
             meters.append(meters[-1].parent)
@@ -248,6 +250,8 @@ class BudgetMeter(BaseCallbackHandler):
 
     def check(self) -> None:
         """Raise `BudgetStop` if any limit (this loop's or an enclosing loop's) is reached."""
+        if self.budget is None and self.parent is None:
+            return
         for depth, meter in enumerate(self.chain()):
             if meter.budget is None:
                 continue
