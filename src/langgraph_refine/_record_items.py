@@ -43,6 +43,7 @@ entry, and readers total it the same way.
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
@@ -154,19 +155,22 @@ FOLD_CACHE = 64
 """Fold items kept parsed per process (a fold never changes once written)."""
 
 _FOLDS: OrderedDict[tuple[Any, ...], Fold] = OrderedDict()
+_FOLDS_LOCK = threading.Lock()  # the loops of a threaded batch share the cache
 
 
 def _fold(item: Item) -> Fold:
     """The parsed fold item, from the cache when this process read it before."""
     key = (tuple(item.namespace), item.key, str(item.updated_at))
-    fold = _FOLDS.get(key)
-    if fold is None:
-        fold = Fold.parse(item.value["fold"])
+    with _FOLDS_LOCK:
+        fold = _FOLDS.get(key)
+        if fold is not None:
+            _FOLDS.move_to_end(key)
+            return fold
+    fold = Fold.parse(item.value["fold"])  # parsed outside the lock: it may take a while
+    with _FOLDS_LOCK:
         _FOLDS[key] = fold
         while len(_FOLDS) > FOLD_CACHE:
             _FOLDS.popitem(last=False)
-    else:
-        _FOLDS.move_to_end(key)
     return fold
 
 
