@@ -476,6 +476,34 @@ def test_a_failing_store_is_logged_and_the_run_goes_on(caplog: pytest.LogCapture
     assert "the store failed (OSError: database is locked)" in caplog.text
 
 
+class UnreadableStore(InMemoryStore):
+    """A store whose searches fail (and whose writes work) while `failing` is set."""
+
+    failing = True
+
+    def batch(self, ops: Any) -> Any:
+        from langgraph.store.base import SearchOp
+
+        ops = list(ops)
+        if self.failing and any(isinstance(op, SearchOp) for op in ops):
+            raise OSError("read timed out")
+        return super().batch(ops)
+
+    async def abatch(self, ops: Any) -> Any:
+        return self.batch(ops)
+
+
+def test_a_failed_read_still_writes_the_rounds(caplog: pytest.LogCaptureFixture) -> None:
+    store = UnreadableStore()
+    with caplog.at_level(logging.WARNING, logger="langgraph_refine"):
+        result = refine(falling(), TASK, judge, store=store, **LOOP)
+        asyncio.run(arefine(falling(), TASK, judge, store=store, **LOOP))
+    assert "the store failed (OSError: read timed out)" in caplog.text
+    assert move(result.attempts[1]) == "refine"  # no record read: explore acts as cold
+    store.failing = False
+    assert rounds(stored(store, "ScriptedChatModel|judge")) == 6  # every round written
+
+
 def test_read_records_lists_every_record() -> None:
     store = InMemoryStore()
     refine(falling(), TASK, judge, store=store, record_key="b", **LOOP)

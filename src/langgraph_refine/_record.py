@@ -123,16 +123,16 @@ class StrategyRecord:
 
     Attributes:
         moves: The totals per kind of move (what explore and `report` read).
-        runs: Each counted run's own counts, by loop id.
+        runs: Each counted run's own counters (JSON, as stored), by loop id.
     """
 
     moves: Counts
-    runs: dict[str, Counts]
+    runs: dict[str, dict[str, Any]]
 
     @classmethod
     def from_view(cls, view: RecordView) -> StrategyRecord:
         """The record a read of its namespace found."""
-        runs = {run: _counts(entry.counts.get("moves")) for run, entry in view.runs.items()}
+        runs = {run: entry.counts for run, entry in view.runs.items()}
         return cls(moves=_counts(view.total().get("moves")), runs=runs)
 
     def to_dict(self) -> dict[str, dict[str, int]]:
@@ -216,34 +216,44 @@ def run_record(
 def exchange(store: BaseStore, update: RecordUpdate) -> Counts | None:
     """Write this run's counts to the record and return the others' pooled counts (sync).
 
+    A failed read does not stop the write: the run's counts are written all the same
+    (without a compaction), so a store that fails only to read loses no round.
+
     Returns:
         The pooled counts of the other runs, or None if the store failed (logged).
     """
+    view: RecordView | None = None
     try:
         view = read_items(_search_all(store, record_namespace(update.key)))
-        writes = update.writes(view)
+    except Exception as exc:  # the record is an optimisation: the loop goes on without it
+        _store_failed(exc, update.key)
+    try:
+        writes = update.writes(view or RecordView())
         for ops in (writes.first, writes.then):
             if ops:
                 store.batch(ops)
-    except Exception as exc:  # the record is an optimisation: the loop goes on without it
+    except Exception as exc:
         _store_failed(exc, update.key)
         return None
-    return update.others(view)
+    return update.others(view) if view is not None else None
 
 
 async def aexchange(store: BaseStore, update: RecordUpdate) -> Counts | None:
     """Async twin of `exchange`."""
+    view: RecordView | None = None
     try:
-        items = await _asearch_all(store, record_namespace(update.key))
-        view = read_items(items)
-        writes = update.writes(view)
+        view = read_items(await _asearch_all(store, record_namespace(update.key)))
+    except Exception as exc:  # the record is an optimisation: the loop goes on without it
+        _store_failed(exc, update.key)
+    try:
+        writes = update.writes(view or RecordView())
         for ops in (writes.first, writes.then):
             if ops:
                 await _run(store.abatch, store.batch, ops)
-    except Exception as exc:  # the record is an optimisation: the loop goes on without it
+    except Exception as exc:
         _store_failed(exc, update.key)
         return None
-    return update.others(view)
+    return update.others(view) if view is not None else None
 
 
 def read_records(store: BaseStore) -> dict[str, StrategyRecord]:
