@@ -333,16 +333,16 @@ def test_a_compiled_graph_learns_through_its_store() -> None:
 
 
 def test_each_choice_gets_the_other_runs_pooled_counts(monkeypatch: pytest.MonkeyPatch) -> None:
-    from langgraph_refine import _evaluate
+    from langgraph_refine import _round
 
     seen: list[dict[str, MoveStats] | None] = []
-    real = _evaluate.choose_next
+    real = _round.choose_next
 
     def spy(strategy: Any, attempts: Any, task: str, record: Any = None) -> Any:
         seen.append(None if record is None else dict(record))
         return real(strategy, attempts, task, record=record)
 
-    monkeypatch.setattr(_evaluate, "choose_next", spy)
+    monkeypatch.setattr(_round, "choose_next", spy)
     store = InMemoryStore()
     first = refine(falling(), TASK, judge, store=store, **LOOP)
     assert seen[:3] == [{}, {}, {}]  # the first run: nothing pooled (its own rounds excluded)
