@@ -28,7 +28,7 @@ from langgraph_refine._result import RefineResult
 from langgraph_refine._typed import OutputSchema
 from langgraph_refine.evaluators._base import EvaluatorLike
 
-__all__ = ["AsyncReviewer", "Reviewer", "arefine", "refine"]
+__all__ = ["AsyncReviewer", "CompiledLoop", "Reviewer", "arefine", "refine"]
 
 
 def _check_task(task: object) -> str:
@@ -79,6 +79,38 @@ def _flow(task: str, driver: Driver, options: dict[str, Any]) -> Any:
         durable=driver.graph.checkpointer is not None,
         output_schema=options.get("output_schema"),
     )
+
+
+class CompiledLoop:
+    """One loop built and compiled once, then run on many tasks (what a batch does).
+
+    `await loop.arun(task)` is `arefine(generator, task, evaluator, store=store,
+    **options)` without building and compiling the graph again for every task.
+
+    Args:
+        generator: As for `refine`.
+        evaluator: As for `refine`.
+        store: As for `refine`.
+        **options: As for `refine`.
+    """
+
+    def __init__(
+        self,
+        generator: GeneratorLike,
+        evaluator: EvaluatorLike = None,
+        *,
+        store: BaseStore | None = None,
+        **options: Unpack[RefineOptions],
+    ) -> None:
+        self._options: dict[str, Any] = dict(options)
+        self._driver = _driver(
+            generator, evaluator, self._options, None, None, None, None, store
+        )
+
+    async def arun(self, task: str) -> RefineResult:
+        """Run the loop on `task` to the end and return its result (see `arefine`)."""
+        _check_task(task)
+        return await adrive(_flow(task, self._driver, self._options), self._driver)
 
 
 def refine(
