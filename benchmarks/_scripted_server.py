@@ -62,9 +62,7 @@ def _get(request_line: str) -> bytes:
     return b'{"status": "ok"}'
 
 
-async def _serve(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay: float
-) -> None:
+async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay: float) -> None:
     """Answer the requests of one connection, one after another, until the client closes."""
     STATS["connections"] += 1
     try:

@@ -25,6 +25,7 @@ from langgraph_refine._driver import (
 from langgraph_refine._graph import GeneratorLike, create_refine_graph
 from langgraph_refine._options import RefineOptions
 from langgraph_refine._result import RefineResult
+from langgraph_refine._tracing import traced
 from langgraph_refine._typed import OutputSchema
 from langgraph_refine.evaluators._base import EvaluatorLike
 
@@ -103,14 +104,15 @@ class CompiledLoop:
         **options: Unpack[RefineOptions],
     ) -> None:
         self._options: dict[str, Any] = dict(options)
-        self._driver = _driver(
-            generator, evaluator, self._options, None, None, None, None, store
-        )
+        self._evaluator = evaluator
+        self._driver = _driver(generator, evaluator, self._options, None, None, None, None, store)
 
     async def arun(self, task: str) -> RefineResult:
         """Run the loop on `task` to the end and return its result (see `arefine`)."""
         _check_task(task)
-        return await adrive(_flow(task, self._driver, self._options), self._driver)
+        name = self._options.get("name", "refine")
+        driver = traced(self._driver, name=name, evaluator=self._evaluator)
+        return await adrive(_flow(task, driver, self._options), driver)
 
 
 def refine(
@@ -165,6 +167,7 @@ def refine(
     _check_task(task)
     kwargs: dict[str, Any] = dict(options)
     driver = _driver(generator, evaluator, kwargs, checkpointer, thread_id, reviewer, config, store)
+    driver = traced(driver, name=kwargs.get("name", "refine"), evaluator=evaluator)
     return drive(_flow(task, driver, kwargs), driver)
 
 
@@ -188,4 +191,5 @@ async def arefine(
     _check_task(task)
     kwargs: dict[str, Any] = dict(options)
     driver = _driver(generator, evaluator, kwargs, checkpointer, thread_id, reviewer, config, store)
+    driver = traced(driver, name=kwargs.get("name", "refine"), evaluator=evaluator)
     return await adrive(_flow(task, driver, kwargs), driver)
