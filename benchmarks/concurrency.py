@@ -148,6 +148,8 @@ def scripted_server(delay: float = DELAY) -> Iterator[str]:
 
 SIZES = ((32, 32), (256, 64))
 """(tasks, concurrency) of the command-line runs."""
+NO_STORE = (256, 64, False)
+"""A context run: the largest size with `--no-store` (no strategy record to read and write)."""
 CLI_RATIO_TARGET = 0.8
 CLI_CPU_TARGET_MS = 3.0
 NEVER_CONTAINED = "contains:this phrase is never in a reply"
@@ -181,7 +183,7 @@ def _server_stats(base_url: str, path: str) -> dict[str, Any]:
     return data
 
 
-def run_cli(base_url: str, tasks: int, concurrency: int) -> CliRun:
+def run_cli(base_url: str, tasks: int, concurrency: int, store: bool = True) -> CliRun:
     """Run `python -m langgraph_refine.cli batch` over `tasks` tasks and measure it."""
     with tempfile.TemporaryDirectory() as tmp:
         source, out = Path(tmp) / "in.jsonl", Path(tmp) / "out.jsonl"
@@ -213,6 +215,7 @@ def run_cli(base_url: str, tasks: int, concurrency: int) -> CliRun:
             # A short timeout: a lost request fails the run loudly instead of hiding in it.
             "--timeout",
             "30",
+            *([] if store else ["--no-store"]),
         ]
         _server_stats(base_url, "/reset")
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -237,10 +240,14 @@ def run_cli(base_url: str, tasks: int, concurrency: int) -> CliRun:
     )
 
 
-def cli_runs(base_url: str, repeats: int) -> dict[tuple[int, int], list[CliRun]]:
-    """The command-line runs: 1 task and each of `SIZES`, interleaved, `repeats` times."""
-    sizes = [(1, 1), *SIZES]
-    runs: dict[tuple[int, int], list[CliRun]] = {size: [] for size in sizes}
+Size = tuple[int, int, bool]
+"""(tasks, concurrency, whether the batch keeps a strategy record)."""
+
+
+def cli_runs(base_url: str, repeats: int) -> dict[Size, list[CliRun]]:
+    """The command-line runs: 1 task, each of `SIZES` and `NO_STORE`, interleaved."""
+    sizes: list[Size] = [(1, 1, True), *((t, c, True) for t, c in SIZES), NO_STORE]
+    runs: dict[Size, list[CliRun]] = {size: [] for size in sizes}
     run_cli(base_url, 1, 1)  # warm-up: the file system's caches, the server
     for rep in range(repeats):
         shift = rep % len(sizes)
@@ -249,18 +256,26 @@ def cli_runs(base_url: str, repeats: int) -> dict[tuple[int, int], list[CliRun]]
     return runs
 
 
-def cli_figures(runs: dict[tuple[int, int], list[CliRun]]) -> tuple[list[Figure], str]:
+def cli_figures(runs: dict[Size, list[CliRun]]) -> tuple[list[Figure], str]:
     """The command line's figures (targets: ideal/actual and CPU per call) and its table."""
     figures: list[Figure] = []
     rows: list[list[Any]] = []
-    base_cpu = median([r.cpu for r in runs[(1, 1)]])
-    for tasks, concurrency in [(1, 1), *SIZES]:
-        found = runs[(tasks, concurrency)]
+    base_cpu = median([r.cpu for r in runs[(1, 1, True)]])
+    for (tasks, concurrency, store), found in runs.items():
         ideal = IDEAL * -(-tasks // concurrency)
         ratios = [ideal / r.batch for r in found]
         per_call = [(r.cpu - base_cpu) / max(1, r.calls - ROUNDS) * 1e3 for r in found]
-        label = f"{tasks} task(s) at concurrency {concurrency}"
-        if tasks > 1:
+        label = f"{tasks} task(s) at concurrency {concurrency}" + ("" if store else ", --no-store")
+        if tasks > 1 and not store:
+            figures.append(
+                Figure(
+                    name=f"CLI batch, {label}: CLI CPU per model call",
+                    value=median(per_call),
+                    unit=" ms",
+                    spread=spread_text(per_call),
+                )
+            )
+        elif tasks > 1:
             figures.append(
                 Figure(
                     name=f"CLI batch, {label}: ideal {ideal:.1f} s / batch wall time",
