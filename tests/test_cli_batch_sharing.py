@@ -1,0 +1,110 @@
+"""What a batch builds once and shares: HTTP clients, the SSL context, the compiled loop, fsyncs."""
+
+# ruff: noqa: F811 - pytest fixtures are imported from the helper module
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from langgraph_refine import _run
+from langgraph_refine.cli._batch import LineWriter
+from langgraph_refine.cli._models import ModelSettings
+from tests.test_cli_batch import batch_args, read_jsonl, tasks, write_jsonl
+from tests.test_cli_helpers import cli, openai_server, per_task  # noqa: F401 - fixtures
+
+
+def test_models_of_one_command_share_one_client_pair_and_one_ssl_context(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    made: list[Any] = []
+    real = httpx.create_ssl_context
+    monkeypatch.setattr(httpx, "create_ssl_context", lambda: made.append(real()) or made[-1])
+    settings = ModelSettings(model="m", base_url="http://127.0.0.1:9/v1", judge_model="j")
+    generator, judge, again = settings.generator(), settings.judge(), settings.generator()
+    assert len(made) == 1
+    clients = {id(m.http_async_client) for m in (generator, judge, again)}  # type: ignore[attr-defined]
+    assert len(clients) == 1 and None not in clients
+    assert len({id(m.http_client) for m in (generator, judge, again)}) == 1  # type: ignore[attr-defined]
+    sync, async_ = settings.http.pair()
+    assert generator.http_async_client is async_ and generator.http_client is sync  # type: ignore[attr-defined]
+    asyncio.run(settings.http.aclose())
+    assert async_.is_closed and sync.is_closed
+    assert settings.http.pair()[1] is not async_  # a new pair after closing
+
+
+def test_a_batch_compiles_its_loop_once_and_opens_one_connection_per_task_in_flight(
+    cli: Any, openai_server: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    compiled: list[Any] = []
+    real = _run.create_refine_graph
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        compiled.append(kwargs.get("target_score"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_run, "create_refine_graph", counting)
+    server = openai_server(per_task())
+    rows = [*tasks(5), {"id": "own", "task": "task number 9", "target_score": 0.7}]
+    src, out = write_jsonl(tmp_path / "in.jsonl", rows), tmp_path / "out.jsonl"
+    run = cli(*batch_args(server, src, out, "--concurrency", "2"))
+    assert run.code == 0, run.err
+    assert len(read_jsonl(out)) == 6
+    # The five lines without options share one loop; the line with its own gets its own.
+    assert sorted(compiled) == [0.7, 0.9]
+
+
+def test_lines_finished_together_are_all_durable_and_share_fsyncs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synced: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd) or real(fd))
+    path = tmp_path / "out.jsonl"
+    writer = LineWriter(path)
+
+    async def finish_together() -> None:
+        await asyncio.gather(*(writer.awrite({"id": i}) for i in range(20)))
+
+    asyncio.run(finish_together())
+    writer.close()
+    assert sorted(json.loads(line)["id"] for line in path.read_text().splitlines()) == list(
+        range(20)
+    )
+    assert 1 <= len(synced) < 20  # the first line alone, the others in groups
+
+    writer = LineWriter(path)
+
+    async def one() -> None:
+        await writer.awrite({"id": "last"})
+        # Durable before awrite returns: another handle sees the line at once.
+        assert path.read_text().splitlines()[-1] == '{"id": "last"}'
+
+    asyncio.run(one())
+    writer.close()
+
+
+def test_the_command_process_freezes_its_imports_for_the_garbage_collector(
+    tmp_path: Path,
+) -> None:
+    code = (
+        "import gc, sys\n"
+        "sys.argv = ['langgraph-refine', 'report', '--help']\n"
+        "from langgraph_refine.cli import main\n"
+        "assert gc.get_freeze_count() == 0\n"
+        "code = main()\n"
+        "print(code, gc.get_freeze_count() > 10000, gc.get_threshold()[0], gc.isenabled())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "0 True 10000 True"
