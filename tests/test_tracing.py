@@ -1,8 +1,12 @@
 """OpenTelemetry traces: a span per loop run, a span per round, an evaluation event per attempt."""
 
+# ruff: noqa: F811 - pytest fixtures are imported from the helper module
+
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -22,6 +26,7 @@ from langgraph_refine import _tracing as tracing
 from langgraph_refine._driver import Driver
 from langgraph_refine.evaluators import combine, contains_all, word_count
 from tests.fakes import ScriptedChatModel
+from tests.test_cli_helpers import openai_server, per_task  # noqa: F401 - fixtures
 
 ROOT = Path(__file__).resolve().parent.parent
 P = tracing.ATTRIBUTE_PREFIX
@@ -147,6 +152,29 @@ def test_a_failing_run_ends_its_span_with_the_error(exporter: InMemorySpanExport
     assert len(rounds) <= 1  # the round that failed, ended with the loop
 
 
+def test_a_reviewed_run_is_a_span_until_the_pause_and_one_for_its_continuation(
+    exporter: InMemorySpanExporter,
+) -> None:
+    result = refine(
+        lambda state: "a draft",
+        "Write.",
+        scores(0.2, 0.5),
+        max_iterations=1,
+        patience=None,
+        human_review="final",
+        reviewer=lambda payload: {"action": "approve"},
+    )
+    assert result.stop_reason == "approved"
+    spans = exporter.get_finished_spans()
+    loops = [s for s in spans if s.name == "refine refine"]
+    assert [(s.attributes or {}).get(P + "stop_reason") for s in loops] == [
+        "max_iterations",
+        "approved",
+    ]
+    assert [(s.attributes or {}).get(P + "rounds") for s in loops] == [2, 0]
+    assert sorted(s.name for s in spans if s not in loops) == ["round 0", "round 1"]
+
+
 def test_a_loop_inside_a_generator_is_traced_apart(exporter: InMemorySpanExporter) -> None:
     def inner(state: Any) -> str:
         found = refine(lambda s: "inner", "Inner.", scores(0.3), max_iterations=0, name="inner")
@@ -254,3 +282,21 @@ def test_without_opentelemetry_nothing_is_imported_and_nothing_changes() -> None
     assert blocked["otel"] == []
     assert blocked["result"] == plain["result"]
     assert blocked["result"]["score"] == 0.6
+
+
+def test_the_console_example_of_the_docs_prints_the_spans(openai_server: Any) -> None:
+    page = (ROOT / "docs" / "tracing.md").read_text()
+    example = re.search(r'^```python title="traced.py"\n(.*?)^```', page, re.S | re.M)
+    assert example is not None
+    server = openai_server(per_task())
+    done = subprocess.run(
+        [sys.executable, "-c", example.group(1)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "unused"},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert '"name": "refine refine"' in done.stdout and '"name": "round 0"' in done.stdout
+    assert '"name": "gen_ai.evaluation.result"' in done.stdout
+    assert '"gen_ai.evaluation.name": "word_count"' in done.stdout

@@ -108,9 +108,10 @@ class _Run:
 class LoopTracer(BaseCallbackHandler):
     """Turns one loop's graph and node runs into OpenTelemetry spans and events.
 
-    One tracer per driven run; a run resumed after a review is a second `refine <name>`
-    span. Runs nested under the loop's nodes (model calls, an inner loop) are not its
-    own: they are left to their own tracers.
+    One tracer per driven run; a run that pauses for a human review ends its span there,
+    and its continuation after the answer is a second `refine <name>` span. Runs nested
+    under the loop's nodes (model calls, an inner loop) are not its own: they are left to
+    their own tracers.
 
     Args:
         tracer: The OpenTelemetry tracer.
@@ -165,23 +166,18 @@ class LoopTracer(BaseCallbackHandler):
             self._end_loop(run, outputs)
 
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        """Record an error on its round, or end the loop's span with it."""
+        """End the loop's span with the error, or note it on the round (a retried step)."""
         run = self.run
         if run is None:
             return
-        interrupted = type(error).__name__ == "GraphInterrupt"  # a review pause
         if run_id == self.root:
             for span in (run.round, run.span):
-                if span is None:
-                    continue
-                if interrupted:
-                    span.set_attribute(ATTRIBUTE_PREFIX + "interrupted", True)
-                else:
+                if span is not None:
                     _record_error(span, error)
-                span.end()
+                    span.end()
             self.run = None
-        elif run.round is not None and not interrupted:
-            run.round.record_exception(error)  # a retried step: the round goes on
+        elif run.round is not None:
+            run.round.record_exception(error)  # the step may be retried: the round goes on
 
     def _start_round(self, run: _Run) -> None:
         from opentelemetry import trace
