@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -108,3 +109,49 @@ def test_the_command_process_freezes_its_imports_for_the_garbage_collector(
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "0 True 10000 True"
+
+
+def test_the_shared_pool_reuses_its_connections_and_maps_errors_to_the_sdk_library() -> None:
+    import openai
+
+    from benchmarks.concurrency import _server_stats, scripted_server
+
+    settings = ModelSettings(model="m", timeout=5.0)
+    _, client = settings.http.pair()
+    library = sys.modules[type(openai.DEFAULT_CONNECTION_LIMITS).__module__.partition(".")[0]]
+
+    async def calls(url: str) -> None:
+        gate = asyncio.Semaphore(8)
+
+        async def one(i: int) -> None:
+            async with gate:
+                reply = await client.post(f"{url}/chat/completions", json={"model": "m"})
+                assert reply.status_code == 200 and reply.json()["object"] == "chat.completion"
+
+        await asyncio.gather(*(one(i) for i in range(40)))
+        with pytest.raises(library.ConnectError):  # nothing listens on port 9
+            await client.post("http://127.0.0.1:9/v1/chat/completions", json={})
+        with pytest.raises(library.ReadTimeout):
+            await client.post(f"{url}/chat/completions", json={}, timeout=0.01)
+        await settings.http.aclose()
+
+    with scripted_server(0.05) as url:
+        _server_stats(url, "/reset")
+        asyncio.run(calls(url))
+        stats = _server_stats(url, "/stats")
+    assert stats["requests"] >= 40
+    assert stats["connections"] <= 9  # 8 in flight at most, kept alive (+1: the timed-out one)
+
+
+def test_a_closed_connection_reads_as_readable() -> None:
+    from langgraph_refine.cli._http import readable
+
+    ours, theirs = socket.socketpair()
+    with ours:
+        assert not readable(ours)
+        theirs.sendall(b"x")
+        assert readable(ours)
+        ours.recv(1)
+        assert not readable(ours)
+        theirs.close()
+        assert readable(ours)  # the peer's close: a read returns b"" at once

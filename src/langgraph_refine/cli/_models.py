@@ -6,9 +6,9 @@ provider; a bare name, or a name whose prefix is not a provider (such as `qwen2.
 served over the OpenAI protocol, so `--base-url` / `OPENAI_BASE_URL` can point it at any
 OpenAI-compatible server. Every model gets the generation cap (`--max-tokens`).
 
-Every OpenAI-protocol model of one command shares one pair of HTTP clients (`HttpClients`):
-one connection pool and one SSL context for the generator and the judge of every task of
-a batch, instead of a pool and a freshly loaded certificate bundle per model.
+Every OpenAI-protocol model of one command shares one pair of HTTP clients (`HttpClients`,
+see `_http`): one connection pool and one SSL context for the generator and the judge of
+every task of a batch, instead of a pool and a freshly loaded certificate bundle per model.
 """
 
 from __future__ import annotations
@@ -28,58 +28,13 @@ from langgraph_refine._models import (
     resolve_chat_model,
 )
 from langgraph_refine.cli._errors import CliError
+from langgraph_refine.cli._http import HttpClients
 
 MODEL_ENV = "REFINE_MODEL"
 BASE_URL_ENV = "OPENAI_BASE_URL"
 API_KEY_ENV = "OPENAI_API_KEY"
 CONNECT_TIMEOUT = 10.0
 """Seconds to wait for a TCP connection: an unreachable server fails fast."""
-KEEPALIVE_CONNECTIONS = 256
-"""Idle connections the shared pool keeps open: more than a batch's tasks in flight, so
-connections are reused rather than closed and opened again under load."""
-
-
-class HttpClients:
-    """One SSL context and one sync and one async HTTP client, built on first use.
-
-    Handed to every OpenAI-protocol chat model of a command (`http_client`,
-    `http_async_client`), so they share one connection pool: a batch of any size opens at
-    most one connection per model call in flight and loads the certificates once.
-    """
-
-    def __init__(self) -> None:
-        self._clients: tuple[Any, Any] | None = None
-
-    def pair(self) -> tuple[Any, Any]:
-        """The sync and the async client (built on the first call)."""
-        if self._clients is None:
-            import httpx
-            import openai
-
-            # The OpenAI SDK's own client classes keep its defaults (timeouts, redirects,
-            # pool size); the SSL context is the one httpx would build, made once.
-            context = httpx.create_ssl_context()
-            default = openai.DEFAULT_CONNECTION_LIMITS  # its type: the SDK's HTTP library's
-            limits = type(default)(
-                max_connections=default.max_connections,
-                max_keepalive_connections=max(
-                    KEEPALIVE_CONNECTIONS, default.max_keepalive_connections or 0
-                ),
-                keepalive_expiry=default.keepalive_expiry,
-            )
-            self._clients = (
-                openai.DefaultHttpxClient(verify=context),
-                openai.DefaultAsyncHttpxClient(verify=context, limits=limits),
-            )
-        return self._clients
-
-    async def aclose(self) -> None:
-        """Close both clients (their connections); the next `pair()` builds new ones."""
-        if self._clients is not None:
-            sync, async_ = self._clients
-            self._clients = None
-            sync.close()
-            await async_.aclose()
 
 
 @dataclass(frozen=True)
