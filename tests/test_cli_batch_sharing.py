@@ -113,7 +113,6 @@ def test_the_command_process_freezes_its_imports_for_the_garbage_collector(
 
 def test_the_shared_pool_reuses_its_connections_and_maps_errors_to_the_sdk_library() -> None:
     import openai
-
     from benchmarks.concurrency import _server_stats, scripted_server
 
     settings = ModelSettings(model="m", timeout=5.0)
