@@ -300,3 +300,34 @@ def test_the_console_example_of_the_docs_prints_the_spans(openai_server: Any) ->
     assert '"name": "refine refine"' in done.stdout and '"name": "round 0"' in done.stdout
     assert '"name": "gen_ai.evaluation.result"' in done.stdout
     assert '"gen_ai.evaluation.name": "word_count"' in done.stdout
+
+
+async def test_each_task_of_a_batch_is_a_trace(
+    exporter: InMemorySpanExporter, openai_server: Any, tmp_path: Path
+) -> None:
+    from langgraph_refine.cli._batch import BatchItem, LineWriter, Progress, run_items
+    from langgraph_refine.cli._models import ModelSettings
+    from langgraph_refine.cli._options import LoopOptions
+    from langgraph_refine.cli._specs import parse_specs
+
+    server = openai_server(per_task())
+    options = LoopOptions(specs=parse_specs(["contains:v1"]), target_score=1.0, max_iterations=2)
+    items = [
+        BatchItem(line=i + 1, id=i, task=f"task number {i}", options=options) for i in range(3)
+    ]
+    writer = LineWriter(tmp_path / "out.jsonl")
+    settings = ModelSettings(model="m", base_url=server.base_url)
+    stats = await run_items(items, settings, writer, concurrency=3, progress=Progress())
+    writer.close()
+    assert stats.done == 3
+    spans = exporter.get_finished_spans()
+    loops = [s for s in spans if s.name == "refine refine"]
+    assert len(loops) == 3 and len({s.context.trace_id for s in loops if s.context}) == 3
+    for loop in loops:
+        assert (
+            loop.attributes is not None and loop.attributes[P + "stop_reason"] == "target_reached"
+        )
+        assert loop.attributes[P + "rounds"] == 2  # v0 lacks "v1", v1 has it
+    evaluated = [e for s in spans for e in events(s) if s not in loops]
+    assert len(evaluated) == 6
+    assert {e["gen_ai.evaluation.name"] for e in evaluated} == {"contains_all"}
