@@ -331,3 +331,33 @@ async def test_each_task_of_a_batch_is_a_trace(
     evaluated = [e for s in spans for e in events(s) if s not in loops]
     assert len(evaluated) == 6
     assert {e["gen_ai.evaluation.name"] for e in evaluated} == {"contains_all"}
+
+
+def test_the_callers_own_callbacks_still_see_the_run(exporter: InMemorySpanExporter) -> None:
+    from langchain_core.callbacks import BaseCallbackHandler, CallbackManager
+
+    class Names(BaseCallbackHandler):
+        def __init__(self) -> None:
+            self.names: list[str] = []
+
+        def on_chain_start(self, serialized: Any, inputs: Any, **kwargs: Any) -> None:
+            self.names.append(kwargs.get("name") or "")
+
+    as_list, as_manager = Names(), Names()
+    manager = CallbackManager([as_manager], inheritable_handlers=[as_manager])
+    for callbacks in ([as_list], manager):
+        refine(
+            lambda state: "a draft",
+            "Write.",
+            scores(0.3),
+            max_iterations=0,
+            config={"callbacks": callbacks},  # type: ignore[typeddict-item]
+        )
+    for seen in (as_list, as_manager):
+        assert seen.names[0] == "refine" and "generate" in seen.names and "evaluate" in seen.names
+    assert sorted(s.name for s in exporter.get_finished_spans()) == [
+        "refine refine",
+        "refine refine",
+        "round 0",
+        "round 0",
+    ]
