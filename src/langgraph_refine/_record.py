@@ -48,7 +48,7 @@ from langgraph_refine._record_items import (
     record_namespace,
 )
 from langgraph_refine._state import Attempt
-from langgraph_refine._strategy import MoveStats, round_stats
+from langgraph_refine._strategy import RUNG_KIND, MoveStats, round_stats
 
 logger = logging.getLogger("langgraph_refine")
 
@@ -135,9 +135,19 @@ class StrategyRecord:
         runs = {run: entry.counts for run, entry in view.runs.items()}
         return cls(moves=_counts(view.total().get("moves")), runs=runs)
 
-    def to_dict(self) -> dict[str, dict[str, int]]:
-        """The totals as plain counts: `{move_kind: {"rounds", "raised", "fell"}}`."""
-        return _plain(self.moves)
+    def to_dict(self) -> dict[str, Any]:
+        """The totals as plain counts: `{move_kind: {"rounds", "raised", "fell"}}`.
+
+        A ladder's rungs (move kinds `"rung:<model>"` in the stored counts, see
+        `_ladder`) come under their own level: `{"rungs": {model: {...}}}`.
+        """
+        plain: dict[str, Any] = {}
+        for kind, stats in _plain(self.moves).items():
+            if kind.startswith(RUNG_KIND):
+                plain.setdefault("rungs", {})[kind[len(RUNG_KIND) :]] = stats
+            else:
+                plain[kind] = stats
+        return plain
 
 
 def _counts(value: Any) -> Counts:
@@ -284,7 +294,8 @@ def strategy_records(store: BaseStore) -> dict[str, dict[str, Any]]:
 
     Returns:
         `{record_key: {move_kind: {"rounds": int, "raised": int, "fell": int}}}`, sorted
-        by key. (A ladder of models may add a `"rungs"` level per key; none is written yet.)
+        by key. A ladder of models adds a `"rungs"` level per key: `{"rungs": {model:
+        {"rounds", "raised", "fell"}}}`, each rung's rounds (after attempt 0).
 
     Example:
         >>> from langgraph.store.memory import InMemoryStore
