@@ -25,6 +25,7 @@ ORDER = (
     "concurrency",
     "prompt_growth",
     "checkpoint_growth",
+    "record",
     "quality",
     "refine_outcomes",
     "strategies",

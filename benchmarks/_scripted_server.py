@@ -1,21 +1,29 @@
 """A loopback OpenAI-compatible chat server that answers every request after a fixed delay.
 
 Run as `python -m benchmarks._scripted_server DELAY_SECONDS`; it prints its base URL on
-the first line of stdout, then serves until killed. Every POST
-sleeps `DELAY_SECONDS` (each in its own thread, so requests overlap like a real server's
-parallel slots) and returns one short reply with usage.
+the first line of stdout, then serves until killed. Every POST waits `DELAY_SECONDS`
+(requests overlap like a real server's parallel slots) and returns one short reply with
+usage. Connections are kept alive (HTTP/1.1), as a hosted API's are, so a client that
+reuses its connections pays for no new TCP connection per call. `GET /stats` and
+`GET /reset` read and reset its counters (see `STATS`).
+
+It is one asyncio event loop in its own process: cheap enough per request that hundreds
+of concurrent calls measure the client, not the server.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import sys
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 _counter = itertools.count()
+STATS: dict[str, float] = {"requests": 0, "connections": 0, "first": 0.0, "last": 0.0}
+"""What `GET /stats` reports since the last `GET /reset`: POSTs answered, connections
+opened, and the `time.monotonic()` of the first POST's arrival and the last reply."""
 
 
 def _reply(model: str) -> dict[str, Any]:
@@ -36,53 +44,72 @@ def _reply(model: str) -> dict[str, Any]:
     }
 
 
-class Handler(BaseHTTPRequestHandler):
-    """Sleeps, then answers any POST with a chat completion."""
-
-    delay = 0.2
-    # One connection per request: the standard library's keep-alive handling lost an
-    # occasional request under 32 concurrent clients, which would show up as a timeout.
-    protocol_version = "HTTP/1.0"
-
-    def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        body = json.loads(self.rfile.read(length) or b"{}")
-        time.sleep(self.delay)
-        data = json.dumps(_reply(str(body.get("model", "scripted")))).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_GET(self) -> None:
-        data = b'{"status": "ok"}'
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
+def _response(status: str, body: bytes, keep_alive: bool) -> bytes:
+    head = (
+        f"HTTP/1.1 {status}\r\n"
+        "Content-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n"
+        f"Connection: {'keep-alive' if keep_alive else 'close'}\r\n\r\n"
+    )
+    return head.encode() + body
 
 
-class Server(ThreadingHTTPServer):
-    """A threading server with room for many waiting connections."""
+def _get(request_line: str) -> bytes:
+    if " /reset " in request_line:
+        STATS.update(requests=0, connections=0, first=0.0, last=0.0)
+    if " /stats " in request_line:
+        return json.dumps(STATS).encode()
+    return b'{"status": "ok"}'
 
-    daemon_threads = True
-    request_queue_size = 256
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # Clients closing idle keep-alive connections is normal, not worth a traceback.
-        pass
+async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay: float) -> None:
+    """Answer the requests of one connection, one after another, until the client closes."""
+    STATS["connections"] += 1
+    try:
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            lines = head.decode("latin-1").split("\r\n")
+            method = lines[0].split(" ", 1)[0]
+            headers = {
+                key.strip().lower(): value.strip()
+                for key, _, value in (line.partition(":") for line in lines[1:] if line)
+            }
+            length = int(headers.get("content-length") or 0)
+            raw = await reader.readexactly(length) if length else b""
+            keep_alive = headers.get("connection", "").lower() != "close"
+            if method == "POST":
+                STATS["first"] = STATS["first"] or time.monotonic()
+                body = json.loads(raw or b"{}")
+                await asyncio.sleep(delay)
+                data = json.dumps(_reply(str(body.get("model", "scripted")))).encode()
+                STATS["requests"] += 1
+                STATS["last"] = time.monotonic()
+            else:
+                data = _get(lines[0])
+            writer.write(_response("200 OK", data, keep_alive))
+            await writer.drain()
+            if not keep_alive:
+                break
+    except (asyncio.IncompleteReadError, ConnectionError):
+        pass  # the client closed its connection: normal for keep-alive
+    finally:
+        writer.close()
+
+
+async def main_async(delay: float) -> None:
+    """Listen on a free loopback port, print the base URL, serve forever."""
+    server = await asyncio.start_server(
+        lambda r, w: _serve(r, w, delay), "127.0.0.1", 0, backlog=1024
+    )
+    port = server.sockets[0].getsockname()[1]
+    print(f"http://127.0.0.1:{port}/v1", flush=True)
+    async with server:
+        await server.serve_forever()
 
 
 def main() -> None:
-    Handler.delay = float(sys.argv[1]) if len(sys.argv) > 1 else 0.2
-    server = Server(("127.0.0.1", 0), Handler)
-    print(f"http://127.0.0.1:{server.server_address[1]}/v1", flush=True)
-    server.serve_forever()
+    delay = float(sys.argv[1]) if len(sys.argv) > 1 else 0.2
+    asyncio.run(main_async(delay))
 
 
 if __name__ == "__main__":

@@ -210,3 +210,23 @@ def test_an_agent_refining_with_the_middleware_inside_a_loop(
     assert outer.stop_reason == "budget_exhausted"
     assert [a.response for a in outer.attempts] == ["a"]
     no_callback_errors(caplog)
+
+
+async def test_an_async_refusal_inside_an_agent_logs_no_error_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    model = AgentModel(replies=[polish_call("a", "c1"), "answer 0", polish_call("b", "c2"), "x"])
+
+    @tool
+    async def polish(topic: str) -> str:
+        """Polish a note about a topic."""
+        return (await arefine(counting(), f"Polish {topic}.", scores(0.2), **INNER)).value
+
+    agent = create_agent(model, tools=[polish])
+    with caplog.at_level(logging.DEBUG):
+        outer = await arefine(
+            agent, "Write a note.", scores(0.1), budget=Budget(max_calls=8), **OUTER
+        )
+    assert len(model.calls) == 3  # the agent's fourth call is refused at its start
+    assert outer.usage.calls == 8 and outer.stop_reason == "budget_exhausted"
+    no_callback_errors(caplog)

@@ -22,6 +22,7 @@ PAGES = [
     "cli",
     "deployment",
     "scaling-out",
+    "tracing",
     "architecture",
     "api",
 ]

@@ -149,3 +149,17 @@ def test_cost_sums_every_rung_and_the_budget_stops_before_an_unaffordable_call()
     assert set(per_model) == {"test:cheap", "test:strong"}
     assert result.usage.cost == pytest.approx(sum(per_model.values()))
     assert result.usage.cost <= 0.2
+
+
+def test_strategy_records_show_a_ladders_rungs_on_their_own_level() -> None:
+    from langgraph_refine import strategy_records
+
+    store = InMemoryStore()
+    cheap, strong = ladder()
+    refine([cheap, strong], "t", good, strategy="explore", store=store, max_iterations=4)
+    (record,) = strategy_records(store).values()
+    assert record["rungs"] == {
+        "test:cheap": {"rounds": 1, "raised": 0, "fell": 0},
+        "test:strong": {"rounds": 1, "raised": 1, "fell": 0},
+    }
+    assert not any(kind.startswith("rung:") for kind in record)

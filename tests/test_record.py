@@ -333,16 +333,16 @@ def test_a_compiled_graph_learns_through_its_store() -> None:
 
 
 def test_each_choice_gets_the_other_runs_pooled_counts(monkeypatch: pytest.MonkeyPatch) -> None:
-    from langgraph_refine import _evaluate
+    from langgraph_refine import _round
 
     seen: list[dict[str, MoveStats] | None] = []
-    real = _evaluate.choose_next
+    real = _round.choose_next
 
     def spy(strategy: Any, attempts: Any, task: str, record: Any = None) -> Any:
         seen.append(None if record is None else dict(record))
         return real(strategy, attempts, task, record=record)
 
-    monkeypatch.setattr(_evaluate, "choose_next", spy)
+    monkeypatch.setattr(_round, "choose_next", spy)
     store = InMemoryStore()
     first = refine(falling(), TASK, judge, store=store, **LOOP)
     assert seen[:3] == [{}, {}, {}]  # the first run: nothing pooled (its own rounds excluded)
@@ -474,6 +474,34 @@ def test_a_failing_store_is_logged_and_the_run_goes_on(caplog: pytest.LogCapture
         again = asyncio.run(arefine(falling(), TASK, judge, store=BrokenStore(), **LOOP))
     assert len(result.attempts) == len(again.attempts) == 4
     assert "the store failed (OSError: database is locked)" in caplog.text
+
+
+class UnreadableStore(InMemoryStore):
+    """A store whose searches fail (and whose writes work) while `failing` is set."""
+
+    failing = True
+
+    def batch(self, ops: Any) -> Any:
+        from langgraph.store.base import SearchOp
+
+        ops = list(ops)
+        if self.failing and any(isinstance(op, SearchOp) for op in ops):
+            raise OSError("read timed out")
+        return super().batch(ops)
+
+    async def abatch(self, ops: Any) -> Any:
+        return self.batch(ops)
+
+
+def test_a_failed_read_still_writes_the_rounds(caplog: pytest.LogCaptureFixture) -> None:
+    store = UnreadableStore()
+    with caplog.at_level(logging.WARNING, logger="langgraph_refine"):
+        result = refine(falling(), TASK, judge, store=store, **LOOP)
+        asyncio.run(arefine(falling(), TASK, judge, store=store, **LOOP))
+    assert "the store failed (OSError: read timed out)" in caplog.text
+    assert move(result.attempts[1]) == "refine"  # no record read: explore acts as cold
+    store.failing = False
+    assert rounds(stored(store, "ScriptedChatModel|judge")) == 6  # every round written
 
 
 def test_read_records_lists_every_record() -> None:

@@ -150,3 +150,87 @@ def test_overlapping_folds_and_a_run_both_folded_and_present_count_once() -> Non
     store.put(namespace, "fold:2", {"fold": both, "version": 2})
     store.put(namespace, "run:a:3", {"run": "a", "n": 3, "moves": longer, "version": 2})
     assert strategy_records(store)[key] == {"refine": {"rounds": 5, "raised": 2, "fell": 1}}
+
+
+def test_a_level_beside_moves_is_summed_per_run_the_same_way() -> None:
+    # The documented place for a ladder's per-rung counts: summed leaf by leaf, a run's
+    # larger entry kept, `cost` allowed to be a fraction.
+    from langgraph_refine._record_items import read_items
+
+    store, key = InMemoryStore(), "k"
+    namespace = record_namespace(key)
+    rung = {"small": {"rounds": 2, "raised": 1, "fell": 0, "cost": 0.25}}
+    for run in ("a", "b"):
+        value = {"run": run, "n": 2, "moves": {}, "rungs": rung, "version": 2}
+        store.put(namespace, f"run:{run}:2", value)
+    view = read_items(store.search(namespace))
+    assert view.total()["rungs"] == {"small": {"rounds": 4, "raised": 2, "fell": 0, "cost": 0.5}}
+    store.put(namespace, "run:c:1", {"run": "c", "n": 1, "moves": {"refine": {"rounds": -1}}})
+    assert "c" not in read_items(store.search(namespace)).runs  # a negative count: left out
+
+
+def brute_total(items: list[Any], without: str | None) -> dict[str, dict[str, int]]:
+    """The rule, spelled out: per run the entry with the largest n (a tie: the run item's)."""
+    best: dict[str, tuple[int, int, dict[str, Any]]] = {}  # run -> (n, is run item, moves)
+    for item in items:
+        entries = (
+            [(r, e["n"], 0, e["moves"]) for r, e in item.value["fold"].items()]
+            if "fold" in item.value
+            else [(item.value["run"], item.value["n"], 1, item.value["moves"])]
+        )
+        for run, n, live, moves in entries:
+            if run not in best or (n, live) > best[run][:2]:
+                best[run] = (n, live, moves)
+    total: dict[str, dict[str, int]] = {}
+    for run, (_, _, moves) in best.items():
+        if run == without:
+            continue
+        for kind, stats in moves.items():
+            mine = total.setdefault(kind, {"rounds": 0, "raised": 0, "fell": 0})
+            for name, value in stats.items():
+                mine[name] += value
+    return total
+
+
+@pytest.mark.parametrize("folds", [0, 1, 2, 3])
+def test_totals_read_from_a_folds_sum_equal_the_run_by_run_rule(folds: int) -> None:
+    import random
+
+    from langgraph_refine._record_items import read_items
+
+    rng = random.Random(folds)
+    for trial in range(30):
+        store, namespace = InMemoryStore(), record_namespace(f"k{trial}")
+
+        def moves() -> dict[str, Any]:
+            rounds = rng.randint(1, 4)
+            kinds = rng.sample(["refine", "sample", "revise"], rng.randint(1, 2))
+            return {
+                k: {"rounds": rounds, "raised": rng.randint(0, rounds), "fell": 0} for k in kinds
+            }
+
+        runs = [f"r{i}" for i in range(12)]
+        for f in range(folds):
+            folded = {r: {"n": rng.randint(1, 5), "moves": moves()} for r in rng.sample(runs, 8)}
+            store.put(namespace, f"fold:{f}", {"fold": folded, "version": 2})
+        for run in rng.sample(runs, 6):
+            n = rng.randint(1, 5)
+            store.put(namespace, f"run:{run}:{n}", {"run": run, "n": n, "moves": moves()})
+        items = store.search(namespace, limit=100)
+        view = read_items(items)
+        for without in [None, *runs]:
+            got = view.total(without=without).get("moves", {})
+            assert got == brute_total(items, without), (trial, without)
+
+
+def test_a_fold_is_parsed_once_per_process_and_again_if_rewritten() -> None:
+    from langgraph_refine._record_items import _fold
+
+    store, namespace = InMemoryStore(), record_namespace("k")
+    value = {"fold": {"a": {"n": 1, "moves": {"refine": {"rounds": 1, "raised": 1, "fell": 0}}}}}
+    store.put(namespace, "fold:x", value)
+    [item] = store.search(namespace)
+    assert _fold(item) is _fold(store.search(namespace)[0])
+    value["fold"]["a"]["n"] = 2
+    store.put(namespace, "fold:x", value)  # rewritten (a newer updated_at): read afresh
+    assert _fold(store.search(namespace)[0]).entries["a"].n == 2

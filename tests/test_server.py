@@ -353,6 +353,21 @@ def test_round_events_stream_through_the_server(langgraph_server: str, model_ser
 # -- `langgraph-refine batch --server`: the CLI as a client of the server ---------------
 
 
+def served_record(client: Any, key: str) -> Any:
+    """The strategy record `key` in the server's store, read through the SDK client.
+
+    Its items (one per run, and fold items) are read as `strategy_records` reads them.
+    """
+    from types import SimpleNamespace
+
+    from langgraph_refine._record import StrategyRecord
+    from langgraph_refine._record_items import read_items, record_namespace
+
+    found = client.store.search_items(list(record_namespace(key)), limit=1000)["items"]
+    items = [SimpleNamespace(key=i["key"], value=i["value"]) for i in found]
+    return StrategyRecord.from_view(read_items(items))
+
+
 def _batch_rows(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
@@ -603,15 +618,13 @@ def test_a_served_graph_learns_from_earlier_runs_through_the_servers_store(
 
     first = round_1_parent()
     assert first["parent"] == 0  # nothing learned yet: round 1 refines attempt 0
-    item = client.store.get_item(["langgraph_refine", "strategy"], key)
-    assert item["value"]["moves"]["refine"]["fell"] >= 1  # the first run's rounds are there
+    assert served_record(client, key).moves["refine"].fell >= 1  # the first run's rounds
     later = [round_1_parent() for _ in range(3)]
     assert later[-1]["parent"] is None  # a later run read them: it samples in round 1
     assert later[-1]["move"] not in ("refine", "revise")
-    item = client.store.get_item(["langgraph_refine", "strategy"], key)
-    assert len(item["value"]["runs"]) == 4
-    moves = item["value"]["moves"]
-    assert sum(m["rounds"] for m in moves.values()) == 4 * 3
+    record = served_record(client, key)
+    assert len(record.runs) == 4
+    assert sum(m.rounds for m in record.moves.values()) == 4 * 3
 
 
 @pytest.mark.server
@@ -740,9 +753,12 @@ def test_a_served_graph_keys_its_record_by_model_and_evaluator(
     client = get_sync_client(url=langgraph_server)
     thread_id = client.threads.create()["thread_id"]
     client.runs.wait(thread_id, "refine", input={"task": "Name a lake."})
-    found = client.store.search_items(["langgraph_refine", "strategy"], limit=100)
-    keys = {item["key"] for item in found["items"]}
+    from langgraph_refine._record_items import key_of
+
+    found = client.store.search_items(["langgraph_refine", "strategy"], limit=1000)
+    keys = {key_of(tuple(item["namespace"])) for item in found["items"]}
     assert "openai:scripted-model|llm_judge" in keys
+    assert served_record(client, "openai:scripted-model|llm_judge").moves
 
 
 @pytest.mark.server
@@ -757,11 +773,10 @@ def test_batch_on_the_server_learns_in_the_servers_store(
     # Nothing is sent for the record: the served graph keeps it in the server's store
     # under its default key, so the batch's tasks add to it.
     client = get_sync_client(url=langgraph_server)
-    key = ["langgraph_refine", "strategy"]
 
     def counted() -> int:
-        item = client.store.get_item(key, "openai:scripted-model|llm_judge")
-        return sum(m["rounds"] for m in item["value"]["moves"].values()) if item else 0
+        record = served_record(client, "openai:scripted-model|llm_judge")
+        return sum(m.rounds for m in record.moves.values())
 
     before = counted()
     src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"

@@ -31,7 +31,7 @@ import contextvars
 import functools
 import math
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from uuid import UUID
@@ -242,6 +242,8 @@ class BudgetMeter(BaseCallbackHandler):
 
     def chain(self) -> list[BudgetMeter]:
         """This meter and the meters of the loops it runs inside, innermost first."""
+        if self.parent is None:  # the common case: an outermost loop
+            return [self]
         meters = [self]
         while meters[-1].parent is not None and len(meters) < 64:  # never loop on a cycle
             meters.append(meters[-1].parent)
@@ -249,6 +251,8 @@ class BudgetMeter(BaseCallbackHandler):
 
     def check(self) -> None:
         """Raise `BudgetStop` if any limit (this loop's or an enclosing loop's) is reached."""
+        if self.budget is None and self.parent is None:
+            return
         for depth, meter in enumerate(self.chain()):
             if meter.budget is None:
                 continue
@@ -294,8 +298,10 @@ class BudgetMeter(BaseCallbackHandler):
             1
         """
         if not model_call:
-            with unwrapped():
+            try:
                 yield _same
+            except Refusal as refusal:  # refused in a callback: the error it carries
+                raise refusal.error from None
             return
         self.check()
         seen = [0]  # model starts inside this invocation (see `_start`)
@@ -521,11 +527,16 @@ def model_invocation() -> Iterator[Callable[[T], T]]:
 def enclosing_meter(config: Mapping[str, Any] | None) -> BudgetMeter | None:
     """The meter among a config's callbacks: the enclosing loop step's, in a nested loop."""
     callbacks = (config or {}).get("callbacks")
+    lists: tuple[Sequence[Any], ...]
     if isinstance(callbacks, BaseCallbackManager):
-        handlers = [*callbacks.handlers, *callbacks.inheritable_handlers]
+        lists = (callbacks.handlers, callbacks.inheritable_handlers)
     else:
-        handlers = list(callbacks or [])
-    return next((h for h in handlers if isinstance(h, BudgetMeter)), None)
+        lists = (callbacks or [],)
+    for handlers in lists:
+        for handler in handlers:
+            if isinstance(handler, BudgetMeter):
+                return handler
+    return None
 
 
 def only_meter(config: dict[str, Any], meter: BudgetMeter) -> dict[str, Any]:

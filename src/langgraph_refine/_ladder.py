@@ -30,10 +30,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from langgraph_refine._state import Attempt
-from langgraph_refine._strategy import MoveStats
-
-RUNG_KIND = "rung:"
-"""The prefix of a rung's move kind in the strategy record: `"rung:<model>"`."""
+from langgraph_refine._strategy import RUNG_KIND, MoveStats
 
 STAY_RATE = 0.25
 """A rung whose refinement rounds raised the best less often than this is left at once."""

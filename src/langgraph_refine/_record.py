@@ -48,7 +48,7 @@ from langgraph_refine._record_items import (
     record_namespace,
 )
 from langgraph_refine._state import Attempt
-from langgraph_refine._strategy import MoveStats, round_stats
+from langgraph_refine._strategy import RUNG_KIND, MoveStats, round_stats
 
 logger = logging.getLogger("langgraph_refine")
 
@@ -123,21 +123,31 @@ class StrategyRecord:
 
     Attributes:
         moves: The totals per kind of move (what explore and `report` read).
-        runs: Each counted run's own counts, by loop id.
+        runs: Each counted run's own counters (JSON, as stored), by loop id.
     """
 
     moves: Counts
-    runs: dict[str, Counts]
+    runs: dict[str, dict[str, Any]]
 
     @classmethod
     def from_view(cls, view: RecordView) -> StrategyRecord:
         """The record a read of its namespace found."""
-        runs = {run: _counts(entry.counts.get("moves")) for run, entry in view.runs.items()}
+        runs = {run: entry.counts for run, entry in view.runs.items()}
         return cls(moves=_counts(view.total().get("moves")), runs=runs)
 
-    def to_dict(self) -> dict[str, dict[str, int]]:
-        """The totals as plain counts: `{move_kind: {"rounds", "raised", "fell"}}`."""
-        return _plain(self.moves)
+    def to_dict(self) -> dict[str, Any]:
+        """The totals as plain counts: `{move_kind: {"rounds", "raised", "fell"}}`.
+
+        A ladder's rungs (move kinds `"rung:<model>"` in the stored counts, see
+        `_ladder`) come under their own level: `{"rungs": {model: {...}}}`.
+        """
+        plain: dict[str, Any] = {}
+        for kind, stats in _plain(self.moves).items():
+            if kind.startswith(RUNG_KIND):
+                plain.setdefault("rungs", {})[kind[len(RUNG_KIND) :]] = stats
+            else:
+                plain[kind] = stats
+        return plain
 
 
 def _counts(value: Any) -> Counts:
@@ -216,34 +226,44 @@ def run_record(
 def exchange(store: BaseStore, update: RecordUpdate) -> Counts | None:
     """Write this run's counts to the record and return the others' pooled counts (sync).
 
+    A failed read does not stop the write: the run's counts are written all the same
+    (without a compaction), so a store that fails only to read loses no round.
+
     Returns:
         The pooled counts of the other runs, or None if the store failed (logged).
     """
+    view: RecordView | None = None
     try:
         view = read_items(_search_all(store, record_namespace(update.key)))
-        writes = update.writes(view)
+    except Exception as exc:  # the record is an optimisation: the loop goes on without it
+        _store_failed(exc, update.key)
+    try:
+        writes = update.writes(view or RecordView())
         for ops in (writes.first, writes.then):
             if ops:
                 store.batch(ops)
-    except Exception as exc:  # the record is an optimisation: the loop goes on without it
+    except Exception as exc:
         _store_failed(exc, update.key)
         return None
-    return update.others(view)
+    return update.others(view) if view is not None else None
 
 
 async def aexchange(store: BaseStore, update: RecordUpdate) -> Counts | None:
     """Async twin of `exchange`."""
+    view: RecordView | None = None
     try:
-        items = await _asearch_all(store, record_namespace(update.key))
-        view = read_items(items)
-        writes = update.writes(view)
+        view = read_items(await _asearch_all(store, record_namespace(update.key)))
+    except Exception as exc:  # the record is an optimisation: the loop goes on without it
+        _store_failed(exc, update.key)
+    try:
+        writes = update.writes(view or RecordView())
         for ops in (writes.first, writes.then):
             if ops:
                 await _run(store.abatch, store.batch, ops)
-    except Exception as exc:  # the record is an optimisation: the loop goes on without it
+    except Exception as exc:
         _store_failed(exc, update.key)
         return None
-    return update.others(view)
+    return update.others(view) if view is not None else None
 
 
 def read_records(store: BaseStore) -> dict[str, StrategyRecord]:
@@ -274,7 +294,8 @@ def strategy_records(store: BaseStore) -> dict[str, dict[str, Any]]:
 
     Returns:
         `{record_key: {move_kind: {"rounds": int, "raised": int, "fell": int}}}`, sorted
-        by key. (A ladder of models may add a `"rungs"` level per key; none is written yet.)
+        by key. A ladder of models adds a `"rungs"` level per key: `{"rungs": {model:
+        {"rounds", "raised", "fell"}}}`, each rung's rounds (after attempt 0).
 
     Example:
         >>> from langgraph.store.memory import InMemoryStore

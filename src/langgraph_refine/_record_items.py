@@ -27,9 +27,11 @@ interleaving of any number of writers and compactions loses or doubles a round.
 **Cost.** A read is one paged `search` of the key's namespace: between compactions it
 touches at most `COMPACT_AT` run items plus the fold items (one, more only while
 compactions overlap), however many runs the record holds. A fold item carries one
-entry per run ever counted (about 100 bytes each), so a read's bytes, not its items,
-grow with the record. A round writes one batch: a `put` of the new run item and the
-`delete` of the run's previous one (a compaction adds a `put` and a batch of deletes).
+entry per run ever counted (about 130 bytes each), so the bytes the store sends grow
+with the record; the work done on them does not: a fold never changes, so each process
+parses it once (`FOLD_CACHE`) with its sum, and a read adds to that sum only the run
+items it found. A round writes one batch: a `put` of the new run item and the `delete`
+of the run's previous one (a compaction adds a `put` and a batch of deletes).
 
 **Room for more levels.** A run's entry is a dict of counters summed leaf by leaf
 (`sum_counts`), so levels beyond `"moves"` need no new merge rule: a ladder of models may
@@ -41,7 +43,9 @@ entry, and readers total it the same way.
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -88,15 +92,25 @@ def key_of(namespace: tuple[str, ...]) -> str:
 
 
 def sum_counts(left: Mapping[str, Any], right: Mapping[str, Any]) -> dict[str, Any]:
-    """Two counter dicts added leaf by leaf (numbers add, dicts recurse)."""
-    total: dict[str, Any] = dict(left)
-    for name, value in right.items():
-        if name not in total:
-            total[name] = value
-        elif isinstance(value, Mapping):
-            total[name] = sum_counts(total[name], value)
+    """Two counter dicts added leaf by leaf (numbers add, dicts recurse).
+
+    Example:
+        >>> sum_counts({"moves": {"refine": {"rounds": 1}}}, {"moves": {"refine": {"rounds": 2}}})
+        {'moves': {'refine': {'rounds': 3}}}
+    """
+    return add_into(add_into({}, left), right)
+
+
+def add_into(total: dict[str, Any], counts: Mapping[str, Any], sign: int = 1) -> dict[str, Any]:
+    """Add (`sign=-1`: subtract) `counts` into `total` in place and return it.
+
+    The nested dicts of `total` are its own (created here), never those of `counts`.
+    """
+    for name, value in counts.items():
+        if isinstance(value, Mapping):
+            add_into(total.setdefault(name, {}), value, sign)
         else:
-            total[name] = total[name] + value
+            total[name] = total.get(name, 0) + sign * value
     return total
 
 
@@ -115,31 +129,136 @@ class RunEntry:
     item: str | None = None
 
 
+@dataclass(frozen=True)
+class Fold:
+    """A fold item as read: each run's entry, and their sum (computed once per fold).
+
+    Attributes:
+        entries: Each folded run's entry, by loop id.
+        total: The entries' counters summed.
+    """
+
+    entries: dict[str, RunEntry]
+    total: Entry
+
+    @classmethod
+    def parse(cls, value: Mapping[str, Any]) -> Fold:
+        """Read a fold item's value (`ValueError` and friends if it is malformed)."""
+        entries = {str(run): RunEntry(int(e["n"]), _entry(e)) for run, e in value.items()}
+        total: Entry = {}
+        for entry in entries.values():
+            add_into(total, entry.counts)
+        return cls(entries, total)
+
+
+FOLD_CACHE = 64
+"""Fold items kept parsed per process (a fold never changes once written)."""
+
+_FOLDS: OrderedDict[tuple[Any, ...], Fold] = OrderedDict()
+_FOLDS_LOCK = threading.Lock()  # the loops of a threaded batch share the cache
+
+
+def _fold(item: Item) -> Fold:
+    """The parsed fold item, from the cache when this process read it before."""
+    key = (tuple(item.namespace), item.key, str(item.updated_at))
+    with _FOLDS_LOCK:
+        fold = _FOLDS.get(key)
+        if fold is not None:
+            _FOLDS.move_to_end(key)
+            return fold
+    fold = Fold.parse(item.value["fold"])  # parsed outside the lock: it may take a while
+    with _FOLDS_LOCK:
+        _FOLDS[key] = fold
+        while len(_FOLDS) > FOLD_CACHE:
+            _FOLDS.popitem(last=False)
+    return fold
+
+
 @dataclass
 class RecordView:
     """What a read of one record's namespace found.
 
+    A run's entry is the one with the largest `n` among the run items and folds (a tie:
+    the run item's). With one fold, the totals are the fold's precomputed sum corrected
+    for the few runs that also have a run item, so a round's read does work in proportion
+    to the items it read, not to the runs the record holds.
+
     Attributes:
-        runs: Every run's entry by loop id (the one with the largest `n`).
+        live: The run items' entries, by loop id.
+        folds: The fold items read.
         items: The keys of the run and fold items read (what a compaction deletes).
     """
 
-    runs: dict[str, RunEntry] = field(default_factory=dict)
+    live: dict[str, RunEntry] = field(default_factory=dict)
+    folds: list[Fold] = field(default_factory=list)
     items: list[str] = field(default_factory=list)
 
     def add(self, loop_id: str, entry: RunEntry) -> None:
-        """Keep `entry` if it covers more rounds than the run's kept one (a tie: a run item's)."""
-        kept = self.runs.get(loop_id)
-        if kept is None or entry.n > kept.n or (entry.n == kept.n and entry.item is not None):
-            self.runs[loop_id] = entry
+        """Keep a run item's entry if it covers more rounds than the run's kept one."""
+        kept = self.live.get(loop_id)
+        if kept is None or entry.n >= kept.n:
+            self.live[loop_id] = entry
+
+    def entry(self, loop_id: str) -> RunEntry | None:
+        """The run's entry as readers count it."""
+        best = self.live.get(loop_id)
+        for fold in self.folds:
+            found = fold.entries.get(loop_id)
+            if found is not None and (best is None or found.n > best.n):
+                best = found
+        return best
+
+    @property
+    def runs(self) -> dict[str, RunEntry]:
+        """Every run's entry, by loop id (work in proportion to the runs)."""
+        merged: dict[str, RunEntry] = {}
+        for fold in self.folds:
+            for loop_id, entry in fold.entries.items():
+                kept = merged.get(loop_id)
+                if kept is None or entry.n > kept.n:
+                    merged[loop_id] = entry
+        for loop_id, entry in self.live.items():
+            kept = merged.get(loop_id)
+            if kept is None or entry.n >= kept.n:
+                merged[loop_id] = entry
+        return merged
 
     def total(self, without: str | None = None) -> Entry:
         """The counters summed over every run, except run `without`."""
         total: Entry = {}
-        for loop_id, entry in self.runs.items():
-            if loop_id != without:
-                total = sum_counts(total, entry.counts)
-        return total
+        if len(self.folds) > 1:  # overlapping folds (compactions at once): merge run by run
+            for loop_id, entry in self.runs.items():
+                if loop_id != without:
+                    add_into(total, entry.counts)
+            return total
+        folded = self.folds[0].entries if self.folds else {}
+        if self.folds:
+            add_into(total, self.folds[0].total)
+        for loop_id, entry in self.live.items():
+            stale = folded.get(loop_id)
+            if stale is None or entry.n >= stale.n:  # the run item counts, not the fold's
+                add_into(total, entry.counts)
+                if stale is not None:
+                    add_into(total, stale.counts, sign=-1)
+        own = self.entry(without) if without is not None else None
+        if own is not None:
+            add_into(total, own.counts, sign=-1)
+        return _pruned(total)
+
+
+def _pruned(counts: dict[str, Any]) -> dict[str, Any]:
+    """`counts` without the dicts left all zero by subtraction (a kind no other run made)."""
+    kept: dict[str, Any] = {}
+    for name, value in counts.items():
+        if isinstance(value, dict):
+            value = _pruned(value)
+            if value:
+                kept[name] = value
+        else:
+            kept[name] = value
+    if kept and all(not isinstance(v, dict) and abs(v) < 1e-12 for v in kept.values()):
+        return {}
+    return kept
 
 
 def read_items(items: Iterable[Item], view: RecordView | None = None) -> RecordView:
@@ -163,22 +282,35 @@ def read_items(items: Iterable[Item], view: RecordView | None = None) -> RecordV
 def _read_item(item: Item, view: RecordView) -> None:
     value = item.value
     if "fold" in value:
-        found = {str(run): RunEntry(int(e["n"]), _entry(e)) for run, e in value["fold"].items()}
+        view.folds.append(_fold(item))
     elif "run" in value:
-        found = {str(value["run"]): RunEntry(int(value["n"]), _entry(value), item.key)}
+        view.add(str(value["run"]), RunEntry(int(value["n"]), _entry(value), item.key))
     else:
         raise ValueError("not a strategy record item")
     view.items.append(item.key)
-    for loop_id, entry in found.items():
-        view.add(loop_id, entry)
 
 
 def _entry(value: Mapping[str, Any]) -> Entry:
-    """A run's counters from an item's value, checked (`MoveStats.from_dict` raises)."""
+    """A run's counters from an item's value, checked: each a non-negative integer (or cost).
+
+    Raises:
+        ValueError: If a count is anything else.
+    """
     entry = {name: value[name] for name in value if name not in ("run", "n", "version")}
-    for stats in (entry.get("moves") or {}).values():
-        MoveStats.from_dict(stats)
+    _check(entry)
     return entry
+
+
+def _check(counts: Mapping[str, Any]) -> None:
+    for name, value in counts.items():
+        if isinstance(value, Mapping):
+            _check(value)
+        elif name == "cost" and type(value) in (int, float) and value >= 0:
+            continue  # dollars (a ladder's rungs): the one count that may be a fraction
+        elif type(value) is not int or value < 0:
+            # The message `MoveStats.from_dict` gives (a cheaper check, on every entry).
+            MoveStats.from_dict({name: value} if name in ("rounds", "raised", "fell") else {})
+            raise ValueError(f"strategy record count {name!r} must be a non-negative integer")
 
 
 @dataclass(frozen=True)
@@ -211,12 +343,14 @@ def plan_writes(
     Returns:
         The writes (both lists empty when the run's counts are already stored: a replay).
     """
-    kept = view.runs.get(loop_id)
+    kept = view.entry(loop_id)
     if kept is not None and kept.n == n and kept.counts == counts:
         return Writes([], [])
     if len(view.items) + 1 > COMPACT_AT:
-        view.add(loop_id, RunEntry(n, counts, item=f"run:{loop_id}:{n}"))
-        folded = {run: {"n": e.n, **e.counts} for run, e in sorted(view.runs.items())}
+        runs = view.runs
+        if kept is None or n >= kept.n:
+            runs[loop_id] = RunEntry(n, counts)
+        folded = {run: {"n": e.n, **e.counts} for run, e in sorted(runs.items())}
         fold = PutOp(
             namespace, f"fold:{uuid.uuid4().hex}", {"fold": folded, "version": VERSION}, False
         )

@@ -25,9 +25,10 @@ from langgraph_refine._driver import (
 from langgraph_refine._graph import GeneratorLike, create_refine_graph
 from langgraph_refine._options import RefineOptions
 from langgraph_refine._result import RefineResult, loop_schema
+from langgraph_refine._tracing import traced
 from langgraph_refine.evaluators._base import EvaluatorLike
 
-__all__ = ["AsyncReviewer", "Reviewer", "arefine", "refine"]
+__all__ = ["AsyncReviewer", "CompiledLoop", "Reviewer", "arefine", "refine"]
 
 
 def _check_task(task: object) -> str:
@@ -76,6 +77,39 @@ def _flow(task: str, driver: Driver, options: dict[str, Any]) -> Any:
         durable=driver.graph.checkpointer is not None,
         output_schema=loop_schema(driver.graph),  # as the graph's options coerced it
     )
+
+
+class CompiledLoop:
+    """One loop built and compiled once, then run on many tasks (what a batch does).
+
+    `await loop.arun(task)` is `arefine(generator, task, evaluator, store=store,
+    **options)` without building and compiling the graph again for every task.
+
+    Args:
+        generator: As for `refine`.
+        evaluator: As for `refine`.
+        store: As for `refine`.
+        **options: As for `refine`.
+    """
+
+    def __init__(
+        self,
+        generator: GeneratorLike,
+        evaluator: EvaluatorLike = None,
+        *,
+        store: BaseStore | None = None,
+        **options: Unpack[RefineOptions],
+    ) -> None:
+        self._options: dict[str, Any] = dict(options)
+        self._evaluator = evaluator
+        self._driver = _driver(generator, evaluator, self._options, None, None, None, None, store)
+
+    async def arun(self, task: str) -> RefineResult:
+        """Run the loop on `task` to the end and return its result (see `arefine`)."""
+        _check_task(task)
+        name = self._options.get("name", "refine")
+        driver = traced(self._driver, name=name, evaluator=self._evaluator)
+        return await adrive(_flow(task, driver, self._options), driver)
 
 
 def refine(
@@ -130,6 +164,7 @@ def refine(
     _check_task(task)
     kwargs: dict[str, Any] = dict(options)
     driver = _driver(generator, evaluator, kwargs, checkpointer, thread_id, reviewer, config, store)
+    driver = traced(driver, name=kwargs.get("name", "refine"), evaluator=evaluator)
     return drive(_flow(task, driver, kwargs), driver)
 
 
@@ -153,4 +188,5 @@ async def arefine(
     _check_task(task)
     kwargs: dict[str, Any] = dict(options)
     driver = _driver(generator, evaluator, kwargs, checkpointer, thread_id, reviewer, config, store)
+    driver = traced(driver, name=kwargs.get("name", "refine"), evaluator=evaluator)
     return await adrive(_flow(task, driver, kwargs), driver)

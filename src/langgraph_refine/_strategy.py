@@ -86,6 +86,10 @@ RECORD_SHARPEN_MAX = 10.0
 """The most explore's beliefs are sharpened, however large the record."""
 
 
+RUNG_KIND = "rung:"
+"""The prefix of a ladder rung's counts among the kinds of move: `"rung:<model>"`."""
+
+
 @dataclass(frozen=True)
 class MoveStats:
     """What one kind of move did over some rounds (one run's, or pooled over runs).
@@ -184,7 +188,7 @@ def latest_round_stats(attempts: Sequence[Attempt]) -> dict[str, MoveStats]:
     if latest.rung is None or latest.model is None:
         return {kind: outcome}
     # A ladder's round also counts for its rung (see `_ladder`): `"rung:<model>"`.
-    return {kind: outcome, f"rung:{latest.model}": outcome}
+    return {kind: outcome, f"{RUNG_KIND}{latest.model}": outcome}
 
 
 def _outcome(attempts: Sequence[Attempt]) -> tuple[str | None, MoveStats]:

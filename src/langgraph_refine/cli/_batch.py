@@ -7,7 +7,9 @@ keeps every finished line, and a rerun with the same output skips the ids alread
 A task that fails becomes a line with an `error` field; a rerun retries it.
 
 Loops run on the async path (`arefine`), so up to `concurrency` loops overlap their model
-calls; the command line's entry point is the only place an event loop is started.
+calls; the command line's entry point is the only place an event loop is started. What
+the tasks can share is built once per batch: the models and their HTTP clients, and one
+compiled loop per distinct set of loop options.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from rich.text import Text
 
 from langgraph_refine._display import cost_text
 from langgraph_refine._result import RefineResult
-from langgraph_refine._run import arefine
+from langgraph_refine._run import CompiledLoop
 from langgraph_refine.cli._errors import CliError, describe_error, is_unreachable, one_line
 from langgraph_refine.cli._ladder_view import LineGenerators, merge, models_text, per_model
 from langgraph_refine.cli._models import ModelSettings
@@ -198,6 +200,9 @@ class LineWriter:
         if path.stat().st_size and not _ends_with_newline(path):
             self._commit("\n")
 
+        self._pending: list[str] = []
+        self._lock: asyncio.Lock | None = None
+
     def _commit(self, text: str) -> None:
         self._file.write(text)
         self._file.flush()
@@ -206,6 +211,21 @@ class LineWriter:
     def write(self, record: dict[str, Any]) -> None:
         """Append `record` as one line and make it durable before returning."""
         self._commit(json.dumps(record, ensure_ascii=False) + "\n")
+
+    async def awrite(self, record: dict[str, Any]) -> None:
+        """Append `record` as one line and make it durable before returning (async).
+
+        The write and its fsync run in a worker thread, so the event loop keeps serving
+        the other tasks meanwhile; lines finished while one fsync runs are written
+        together and share the next one (each still durable before its call returns).
+        """
+        self._pending.append(json.dumps(record, ensure_ascii=False) + "\n")
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if self._pending:  # else an earlier holder already committed this line
+                text, self._pending = "".join(self._pending), []
+                await asyncio.to_thread(self._commit, text)
 
     def close(self) -> None:
         """Close the file."""
@@ -384,28 +404,67 @@ async def run_items(
     """
     if not items:
         return await drive(items, _never, writer, concurrency=concurrency, progress=progress)
-    model = generator or settings.generator()
-    judge: list[BaseChatModel] = []
-
-    def judge_model() -> BaseChatModel:  # built once, shared by every loop that needs it
-        if not judge:
-            judge.append(settings.judge())
-        return judge[0]
-
-    generators = LineGenerators(settings, model)  # a line's own `model`, else the batch's
+    loops = _Loops(generator or settings.generator(), settings, store)
 
     async def run_one(item: BatchItem) -> RefineResult:
-        options = item.options.graph_kwargs(judge_model)
-        return await arefine(generators(item.options.models), item.task, store=store, **options)
+        return await loops.get(item.options).arun(item.task)
 
     def fatal(exc: BaseException) -> str | None:
         if not is_unreachable(exc):
             return None
         return describe_error(exc, settings.describe_endpoint(), settings.timeout)
 
-    return await drive(
-        items, run_one, writer, concurrency=concurrency, progress=progress, fatal=fatal
-    )
+    try:
+        return await drive(
+            items, run_one, writer, concurrency=concurrency, progress=progress, fatal=fatal
+        )
+    finally:
+        await settings.http.aclose()
+
+
+class _Loops:
+    """The batch's compiled loops, one per `LoopOptions` object the tasks share.
+
+    Building and compiling a loop costs about as much CPU as a model call. Every line
+    without options of its own shares the batch's defaults (one object), so a batch
+    compiles its loop once; a line with its own options gets its own loop. The judge's
+    model is built once too, when a loop first needs it.
+    """
+
+    KEEP = 16
+    """Compiled loops kept: the defaults' and the most recent lines' own."""
+
+    def __init__(
+        self,
+        model: BaseChatModel | list[BaseChatModel],
+        settings: ModelSettings,
+        store: BaseStore | None,
+    ) -> None:
+        self.model = model
+        self.generators = LineGenerators(settings, model)  # a line's own `model`, else this
+        self.settings = settings
+        self.store = store
+        self._judge: BaseChatModel | None = None
+        # By the options object's id; the object is kept with its loop, so the id stays its.
+        self._loops: dict[int, tuple[LoopOptions, CompiledLoop]] = {}
+
+    def judge_model(self) -> BaseChatModel:
+        """The judge's model, built on first use and shared."""
+        if self._judge is None:
+            self._judge = self.settings.judge()
+        return self._judge
+
+    def get(self, options: LoopOptions) -> CompiledLoop:
+        """The compiled loop for `options` (compiled on first use)."""
+        found = self._loops.get(id(options))
+        if found is not None:
+            return found[1]
+        generator = self.generators(options.models)
+        loop = CompiledLoop(generator, store=self.store, **options.graph_kwargs(self.judge_model))
+        if len(self._loops) >= self.KEEP:
+            del self._loops[next(iter(self._loops))]
+        self._loops[id(options)] = (options, loop)
+        return loop
 
 
 async def _never(item: BatchItem) -> RefineResult:  # pragma: no cover - no item to run
@@ -457,11 +516,11 @@ async def drive(
                     stats.fail()
                 else:
                     message = describe_error(exc)
-                    writer.write({**error_record(item, exc, message), **row_extra(item)})
+                    await writer.awrite({**error_record(item, exc, message), **row_extra(item)})
                     stats.fail()
                     progress.error(f"id {item.id!r} (line {item.line}) failed: {message}")
             else:
-                writer.write({**output_record(item, result), **row_extra(item)})
+                await writer.awrite({**output_record(item, result), **row_extra(item)})
                 stats.add(result)
             progress.finished(stats)
 

@@ -5,12 +5,16 @@ Model strings are resolved by the library's `resolve_chat_model` (the same rule 
 provider; a bare name, or a name whose prefix is not a provider (such as `qwen2.5:7b`), is
 served over the OpenAI protocol, so `--base-url` / `OPENAI_BASE_URL` can point it at any
 OpenAI-compatible server. Every model gets the generation cap (`--max-tokens`).
+
+Every OpenAI-protocol model of one command shares one pair of HTTP clients (`HttpClients`,
+see `_http`): one connection pool and one SSL context for the generator and the judge of
+every task of a batch, instead of a pool and a freshly loaded certificate bundle per model.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.caches import BaseCache
@@ -24,6 +28,7 @@ from langgraph_refine._models import (
     resolve_chat_model,
 )
 from langgraph_refine.cli._errors import CliError
+from langgraph_refine.cli._http import HttpClients
 
 MODEL_ENV = "REFINE_MODEL"
 BASE_URL_ENV = "OPENAI_BASE_URL"
@@ -43,6 +48,7 @@ class ModelSettings:
         timeout: Seconds one model call may take.
         max_tokens: Output tokens one model call may generate.
         cache: The model cache every model shares, if `--cache` was given.
+        http: The HTTP clients every OpenAI-protocol model of the command shares.
         ladder: The models after `model` when `--model` was repeated: a ladder of
             models, cheapest first (see `cli._ladder_view`).
     """
@@ -53,6 +59,7 @@ class ModelSettings:
     timeout: float = 120.0
     max_tokens: int = DEFAULT_MAX_TOKENS
     cache: BaseCache | None = None
+    http: HttpClients = field(default_factory=HttpClients, compare=False, repr=False)
     ladder: tuple[str, ...] = ()
 
     @classmethod
@@ -148,6 +155,7 @@ def model_kwargs(name: str, settings: ModelSettings) -> dict[str, Any]:
         import httpx
 
         kwargs["timeout"] = httpx.Timeout(settings.timeout, connect=CONNECT_TIMEOUT)
+        kwargs["http_client"], kwargs["http_async_client"] = settings.http.pair()
         # OpenAI-compatible local servers ignore the key, but the client insists on one.
         if settings.base_url and not os.environ.get(API_KEY_ENV):
             kwargs["api_key"] = "unused"

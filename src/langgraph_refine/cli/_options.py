@@ -397,6 +397,8 @@ class LoopOptions:
             changes["on_budget_exhausted"] = parse_choice(
                 line["on_budget_exhausted"], ON_BUDGET_CHOICES, option="'on_budget_exhausted'"
             )
+        if not changes:  # the same object: a batch's lines share one compiled loop
+            return self
         updated = replace(self, **changes)
         updated.check()
         return updated

@@ -25,6 +25,7 @@ from rich.text import Text
 from langgraph_refine._driver import Driver, drive, run_config, run_flow, strict_serde
 from langgraph_refine._graph import create_refine_graph
 from langgraph_refine._result import RefineResult, loop_schema
+from langgraph_refine._tracing import traced
 from langgraph_refine._typed import plain
 from langgraph_refine.cli._errors import CliError
 from langgraph_refine.cli._ladder_view import per_model
@@ -218,6 +219,7 @@ def execute(
             on_event=view.event,
             durability="sync" if request.checkpoint is not None else "async",
         )
+        driver = traced(driver, name="refine", evaluator=evaluator)
         view.start("round 0: generating…" if request.thread is None else "resuming…")
         try:
             schema = loop_schema(graph)
