@@ -14,6 +14,12 @@ three-rung ladder with a middle model ($0.01) that never helps where the cheap o
 stalls, cold and warm. Quality is
 the final best score (1 = passed); cost is the sum of the calls' prices. Intervals are
 95% bootstrap intervals over tasks, differences paired by task.
+
+Rules tried and dropped by this bench: climbing after a round that raised the best by
+any amount (a cheap model creeping up 0.05 a round never handed over: quality 0.27 below
+strong alone), and keeping a stalled rung while its pooled raise rate per dollar beat the
+next one's (a cheap rung always wins per dollar: it was never left on hard tasks, 0.18
+below strong alone). Per dollar now only chooses among the rungs above.
 """
 
 from __future__ import annotations

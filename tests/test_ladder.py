@@ -163,3 +163,37 @@ def test_strategy_records_show_a_ladders_rungs_on_their_own_level() -> None:
         "test:strong": {"rounds": 1, "raised": 1, "fell": 0},
     }
     assert not any(kind.startswith("rung:") for kind in record)
+
+
+def test_a_rung_not_called_yet_is_priced_and_not_chosen_when_the_money_left_cannot_pay() -> None:
+    cheap, strong = ladder()
+    prices = {"cheap": {"input": 0.0, "output": 400.0}, "strong": {"input": 0.0, "output": 8000.0}}
+    result = refine(
+        [cheap, strong],
+        "t",
+        good,
+        strategy="chain",
+        max_iterations=3,
+        patience=None,
+        budget=Budget(max_cost=0.03, prices=prices),  # a strong call costs 0.04
+    )
+    assert strong.calls == [] and [a.model for a in result.attempts] == ["test:cheap"] * 4
+    assert result.usage.cost == pytest.approx(0.008)
+
+
+def test_a_warm_climb_goes_to_the_rung_that_raises_most_per_dollar_never_staying_stalled() -> None:
+    stalled = [
+        Attempt(index=0, response="a", evaluation=Evaluation(score=0.3), model="c", rung=0),
+        Attempt(
+            index=1, response="b", parent=0, evaluation=Evaluation(score=0.32), model="c", rung=0
+        ),
+    ]
+    record = {
+        rung_kind("c"): MoveStats(rounds=10, raised=9),  # cheap usually raises, elsewhere
+        rung_kind("m"): MoveStats(rounds=10, raised=5),
+        rung_kind("s"): MoveStats(rounds=10, raised=9),
+    }
+    prices = {"c": 0.001, "m": 0.04, "s": 0.01}
+    assert next_rung(stalled, ["c", "m", "s"], record=record, prices=prices) == 2
+    assert next_rung(stalled, ["c", "m", "s"], record=record) == 1  # prices unknown: one up
+    assert next_rung(stalled, ["c", "s"], record=record, prices=prices) == 1

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from langgraph_refine._budget import BudgetStop
-from langgraph_refine._ladder import cost_per_call, next_rung
+from langgraph_refine._ladder import next_rung, rung_prices
 from langgraph_refine._options import LoopOptions
 from langgraph_refine._record import run_record
 from langgraph_refine._result import best_attempt
@@ -149,7 +149,7 @@ def _next_rung(
         ladder,
         record=record if options.strategy == "explore" else None,
         money_left=money_left,
-        prices=cost_per_call(attempts),
+        prices=rung_prices(attempts, ladder, budget.pricing if budget is not None else None),
     )
 
 
