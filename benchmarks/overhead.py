@@ -338,4 +338,19 @@ the evaluate step passes it on); `usage` is written once a round; a node's confi
 the budget meter by a plain copy when no callback handler listens; the attempts reducer
 appends without re-checking the whole history. Sync per round went from about 1.37-1.56x
 to about 1.05x.
+
+Fourth round (adapters, ladder, edits, pairwise selection, confirmation, traces): the
+state gained `rung` and `selection`, attempts gained `model`, `rung` and `edits`, and
+every round asks its rung's adapter. Measured on this machine, side by side: sync per
+round 1.39x and the whole 5-generation run 1.50x, async 0.96x and 1.07x (the code before
+this round measured 1.38x sync per round on the same machine, so the round added little;
+the 1.05x above came from another machine). Fixed while measuring: explore counted its
+rounds with a best-attempt search per earlier round (quadratic in the rounds), now one
+pass. Missed: the sync goals (1.1x per round, 1.3x whole run). A profile of 15-round
+runs puts the refine loop's extra time in pydantic work that the plain-data checkpoints
+require (each round's attempt is dumped by its node and validated back by its channel,
+twice: as `pending` and in `attempts`), explore's Thompson draws over every evaluated
+attempt, the best-attempt searches, and LangGraph's per-step work over 15 channels to
+the minimal loop's 4. Async passes because LangGraph's own per-task cost under asyncio
+is larger, so the same work is a smaller share.
 """

@@ -32,7 +32,8 @@ RESULT_KEYS = ["task", "attempts", "response", "pending", "stop_reason", "usage"
 state to read back, so runs ask `invoke`/`stream` for these channels (`output_keys=`)."""
 
 
-def _rank(attempt: Attempt) -> tuple[bool, float]:
+def attempt_rank(attempt: Attempt) -> tuple[bool, float]:
+    """How an evaluated attempt ranks: a PASS first, then the score (higher is better)."""
     evaluation = attempt.evaluation
     assert evaluation is not None
     return (evaluation.verdict == "PASS", evaluation.score)
@@ -60,7 +61,7 @@ def best_attempt(attempts: Sequence[Attempt]) -> Attempt | None:
     for attempt in attempts:
         if attempt.evaluation is None:
             continue
-        if best is None or _rank(attempt) > _rank(best):
+        if best is None or attempt_rank(attempt) > attempt_rank(best):
             best = attempt
     return best
 

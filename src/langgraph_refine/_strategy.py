@@ -59,7 +59,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langgraph_refine._result import best_attempt
+from langgraph_refine._result import attempt_rank, best_attempt
 from langgraph_refine._state import Attempt, MoveKind, Strategy
 
 EXPLORE_WEIGHT = 5.0
@@ -338,7 +338,9 @@ def _record(attempts: Sequence[Attempt]) -> tuple[tuple[int, int], tuple[int, in
     for k, attempt in enumerate(attempts):
         if attempt.evaluation is None:
             continue
-        raised = best is None or best_attempt([best, attempt]) is attempt
+        raised = best is None or attempt_rank(attempt) > attempt_rank(
+            best
+        )  # ties: the earlier stays
         if k >= 1:
             kind = sample if attempt.parent is None else refine
             kind[1] += 1
