@@ -109,3 +109,26 @@ def test_a_schema_is_built_once_and_the_result_reads_the_graphs_own() -> None:
     graph = create_refine_graph(write, lambda r, s: 1.0, output_schema=City).compile()
     assert loop_schema(graph) is OutputSchema.coerce(City)
     assert loop_schema(create_refine_graph(write, lambda r, s: 1.0).compile()) is None
+
+
+def test_the_driver_returns_the_result_finalize_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    from langgraph_refine import RefineResult
+
+    built: list[int] = []
+    real = RefineResult.from_state.__func__  # type: ignore[attr-defined]
+
+    def counting(cls: Any, *args: Any, **kwargs: Any) -> Any:
+        built.append(1)
+        return real(cls, *args, **kwargs)
+
+    monkeypatch.setattr(RefineResult, "from_state", classmethod(counting))
+    result = refine(write, "t", lambda r, s: 1.0)
+    assert result.value == "draft" and len(built) == 1  # finalize's, not the driver's too
+
+
+def test_a_loop_nested_in_a_generator_leaves_the_outer_result_alone() -> None:
+    def inner(state: Any) -> str:
+        return refine(lambda s: "inner draft", "inner", lambda r, s: 1.0).value
+
+    outer = refine(inner, "outer", lambda r, s: 1.0)
+    assert outer.value == "inner draft" and outer.attempts[0].model == "inner"

@@ -14,7 +14,7 @@ from langgraph.types import Overwrite, RetryPolicy
 from langgraph_refine._comparisons import ComparisonLedger
 from langgraph_refine._errors import BudgetExhaustedError
 from langgraph_refine._options import LoopOptions
-from langgraph_refine._result import REVIEWED_REASONS, RefineResult
+from langgraph_refine._result import REVIEWED_REASONS, RefineResult, keep_finished
 from langgraph_refine._review import require_checkpointer
 from langgraph_refine._select import Comparer, Selection
 from langgraph_refine._state import RefineState, Usage, revive_state
@@ -224,6 +224,7 @@ class FinalizeNode(Runnable[Any, Any]):
             result.score,
         )
         emit(stop_event(options.name, result))
+        keep_finished(state.get("loop_id"), result)  # the driver returns it as it is
         return update
 
 
