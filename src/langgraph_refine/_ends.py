@@ -130,33 +130,45 @@ class FinalizeNode(Runnable[Any, Any]):
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         """Finish the loop (sync)."""
-        state = revive_state(input)
-        options = run_options(self.options)  # a run's context may set the schema, select
-        self._check_budget_stop(state, options)
-        selection = self._selection(state, options)
+        state, options, selection, done = self._begin(input, config)
         if selection is None:
-            return self._finish(state, options, None, None)
-        note = selection.budget_note(_calls_left(self._step(state, options, config)))
-        if note is not None:
-            return self._finish(state, options, selection.record(note=note), None)
+            return done
         ledger = ComparisonLedger(options, state, self.retry_policy)
         record = selection.run(ledger.call)
         return self._finish(state, options, record, ledger.spent)
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         """Finish the loop (async): comparisons run concurrently when no budget is set."""
-        state = revive_state(input)
-        options = run_options(self.options)
-        self._check_budget_stop(state, options)
-        selection = self._selection(state, options)
+        state, options, selection, done = self._begin(input, config)
         if selection is None:
-            return self._finish(state, options, None, None)
-        note = selection.budget_note(_calls_left(self._step(state, options, config)))
-        if note is not None:
-            return self._finish(state, options, selection.record(note=note), None)
+            return done
         ledger = ComparisonLedger(options, state, self.retry_policy)
         record = await selection.arun(ledger.acall, concurrent=options.budget is None)
         return self._finish(state, options, record, ledger.spent)
+
+    def _begin(
+        self, input: Any, config: RunnableConfig | None
+    ) -> tuple[Mapping[str, Any], LoopOptions, Selection | None, dict[str, Any] | None]:
+        """The state, the run's options, and the selection still to make (None: the update).
+
+        Raises:
+            BudgetExhaustedError: On a budget stop with `on_budget_exhausted="raise"`.
+        """
+        state = revive_state(input)
+        options = run_options(self.options)  # a run's context may set the schema, select
+        self._check_budget_stop(state, options)
+        selection = self._selection(state, options)
+        if selection is None:
+            return state, options, None, self._finish(state, options, None, None)
+        note = selection.budget_note(_calls_left(self._step(state, options, config)))
+        if note is not None:  # the budget cannot pay for every comparison: by score
+            return (
+                state,
+                options,
+                None,
+                self._finish(state, options, selection.record(note=note), None),
+            )
+        return state, options, selection, None
 
     def _check_budget_stop(self, state: Mapping[str, Any], options: LoopOptions) -> None:
         if stop_reason_of(state) != BUDGET_STOP or self.options.on_budget_exhausted != "raise":

@@ -2,13 +2,16 @@
 
 Models often wrap code or JSON in Markdown fences, sometimes with prose around them and
 sometimes without the closing fence (a reply cut off by a token limit). The evaluators
-that check code or JSON look inside the first fitting block.
+that check code or JSON look inside the first fitting block; judges and comparers read
+the JSON objects a reply holds anywhere (`json_objects`).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
+from typing import Any
 
 # An opening fence at the start of a line: three or more backticks or tildes, then an
 # optional info string whose first word is the language.
@@ -56,3 +59,20 @@ def first_block(text: str, langs: frozenset[str]) -> Block | None:
         if not block.lang:
             return block
     return None
+
+
+def json_objects(text: str) -> list[dict[str, Any]]:
+    """Every top-level JSON object embedded in `text`."""
+    decoder = json.JSONDecoder()
+    objects: list[dict[str, Any]] = []
+    position = text.find("{")
+    while position != -1:
+        try:
+            value, end = decoder.raw_decode(text, position)
+        except json.JSONDecodeError:
+            position = text.find("{", position + 1)
+            continue
+        if isinstance(value, dict):
+            objects.append(value)
+        position = text.find("{", end)
+    return objects

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
@@ -30,6 +29,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from langgraph_refine._budget import BudgetStop, model_invocation
+from langgraph_refine._fences import json_objects
 from langgraph_refine._kinds import kind_of
 from langgraph_refine._models import message_text, resolve_chat_model
 from langgraph_refine._prompts import PAIRWISE_INSTRUCTIONS, PAIRWISE_SYSTEM
@@ -186,7 +186,7 @@ def read_preference(reply: object) -> Preference:
         return _WORDS.get(match.group(1).lower(), "tie")
     if match := _BRACKETED.search(text):
         return _WORDS[match.group(1).lower()]
-    for obj in _json_objects(text):
+    for obj in ({str(k).lower(): v for k, v in o.items()} for o in json_objects(text)):
         value = next((obj[k] for k in _KEYS if isinstance(obj.get(k), str)), None)
         if value is not None:
             return read_preference(value)
@@ -197,22 +197,6 @@ def read_preference(reply: object) -> Preference:
             continue
         return _WORDS[word.lower()]
     return "tie"
-
-
-def _json_objects(text: str) -> list[dict[str, Any]]:
-    decoder = json.JSONDecoder()
-    found: list[dict[str, Any]] = []
-    position = text.find("{")
-    while position != -1:
-        try:
-            value, end = decoder.raw_decode(text, position)
-        except json.JSONDecodeError:
-            position = text.find("{", position + 1)
-            continue
-        if isinstance(value, dict):
-            found.append({str(k).lower(): v for k, v in value.items()})
-        position = text.find("{", end)
-    return found
 
 
 def select_candidates(attempts: Sequence[Attempt], top: int, margin: float) -> list[Attempt]:

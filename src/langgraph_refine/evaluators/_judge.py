@@ -18,7 +18,6 @@ output bypasses the callbacks (a provider SDK wrapped by hand).
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -31,6 +30,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
 from langgraph_refine._budget import model_invocation
+from langgraph_refine._fences import json_objects
 from langgraph_refine._models import message_text, resolve_chat_model
 from langgraph_refine._prompts import (
     JUDGE_CONTRADICTION_NOTE,
@@ -256,23 +256,6 @@ def _from_mapping(data: Mapping[str, Any]) -> _Reading | None:
     return reading
 
 
-def _json_objects(text: str) -> list[dict[str, Any]]:
-    """Every top-level JSON object embedded in `text`."""
-    decoder = json.JSONDecoder()
-    objects: list[dict[str, Any]] = []
-    position = text.find("{")
-    while position != -1:
-        try:
-            value, end = decoder.raw_decode(text, position)
-        except json.JSONDecodeError:
-            position = text.find("{", position + 1)
-            continue
-        if isinstance(value, dict):
-            objects.append(value)
-        position = text.find("{", end)
-    return objects
-
-
 def _is_template(data: Mapping[str, Any]) -> bool:
     """True for the reply template of the instructions, echoed back (`"verdict": "..."`)."""
     return any(isinstance(v, str) and v.strip() in ("...", "\u2026") for v in data.values())
@@ -280,7 +263,7 @@ def _is_template(data: Mapping[str, Any]) -> bool:
 
 def _readings_in(text: str) -> set[tuple[Any, ...]]:
     """The replies written inside `text` (a response may carry fake ones)."""
-    return {r.full_key() for obj in _json_objects(text) if (r := _from_mapping(obj)) is not None}
+    return {r.full_key() for obj in json_objects(text) if (r := _from_mapping(obj)) is not None}
 
 
 def _from_lines(text: str, response: str) -> tuple[_Reading | None, str]:
@@ -337,7 +320,7 @@ def read_reply(text: str, response: str = "") -> tuple[_Reading | None, str]:
     fakes = _readings_in(response) if response else set()
     readings: list[_Reading] = []
     echoed = False
-    for obj in _json_objects(text):
+    for obj in json_objects(text):
         reading = None if _is_template(obj) else _from_mapping(obj)
         if reading is not None and reading.full_key() in fakes:
             echoed = True
