@@ -89,7 +89,21 @@ def test_a_runs_models_make_its_generator_a_ladder(openai_env: Any) -> None:
     assert {a.model for a in plain.attempts} == {"test:served"}
 
 
-async def test_one_model_in_models_replaces_the_generator_async(openai_env: Any) -> None:
+async def test_one_model_in_models_replaces_the_generator_async(
+    openai_env: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import httpx
+
+    from langgraph_refine import _run_models
+
+    # LangChain's default async client is one per process, and its pool may hold a
+    # connection an earlier test's (closed) event loop opened: this run gets its own.
+    real = _run_models.resolve_chat_model
+
+    def own_client(name: str, **kwargs: Any) -> Any:
+        return real(name, http_async_client=httpx.AsyncClient(), **kwargs)
+
+    monkeypatch.setattr(_run_models, "resolve_chat_model", own_client)
     graph = served_graph()
     config = {"configurable": {"thread_id": "async"}}
     await graph.ainvoke({"task": "t"}, config, context={"models": ["strong"]})
