@@ -122,3 +122,25 @@ def test_a_task_that_does_not_fit_raises_with_no_result(server: FaultServer) -> 
         refine(chat(server), "t", feedback)
     assert info.value.result is None
     assert len(server.received) == 1  # nothing to cut: no second try
+
+
+def test_an_edit_round_that_cannot_fit_keeps_the_loops_typed_result() -> None:
+    from pydantic import BaseModel
+
+    class City(BaseModel):
+        name: str
+
+    with FaultServer(content=lambda request, number: '{"name": "Oslo"}').serve() as running:
+        running.script(ok(), overflow(), overflow())
+        with pytest.raises(ContextLengthError) as info:
+            refine(
+                chat(running),
+                "t",
+                feedback,
+                output_schema=City,
+                edits=True,
+                max_iterations=2,
+                patience=None,
+            )
+    result = info.value.result
+    assert result is not None and result.output == City(name="Oslo")

@@ -87,7 +87,7 @@ class _Round(NamedTuple):
     prompt: list[BaseMessage]
     adapter: GeneratorAdapter
     edited: Attempt | None  # the attempt an edit round edits (None: written whole)
-    typed: OutputSchema | None  # the loop's object, whatever the call asked for
+    options: LoopOptions  # the run's (the step's ask an edit round's call for text)
 
 
 class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
@@ -154,6 +154,16 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
     ) -> list[BaseMessage]:
         """The messages a chat-model generator is sent for the next attempt."""
         options = options or self.options
+        adapter = self.rung(state, options)
+        return self._prompt(state, options, adapter, _edit_target(state, options, adapter))
+
+    def _prompt(
+        self,
+        state: Mapping[str, Any],
+        options: LoopOptions,
+        adapter: GeneratorAdapter,
+        edited: Attempt | None,
+    ) -> list[BaseMessage]:
         parent = refined_attempt(state)
         if parent is None:
             if next_move(state) == "guided":
@@ -162,33 +172,16 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             return _asking_for(options.output_schema, [HumanMessage(state["task"])])
         history = _history(state.get("attempts") or [], parent, options)
         shown = select_attempts(history, options.memory)
-        edited = self._edited(state, options)
         messages = refinement_messages(
             state["task"],
             shown,
             reviewer_feedback=state.get("reviewer_feedback"),
             omitted=len(history) - len(shown),
             max_attempt_chars=options.max_attempt_chars,
-            form=self.rung(state, options).prompt_form(options),
+            form=adapter.prompt_form(options),
             edit=None if edited is None else edit_text(edited, options.output_schema),
         )
         return _asking_for(options.output_schema, messages) if edited is None else messages
-
-    def _edited(self, state: Mapping[str, Any], options: LoopOptions) -> Attempt | None:
-        """The attempt this round asks edits to (see `_edits`), or None: written whole.
-
-        Only a chat model or a graph gets the library's prompt, so only they are asked.
-        """
-        parent = refined_attempt(state)
-        if parent is None or not self.rung(state, options).takes_prompt:
-            return None
-        return parent if asks_for_edits(options.edits, parent, options.output_schema) else None
-
-    def _smallest(self, state: Mapping[str, Any], options: LoopOptions) -> list[BaseMessage]:
-        text = smallest_prompt(
-            state["task"], refined_attempt(state), state.get("reviewer_feedback")
-        )
-        return _asking_for(options.output_schema, [HumanMessage(text)])
 
     # -- the call ----------------------------------------------------------------------
 
@@ -197,20 +190,20 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         adapter = self.rung(state, options)
         if options.max_tokens is not None:
             adapter.check_max_tokens(options.max_tokens)
+        edited = _edit_target(state, options, adapter)
+        # An edit round asks for text (the blocks), not the object: its call is untyped.
+        asked = options if edited is None else replace(options, output_schema=None)
         index = next_index(state)
         step = Step(
-            options, state, config, node="generate", index=index, retry_policy=self.retry_policy
+            asked, state, config, node="generate", index=index, retry_policy=self.retry_policy
         )
         count = options.candidates
         if options.budget is not None and options.budget.max_calls is not None:
             # Sample only as many candidates as the call budget still allows (at least 1).
             left = options.budget.max_calls - step.meter.total().calls
             count = max(1, min(count, left))
-        prompt = self.prompt(state, options) if adapter.takes_prompt else []
-        edited = self._edited(state, options)
-        if edited is not None:  # an edit round asks for text (the blocks), not the object
-            step.options = replace(options, output_schema=None)
-        return _Round(step, count, prompt, adapter, edited, options.output_schema)
+        prompt = self._prompt(state, options, adapter, edited) if adapter.takes_prompt else []
+        return _Round(step, count, prompt, adapter, edited, options)
 
     # Each call below is one generator invocation: `Step.call` counts it as a model call
     # when no callback saw one inside it (a plain callable, a client outside LangChain).
@@ -230,14 +223,14 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         except BudgetStop as stop:
             return _stopped(stop, step)
         except Exception as exc:
-            small = self._shrink(state, step, exc, adapter)
+            small = self._shrink(state, turn, exc)
             if small is None:
                 step.on_error(exc, "generator")
                 raise
             try:
                 outputs = [step.call(call, small, state, step)]
             except Exception as again:
-                raise _overflow(state, step, again) from again
+                raise _overflow(state, turn, again) from again
         return self._finish(state, outputs, turn)
 
     async def ainvoke(
@@ -258,18 +251,18 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         except BudgetStop as stop:
             return _stopped(stop, step)
         except Exception as exc:
-            small = self._shrink(state, step, exc, adapter)
+            small = self._shrink(state, turn, exc)
             if small is None:
                 await step.aon_error(exc, "generator")
                 raise
             try:
                 outputs = [await step.acall(call, small, state, step)]
             except Exception as again:
-                raise _overflow(state, step, again) from again
+                raise _overflow(state, turn, again) from again
         return self._finish(state, outputs, turn)
 
     def _shrink(
-        self, state: Mapping[str, Any], step: Step, exc: Exception, adapter: GeneratorAdapter
+        self, state: Mapping[str, Any], turn: _Round, exc: Exception
     ) -> list[BaseMessage] | None:
         """The smallest prompt to retry a context overflow with; None if `exc` is another error.
 
@@ -279,20 +272,20 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         """
         if not is_context_length_error(exc):
             return None
-        if refined_attempt(state) is None or not adapter.can_shorten:
-            raise _overflow(state, step, exc) from exc
+        if refined_attempt(state) is None or not turn.adapter.can_shorten:
+            raise _overflow(state, turn, exc) from exc
         logger.info(
-            "attempt %d: prompt exceeds the context; retrying with the smallest", step.index
+            "attempt %d: prompt exceeds the context; retrying with the smallest", turn.step.index
         )
         # The smallest prompt asks for a rewrite, so a typed loop names the object even
         # in a round that asked for edits (whose step asks for text: no output schema).
-        return self._smallest(state, run_options(self.options))
+        return _smallest(state, turn.options)
 
     # -- the update --------------------------------------------------------------------
 
     def _finish(self, state: Mapping[str, Any], outputs: list[Any], turn: _Round) -> dict[str, Any]:
         step = turn.step
-        typed, edited, adapter = turn.typed, turn.edited, turn.adapter
+        typed, edited, adapter = turn.options.output_schema, turn.edited, turn.adapter
 
         def whole(output: Any) -> Reply:
             return adapter.read(output, step.index, typed)
@@ -316,7 +309,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             parent=parent.index if parent is not None else None,
             move=next_move(state),
             model=adapter.name,
-            rung=_rung_index(self.rungs_for(step.options), adapter),
+            rung=_rung_index(self.rungs_for(turn.options), adapter),
             usage=usage,
             candidates=[
                 Candidate(
@@ -340,14 +333,34 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         return plain_writes(update)
 
 
-def _overflow(state: Mapping[str, Any], step: Step, exc: BaseException) -> ContextLengthError:
+def _edit_target(
+    state: Mapping[str, Any], options: LoopOptions, adapter: GeneratorAdapter
+) -> Attempt | None:
+    """The attempt this round asks edits to (see `_edits`), or None: written whole.
+
+    Only a chat model or a graph gets the library's prompt, so only they are asked.
+    """
+    parent = refined_attempt(state)
+    if parent is None or not adapter.takes_prompt:
+        return None
+    return parent if asks_for_edits(options.edits, parent, options.output_schema) else None
+
+
+def _smallest(state: Mapping[str, Any], options: LoopOptions) -> list[BaseMessage]:
+    """The smallest refinement prompt, sent once after the provider says a prompt is too long."""
+    text = smallest_prompt(state["task"], refined_attempt(state), state.get("reviewer_feedback"))
+    return _asking_for(options.output_schema, [HumanMessage(text)])
+
+
+def _overflow(state: Mapping[str, Any], turn: _Round, exc: BaseException) -> ContextLengthError:
+    """The error of a round whose prompt does not fit, carrying the best result so far."""
     if isinstance(exc, ContextLengthError):
         return exc
     attempts = list(state.get("attempts") or [])
-    schema: OutputSchema | None = step.options.output_schema
+    schema = turn.options.output_schema  # the loop's object, even in an edit round
     result = RefineResult.from_state(dict(state), output_schema=schema) if attempts else None
     return ContextLengthError(
-        f"attempt {step.index}: the prompt exceeds the model's context even in its "
+        f"attempt {turn.step.index}: the prompt exceeds the model's context even in its "
         f"smallest form (the task, the attempt cut short, its feedback): {exc}. Shorten "
         "the task, lower max_attempt_chars, or use a model with a larger context; the "
         "best result so far is in this error's .result",
