@@ -12,7 +12,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
 from langgraph_refine import RefineResult, create_refine_graph, strategy_records
-from langgraph_refine._run_models import MODELS_ENV, _rung
+from langgraph_refine._run_models import MODELS_ENV, _model
 from tests.test_cli_helpers import openai_server  # noqa: F401 - fixture
 from tests.test_cli_ladder import by_model
 from tests.test_ladder import Named, good
@@ -51,9 +51,9 @@ def openai_env(openai_server: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     monkeypatch.setenv("OPENAI_API_KEY", "local")
     monkeypatch.delenv(MODELS_ENV, raising=False)
     monkeypatch.delenv("REFINE_MODEL", raising=False)
-    _rung.cache_clear()  # each test's server has its own address
+    _model.cache_clear()  # each test's server has its own address
     yield server
-    _rung.cache_clear()
+    _model.cache_clear()
 
 
 def served_graph(**kwargs: Any) -> Any:

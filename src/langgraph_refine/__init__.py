@@ -31,6 +31,7 @@ from langgraph_refine._router import route_after_evaluation
 from langgraph_refine._run import arefine, refine
 from langgraph_refine._state import Attempt, Evaluation, RefineState, Usage
 from langgraph_refine._stop_rules import StopRules
+from langgraph_refine._version import __version__ as __version__
 
 if TYPE_CHECKING:
     from langgraph_refine._middleware import RefineMiddleware as RefineMiddleware
@@ -66,8 +67,6 @@ __all__ = [
     "route_after_evaluation",
     "strategy_records",
 ]
-
-__version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> Any:

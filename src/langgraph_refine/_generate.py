@@ -19,7 +19,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.types import RetryPolicy
 
-from langgraph_refine._adapters import GeneratorAdapter, GeneratorLike, adapt_ladder
+from langgraph_refine._adapters import GeneratorAdapter, GeneratorLike, adapt, adapt_ladder
 from langgraph_refine._budget import BudgetStop
 from langgraph_refine._edits import asks_for_edits, edit_text, read_edits
 from langgraph_refine._errors import ContextLengthError
@@ -28,7 +28,7 @@ from langgraph_refine._options import LoopOptions
 from langgraph_refine._prompts import guided_prompt, refinement_messages, smallest_prompt
 from langgraph_refine._result import RefineResult, best_feedback
 from langgraph_refine._retry import is_context_length_error
-from langgraph_refine._run_models import run_rungs
+from langgraph_refine._run_models import run_models
 from langgraph_refine._state import (
     Attempt,
     Candidate,
@@ -85,6 +85,7 @@ class _Round(NamedTuple):
     step: Step
     calls: int
     prompt: list[BaseMessage]
+    rung: int | None  # its place on the ladder (None without one)
     adapter: GeneratorAdapter
     edited: Attempt | None  # the attempt an edit round edits (None: written whole)
     options: LoopOptions  # the run's (the step's ask an edit round's call for text)
@@ -139,15 +140,23 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
 
     def rungs_for(self, options: LoopOptions) -> list[GeneratorAdapter]:
         """The run's ladder: the models its context names (`models`), else the node's."""
-        return run_rungs(options.models) if options.models else self.rungs
+        if not options.models:
+            return self.rungs
+        return [adapt(model) for model in run_models(options.models)]
 
     def rung(
         self, state: Mapping[str, Any], options: LoopOptions | None = None
     ) -> GeneratorAdapter:
         """The generator of the next attempt: the ladder's rung the state names (the first)."""
-        rungs = self.rungs_for(options or run_options(self.options))
-        index = state.get("rung") or 0
-        return rungs[min(index, len(rungs) - 1)]
+        return self._rung(state, options or run_options(self.options))[1]
+
+    def _rung(
+        self, state: Mapping[str, Any], options: LoopOptions
+    ) -> tuple[int | None, GeneratorAdapter]:
+        """The next attempt's place on the ladder (None without one) and its generator."""
+        rungs = self.rungs_for(options)
+        index = min(state.get("rung") or 0, len(rungs) - 1)
+        return (index if len(rungs) > 1 else None), rungs[index]
 
     def prompt(
         self, state: Mapping[str, Any], options: LoopOptions | None = None
@@ -187,7 +196,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
 
     def _begin(self, state: Mapping[str, Any], config: RunnableConfig | None) -> _Round:
         options = run_options(self.options)
-        adapter = self.rung(state, options)
+        rung, adapter = self._rung(state, options)
         if options.max_tokens is not None:
             adapter.check_max_tokens(options.max_tokens)
         edited = _edit_target(state, options, adapter)
@@ -203,7 +212,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             left = options.budget.max_calls - step.meter.total().calls
             count = max(1, min(count, left))
         prompt = self._prompt(state, options, adapter, edited) if adapter.takes_prompt else []
-        return _Round(step, count, prompt, adapter, edited, options)
+        return _Round(step, count, prompt, rung, adapter, edited, options)
 
     # Each call below is one generator invocation: `Step.call` counts it as a model call
     # when no callback saw one inside it (a plain callable, a client outside LangChain).
@@ -309,7 +318,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             parent=parent.index if parent is not None else None,
             move=next_move(state),
             model=adapter.name,
-            rung=_rung_index(self.rungs_for(turn.options), adapter),
+            rung=turn.rung,
             usage=usage,
             candidates=[
                 Candidate(
@@ -400,8 +409,3 @@ def _history(attempts: Sequence[Attempt], parent: Attempt, options: LoopOptions)
     while line[-1].parent is not None and line[-1].parent in by_index:
         line.append(by_index[line[-1].parent])
     return line[::-1]
-
-
-def _rung_index(rungs: list[GeneratorAdapter], adapter: GeneratorAdapter) -> int | None:
-    """The rung of a ladder `adapter` is (None without a ladder)."""
-    return rungs.index(adapter) if len(rungs) > 1 else None

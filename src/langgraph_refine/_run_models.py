@@ -14,14 +14,12 @@ bounds `judge_model`. Unset, any model the server can reach is allowed.
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from langgraph_refine._kinds import model_name
 from langgraph_refine._models import max_tokens_setting, resolve_chat_model
-
-if TYPE_CHECKING:
-    from langgraph_refine._adapters import GeneratorAdapter
+from langgraph_refine._specs import check_allowed_model
 
 MODELS_ENV = "REFINE_MODELS"
 """Comma-separated model strings a run may name in its `models` (unset: any)."""
@@ -54,31 +52,18 @@ def check_run_models(value: object, environ: Mapping[str, str] | None = None) ->
             "ladder of models is a different model, cheapest first"
         )
     for name in names:
-        _check_allowed(name, os.environ if environ is None else environ)
-    run_rungs(names)  # resolve now: a bad name fails before any model call
+        check_allowed_model(name, option="models:", listed_in=MODELS_ENV, environ=environ)
+    run_models(names)  # resolve now: a bad name fails before any model call
     return names
 
 
-def _check_allowed(name: str, env: Mapping[str, str]) -> None:
-    listed = [m.strip() for m in env.get(MODELS_ENV, "").split(",") if m.strip()]
-    served = env.get("REFINE_MODEL", "").strip()
-    if listed and name not in {*listed, served}:
-        allowed = ", ".join(
-            repr(m) for m in dict.fromkeys([*listed, *([served] if served else [])])
-        )
-        raise ValueError(
-            f"models: {name!r} is not one this deployment allows ({MODELS_ENV}); "
-            f"use among {allowed}"
-        )
-
-
-def run_rungs(names: tuple[str, ...]) -> list[GeneratorAdapter]:
-    """The adapters of a run's `models`, cheapest first (each built once per name).
+def run_models(names: tuple[str, ...]) -> list[Any]:
+    """The chat models of a run's `models`, cheapest first (each built once per name).
 
     Raises:
         ValueError: If a name cannot be resolved (unknown provider package, ...).
     """
-    return [_rung(name, max_tokens_setting()) for name in names]
+    return [_model(name, max_tokens_setting()) for name in names]
 
 
 def ladder_names(models: tuple[str, ...] | None, default: Sequence[str]) -> list[str]:
@@ -88,7 +73,7 @@ def ladder_names(models: tuple[str, ...] | None, default: Sequence[str]) -> list
     model is named, so its strategy record is keyed by it.
     """
     if models:
-        return [rung.name for rung in run_rungs(models)]
+        return [model_name(model) for model in run_models(models)]
     return list(default)
 
 
@@ -99,11 +84,8 @@ def climbing(models: tuple[str, ...] | None, default: Sequence[str]) -> list[str
 
 
 @functools.lru_cache(maxsize=32)
-def _rung(name: str, max_tokens: int) -> Any:
-    from langgraph_refine._adapters import adapt
-
+def _model(name: str, max_tokens: int) -> Any:
     try:
-        model = resolve_chat_model(name, option="models", max_tokens=max_tokens)
+        return resolve_chat_model(name, option="models", max_tokens=max_tokens)
     except (ImportError, ValueError) as exc:
         raise ValueError(f"models: {name!r} cannot be used: {exc}") from None
-    return adapt(model)

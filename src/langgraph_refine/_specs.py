@@ -282,15 +282,28 @@ def check_judge_model(name: str, environ: Mapping[str, str] | None = None) -> No
     Raises:
         SpecError: If the list is set and does not hold `name`.
     """
+    check_allowed_model(name, option="judge_model", listed_in=JUDGE_MODELS_ENV, environ=environ)
+
+
+def check_allowed_model(
+    name: str, *, option: str, listed_in: str, environ: Mapping[str, str] | None = None
+) -> None:
+    """Refuse a model string a run names that the deployment's list `listed_in` leaves out.
+
+    The served model (`REFINE_MODEL`) is always allowed; with the list unset, any is.
+
+    Raises:
+        SpecError: If the list is set and does not hold `name` (naming what it allows).
+    """
     env = os.environ if environ is None else environ
-    listed = [m.strip() for m in env.get(JUDGE_MODELS_ENV, "").split(",") if m.strip()]
+    listed = [m.strip() for m in env.get(listed_in, "").split(",") if m.strip()]
     served = env.get("REFINE_MODEL", "").strip()
     if listed and name not in {*listed, served}:
         allowed = ", ".join(
             repr(m) for m in dict.fromkeys([*listed, *([served] if served else [])])
         )
         raise SpecError(
-            f"judge_model {name!r} is not one this deployment allows ({JUDGE_MODELS_ENV}); "
+            f"{option} {name!r} is not one this deployment allows ({listed_in}); "
             f"use one of {allowed}"
         )
 

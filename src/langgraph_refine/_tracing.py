@@ -27,6 +27,7 @@ from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager
 
 from langgraph_refine._result import best_attempt
 from langgraph_refine._state import Attempt
+from langgraph_refine._version import __version__
 
 if TYPE_CHECKING:
     from langgraph_refine._driver import Driver
@@ -45,8 +46,6 @@ def _tracer() -> Any:
     provider = trace.get_tracer_provider()
     if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
         return None
-    from langgraph_refine import __version__
-
     return provider.get_tracer("langgraph_refine", __version__)
 
 
