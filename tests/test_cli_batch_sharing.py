@@ -143,14 +143,16 @@ def test_the_shared_pool_reuses_its_connections_and_maps_errors_to_the_sdk_libra
 
 
 def test_a_closed_connection_reads_as_readable() -> None:
-    from langgraph_refine.cli._http import readable
+    from langgraph_refine.cli._http import Readable
 
     ours, theirs = socket.socketpair()
+    readable = Readable(ours)  # one poller for the socket's life, asked many times
     with ours:
-        assert not readable(ours)
+        assert not readable()
         theirs.sendall(b"x")
-        assert readable(ours)
+        assert readable()
         ours.recv(1)
-        assert not readable(ours)
+        assert not readable()
         theirs.close()
-        assert readable(ours)  # the peer's close: a read returns b"" at once
+        assert readable()  # the peer's close: a read returns b"" at once
+    assert readable()  # our own close: the connection is unusable, httpcore drops it

@@ -223,14 +223,42 @@ def test_totals_read_from_a_folds_sum_equal_the_run_by_run_rule(folds: int) -> N
             assert got == brute_total(items, without), (trial, without)
 
 
-def test_a_fold_is_parsed_once_per_process_and_again_if_rewritten() -> None:
-    from langgraph_refine._record_items import _fold
+def test_an_item_is_parsed_once_per_process_and_again_if_rewritten() -> None:
+    from langgraph_refine._record_items import Fold, Live, _parsed
 
     store, namespace = InMemoryStore(), record_namespace("k")
     value = {"fold": {"a": {"n": 1, "moves": {"refine": {"rounds": 1, "raised": 1, "fell": 0}}}}}
     store.put(namespace, "fold:x", value)
-    [item] = store.search(namespace)
-    assert _fold(item) is _fold(store.search(namespace)[0])
+    run = {"run": "b", "n": 1, "moves": {"sample": {"rounds": 1, "raised": 0, "fell": 0}}}
+    store.put(namespace, "run:b:1", run)
+    fold, live = (_parsed(item) for item in sorted(store.search(namespace), key=lambda i: i.key))
+    assert isinstance(fold, Fold) and isinstance(live, Live)
+    again = {item.key: _parsed(item) for item in store.search(namespace)}
+    assert again["fold:x"] is fold and again["run:b:1"] is live
     value["fold"]["a"]["n"] = 2
     store.put(namespace, "fold:x", value)  # rewritten (a newer updated_at): read afresh
-    assert _fold(store.search(namespace)[0]).entries["a"].n == 2
+    run["moves"]["sample"]["rounds"] = 2
+    store.put(namespace, "run:b:1", run)
+    again = {item.key: _parsed(item) for item in store.search(namespace)}
+    assert isinstance(again["fold:x"], Fold) and again["fold:x"].entries["a"].n == 2
+    assert isinstance(again["run:b:1"], Live)
+    assert again["run:b:1"].entry.counts["moves"]["sample"]["rounds"] == 2
+
+
+def test_a_cached_item_that_is_unreadable_stays_unreadable() -> None:
+    # A bad item raises on every read (never cached), so each read logs and leaves it out.
+    from langgraph_refine._record_items import read_items
+
+    store, namespace = InMemoryStore(), record_namespace("k")
+    store.put(namespace, "run:c:1", {"run": "c", "n": 1, "moves": {"refine": {"rounds": -1}}})
+    for _ in range(2):
+        view = read_items(store.search(namespace))
+        assert view.runs == {} and view.items == ["run:c:1"]
+
+
+def test_flat_counters_round_trip() -> None:
+    from langgraph_refine._record_items import flatten, unflatten
+
+    nested = {"moves": {"refine": {"rounds": 2, "raised": 1}}, "rungs": {"m": {"cost": 0.5}}}
+    assert unflatten(flatten(nested)) == nested
+    assert flatten(nested, flatten(nested), sign=-1) == {path: 0 for path in flatten(nested)}

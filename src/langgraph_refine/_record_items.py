@@ -28,13 +28,15 @@ interleaving of any number of writers and compactions loses or doubles a round.
 touches at most `COMPACT_AT` run items plus the fold items (one, more only while
 compactions overlap), however many runs the record holds. A fold item carries one
 entry per run ever counted (about 130 bytes each), so the bytes the store sends grow
-with the record; the work done on them does not: a fold never changes, so each process
-parses it once (`FOLD_CACHE`) with its sum, and a read adds to that sum only the run
-items it found. A round writes one batch: a `put` of the new run item and the `delete`
-of the run's previous one (a compaction adds a `put` and a batch of deletes).
+with the record; the work done on them does not: neither a fold nor a run item ever
+changes, so each process parses and checks one once (`PARSED_CACHE`), a fold with its
+sum, and a read adds to that sum only the run items it found, as flat counters (one
+addition per counter, no walk of nested dicts). A round writes one batch: a `put` of
+the new run item and the `delete` of the run's previous one (a compaction adds a `put`
+and a batch of deletes).
 
 **Room for more levels.** A run's entry is a dict of counters summed leaf by leaf
-(`sum_counts`), so levels beyond `"moves"` need no new merge rule: a ladder of models may
+(`flatten`), so levels beyond `"moves"` need no new merge rule: a ladder of models may
 add `"rungs": {<model>: {"rounds", "raised", "fell", "cost"}}` beside `"moves"` in each
 entry, and readers total it the same way.
 
@@ -42,6 +44,7 @@ entry, and readers total it the same way.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import uuid
@@ -71,6 +74,9 @@ VERSION = 2
 Entry = dict[str, Any]
 """One run's counters: `{"moves": {<kind>: {"rounds", "raised", "fell"}}}` (JSON)."""
 
+Flat = dict[tuple[str, ...], Any]
+"""Counters by their path: `{("moves", "refine", "rounds"): 3, ...}` (what a read sums)."""
+
 
 def record_namespace(key: str) -> tuple[str, ...]:
     """The namespace of one record key's items.
@@ -91,27 +97,35 @@ def key_of(namespace: tuple[str, ...]) -> str:
     return label
 
 
-def sum_counts(left: Mapping[str, Any], right: Mapping[str, Any]) -> dict[str, Any]:
-    """Two counter dicts added leaf by leaf (numbers add, dicts recurse).
+def flatten(counts: Mapping[str, Any], into: Flat | None = None, sign: int = 1) -> Flat:
+    """Add (`sign=-1`: subtract) nested counters into a flat dict keyed by their paths.
 
     Example:
-        >>> sum_counts({"moves": {"refine": {"rounds": 1}}}, {"moves": {"refine": {"rounds": 2}}})
-        {'moves': {'refine': {'rounds': 3}}}
+        >>> flatten({"moves": {"refine": {"rounds": 2}}})
+        {('moves', 'refine', 'rounds'): 2}
     """
-    return add_into(add_into({}, left), right)
+    flat: Flat = {} if into is None else into
+    stack: list[tuple[tuple[str, ...], Mapping[str, Any]]] = [((), counts)]
+    while stack:
+        prefix, level = stack.pop()
+        for name, value in level.items():
+            path = (*prefix, name)
+            if isinstance(value, Mapping):
+                stack.append((path, value))
+            else:
+                flat[path] = flat.get(path, 0) + sign * value
+    return flat
 
 
-def add_into(total: dict[str, Any], counts: Mapping[str, Any], sign: int = 1) -> dict[str, Any]:
-    """Add (`sign=-1`: subtract) `counts` into `total` in place and return it.
-
-    The nested dicts of `total` are its own (created here), never those of `counts`.
-    """
-    for name, value in counts.items():
-        if isinstance(value, Mapping):
-            add_into(total.setdefault(name, {}), value, sign)
-        else:
-            total[name] = total.get(name, 0) + sign * value
-    return total
+def unflatten(flat: Flat) -> Entry:
+    """Nested counters from a flat dict (the inverse of `flatten`)."""
+    nested: Entry = {}
+    for path, value in flat.items():
+        level = nested
+        for name in path[:-1]:
+            level = level.setdefault(name, {})
+        level[path[-1]] = value
+    return nested
 
 
 @dataclass(frozen=True)
@@ -128,6 +142,11 @@ class RunEntry:
     counts: Entry
     item: str | None = None
 
+    @functools.cached_property
+    def flat(self) -> Flat:
+        """The counters flattened (computed once: an entry never changes)."""
+        return flatten(self.counts)
+
 
 @dataclass(frozen=True)
 class Fold:
@@ -139,39 +158,68 @@ class Fold:
     """
 
     entries: dict[str, RunEntry]
-    total: Entry
+    total: Flat
 
     @classmethod
     def parse(cls, value: Mapping[str, Any]) -> Fold:
         """Read a fold item's value (`ValueError` and friends if it is malformed)."""
         entries = {str(run): RunEntry(int(e["n"]), _entry(e)) for run, e in value.items()}
-        total: Entry = {}
+        total: Flat = {}
         for entry in entries.values():
-            add_into(total, entry.counts)
+            flatten(entry.counts, total)
         return cls(entries, total)
 
 
-FOLD_CACHE = 64
-"""Fold items kept parsed per process (a fold never changes once written)."""
+@dataclass(frozen=True)
+class Live:
+    """A run item as read: its run's id and entry.
 
-_FOLDS: OrderedDict[tuple[Any, ...], Fold] = OrderedDict()
-_FOLDS_LOCK = threading.Lock()  # the loops of a threaded batch share the cache
+    Attributes:
+        loop_id: The run's id.
+        entry: Its counters.
+    """
+
+    loop_id: str
+    entry: RunEntry
+
+    @classmethod
+    def parse(cls, key: str, value: Mapping[str, Any]) -> Live:
+        """Read a run item's value (`ValueError` and friends if it is malformed)."""
+        return cls(str(value["run"]), RunEntry(int(value["n"]), _entry(value), key))
 
 
-def _fold(item: Item) -> Fold:
-    """The parsed fold item, from the cache when this process read it before."""
-    key = (tuple(item.namespace), item.key, str(item.updated_at))
-    with _FOLDS_LOCK:
-        fold = _FOLDS.get(key)
-        if fold is not None:
-            _FOLDS.move_to_end(key)
-            return fold
-    fold = Fold.parse(item.value["fold"])  # parsed outside the lock: it may take a while
-    with _FOLDS_LOCK:
-        _FOLDS[key] = fold
-        while len(_FOLDS) > FOLD_CACHE:
-            _FOLDS.popitem(last=False)
-    return fold
+PARSED_CACHE = 4096
+"""Fold and run items kept parsed per process (an item never changes once written):
+more than the items a record holds between compactions, for many records."""
+
+_PARSED: OrderedDict[tuple[Any, ...], Fold | Live] = OrderedDict()
+_PARSED_LOCK = threading.Lock()  # the loops of a threaded batch share the cache
+
+
+def _parsed(item: Item) -> Fold | Live:
+    """The parsed item, from the cache when this process read it before.
+
+    Keyed by the item's namespace, key and update time, so an item rewritten in place
+    (a replayed round; a foreign writer) is parsed again rather than trusted.
+    """
+    key = (item.namespace, item.key, item.updated_at)
+    with _PARSED_LOCK:
+        parsed = _PARSED.get(key)
+        if parsed is not None:
+            _PARSED.move_to_end(key)
+            return parsed
+    value = item.value  # parsed outside the lock: a big fold may take a while
+    if "fold" in value:
+        parsed = Fold.parse(value["fold"])
+    elif "run" in value:
+        parsed = Live.parse(item.key, value)
+    else:
+        raise ValueError("not a strategy record item")
+    with _PARSED_LOCK:
+        _PARSED[key] = parsed
+        while len(_PARSED) > PARSED_CACHE:
+            _PARSED.popitem(last=False)
+    return parsed
 
 
 @dataclass
@@ -225,25 +273,33 @@ class RecordView:
 
     def total(self, without: str | None = None) -> Entry:
         """The counters summed over every run, except run `without`."""
-        total: Entry = {}
         if len(self.folds) > 1:  # overlapping folds (compactions at once): merge run by run
-            for loop_id, entry in self.runs.items():
-                if loop_id != without:
-                    add_into(total, entry.counts)
-            return total
+            runs = [e.flat for loop_id, e in self.runs.items() if loop_id != without]
+            return unflatten(_summed(runs))
         folded = self.folds[0].entries if self.folds else {}
-        if self.folds:
-            add_into(total, self.folds[0].total)
+        total: Flat = dict(self.folds[0].total) if self.folds else {}
         for loop_id, entry in self.live.items():
             stale = folded.get(loop_id)
             if stale is None or entry.n >= stale.n:  # the run item counts, not the fold's
-                add_into(total, entry.counts)
+                _add(total, entry.flat)
                 if stale is not None:
-                    add_into(total, stale.counts, sign=-1)
+                    _add(total, stale.flat, -1)
         own = self.entry(without) if without is not None else None
         if own is not None:
-            add_into(total, own.counts, sign=-1)
-        return _pruned(total)
+            _add(total, own.flat, -1)
+        return _pruned(unflatten(total))
+
+
+def _add(total: Flat, flat: Flat, sign: int = 1) -> None:
+    for path, value in flat.items():
+        total[path] = total.get(path, 0) + sign * value
+
+
+def _summed(flats: Iterable[Flat]) -> Flat:
+    total: Flat = {}
+    for flat in flats:
+        _add(total, flat)
+    return total
 
 
 def _pruned(counts: dict[str, Any]) -> dict[str, Any]:
@@ -280,13 +336,11 @@ def read_items(items: Iterable[Item], view: RecordView | None = None) -> RecordV
 
 
 def _read_item(item: Item, view: RecordView) -> None:
-    value = item.value
-    if "fold" in value:
-        view.folds.append(_fold(item))
-    elif "run" in value:
-        view.add(str(value["run"]), RunEntry(int(value["n"]), _entry(value), item.key))
+    parsed = _parsed(item)
+    if isinstance(parsed, Fold):
+        view.folds.append(parsed)
     else:
-        raise ValueError("not a strategy record item")
+        view.add(parsed.loop_id, parsed.entry)
     view.items.append(item.key)
 
 

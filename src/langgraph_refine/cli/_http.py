@@ -108,17 +108,32 @@ def socket_options() -> list[tuple[int, int, int]]:
     return options
 
 
-def readable(sock: socket.socket) -> bool:
-    """Whether a read would return at once: data, or the server's close (as httpcore asks)."""
-    fd = sock.fileno()
-    if fd == -1:
-        return True
-    if not hasattr(select, "poll"):  # Windows
-        ready, _, _ = select.select([fd], [], [], 0)
-        return bool(ready)
-    poller = select.poll()
-    poller.register(fd, select.POLLIN)
-    return bool(poller.poll(0))
+class Readable:
+    """Answers whether a read on one socket would return at once (as httpcore asks).
+
+    It answers with one `poll` on a poller registered once for the socket: the pool asks
+    about every idle connection on every request and every response.
+
+    Args:
+        sock: The connection's socket.
+    """
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._socket = sock
+        self._fd = sock.fileno()
+        self._poller: Any = None
+        if self._fd != -1 and hasattr(select, "poll"):  # Windows has no poll: select below
+            self._poller = select.poll()
+            self._poller.register(self._fd, select.POLLIN)
+
+    def __call__(self) -> bool:
+        """True when a read would not wait: data, the server's close, or a closed socket."""
+        if self._socket.fileno() != self._fd or self._fd == -1:
+            return True  # closed (or its descriptor reused): httpcore drops the connection
+        if self._poller is None:
+            ready, _, _ = select.select([self._fd], [], [], 0)
+            return bool(ready)
+        return bool(self._poller.poll(0))
 
 
 def _backend(httpcore: ModuleType) -> type[Any]:
@@ -127,7 +142,8 @@ def _backend(httpcore: ModuleType) -> type[Any]:
     class _NetworkStream(httpcore.AsyncNetworkStream):  # type: ignore[misc,name-defined]
         def __init__(self, inner: Any) -> None:
             self._inner = inner
-            self._socket = inner.get_extra_info("socket")
+            sock = inner.get_extra_info("socket")
+            self._readable = Readable(sock) if sock is not None else None
 
         async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
             data: bytes = await self._inner.read(max_bytes, timeout)
@@ -143,8 +159,8 @@ def _backend(httpcore: ModuleType) -> type[Any]:
             return _NetworkStream(await self._inner.start_tls(*args, **kwargs))
 
         def get_extra_info(self, info: str) -> Any:
-            if info == "is_readable" and self._socket is not None:
-                return readable(self._socket)
+            if info == "is_readable" and self._readable is not None:
+                return self._readable()
             return self._inner.get_extra_info(info)
 
     class _Backend(httpcore.AsyncNetworkBackend):  # type: ignore[misc,name-defined]
