@@ -143,10 +143,15 @@ def test_the_shared_pool_reuses_its_connections_and_maps_errors_to_the_sdk_libra
 
 
 def test_a_closed_connection_reads_as_readable() -> None:
-    from langgraph_refine.cli._http import Readable
+    from langgraph_refine.cli._http import ReadyWatch
 
+    watch, owner = ReadyWatch(), object()
     ours, theirs = socket.socketpair()
-    readable = Readable(ours)  # one poller for the socket's life, asked many times
+    fd = watch.watch(ours, owner)
+
+    def readable() -> bool:
+        return watch.readable(ours, fd)  # outside an event loop: a fresh poll every time
+
     with ours:
         assert not readable()
         theirs.sendall(b"x")
@@ -156,3 +161,36 @@ def test_a_closed_connection_reads_as_readable() -> None:
         theirs.close()
         assert readable()  # the peer's close: a read returns b"" at once
     assert readable()  # our own close: the connection is unusable, httpcore drops it
+
+
+def test_one_poll_answers_a_turn_of_the_event_loop_and_the_next_turn_polls_again() -> None:
+    from langgraph_refine.cli._http import ReadyWatch
+
+    watch = ReadyWatch()
+    pairs = [socket.socketpair() for _ in range(3)]
+    fds = [watch.watch(ours, ours) for ours, _ in pairs]
+
+    async def turns() -> None:
+        pairs[1][1].sendall(b"x")
+        assert [watch.readable(o, fd) for (o, _), fd in zip(pairs, fds, strict=True)] == [
+            False,
+            True,
+            False,
+        ]
+        pairs[2][1].sendall(b"y")  # within the same turn: the pass's snapshot stands
+        assert not watch.readable(pairs[2][0], fds[2])
+        await asyncio.sleep(0)  # the next turn sees it
+        assert [watch.readable(o, fd) for (o, _), fd in zip(pairs, fds, strict=True)] == [
+            False,
+            True,
+            True,
+        ]
+
+    asyncio.run(turns())
+    watch.forget(fds[1], object())  # not the owner: still watched
+    assert watch.readable(pairs[1][0], fds[1])
+    watch.forget(fds[1], pairs[1][0])
+    assert not watch.readable(pairs[1][0], fds[1])  # unwatched: poll no longer reports it
+    for ours, theirs in pairs:
+        ours.close()
+        theirs.close()

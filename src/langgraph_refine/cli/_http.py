@@ -10,13 +10,14 @@ reuses or keeps an idle connection, the pool asks whether the server closed it, 
 stock asyncio stream answers by rebuilding a dictionary of socket attributes (with a
 system call for the peer's address) for every idle connection, on every request and
 every response. With tens of requests in flight that scan is a tenth of the command's
-CPU; `_Stream` answers from the socket it keeps, with one `poll`. Everything else is
-the HTTP library's: requests, responses, timeouts, and its exceptions (httpcore's are
-mapped to httpx's by name, as httpx's own transport does).
+CPU; `ReadyWatch` answers all the questions of one turn of the event loop with one
+`poll`. Everything else is the HTTP library's: requests, responses, timeouts, and its
+exceptions (httpcore's are mapped to httpx's by name, as httpx's own transport does).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib
 import os
@@ -108,42 +109,65 @@ def socket_options() -> list[tuple[int, int, int]]:
     return options
 
 
-class Readable:
-    """Answers whether a read on one socket would return at once (as httpcore asks).
+class ReadyWatch:
+    """Answers whether a read on a pool's socket would return at once (as httpcore asks).
 
-    It answers with one `poll` on a poller registered once for the socket: the pool asks
-    about every idle connection on every request and every response.
-
-    Args:
-        sock: The connection's socket.
+    The pool asks about every idle connection on every request and every response (about
+    60 questions a model call at 64 in flight). One `poll` of every watched socket
+    answers all the questions asked in one turn of the event loop: the pool asks them in
+    one pass, without awaiting, so the sockets are seen as at the start of that pass, as
+    one `poll` each would see them up to the microseconds between two questions.
     """
 
-    def __init__(self, sock: socket.socket) -> None:
-        self._socket = sock
-        self._fd = sock.fileno()
-        self._poller: Any = None
-        if self._fd != -1 and hasattr(select, "poll"):  # Windows has no poll: select below
-            self._poller = select.poll()
-            self._poller.register(self._fd, select.POLLIN)
+    def __init__(self) -> None:
+        self._poller: Any = select.poll() if hasattr(select, "poll") else None
+        self._owners: dict[int, object] = {}  # fd -> the stream that registered it
+        self._ready: set[int] | None = None  # readable fds this turn (None: not polled)
 
-    def __call__(self) -> bool:
+    def watch(self, sock: socket.socket, owner: object) -> int:
+        """Watch `sock` for `owner` (its stream); returns the descriptor to ask about."""
+        fd = sock.fileno()
+        if fd != -1 and self._poller is not None:
+            self._poller.register(fd, select.POLLIN)  # a reused fd: registered anew
+            self._owners[fd] = owner
+        return fd
+
+    def forget(self, fd: int, owner: object) -> None:
+        """Stop watching `fd`, unless another stream has registered it since."""
+        if self._owners.get(fd) is owner:
+            del self._owners[fd]
+            with contextlib.suppress(KeyError, ValueError, OSError):
+                self._poller.unregister(fd)
+
+    def readable(self, sock: socket.socket, fd: int) -> bool:
         """True when a read would not wait: data, the server's close, or a closed socket."""
-        if self._socket.fileno() != self._fd or self._fd == -1:
+        if fd == -1 or sock.fileno() != fd:
             return True  # closed (or its descriptor reused): httpcore drops the connection
-        if self._poller is None:
-            ready, _, _ = select.select([self._fd], [], [], 0)
+        if self._poller is None:  # Windows: no poll
+            ready, _, _ = select.select([fd], [], [], 0)
             return bool(ready)
-        return bool(self._poller.poll(0))
+        if self._ready is None:
+            self._ready = {found for found, _ in self._poller.poll(0)}
+            try:
+                asyncio.get_running_loop().call_soon(self._expire)
+            except RuntimeError:  # no running loop: answer this question only
+                polled, self._ready = self._ready, None
+                return fd in polled
+        return fd in self._ready
+
+    def _expire(self) -> None:
+        self._ready = None
 
 
 def _backend(httpcore: ModuleType) -> type[Any]:
     """The asyncio backend of httpcore, with streams that answer `is_readable` cheaply."""
+    watch = ReadyWatch()  # one per pool (a backend serves one pool)
 
     class _NetworkStream(httpcore.AsyncNetworkStream):  # type: ignore[misc,name-defined]
         def __init__(self, inner: Any) -> None:
             self._inner = inner
-            sock = inner.get_extra_info("socket")
-            self._readable = Readable(sock) if sock is not None else None
+            self._socket = inner.get_extra_info("socket")
+            self._fd = -1 if self._socket is None else watch.watch(self._socket, self)
 
         async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
             data: bytes = await self._inner.read(max_bytes, timeout)
@@ -153,14 +177,15 @@ def _backend(httpcore: ModuleType) -> type[Any]:
             await self._inner.write(buffer, timeout)
 
         async def aclose(self) -> None:
+            watch.forget(self._fd, self)
             await self._inner.aclose()
 
         async def start_tls(self, *args: Any, **kwargs: Any) -> Any:
             return _NetworkStream(await self._inner.start_tls(*args, **kwargs))
 
         def get_extra_info(self, info: str) -> Any:
-            if info == "is_readable" and self._readable is not None:
-                return self._readable()
+            if info == "is_readable" and self._socket is not None:
+                return watch.readable(self._socket, self._fd)
             return self._inner.get_extra_info(info)
 
     class _Backend(httpcore.AsyncNetworkBackend):  # type: ignore[misc,name-defined]
