@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import operator
 import re
 import sys
@@ -19,7 +20,7 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.types import Command
 from typing_extensions import TypedDict
 
-from langgraph_refine import Evaluation, RefineResult, create_refine_graph
+from langgraph_refine import Evaluation, RefineResult, arefine, create_refine_graph, refine
 from tests.conftest import POSTGRES_URI_ENV, postgres_uri
 from tests.fakes import ScriptedChatModel
 
@@ -508,6 +509,45 @@ def test_custom_events_reach_the_parent_with_subgraphs_true() -> None:
     assert all({"score", "verdict", "feedback"} <= r.keys() for r in rounds)
     assert [s["stop_reason"] for s in stops] == ["target_reached"]
     assert all(ns and ns[0].startswith("refine:") for ns, _ in events)
+
+
+@pytest.mark.parametrize("is_async", [False, True])
+def test_a_loop_a_node_runs_itself_streams_to_the_parent_with_subgraphs_true(
+    is_async: bool,
+) -> None:
+    # refine()/arefine() inside a node: no one in the call receives custom events, so the
+    # loop's events go where a subgraph's would, to a parent streaming with subgraphs=True.
+    loop = Loop("a", [0.2, 0.5, 0.95])
+
+    def node(state: TaskState) -> dict[str, Any]:
+        result = refine(loop.generate, state["task"], loop.evaluate, patience=None)
+        return {"response": result.value}
+
+    async def anode(state: TaskState) -> dict[str, Any]:
+        result = await arefine(loop.generate, state["task"], loop.evaluate, patience=None)
+        return {"response": result.value}
+
+    builder = StateGraph(TaskState)
+    builder.add_node("outer", anode if is_async else node)
+    builder.add_edge(START, "outer")
+    parent = builder.compile()
+    payload = {"task": "t", "steps": []}
+    if is_async:
+
+        async def collect() -> list[Any]:
+            stream = parent.astream(payload, stream_mode="custom", subgraphs=True)
+            return [event async for event in stream]
+
+        async def without() -> list[Any]:
+            return [event async for event in parent.astream(payload, stream_mode="custom")]
+
+        events, plain = asyncio.run(collect()), asyncio.run(without())
+    else:
+        events = list(parent.stream(payload, stream_mode="custom", subgraphs=True))
+        plain = list(parent.stream(payload, stream_mode="custom"))
+    assert [e["iteration"] for _, e in events if e["type"] == "round"] == [0, 1, 2]
+    assert [e["stop_reason"] for _, e in events if e["type"] == "stop"] == ["target_reached"]
+    assert plain == []  # without subgraphs=True, as for a subgraph
 
 
 def test_result_can_be_read_from_the_subgraph_state_while_paused() -> None:

@@ -142,7 +142,11 @@ class Driver:
     durability: Literal["sync", "async", "exit"] | None = None
 
     def _kwargs(self) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {"stream_mode": ["custom", "values"]}
+        # Custom events only when someone receives them: LangGraph streams a run with
+        # custom events concurrently (a waiter task per step), which costs every step.
+        # Without that mode, a loop run inside a streaming parent run sends them there.
+        modes = ["custom", "values"] if self.on_event is not None else ["values"]
+        kwargs: dict[str, Any] = {"stream_mode": modes}
         if self.graph.checkpointer is None:
             kwargs["output_keys"] = RESULT_KEYS
         if self.durability is not None:
