@@ -245,6 +245,22 @@ def test_an_item_is_parsed_once_per_process_and_again_if_rewritten() -> None:
     assert again["run:b:1"].entry.counts["moves"]["sample"]["rounds"] == 2
 
 
+def test_items_without_a_namespace_or_time_are_read_all_the_same() -> None:
+    # As read through LangGraph Server's HTTP API: only key and value.
+    from types import SimpleNamespace
+
+    from langgraph_refine._record_items import read_items
+
+    moves = {"refine": {"rounds": 2, "raised": 1, "fell": 0}}
+    items = [
+        SimpleNamespace(key="run:a:2", value={"run": "a", "n": 2, "moves": moves}),
+        SimpleNamespace(key="fold:x", value={"fold": {"b": {"n": 1, "moves": moves}}}),
+    ]
+    for _ in range(2):
+        totals = read_items(items).total()["moves"]
+        assert totals == {"refine": {"rounds": 4, "raised": 2, "fell": 0}}
+
+
 def test_a_cached_item_that_is_unreadable_stays_unreadable() -> None:
     # A bad item raises on every read (never cached), so each read logs and leaves it out.
     from langgraph_refine._record_items import read_items

@@ -200,26 +200,34 @@ def _parsed(item: Item) -> Fold | Live:
     """The parsed item, from the cache when this process read it before.
 
     Keyed by the item's namespace, key and update time, so an item rewritten in place
-    (a replayed round; a foreign writer) is parsed again rather than trusted.
+    (a replayed round; a foreign writer) is parsed again rather than trusted. An item
+    without them (read through an API that leaves them out) is parsed every time.
     """
-    key = (item.namespace, item.key, item.updated_at)
+    namespace, updated = getattr(item, "namespace", None), getattr(item, "updated_at", None)
+    if namespace is None or updated is None:
+        return _parse(item)
+    # A server's store may hand the namespace as a list, and the time as text.
+    key = (tuple(namespace), item.key, str(updated))
     with _PARSED_LOCK:
         parsed = _PARSED.get(key)
         if parsed is not None:
             _PARSED.move_to_end(key)
             return parsed
-    value = item.value  # parsed outside the lock: a big fold may take a while
-    if "fold" in value:
-        parsed = Fold.parse(value["fold"])
-    elif "run" in value:
-        parsed = Live.parse(item.key, value)
-    else:
-        raise ValueError("not a strategy record item")
+    parsed = _parse(item)  # outside the lock: a big fold may take a while
     with _PARSED_LOCK:
         _PARSED[key] = parsed
         while len(_PARSED) > PARSED_CACHE:
             _PARSED.popitem(last=False)
     return parsed
+
+
+def _parse(item: Item) -> Fold | Live:
+    value = item.value
+    if "fold" in value:
+        return Fold.parse(value["fold"])
+    if "run" in value:
+        return Live.parse(item.key, value)
+    raise ValueError("not a strategy record item")
 
 
 @dataclass
