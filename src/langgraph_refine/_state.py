@@ -452,7 +452,10 @@ def plain_writes(update: dict[str, Any]) -> dict[str, Any]:
     write plain data and the channels (`PlainDataChannel`, the `attempts` reducers)
     turn it back into models.
     """
-    return {key: to_plain(v) if key in STATE_MODEL_KEYS else v for key, v in update.items()}
+    return {
+        key: v if v is None or key not in STATE_MODEL_KEYS else to_plain(v)
+        for key, v in update.items()
+    }
 
 
 def to_plain(value: Any) -> Any:
@@ -462,7 +465,7 @@ def to_plain(value: Any) -> Any:
     if isinstance(value, Overwrite):
         return Overwrite(to_plain(value.value))
     if isinstance(value, list | tuple):
-        return [to_plain(item) for item in value]
+        return [dumped(item) if isinstance(item, BaseModel) else to_plain(item) for item in value]
     return value
 
 
