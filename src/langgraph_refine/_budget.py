@@ -270,6 +270,8 @@ class BudgetMeter(BaseCallbackHandler):
 
     def seconds_left(self) -> float | None:
         """Seconds before the first time limit of the chain, or None without one."""
+        if self.budget is None and self.parent is None:  # no limit anywhere (as in `check`)
+            return None
         lefts = [
             left
             for meter in self.chain()

@@ -430,10 +430,8 @@ M = TypeVar("M", bound=BaseModel)
 
 def _known(value: Any, model: type[M]) -> M | None:
     """`value` as a `model` without validation: itself, or the model it was dumped from."""
-    if isinstance(value, model):
-        return value
-    if not isinstance(value, dict):
-        return None
+    if type(value) is not dict:  # a dump is a plain dict (checked first: it is the cheap test)
+        return value if isinstance(value, model) else None
     entry = _DUMPS.pop(id(value), None)
     if entry is None:
         return None
