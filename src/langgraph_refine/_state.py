@@ -402,8 +402,10 @@ def _shape(typ: Any) -> tuple[type[BaseModel], bool] | None:
     return None
 
 
-_DUMPS_KEPT = 64
-"""The most dumps `dumped` remembers: writes nobody read back (a node called directly)."""
+_DUMPS_KEPT = 256
+"""The most dumps `dumped` remembers. A channel takes each back within its step, so the
+table holds only the writes of steps still running (many, with many loops in one event
+loop) and writes nobody reads back (a node called directly); past this it is emptied."""
 
 _DUMPS: dict[int, tuple[dict[str, Any], BaseModel]] = {}
 """What `dumped` made, by the dict's id (the entry keeps the dict alive: no id reuse)."""
