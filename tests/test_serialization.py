@@ -183,6 +183,18 @@ def test_a_dict_that_is_not_the_dump_is_validated() -> None:
         merge_attempts([], [{**plain, "index": "not a number"}])
 
 
+def test_the_dump_table_stays_bounded_and_an_evicted_dump_is_validated() -> None:
+    from langgraph_refine import _state
+
+    attempt = Attempt(index=0, response="r")
+    first = dumped(attempt)
+    for _ in range(_state._DUMPS_KEPT):  # writes nobody reads back (nodes called directly)
+        dumped(Usage())
+    assert len(_state._DUMPS) <= _state._DUMPS_KEPT
+    revived = merge_attempts([], [first])[0]
+    assert revived == attempt and revived is not attempt
+
+
 def test_a_checkpointed_run_stores_plain_writes_and_values() -> None:
     # The models a node dumped are taken back in memory; the saver still sees plain data.
     saver = InMemorySaver()
