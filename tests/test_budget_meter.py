@@ -147,3 +147,23 @@ def test_retry_after_is_capped_by_the_policy_and_skipped_on_the_last_attempt(
     assert elapsed < 2.0  # one capped wait (0.3 s), none after the last attempt
     gap = server.received[1].at - server.received[0].at
     assert gap >= 0.3
+
+
+def test_usage_before_the_step_is_summed_when_a_limit_first_reads_it() -> None:
+    from langgraph_refine import Usage
+    from langgraph_refine._budget import BudgetMeter
+
+    sums: list[int] = []
+
+    def spent() -> Usage:
+        sums.append(1)
+        return Usage(calls=2)
+
+    meter = BudgetMeter(Budget(max_calls=3), spent)
+    assert sums == []  # not summed at construction
+    assert meter.total().calls == 2
+    meter.check()  # 2 of 3 calls: not reached
+    meter.calls += 1
+    with pytest.raises(Exception, match="max_calls"):
+        meter.check()
+    assert meter.spent_before == Usage(calls=2) and sums == [1]  # summed once

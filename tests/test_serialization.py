@@ -20,10 +20,17 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.event_hooks import register_serde_event_listener
-from langgraph.types import Command
+from langgraph.types import Command, Overwrite
+from pydantic import BaseModel, ValidationError
 
 from langgraph_refine import Attempt, RefineResult, Usage, create_refine_graph
-from langgraph_refine._state import PlainDataChannel, plain_writes
+from langgraph_refine._state import (
+    PlainDataChannel,
+    add_usage,
+    dumped,
+    merge_attempts,
+    plain_writes,
+)
 from tests.conftest import POSTGRES_URI_ENV, postgres_uri
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -147,6 +154,73 @@ def test_checkpoints_and_writes_hold_plain_data() -> None:
     assert channel.get() == [attempt]
     assert channel.checkpoint() == [attempt.model_dump()]
     assert channel.from_checkpoint([attempt.model_dump()]).get() == [attempt]
+
+
+def test_a_nodes_own_dump_is_taken_back_as_its_model() -> None:
+    # The dict a node wrote is the one the channel receives: the channel takes the model
+    # it was dumped from instead of validating it again (`dumped`).
+    attempt = Attempt(index=0, response="r", usage=Usage(calls=1))
+    update = plain_writes({"pending": attempt, "usage": attempt.usage, "attempts": [attempt]})
+    pending = PlainDataChannel(Attempt | None, lambda left, right: right)
+    pending.update([update["pending"]])
+    assert pending.get() is attempt
+    assert merge_attempts([], update["attempts"])[0] is attempt
+    assert add_usage(Usage(), update["usage"]) == attempt.usage
+    # Taken back once: the same dict again (a replay) is validated.
+    again = PlainDataChannel(Attempt | None, lambda left, right: right)
+    again.update([update["pending"]])
+    assert again.get() == attempt and again.get() is not attempt
+
+
+def test_a_dict_that_is_not_the_dump_is_validated() -> None:
+    attempt = Attempt(index=0, response="r")
+    plain = dumped(attempt)
+    other = {**plain, "response": "changed"}  # equal keys, another object
+    channel = PlainDataChannel(list[Attempt], lambda left, right: [*left, *right])
+    channel.update([[other]])
+    assert channel.get() == [attempt.model_copy(update={"response": "changed"})]
+    with pytest.raises(ValidationError):
+        merge_attempts([], [{**plain, "index": "not a number"}])
+
+
+def test_the_dump_table_stays_bounded_and_an_evicted_dump_is_validated() -> None:
+    from langgraph_refine import _state
+
+    attempt = Attempt(index=0, response="r")
+    first = dumped(attempt)
+    for _ in range(_state._DUMPS_KEPT):  # writes nobody reads back (nodes called directly)
+        dumped(Usage())
+    assert len(_state._DUMPS) <= _state._DUMPS_KEPT
+    revived = merge_attempts([], [first])[0]
+    assert revived == attempt and revived is not attempt
+
+
+def test_a_checkpointed_run_stores_plain_writes_and_values() -> None:
+    # The models a node dumped are taken back in memory; the saver still sees plain data.
+    saver = InMemorySaver()
+    graph = create_refine_graph(
+        lambda state: "draft", lambda response, state: 0.5, max_iterations=2, patience=None
+    ).compile(checkpointer=saver)
+    cfg = {"configurable": {"thread_id": "plain"}}
+    graph.invoke({"task": "Write."}, cfg)
+    stored = [
+        saver.serde.loads_typed(value)
+        for writes in saver.writes.values()
+        for (_, _, value, _) in writes.values()
+    ]
+    stored += [saver.serde.loads_typed(blob) for blob in saver.blobs.values() if blob[0] != "empty"]
+    assert stored and not any(_holds_model(value) for value in stored)
+    assert RefineResult.from_state(graph.get_state(cfg)).score_history == [0.5, 0.5, 0.5]
+
+
+def _holds_model(value: Any) -> bool:
+    if isinstance(value, BaseModel):
+        return True
+    if isinstance(value, dict):
+        return any(_holds_model(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_holds_model(v) for v in value)
+    return _holds_model(value.value) if isinstance(value, Overwrite) else False
 
 
 def test_no_serializer_event_in_this_process() -> None:

@@ -190,7 +190,8 @@ class BudgetMeter(BaseCallbackHandler):
 
     Args:
         budget: The limits, or None to count only.
-        spent_before: Usage recorded in state before this step.
+        spent_before: Usage recorded in state before this step, or a function giving it
+            when first read (only limits read it: a step without a budget never sums it).
         carried: Usage of earlier failed executions of this step (retries), which
             wrote nothing to state but whose calls were sent.
         what: Who calls the models (`"generator"`, `"evaluator"`), for error messages.
@@ -205,16 +206,16 @@ class BudgetMeter(BaseCallbackHandler):
     def __init__(
         self,
         budget: Budget | None,
-        spent_before: Usage,
+        spent_before: Usage | Callable[[], Usage],
         *,
         carried: Usage | None = None,
         what: str = "loop",
         parent: BudgetMeter | None = None,
     ) -> None:
-        carried = carried or Usage()
+        carried = carried or _NOTHING_SPENT
         self.budget = budget
         self.parent = parent
-        self.spent_before = spent_before
+        self._spent_before = spent_before
         self.what = what
         self.calls = carried.calls
         self.input_tokens = carried.input_tokens
@@ -224,6 +225,13 @@ class BudgetMeter(BaseCallbackHandler):
         self.started = time.perf_counter() - carried.seconds
         self._runs: dict[UUID, ModelRef | None] = {}  # calls started, not yet ended
         self._pricing = budget.pricing if budget is not None else _NO_PRICES
+
+    @property
+    def spent_before(self) -> Usage:
+        """Usage recorded in state before this step."""
+        if not isinstance(self._spent_before, Usage):
+            self._spent_before = self._spent_before()
+        return self._spent_before
 
     def delta(self) -> Usage:
         """What this step spent so far."""
@@ -262,6 +270,8 @@ class BudgetMeter(BaseCallbackHandler):
 
     def seconds_left(self) -> float | None:
         """Seconds before the first time limit of the chain, or None without one."""
+        if self.budget is None and self.parent is None:  # no limit anywhere (as in `check`)
+            return None
         lefts = [
             left
             for meter in self.chain()
@@ -410,6 +420,10 @@ class BudgetMeter(BaseCallbackHandler):
         for usage in usages:
             self._add_tokens(usage)
             self._add_cost(ref, usage)
+
+
+_NOTHING_SPENT = Usage()
+"""No usage (models are frozen: one instance serves every meter)."""
 
 
 def _settle(meter: BudgetMeter, seen: bool, failed: bool, reply: list[Any]) -> None:

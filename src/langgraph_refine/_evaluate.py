@@ -239,7 +239,7 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
                 step.on_error(exc, "evaluator")
                 raise
             judged = confirmed(pending, judged, again, step, options)
-        found = round_record(state, judged.attempts, options, self.record_key(options))
+        found = round_record(state, judged.attempts, options, lambda: self.record_key(options))
         record = exchange(*found) if found else None
         ladder = climbing(options.models, self.ladder)  # a run's own models, else the graph's
         return self._route(state, decided(state, judged, options, record, ladder))
@@ -291,7 +291,7 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
                 await step.aon_error(exc, "evaluator")
                 raise
             judged = confirmed(pending, judged, again, step, options)
-        found = round_record(state, judged.attempts, options, self.record_key(options))
+        found = round_record(state, judged.attempts, options, lambda: self.record_key(options))
         record = await aexchange(*found) if found else None
         ladder = climbing(options.models, self.ladder)  # a run's own models, else the graph's
         return self._route(state, decided(state, judged, options, record, ladder))

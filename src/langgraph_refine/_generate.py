@@ -74,7 +74,12 @@ def next_move(state: Mapping[str, Any]) -> MoveKind:
     is a `"refine"`, and a fresh answer a `"guided"` sample if the strategy chose one
     (`next_move`), else a `"sample"`.
     """
-    if refined_attempt(state) is None:
+    return _move(state, refined_attempt(state))
+
+
+def _move(state: Mapping[str, Any], parent: Attempt | None) -> MoveKind:
+    """`next_move` for a round that refines `parent` (its `refined_attempt`, found once)."""
+    if parent is None:
         return "guided" if state.get("next_move") == "guided" else "sample"
     return "revise" if state.get("reviewer_feedback") else "refine"
 
@@ -82,6 +87,7 @@ def next_move(state: Mapping[str, Any]) -> MoveKind:
 class _Round(NamedTuple):
     """One round's call: its step, candidates, prompt, rung, and how its reply is read."""
 
+    parent: Attempt | None  # the attempt it refines (`refined_attempt`), None: fresh
     step: Step
     calls: int
     prompt: list[BaseMessage]
@@ -164,18 +170,20 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         """The messages a chat-model generator is sent for the next attempt."""
         options = options or self.options
         adapter = self.rung(state, options)
-        return self._prompt(state, options, adapter, _edit_target(state, options, adapter))
+        parent = refined_attempt(state)
+        edited = _edit_target(parent, options, adapter)
+        return self._prompt(state, options, adapter, parent, edited)
 
     def _prompt(
         self,
         state: Mapping[str, Any],
         options: LoopOptions,
         adapter: GeneratorAdapter,
+        parent: Attempt | None,
         edited: Attempt | None,
     ) -> list[BaseMessage]:
-        parent = refined_attempt(state)
         if parent is None:
-            if next_move(state) == "guided":
+            if _move(state, parent) == "guided":
                 text = _guided(state, options)
                 return _asking_for(options.output_schema, [HumanMessage(text)])
             return _asking_for(options.output_schema, [HumanMessage(state["task"])])
@@ -199,7 +207,8 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         rung, adapter = self._rung(state, options)
         if options.max_tokens is not None:
             adapter.check_max_tokens(options.max_tokens)
-        edited = _edit_target(state, options, adapter)
+        parent = refined_attempt(state)  # found once a round
+        edited = _edit_target(parent, options, adapter)
         # An edit round asks for text (the blocks), not the object: its call is untyped.
         asked = options if edited is None else replace(options, output_schema=None)
         index = next_index(state)
@@ -211,8 +220,10 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             # Sample only as many candidates as the call budget still allows (at least 1).
             left = options.budget.max_calls - step.meter.total().calls
             count = max(1, min(count, left))
-        prompt = self._prompt(state, options, adapter, edited) if adapter.takes_prompt else []
-        return _Round(step, count, prompt, rung, adapter, edited, options)
+        prompt = (
+            self._prompt(state, options, adapter, parent, edited) if adapter.takes_prompt else []
+        )
+        return _Round(parent, step, count, prompt, rung, adapter, edited, options)
 
     # Each call below is one generator invocation: `Step.call` counts it as a model call
     # when no callback saw one inside it (a plain callable, a client outside LangChain).
@@ -281,14 +292,14 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         """
         if not is_context_length_error(exc):
             return None
-        if refined_attempt(state) is None or not turn.adapter.can_shorten:
+        if turn.parent is None or not turn.adapter.can_shorten:
             raise _overflow(state, turn, exc) from exc
         logger.info(
             "attempt %d: prompt exceeds the context; retrying with the smallest", turn.step.index
         )
         # The smallest prompt asks for a rewrite, so a typed loop names the object even
         # in a round that asked for edits (whose step asks for text: no output schema).
-        return _smallest(state, turn.options)
+        return _smallest(state, turn.parent, turn.options)
 
     # -- the update --------------------------------------------------------------------
 
@@ -304,7 +315,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             for output in outputs
         ]
         usage = step.meter.delta()
-        parent = refined_attempt(state)
+        parent = turn.parent
         first = replies[0]
         attempt = Attempt(
             index=step.index,
@@ -316,7 +327,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             edits=first.edits,
             instruction=state.get("reviewer_feedback"),
             parent=parent.index if parent is not None else None,
-            move=next_move(state),
+            move=_move(state, parent),
             model=adapter.name,
             rung=turn.rung,
             usage=usage,
@@ -343,21 +354,21 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
 
 
 def _edit_target(
-    state: Mapping[str, Any], options: LoopOptions, adapter: GeneratorAdapter
+    parent: Attempt | None, options: LoopOptions, adapter: GeneratorAdapter
 ) -> Attempt | None:
     """The attempt this round asks edits to (see `_edits`), or None: written whole.
 
-    Only a chat model or a graph gets the library's prompt, so only they are asked.
+    `parent` is the attempt the round refines. Only a chat model or a graph gets the
+    library's prompt, so only they are asked.
     """
-    parent = refined_attempt(state)
     if parent is None or not adapter.takes_prompt:
         return None
     return parent if asks_for_edits(options.edits, parent, options.output_schema) else None
 
 
-def _smallest(state: Mapping[str, Any], options: LoopOptions) -> list[BaseMessage]:
+def _smallest(state: Mapping[str, Any], parent: Attempt, options: LoopOptions) -> list[BaseMessage]:
     """The smallest refinement prompt, sent once after the provider says a prompt is too long."""
-    text = smallest_prompt(state["task"], refined_attempt(state), state.get("reviewer_feedback"))
+    text = smallest_prompt(state["task"], parent, state.get("reviewer_feedback"))
     return _asking_for(options.output_schema, [HumanMessage(text)])
 
 

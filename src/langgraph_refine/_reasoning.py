@@ -40,6 +40,8 @@ def split_think_tags(text: str) -> tuple[str, str | None]:
         >>> split_think_tags("<think>2 + 2 is 4</think>\nFour.")
         ('Four.', '2 + 2 is 4')
     """
+    if "<" not in text:  # every tag starts with one: the common reply, with no regex pass
+        return text, None
     parts = [m.group(1).strip() for m in _BLOCK.finditer(text)]
     rest = _BLOCK.sub("", text)
     if (close := _CLOSE.search(rest)) is not None:

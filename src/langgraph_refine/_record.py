@@ -199,7 +199,7 @@ def run_record(
     state: Mapping[str, Any],
     attempts: Sequence[Attempt],
     options: LoopOptions,
-    key: str | None,
+    key: Callable[[], str | None],
 ) -> tuple[BaseStore, RecordUpdate] | None:
     """The running graph's store and this round's update, when the run keeps a record.
 
@@ -210,17 +210,19 @@ def run_record(
         state: The loop's state (its `loop_id` names this run in the record).
         attempts: The attempts so far, the one just evaluated included.
         options: The run's options (its strategy).
-        key: The run's record key (None: no record).
+        key: Gives the run's record key (None: no record); asked only when the run has
+            a store, since composing it reads the evaluator.
     """
-    if key is None:
-        return None
     try:
         store = record_store(options.strategy, get_runtime().store)
     except RuntimeError:  # a node called outside a graph run
         return None
     if store is None:
         return None
-    return store, RecordUpdate(key, state.get("loop_id"), attempts)
+    name = key()
+    if name is None:
+        return None
+    return store, RecordUpdate(name, state.get("loop_id"), attempts)
 
 
 def exchange(store: BaseStore, update: RecordUpdate) -> Counts | None:

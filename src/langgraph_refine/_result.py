@@ -68,11 +68,13 @@ def best_attempt(attempts: Sequence[Attempt]) -> Attempt | None:
         The best evaluated attempt, or None if none has been evaluated.
     """
     best: Attempt | None = None
+    best_rank = (False, 0.0)  # the best's rank, kept (not recomputed per comparison)
     for attempt in attempts:
         if attempt.evaluation is None:
             continue
-        if best is None or attempt_rank(attempt) > attempt_rank(best):
-            best = attempt
+        rank = attempt_rank(attempt)
+        if best is None or rank > best_rank:
+            best, best_rank = attempt, rank
     return best
 
 

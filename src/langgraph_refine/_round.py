@@ -9,7 +9,7 @@ ladder's next rung. Sync and async evaluation share them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from langgraph_refine._budget import BudgetStop
@@ -168,9 +168,15 @@ def is_edit(state: Mapping[str, Any]) -> bool:
 
 
 def round_record(
-    state: Mapping[str, Any], attempts: list[Attempt], options: LoopOptions, key: str | None
+    state: Mapping[str, Any],
+    attempts: list[Attempt],
+    options: LoopOptions,
+    key: Callable[[], str | None],
 ) -> Any:
-    """The strategy record's update for this round; none for an edit (not a model's move)."""
+    """The strategy record's update for this round; none for an edit (not a model's move).
+
+    `key` gives the run's record key, asked only when the run keeps a record (`run_record`).
+    """
     return None if is_edit(state) else run_record(state, attempts, options, key)
 
 

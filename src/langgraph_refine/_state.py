@@ -7,8 +7,9 @@ import importlib.metadata
 import math
 import os
 import re
+import typing
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Literal, NotRequired, Self, TypeAlias
+from typing import Annotated, Any, Literal, NotRequired, Self, TypeAlias, TypeVar
 
 from langchain_core.messages import AnyMessage
 from langgraph.channels import BinaryOperatorAggregate
@@ -230,8 +231,9 @@ class Attempt(BaseModel):
 
 def _as_attempt(value: Any) -> Attempt:
     # Updates sent as JSON, and writes replayed by some savers (LangGraph Server's own
-    # serializer), arrive as plain dicts.
-    return value if isinstance(value, Attempt) else Attempt.model_validate(value)
+    # serializer), arrive as plain dicts; a node's own writes come back as their models.
+    known = _known(value, Attempt)
+    return known if known is not None else Attempt.model_validate(value)
 
 
 def merge_attempts(left: list[Attempt] | None, right: Attempt | Sequence[Attempt]) -> list[Attempt]:
@@ -343,7 +345,7 @@ class PlainDataChannel(BinaryOperatorAggregate[Any]):
         """Apply the writes with the reducer; the value is revived as models."""
         changed = super().update(values)
         if changed and self.is_available():
-            self.value = _adapter(self.typ).validate_python(self.value)
+            self.value = _revive(self.typ, self.value)
         return changed
 
     def checkpoint(self) -> Any:
@@ -365,6 +367,80 @@ def _adapter(typ: Any) -> TypeAdapter[Any]:
     return TypeAdapter(typ)
 
 
+def _revive(typ: Any, value: Any) -> Any:
+    """A channel's value as `typ`'s models: models (or a node's dumps of them) kept as they are.
+
+    Validation would rebuild each model from its dict; a model, or a dict a node just
+    dumped from one (`dumped`), is taken as it is. Anything else is validated.
+    """
+    shape = _shape(typ)
+    if shape is not None:
+        model, many = shape
+        if not many:
+            known = _known(value, model)
+            if known is not None:
+                return known
+        elif isinstance(value, list):
+            items = [_known(item, model) for item in value]
+            if all(item is not None for item in items):
+                return items
+    return _adapter(typ).validate_python(value)
+
+
+@functools.cache
+def _shape(typ: Any) -> tuple[type[BaseModel], bool] | None:
+    """`(Model, False)` for `Model` or `Model | None`, `(Model, True)` for `list[Model]`."""
+    if isinstance(typ, type) and issubclass(typ, BaseModel):
+        return typ, False
+    args = typing.get_args(typ)
+    if typing.get_origin(typ) is list and len(args) == 1:
+        inner = _shape(args[0])
+        return (inner[0], True) if inner is not None and not inner[1] else None
+    models = [a for a in args if a is not type(None)]
+    if len(models) == 1 and len(args) == 2 and isinstance(models[0], type):
+        return _shape(models[0])
+    return None
+
+
+_DUMPS_KEPT = 256
+"""The most dumps `dumped` remembers. A channel takes each back within its step, so the
+table holds only the writes of steps still running (many, with many loops in one event
+loop) and writes nobody reads back (a node called directly); past this it is emptied."""
+
+_DUMPS: dict[int, tuple[dict[str, Any], BaseModel]] = {}
+"""What `dumped` made, by the dict's id (the entry keeps the dict alive: no id reuse)."""
+
+
+def dumped(model: BaseModel) -> dict[str, Any]:
+    """`model.model_dump()`, remembered so that the channel receiving it takes the model back.
+
+    A node's writes must be plain data (they are checkpointed as written), and a channel
+    turns them back into models: validating a dict the node just dumped would rebuild the
+    very model it came from. The channel takes the model instead (`_known`), once; only
+    that same dict object is recognised, so a saver's replayed or a caller's dicts are
+    validated as before.
+    """
+    data = model.model_dump()
+    if len(_DUMPS) >= _DUMPS_KEPT:
+        _DUMPS.clear()  # an unread dump costs only a validation later, never a wrong value
+    _DUMPS[id(data)] = (data, model)
+    return data
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _known(value: Any, model: type[M]) -> M | None:
+    """`value` as a `model` without validation: itself, or the model it was dumped from."""
+    if type(value) is not dict:  # a dump is a plain dict (checked first: it is the cheap test)
+        return value if isinstance(value, model) else None
+    entry = _DUMPS.pop(id(value), None)
+    if entry is None:
+        return None
+    data, source = entry
+    return source if data is value and isinstance(source, model) else None
+
+
 STATE_MODEL_KEYS = ("attempts", "pending", "usage")
 """The state keys whose values are the loop's models."""
 
@@ -376,17 +452,20 @@ def plain_writes(update: dict[str, Any]) -> dict[str, Any]:
     write plain data and the channels (`PlainDataChannel`, the `attempts` reducers)
     turn it back into models.
     """
-    return {key: to_plain(v) if key in STATE_MODEL_KEYS else v for key, v in update.items()}
+    return {
+        key: v if v is None or key not in STATE_MODEL_KEYS else to_plain(v)
+        for key, v in update.items()
+    }
 
 
 def to_plain(value: Any) -> Any:
     """A model, or a list or `Overwrite` of models, as plain data; anything else unchanged."""
     if isinstance(value, BaseModel):
-        return value.model_dump()
+        return dumped(value)
     if isinstance(value, Overwrite):
         return Overwrite(to_plain(value.value))
     if isinstance(value, list | tuple):
-        return [to_plain(item) for item in value]
+        return [dumped(item) if isinstance(item, BaseModel) else to_plain(item) for item in value]
     return value
 
 
@@ -403,7 +482,8 @@ def add_usage(left: Usage | None, right: Usage) -> Usage:
 def _as_usage(value: Any) -> Usage:
     if value is None:
         return Usage()
-    return value if isinstance(value, Usage) else Usage.model_validate(value)
+    known = _known(value, Usage)
+    return known if known is not None else Usage.model_validate(value)
 
 
 def revive_state(state: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -156,14 +156,17 @@ class Step:
         # (Only retries leave something here; the lookup is skipped when nothing is.)
         task_id = _task_id() if _CARRIED else None
         carried = _CARRIED.pop(task_id, None) if task_id else None
-        spent = state.get("usage") or Usage()
-        if pending_usage is not None:  # the generation not yet added to the total
-            spent = spent + pending_usage
         what = "generator" if node == "generate" else "evaluator"
         # In a loop run inside another loop's step, that step's meter (inherited with the
         # config) is the parent: the outer budget counts and can stop this loop's calls.
         parent = enclosing_meter(config)
-        self.meter = BudgetMeter(options.budget, spent, carried=carried, what=what, parent=parent)
+        self.meter = BudgetMeter(
+            options.budget,
+            lambda: _spent(state, pending_usage),  # summed only if a limit reads it
+            carried=carried,
+            what=what,
+            parent=parent,
+        )
         self.node = node
         self.index = index
         self.retry_policy = retry_policy
@@ -309,6 +312,14 @@ class Step:
         wait = self.failed(exc, what)
         if wait:
             await asyncio.sleep(wait)
+
+
+def _spent(state: Mapping[str, Any], pending_usage: Usage | None) -> Usage:
+    """The loop's usage before a step: the state's total, and a pending generation's."""
+    spent = state.get("usage") or Usage()
+    if pending_usage is not None:  # the generation not yet added to the total
+        spent = spent + pending_usage
+    return spent
 
 
 class _DeadlinePassed(Exception):

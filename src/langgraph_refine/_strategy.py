@@ -57,7 +57,7 @@ import hashlib
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from langgraph_refine._result import attempt_rank, best_attempt
 from langgraph_refine._state import Attempt, MoveKind, Strategy
@@ -247,18 +247,18 @@ def _refine(index: int) -> Choice:
 
 
 def _explore(attempts: Sequence[Attempt], task: str, record: Mapping[str, MoveStats]) -> Choice:
-    evaluated = [a for a in attempts if a.evaluation is not None]
-    if not evaluated:
+    progress = _progress(attempts)
+    best = progress.best
+    if best is None:  # nothing evaluated
         return SAMPLE
-    best = best_attempt(evaluated)
-    assert best is not None
-    if attempts[-1].parent is not None and _raised_best(attempts):
+    if attempts[-1].parent is not None and progress.latest_raised:
         return _refine(best.index)  # a refinement just worked here: exploit it
     if _pooled_rounds(record):
         return _explore_with_record(attempts, task, record, best)
     if len(attempts) == 1:
         return _refine(best.index)
-    (refine_wins, refines), (sample_wins, samples) = _record(attempts)
+    refine_wins, refines = progress.refine
+    sample_wins, samples = progress.sample
     # A refinement that scored below its parent is evidence of a model that degrades what
     # it refines (the local 135M model: two in three of its refinements fall, 2-4% raise;
     # `make bench BENCH=refine_outcomes`); one that kept its parent's score is not (a
@@ -272,7 +272,11 @@ def _explore(attempts: Sequence[Attempt], task: str, record: Mapping[str, MoveSt
         return SAMPLE
     rng = random.Random(_seed(task, len(attempts)))
     refined = _times_refined(attempts)
-    draws = [(_draw(rng, _score(a), refined.get(a.index, 0)), a.index) for a in evaluated]
+    draws = [
+        (_draw(rng, _score(a), refined.get(a.index, 0)), a.index)
+        for a in attempts
+        if a.evaluation is not None
+    ]
     return _refine(max(draws, key=lambda d: d[0])[1])  # ties go to the earlier attempt
 
 
@@ -328,26 +332,38 @@ def _counts(record: Mapping[str, MoveStats], own: Mapping[str, MoveStats]) -> di
     }
 
 
-def _record(attempts: Sequence[Attempt]) -> tuple[tuple[int, int], tuple[int, int]]:
-    """(wins, rounds) of refinements and of fresh samples after the first attempt.
+class _Progress(NamedTuple):
+    """What explore reads from a run's attempts, found in one pass (see `_progress`)."""
 
-    A win is a round whose attempt raised the best score of the attempts before it.
+    best: Attempt | None  # the best evaluated attempt (`best_attempt`)
+    latest_raised: bool  # the latest attempt beat every earlier one (`_raised_best`)
+    refine: tuple[int, int]  # (wins, rounds) of refinements after the first attempt
+    sample: tuple[int, int]  # (wins, rounds) of fresh samples after the first attempt
+
+
+def _progress(attempts: Sequence[Attempt]) -> _Progress:
+    """The best attempt, whether the latest raised the best, and each kind's wins and rounds.
+
+    A win is a round whose attempt raised the best score of the attempts before it (by
+    the best-attempt rule; ties: the earlier stays). One pass, not one search per round.
     """
     refine, sample = [0, 0], [0, 0]
-    best: Attempt | None = None  # the best so far, kept in one pass (not per round)
+    best: Attempt | None = None
+    best_rank = (False, 0.0)
+    raised = False
     for k, attempt in enumerate(attempts):
+        raised = best is None  # an unevaluated latest "raised" only an empty history
         if attempt.evaluation is None:
             continue
-        raised = best is None or attempt_rank(attempt) > attempt_rank(
-            best
-        )  # ties: the earlier stays
+        rank = attempt_rank(attempt)
+        raised = raised or rank > best_rank
         if k >= 1:
             kind = sample if attempt.parent is None else refine
             kind[1] += 1
             kind[0] += raised
         if raised:
-            best = attempt
-    return (refine[0], refine[1]), (sample[0], sample[1])
+            best, best_rank = attempt, rank
+    return _Progress(best, raised, (refine[0], refine[1]), (sample[0], sample[1]))
 
 
 def _fell(attempts: Sequence[Attempt]) -> int:
