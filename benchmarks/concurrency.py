@@ -459,6 +459,25 @@ meter, 1%. For scale, on this machine `ChatOpenAI.ainvoke` alone against the sam
 server costs 1.6-1.9 ms of CPU per call at 32-64 in flight (the OpenAI SDK alone
 1.3-1.5 ms, httpx alone 0.7-1.0 ms).
 
+**Second pass, and a slower machine.** Changes: the strategy record's read parses each
+store item once per process (run items never change once written, as fold items never
+do) and sums flat counters, where every read parsed, checked and summed ~30 nested items
+again (the exchange went from 1.21 s to 0.54 s of a 17 s profile); one `poll` answers all
+of a turn's idle-connection questions (about 60 a call at 64 in flight) instead of one
+`poll` each; a run nobody receives custom events from streams values only (LangGraph
+streams a run with custom events concurrently, a waiter task per step); and the loop's
+per-round work from the overhead benchmark's round (a node's dumps taken back without
+validation, explore's bookkeeping in one pass). Function calls per model call (cProfile,
+256 tasks at 64 in flight, the 1-task run subtracted): 17,056 before, 14,240 after
+(-17%). This session's machine runs Python at about half the speed of the one that
+measured the figures above (a 10-million-step loop takes 1.22 s of CPU; the code before
+these changes measured 3.2-3.3 ms a call there and 5.9 ms here), and its CPU time varies
+by half from run to run, so only paired runs compare: six interleaved pairs of the code
+before and after, 256 tasks at 64 in flight, gave CPU per call after/before 0.79 (0.68-1.19)
+and ideal / batch 0.45 -> 0.54 (medians); 32 tasks at 32 in flight, ideal / batch 0.58 ->
+0.60 (its CPU per call is within the 1-task runs' own spread here). The table's absolute
+figures are this machine's.
+
 **Why the command-line targets are missed.** At 64 tasks in flight a wave of 64 replies
 needs 64 x 3.5-3.7 ms = 0.22-0.24 s of CPU, more than the 0.2 s the model takes: the
 command is CPU-bound on one core, so the batch can not come closer to the ideal than
