@@ -74,6 +74,20 @@ def test_the_generate_step_never_tests_the_kind() -> None:
     assert GeneratorNode(write).adapter.name == "write"
 
 
+def test_no_class_is_longer_than_250_lines() -> None:
+    """A class that outgrows this is doing two jobs: split it, as EvaluatorNode was."""
+    import ast
+
+    long = {
+        f"{path.name}:{node.name}": node.end_lineno - node.lineno + 1
+        for path in SRC.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ClassDef) and node.end_lineno is not None
+        if node.end_lineno - node.lineno + 1 > 250
+    }
+    assert long == {}
+
+
 def test_every_attempt_names_the_generator_that_wrote_it() -> None:
     result = refine(ScriptedChatModel(replies=["a", "b"]), "t", lambda r, s: 0.1, max_iterations=1)
     assert [a.model for a in result.attempts] == ["ScriptedChatModel", "ScriptedChatModel"]

@@ -172,33 +172,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         adapter = self.rung(state, options)
         parent = refined_attempt(state)
         edited = _edit_target(parent, options, adapter)
-        return self._prompt(state, options, adapter, parent, edited)
-
-    def _prompt(
-        self,
-        state: Mapping[str, Any],
-        options: LoopOptions,
-        adapter: GeneratorAdapter,
-        parent: Attempt | None,
-        edited: Attempt | None,
-    ) -> list[BaseMessage]:
-        if parent is None:
-            if _move(state, parent) == "guided":
-                text = _guided(state, options)
-                return _asking_for(options.output_schema, [HumanMessage(text)])
-            return _asking_for(options.output_schema, [HumanMessage(state["task"])])
-        history = _history(state.get("attempts") or [], parent, options)
-        shown = select_attempts(history, options.memory)
-        messages = refinement_messages(
-            state["task"],
-            shown,
-            reviewer_feedback=state.get("reviewer_feedback"),
-            omitted=len(history) - len(shown),
-            max_attempt_chars=options.max_attempt_chars,
-            form=adapter.prompt_form(options),
-            edit=None if edited is None else edit_text(edited, options.output_schema),
-        )
-        return _asking_for(options.output_schema, messages) if edited is None else messages
+        return _round_prompt(state, options, adapter, parent, edited)
 
     # -- the call ----------------------------------------------------------------------
 
@@ -221,7 +195,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             left = options.budget.max_calls - step.meter.total().calls
             count = max(1, min(count, left))
         prompt = (
-            self._prompt(state, options, adapter, parent, edited) if adapter.takes_prompt else []
+            _round_prompt(state, options, adapter, parent, edited) if adapter.takes_prompt else []
         )
         return _Round(parent, step, count, prompt, rung, adapter, edited, options)
 
@@ -351,6 +325,33 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         if state.get("reviewer_feedback"):
             update["reviewer_feedback"] = None
         return plain_writes(update)
+
+
+def _round_prompt(
+    state: Mapping[str, Any],
+    options: LoopOptions,
+    adapter: GeneratorAdapter,
+    parent: Attempt | None,
+    edited: Attempt | None,
+) -> list[BaseMessage]:
+    """The messages of a round refining `parent` (None: fresh), asking edits to `edited`."""
+    if parent is None:
+        if _move(state, parent) == "guided":
+            text = _guided(state, options)
+            return _asking_for(options.output_schema, [HumanMessage(text)])
+        return _asking_for(options.output_schema, [HumanMessage(state["task"])])
+    history = _history(state.get("attempts") or [], parent, options)
+    shown = select_attempts(history, options.memory)
+    messages = refinement_messages(
+        state["task"],
+        shown,
+        reviewer_feedback=state.get("reviewer_feedback"),
+        omitted=len(history) - len(shown),
+        max_attempt_chars=options.max_attempt_chars,
+        form=adapter.prompt_form(options),
+        edit=None if edited is None else edit_text(edited, options.output_schema),
+    )
+    return _asking_for(options.output_schema, messages) if edited is None else messages
 
 
 def _edit_target(
