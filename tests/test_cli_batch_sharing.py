@@ -142,6 +142,38 @@ def test_the_shared_pool_reuses_its_connections_and_maps_errors_to_the_sdk_libra
     assert stats["connections"] <= 9  # 8 in flight at most, kept alive (+1: the timed-out one)
 
 
+def test_each_batch_worker_sends_through_its_lanes_pool_and_keeps_one_connection() -> None:
+    from benchmarks.concurrency import _server_stats, scripted_server
+
+    from langgraph_refine.cli._http import LANE, LANES
+
+    settings = ModelSettings(model="m", timeout=5.0)
+    _, client = settings.http.pair()
+    transport = client._transport
+    seen: dict[int, Any] = {}
+
+    async def worker(number: int, url: str) -> None:
+        LANE.set(number)  # as `drive` does: this task's context only
+        for _ in range(5):  # a worker's calls follow one another
+            reply = await client.post(f"{url}/chat/completions", json={"model": "m"})
+            assert reply.status_code == 200
+        seen[number] = transport._pool()
+
+    async def batch(url: str) -> None:
+        await asyncio.gather(*(worker(n, url) for n in range(2 * LANES)))
+        assert transport._pool() is seen[0]  # this task never set a lane: lane 0
+        await settings.http.aclose()
+
+    with scripted_server(0.02) as url:
+        _server_stats(url, "/reset")
+        asyncio.run(batch(url))
+        stats = _server_stats(url, "/stats")
+    assert seen[1] is not seen[0] and seen[LANES + 1] is seen[1]  # lane = worker % LANES
+    assert len({id(pool) for pool in seen.values()}) == LANES
+    assert stats["requests"] == 2 * LANES * 5
+    assert stats["connections"] == 2 * LANES + 1  # one per worker (+1: the /stats request)
+
+
 def test_a_closed_connection_reads_as_readable() -> None:
     from langgraph_refine.cli._http import ReadyWatch
 

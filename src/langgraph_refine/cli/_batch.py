@@ -33,6 +33,7 @@ from langgraph_refine._display import cost_text
 from langgraph_refine._result import RefineResult
 from langgraph_refine._run import CompiledLoop
 from langgraph_refine.cli._errors import CliError, describe_error, is_unreachable, one_line
+from langgraph_refine.cli._http import LANE
 from langgraph_refine.cli._ladder_view import LineGenerators, merge, models_text, per_model
 from langgraph_refine.cli._models import ModelSettings
 from langgraph_refine.cli._options import PER_LINE_OPTIONS, LoopOptions
@@ -504,7 +505,8 @@ async def drive(
     queue = list(reversed(items))
     stopped: list[str] = []
 
-    async def worker() -> None:
+    async def worker(number: int) -> None:
+        LANE.set(number)  # this task's context only: its requests use its lane's pool
         while queue and not stopped:
             item = queue.pop()
             try:
@@ -524,7 +526,7 @@ async def drive(
                 stats.add(result)
             progress.finished(stats)
 
-    await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(items))))))
+    await asyncio.gather(*(worker(n) for n in range(max(1, min(concurrency, len(items))))))
     if stopped:
         raise CliError(f"{stopped[0]} ({stats.done} task(s) finished and saved before that)")
     return stats

@@ -19,18 +19,31 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import importlib
 import os
 import select
 import socket
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from types import ModuleType
 from typing import Any
 
 KEEPALIVE_CONNECTIONS = 256
-"""Idle connections the pool keeps open: more than a batch's tasks in flight, so
+"""Idle connections a pool keeps open: more than a batch's tasks in flight, so
 connections are reused rather than closed and opened again under load."""
+
+LANES = 8
+"""Connection pools the async client spreads a batch's workers over (see `LANE`)."""
+
+LANE: contextvars.ContextVar[int] = contextvars.ContextVar("langgraph_refine_lane", default=0)
+"""The lane of the running task's requests: a batch worker sets its own number.
+
+httpcore's pool looks at every connection it holds on every request and every response,
+so at 64 tasks in flight a pool of 64 connections spends more on that scan than on the
+request. Worker `n` sends through pool `n % LANES`: a worker's calls follow one another,
+so each pool holds about its workers' share of the connections, and the connections
+opened stay one per task in flight, as with one pool."""
 
 
 class HttpClients:
@@ -64,14 +77,17 @@ def _build() -> tuple[Any, Any]:
     default = openai.DEFAULT_CONNECTION_LIMITS
     keepalive = max(KEEPALIVE_CONNECTIONS, default.max_keepalive_connections or 0)
     options = socket_options()
-    pool = httpcore.AsyncConnectionPool(
-        ssl_context=context,
-        max_connections=default.max_connections,
-        max_keepalive_connections=keepalive,
-        keepalive_expiry=default.keepalive_expiry,
-        socket_options=options,
-        network_backend=_backend(httpcore)(),
-    )
+
+    def pool() -> Any:
+        return httpcore.AsyncConnectionPool(
+            ssl_context=context,
+            max_connections=default.max_connections,
+            max_keepalive_connections=keepalive,
+            keepalive_expiry=default.keepalive_expiry,
+            socket_options=options,
+            network_backend=_backend(httpcore)(),
+        )
+
     transport = _transport(httpx_, httpcore)(pool)
     sync = openai.DefaultHttpxClient(
         verify=context,
@@ -234,8 +250,16 @@ def _transport(httpx_: ModuleType, httpcore: ModuleType) -> type[Any]:
                 await self._stream.aclose()
 
     class _Transport(httpx_.AsyncBaseTransport):  # type: ignore[misc,name-defined]
-        def __init__(self, pool: Any) -> None:
-            self._pool = pool
+        def __init__(self, pool: Callable[[], Any]) -> None:
+            self._new_pool = pool
+            self._pools: dict[int, Any] = {}  # by lane, built on first use
+
+        def _pool(self) -> Any:
+            lane = LANE.get() % LANES
+            found = self._pools.get(lane)
+            if found is None:
+                found = self._pools[lane] = self._new_pool()
+            return found
 
         async def handle_async_request(self, request: Any) -> Any:
             url = request.url
@@ -249,7 +273,7 @@ def _transport(httpx_: ModuleType, httpcore: ModuleType) -> type[Any]:
                 extensions=request.extensions,
             )
             with mapped():
-                response = await self._pool.handle_async_request(sent)
+                response = await self._pool().handle_async_request(sent)
             return httpx_.Response(
                 status_code=response.status,
                 headers=response.headers,
@@ -258,6 +282,8 @@ def _transport(httpx_: ModuleType, httpcore: ModuleType) -> type[Any]:
             )
 
         async def aclose(self) -> None:
-            await self._pool.aclose()
+            pools, self._pools = list(self._pools.values()), {}
+            for pool in pools:
+                await pool.aclose()
 
     return _Transport
