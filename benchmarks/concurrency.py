@@ -464,19 +464,25 @@ store item once per process (run items never change once written, as fold items 
 do) and sums flat counters, where every read parsed, checked and summed ~30 nested items
 again (the exchange went from 1.21 s to 0.54 s of a 17 s profile); one `poll` answers all
 of a turn's idle-connection questions (about 60 a call at 64 in flight) instead of one
-`poll` each; a run nobody receives custom events from streams values only (LangGraph
-streams a run with custom events concurrently, a waiter task per step); and the loop's
-per-round work from the overhead benchmark's round (a node's dumps taken back without
-validation, explore's bookkeeping in one pass). Function calls per model call (cProfile,
-256 tasks at 64 in flight, the 1-task run subtracted): 17,056 before, 14,240 after
-(-17%). This session's machine runs Python at about half the speed of the one that
-measured the figures above (a 10-million-step loop takes 1.22 s of CPU; the code before
-these changes measured 3.2-3.3 ms a call there and 5.9 ms here), and its CPU time varies
-by half from run to run, so only paired runs compare: six interleaved pairs of the code
-before and after, 256 tasks at 64 in flight, gave CPU per call after/before 0.79 (0.68-1.19)
-and ideal / batch 0.45 -> 0.54 (medians); 32 tasks at 32 in flight, ideal / batch 0.58 ->
-0.60 (its CPU per call is within the 1-task runs' own spread here). The table's absolute
-figures are this machine's.
+`poll` each; the batch's workers send through 8 connection pools (worker n through pool
+n % 8) instead of one, since httpcore looks at every connection of a pool on every
+request and response (about 1,550 function calls a model call at 64 in flight; the
+command still opens one connection per task in flight); a run nobody receives custom
+events from streams values only (LangGraph streams a run with custom events
+concurrently, a waiter task per step); and the loop's lighter rounds from the overhead
+benchmark (a node's dumps taken back without validation, explore's bookkeeping in one
+pass). Function calls per model call (cProfile, 256 tasks at 64 in flight, the 1-task
+run subtracted): 17,056 before, 12,772 after (-25%). This session's machine runs Python
+at about half the speed of the one that measured the figures above (a 10-million-step
+loop takes 1.22 s of CPU; the code before these changes measured 3.2-3.3 ms a call there
+and 5.9 ms here), and its CPU time varies by half from run to run, so only paired runs
+compare: six interleaved pairs of the code before and after gave, for 256 tasks at 64 in
+flight, CPU per call after/before 0.81 (0.74-0.95) and ideal / batch 0.49 -> 0.58, and
+for 32 tasks at 32 in flight, ideal / batch 0.63 -> 0.66 (medians; its CPU per call is
+within the 1-task runs' own spread here). The table's absolute figures are this
+machine's. What is left is mostly not this library's: the OpenAI SDK's request transform
+alone (it walks every message against every member of the message-type union) is about
+a third of the function calls of a model call.
 
 **Why the command-line targets are missed.** At 64 tasks in flight a wave of 64 replies
 needs 64 x 3.5-3.7 ms = 0.22-0.24 s of CPU, more than the 0.2 s the model takes: the
