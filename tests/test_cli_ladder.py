@@ -36,18 +36,13 @@ def by_model(body: dict[str, Any]) -> str:
     return "a good answer" if body["model"] == "strong" else "a weak draft"
 
 
+def ladder_options(server: Any) -> list[str]:
+    """The ladder cheap -> strong on the scripted server."""
+    return ["--model", "cheap", "--model", "strong", "--base-url", server.base_url]
+
+
 def ladder_args(server: Any, *extra: str, task: str = "Answer well.") -> list[str]:
-    return [
-        "run",
-        task,
-        "--model",
-        "cheap",
-        "--model",
-        "strong",
-        "--base-url",
-        server.base_url,
-        *extra,
-    ]
+    return ["run", task, *ladder_options(server), *extra]
 
 
 def test_model_repeated_climbs_and_the_json_names_each_attempts_model(
@@ -148,12 +143,7 @@ def test_batch_ladders_per_line_models_summary_rows_and_report(
         src,
         "--out",
         out,
-        "--model",
-        "cheap",
-        "--model",
-        "strong",
-        "--base-url",
-        server.base_url,
+        *ladder_options(server),
         "-c",
         "1",
         *PRICES,

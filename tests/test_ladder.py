@@ -131,17 +131,20 @@ def test_a_rung_the_money_left_cannot_pay_for_is_not_chosen_while_a_cheaper_one_
     assert next_rung(attempts, ["c", "s"], money_left=0.0) == 1
 
 
+PRICES = {"cheap": {"input": 0.0, "output": 400.0}, "strong": {"input": 0.0, "output": 8000.0}}
+"""Dollars per million tokens: the strong rung costs 20 times the cheap one."""
+
+
 def test_cost_sums_every_rung_and_the_budget_stops_before_an_unaffordable_call() -> None:
     cheap = Named(name_="cheap", replies=["weak"])
     strong = Named(name_="strong", replies=["weak too"])
-    prices = {"cheap": {"input": 0.0, "output": 400.0}, "strong": {"input": 0.0, "output": 8000.0}}
     result = refine(
         [cheap, strong],
         "t",
         good,
         strategy="chain",
         max_iterations=6,
-        budget=Budget(max_cost=0.2, prices=prices),
+        budget=Budget(max_cost=0.2, prices=PRICES),
     )
     per_model: dict[str, float] = {}
     for a in result.attempts:
@@ -167,7 +170,6 @@ def test_strategy_records_show_a_ladders_rungs_on_their_own_level() -> None:
 
 def test_a_rung_not_called_yet_is_priced_and_not_chosen_when_the_money_left_cannot_pay() -> None:
     cheap, strong = ladder()
-    prices = {"cheap": {"input": 0.0, "output": 400.0}, "strong": {"input": 0.0, "output": 8000.0}}
     result = refine(
         [cheap, strong],
         "t",
@@ -175,7 +177,7 @@ def test_a_rung_not_called_yet_is_priced_and_not_chosen_when_the_money_left_cann
         strategy="chain",
         max_iterations=3,
         patience=None,
-        budget=Budget(max_cost=0.03, prices=prices),  # a strong call costs 0.04
+        budget=Budget(max_cost=0.03, prices=PRICES),  # a strong call costs 0.04
     )
     assert strong.calls == [] and [a.model for a in result.attempts] == ["test:cheap"] * 4
     assert result.usage.cost == pytest.approx(0.008)
