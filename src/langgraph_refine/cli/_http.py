@@ -1,11 +1,12 @@
-"""One HTTP connection pool and one SSL context for every OpenAI-protocol model of a command.
+"""One HTTP client pair and one SSL context for every OpenAI-protocol model of a command.
 
 `HttpClients` builds the sync and async clients the command's chat models share
 (`ChatOpenAI(http_client=..., http_async_client=...)`): the generator and the judge of
-every task of a batch send their requests through one pool, and the certificate bundle
-is loaded once.
+every task of a batch send their requests through the same client, its keep-alive
+connections are reused, and the certificate bundle is loaded once. The async client
+spreads a batch's workers over `LANES` connection pools (see `LANE`).
 
-The async pool is httpcore's own, with one change that matters under load: before it
+Each pool is httpcore's own, with one change that matters under load: before it
 reuses or keeps an idle connection, the pool asks whether the server closed it, and the
 stock asyncio stream answers by rebuilding a dictionary of socket attributes (with a
 system call for the peer's address) for every idle connection, on every request and
