@@ -45,6 +45,7 @@ from typing import Annotated, Any
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
+from benchmarks import _model_floor
 from benchmarks._harness import (
     BenchResult,
     Figure,
@@ -364,6 +365,7 @@ def run(quick: bool = False) -> BenchResult:
     walls = run_async(_interleaved(repeats))
     with scripted_server(DELAY) as url:
         cli = cli_runs(url, 1 if quick else 5)
+        floor = run_async(_model_floor.floor_runs(url, 1 if quick else 5))
     for path in PATHS:
         ratios = [v / IDEAL for v in walls[(path, DELAY)]]
         value = median(ratios)
@@ -386,6 +388,9 @@ def run(quick: bool = False) -> BenchResult:
         rows.append([label, f"{median(values):.3f}", f"{low:.3f}-{high:.3f}", len(values)])
     result.tables.append(md_table(["path", "median wall (s)", "p25-p75 (s)", "runs"], rows))
     result.tables.append(cli_table)
+    floor_figures, floor_table = _floor_figures(floor)
+    result.figures.extend(floor_figures)
+    result.tables.append(floor_table)
     result.notes.append(__doc__ or "")
     if result.figures[0].passed is False:
         result.notes.append(
@@ -396,7 +401,38 @@ def run(quick: bool = False) -> BenchResult:
             )
         )
     result.notes.append(CLI_NOTES)
+    result.notes.append(_model_floor.__doc__ or "")
     return result
+
+
+def _floor_figures(floor: dict[str, list[tuple[float, float]]]) -> tuple[list[Figure], str]:
+    """The in-process floor's figures (context) and its table (see `_model_floor`)."""
+    ideal = _model_floor.ideal_seconds(DELAY)
+    figures: list[Figure] = []
+    rows: list[list[Any]] = []
+    for path in _model_floor.PATHS:
+        per_call = [cpu for cpu, _ in floor[path]]
+        ratios = [ideal / wall for _, wall in floor[path]]
+        label = f"in one process, 256 tasks at concurrency 64, {path}"
+        figures.append(
+            Figure(
+                name=f"{label}: CPU per model call",
+                value=median(per_call),
+                unit=" ms",
+                spread=spread_text(per_call),
+            )
+        )
+        figures.append(
+            Figure(
+                name=f"{label}: ideal {ideal:.1f} s / wall time",
+                value=median(ratios),
+                spread=spread_text(ratios),
+            )
+        )
+        cpu, wall = _model_floor.medians(floor[path])
+        rows.append([path, f"{cpu:.2f}", f"{wall:.2f}", f"{ideal / wall:.2f}", len(floor[path])])
+    header = ["in one process (256 tasks at 64)", "CPU per call (ms)", "wall (s)", "ideal / wall"]
+    return figures, md_table([*header, "runs"], rows)
 
 
 WHY_MISSED = """

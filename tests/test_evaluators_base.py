@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from langgraph_refine import Evaluation
+from langgraph_refine import Evaluation, evaluators
 from langgraph_refine.evaluators import CallableEvaluator, combine, reward_model, word_count
-from langgraph_refine.evaluators._base import acall, call_sync, is_async_callable
+from langgraph_refine.evaluators._base import BaseEvaluator, acall, call_sync, is_async_callable
 from langgraph_refine.evaluators._combine import as_evaluator
 
 STATE = {"task": "Write about owls."}
@@ -104,6 +104,53 @@ async def test_acall_awaits_async_functions_and_threads_sync_ones() -> None:
     assert loop_thread[0] != threading.get_ident()  # ran in a worker thread
     assert await acall(twice, 4) == 8
     assert await acall(AsyncCallable(), "r", {}) == 0.5
+
+
+class _Where(BaseEvaluator):
+    """Records the thread that runs `evaluate`."""
+
+    def __init__(self, inline: bool) -> None:
+        self.inline = inline
+        self.threads: list[int] = []
+
+    def evaluate(self, response: str, state: Any) -> Evaluation:
+        self.threads.append(threading.get_ident())
+        return Evaluation(score=0.5)
+
+
+@pytest.mark.parametrize("inline", [True, False])
+async def test_aevaluate_runs_an_inline_check_in_the_callers_thread_and_others_in_a_worker(
+    inline: bool,
+) -> None:
+    check = _Where(inline)
+    assert (await check.aevaluate("text", STATE)).score == 0.5
+    assert (check.threads[0] == threading.get_ident()) is inline
+
+
+def test_the_quick_ready_checks_are_inline_and_the_waiting_ones_are_not() -> None:
+    quick = [
+        word_count(1, 3),
+        evaluators.contains_all(["owl"]),
+        evaluators.matches_regex(r"\d"),
+        evaluators.json_schema({"type": "object"}),
+        evaluators.no_repetition(),
+    ]
+    assert all(check.inline for check in quick)
+    assert combine(*quick).inline
+    # a user's sync function may wait (HTTP, files): it keeps its worker thread
+    assert not CallableEvaluator(sync_score).inline
+    assert not combine(word_count(1, 3), sync_score).inline
+    assert not evaluators.python_tests("def test_x():\n    assert True\n").inline
+
+
+async def test_a_combination_of_inline_checks_runs_each_in_the_callers_thread() -> None:
+    first, second = _Where(inline=True), _Where(inline=True)
+    result = await combine(first, second).aevaluate("text", STATE)
+    assert result.score == 0.5
+    assert first.threads == second.threads == [threading.get_ident()]
+    waiting = _Where(inline=False)
+    await combine(first, waiting).aevaluate("text", STATE)
+    assert waiting.threads[0] != threading.get_ident()
 
 
 async def test_acall_awaits_an_awaitable_returned_by_a_sync_function() -> None:

@@ -108,19 +108,25 @@ class BaseEvaluator(ABC):
     """Base class of the ready evaluators: one `evaluate`, with an async twin.
 
     Subclasses implement `evaluate`; `aevaluate` runs it in a worker thread unless
-    overridden, so slow checks (subprocesses, HTTP) never block the event loop.
-    Calling the evaluator directly, `ev(response, state)`, returns an `Evaluation`, or,
-    for an evaluator built from an async function (`is_async`), an awaitable of one.
+    overridden or `inline`, so slow checks (subprocesses, HTTP) never block the event
+    loop. Calling the evaluator directly, `ev(response, state)`, returns an
+    `Evaluation`, or, for an evaluator built from an async function (`is_async`), an
+    awaitable of one.
 
     Attributes:
         name: Label used in combined feedback and run names.
         calls_model: True if evaluating calls a model.
         is_async: True if evaluating needs the async path (`aevaluate`).
+        inline: True for a quick check that neither waits nor calls a model:
+            `aevaluate` calls `evaluate` in the caller's thread. Pure-Python work in a
+            worker thread holds the interpreter's lock all the same, so the thread
+            would only add a hop to it and back for every evaluation.
     """
 
     name: str = "evaluator"
     calls_model: bool = False
     is_async: bool = False
+    inline: bool = False
 
     @abstractmethod
     def evaluate(self, response: str, state: Mapping[str, Any]) -> Evaluation:
@@ -128,6 +134,8 @@ class BaseEvaluator(ABC):
 
     async def aevaluate(self, response: str, state: Mapping[str, Any]) -> Evaluation:
         """Evaluate `response` for the loop in `state` (async)."""
+        if self.inline:
+            return self.evaluate(response, state)
         return await run_in_executor(None, self.evaluate, response, state)
 
     def __call__(

@@ -38,11 +38,14 @@ class CombinedEvaluator(BaseEvaluator):
         self.weights = [float(w) for w in weights]
         self.calls_model = any(part.calls_model for part in self.parts)
         self.is_async = any(part.is_async for part in self.parts)
+        self.inline = all(part.inline for part in self.parts)
 
     def evaluate(self, response: str, state: Mapping[str, Any]) -> Evaluation:
         return self._merge([part.evaluate(response, state) for part in self.parts])
 
     async def aevaluate(self, response: str, state: Mapping[str, Any]) -> Evaluation:
+        if self.inline:  # quick checks only: no task or thread for each part
+            return self.evaluate(response, state)
         results = await asyncio.gather(*(p.aevaluate(response, state) for p in self.parts))
         return self._merge(list(results))
 

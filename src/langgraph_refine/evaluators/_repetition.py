@@ -47,6 +47,7 @@ class NoRepetition(BaseEvaluator):
     """
 
     name = "no_repetition"
+    inline = True  # a quick pure-Python check (see BaseEvaluator)
 
     def __init__(self, n: int = 4, *, max_repeats: int = 2) -> None:
         self.n = _check("n", n, 2)

@@ -82,6 +82,7 @@ class JsonSchema(BaseEvaluator):
     """
 
     name = "json_schema"
+    inline = True  # a quick pure-Python check (see BaseEvaluator)
 
     def __init__(self, schema: dict[str, Any] | type[BaseModel]) -> None:
         jsonschema = _import_jsonschema()

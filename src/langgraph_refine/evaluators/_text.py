@@ -53,6 +53,7 @@ class WordCount(BaseEvaluator):
     """
 
     name = "word_count"
+    inline = True  # a quick pure-Python check (see BaseEvaluator)
 
     def __init__(self, min_words: int, max_words: int) -> None:
         self.min_words = _check_count("min_words", min_words)
@@ -139,6 +140,7 @@ class ContainsAll(BaseEvaluator):
     """
 
     name = "contains_all"
+    inline = True  # a quick pure-Python check (see BaseEvaluator)
 
     def __init__(self, words: Iterable[str], *, case_sensitive: bool = False) -> None:
         if isinstance(words, str | bytes):
@@ -230,6 +232,7 @@ class MatchesRegex(BaseEvaluator):
     """
 
     name = "matches_regex"
+    inline = True  # a quick pure-Python check (see BaseEvaluator)
 
     def __init__(
         self, pattern: str | re.Pattern[str], *, flags: int = 0, description: str | None = None
