@@ -99,31 +99,40 @@ async def _batch(one: Callable[[str], Awaitable[Any]]) -> tuple[float, float]:
     return (time.process_time() - cpu) / (TASKS * CALLS) * 1e3, time.perf_counter() - wall
 
 
-async def floor_runs(base_url: str, repeats: int) -> dict[str, list[tuple[float, float]]]:
-    """Each path's (CPU ms per call, wall s) runs, interleaved, after one warm-up run each."""
-    clients = HttpClients()
-    sync_client, async_client = clients.pair()
-    model = ChatOpenAI(
-        model="scripted",
-        base_url=base_url,
-        api_key="not-needed",
-        http_client=sync_client,
-        http_async_client=async_client,
-        max_retries=0,
-        timeout=30,
-    )
-    paths = _paths(model)
-    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in paths}
-    try:
-        for one in paths.values():
+class Floor:
+    """The three paths on one model and the command's HTTP clients, in one event loop.
+
+    `async with Floor(url) as floor:` builds them and runs each once (imports, first
+    connections); `await floor.run(path)` is then one measured batch.
+    """
+
+    def __init__(self, base_url: str) -> None:
+        self._clients = HttpClients()
+        self._base_url = base_url
+        self._paths: dict[str, Callable[[str], Awaitable[Any]]] = {}
+
+    async def __aenter__(self) -> Floor:
+        sync_client, async_client = self._clients.pair()
+        model = ChatOpenAI(
+            model="scripted",
+            base_url=self._base_url,
+            api_key="not-needed",
+            http_client=sync_client,
+            http_async_client=async_client,
+            max_retries=0,
+            timeout=30,
+        )
+        self._paths = _paths(model)
+        for one in self._paths.values():
             await _batch(one)
-        for rep in range(repeats):
-            shift = rep % len(PATHS)
-            for name in PATHS[shift:] + PATHS[:shift]:
-                runs[name].append(await _batch(paths[name]))
-    finally:
-        await clients.aclose()
-    return runs
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._clients.aclose()
+
+    async def run(self, path: str) -> tuple[float, float]:
+        """One batch of `path`: (CPU ms per model call, wall seconds)."""
+        return await _batch(self._paths[path])
 
 
 def ideal_seconds(delay: float) -> float:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ import pytest
 
 from tests.test_cli_batch import batch_args
 from tests.test_cli_helpers import (  # noqa: F401 - fixtures
+    MODEL_ENV,
     assert_one_line_error,
     cli,
     is_judge,
@@ -189,6 +192,40 @@ def test_store_file_keeps_the_counts_of_every_batch(
     assert second.code == 0, second.err
     assert stored_rounds(store) == 9  # the second batch added to the first one's record
     assert f"strategy record {KEY}: " in second.out
+
+
+def test_batches_run_side_by_side_on_one_store_file_lose_no_round(
+    openai_server: Any, tmp_path: Path
+) -> None:
+    """Two batch commands at once on one `--store` file (how docs/cli.md splits a very large
+    batch over cores): the record counts every round of both."""
+    server = openai_server(refinements_fall)
+    store = tmp_path / "record.sqlite"
+    env = {k: v for k, v in os.environ.items() if k not in MODEL_ENV}
+    commands = [
+        [
+            sys.executable,
+            "-m",
+            "langgraph_refine.cli",
+            *batch(
+                server,
+                write_tasks(tmp_path / f"{part}.jsonl", 3, part),
+                tmp_path / f"{part}.out",
+                "--store",
+                str(store),
+            ),
+        ]
+        for part in ("a", "b")
+    ]
+    running = [
+        subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for command in commands
+    ]
+    for proc in running:
+        _, err = proc.communicate(timeout=180)
+        assert proc.returncode == 0, err.decode()
+        assert b"Traceback" not in err and b"store failed" not in err, err.decode()
+    assert stored_rounds(store) == 18  # six tasks, three rounds each
 
 
 # -- bad input: one clear line, no traceback, no output file ---------------------------------
