@@ -94,6 +94,23 @@ def run_async(coro: Any) -> Any:
 # -- statistics ---------------------------------------------------------------------------
 
 
+def tutorial_graph(state: Any, generate: Any, evaluate: Any, route: Callable[[Any], str]) -> Any:
+    """LangGraph's evaluator-optimizer tutorial loop, compiled: generate -> evaluate -> a
+    conditional edge back to generate (`route` says "rejected") or to the end ("accepted").
+
+    The hand-written loop the benchmarks hold the library's loop against.
+    """
+    from langgraph.graph import END, START, StateGraph
+
+    builder = StateGraph(state)
+    builder.add_node("generate", generate)
+    builder.add_node("evaluate", evaluate)
+    builder.add_edge(START, "generate")
+    builder.add_edge("generate", "evaluate")
+    builder.add_conditional_edges("evaluate", route, {"accepted": END, "rejected": "generate"})
+    return builder.compile()
+
+
 def median(values: Sequence[float]) -> float:
     return float(statistics.median(values))
 

@@ -26,9 +26,9 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 from langchain_openai import ChatOpenAI
-from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
+from benchmarks._harness import tutorial_graph
 from langgraph_refine import create_refine_graph, evaluators
 from langgraph_refine.cli._http import LANE, HttpClients
 
@@ -55,13 +55,7 @@ def _tutorial_loop(model: ChatOpenAI) -> Any:
         done = state["score"] >= 1.0 or len(state["attempts"]) >= CALLS
         return "accepted" if done else "rejected"
 
-    builder = StateGraph(_LoopState)
-    builder.add_node("generate", generate)
-    builder.add_node("evaluate", evaluate)
-    builder.add_edge(START, "generate")
-    builder.add_edge("generate", "evaluate")
-    builder.add_conditional_edges("evaluate", route, {"accepted": END, "rejected": "generate"})
-    return builder.compile()
+    return tutorial_graph(_LoopState, generate, evaluate, route)
 
 
 def _paths(model: ChatOpenAI) -> dict[str, Callable[[str], Awaitable[Any]]]:

@@ -42,7 +42,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
-from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
 from benchmarks import _model_floor
@@ -54,6 +53,7 @@ from benchmarks._harness import (
     quartiles,
     run_async,
     spread_text,
+    tutorial_graph,
 )
 from langgraph_refine import Evaluation, create_refine_graph
 
@@ -98,13 +98,7 @@ def minimal_graph(delay: float) -> Any:
     def route(state: MinimalState) -> str:
         return "accepted" if len(state["attempts"]) >= ROUNDS else "rejected"
 
-    builder = StateGraph(MinimalState)
-    builder.add_node("generate", generate)
-    builder.add_node("evaluate", evaluate)
-    builder.add_edge(START, "generate")
-    builder.add_edge("generate", "evaluate")
-    builder.add_conditional_edges("evaluate", route, {"accepted": END, "rejected": "generate"})
-    return builder.compile()
+    return tutorial_graph(MinimalState, generate, evaluate, route)
 
 
 def refine_graph(delay: float) -> Any:
@@ -577,9 +571,9 @@ output lines) and before the loop's own features (explore, the budget meter, the
 rules, the attempts as models: {refine_extra:.2f} ms in process); and the tutorial loop
 itself reaches only {tutorial_ratio:.2f} of the ideal, where the goal is 0.8.
 The library's own share is what separates `refine` from the tutorial loop and the
-command from `refine`. The machine's speed also moves between runs: on the machine of the third pass a
-10-million-step Python loop took 0.64 s of CPU in one hour and 1.22 s in the next, so
-compare the rows of one run, not runs. At 64 in flight one core runs the whole command
+command from `refine`. The machine's speed also moves between runs: on the machine of
+the third pass a 10-million-step Python loop took 0.64 s of CPU in one hour and 1.22 s
+in the next, so compare the rows of one run, not runs. At 64 in flight one core runs the whole command
 while the scripted server needs about 0.2 ms a call: only more processes would use the
 second core, which this runner does not do (each would pay the command's 1.2-1.5 s start
 again).

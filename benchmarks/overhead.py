@@ -35,6 +35,7 @@ from benchmarks._harness import (
     median,
     ratio_figure,
     run_async,
+    tutorial_graph,
 )
 from langgraph_refine import (
     EvaluatorNode,
@@ -88,7 +89,6 @@ def minimal_loop(rounds: int, *, is_async: bool) -> Any:
             return "accepted"
         return "rejected"
 
-    builder = StateGraph(LoopState)
     if is_async:
 
         async def gen_node(state: LoopState) -> dict[str, Any]:
@@ -98,22 +98,15 @@ def minimal_loop(rounds: int, *, is_async: bool) -> Any:
             score = await aevaluate(state["attempts"][-1]["response"], state)
             return {"score": score, "feedback": ""}
 
-        builder.add_node("generate", gen_node)
-        builder.add_node("evaluate", eval_node)
-    else:
+        return tutorial_graph(LoopState, gen_node, eval_node, route)
 
-        def sgen_node(state: LoopState) -> dict[str, Any]:
-            return {"attempts": [{"response": generate(state)}]}
+    def sgen_node(state: LoopState) -> dict[str, Any]:
+        return {"attempts": [{"response": generate(state)}]}
 
-        def seval_node(state: LoopState) -> dict[str, Any]:
-            return {"score": evaluate(state["attempts"][-1]["response"], state), "feedback": ""}
+    def seval_node(state: LoopState) -> dict[str, Any]:
+        return {"score": evaluate(state["attempts"][-1]["response"], state), "feedback": ""}
 
-        builder.add_node("generate", sgen_node)
-        builder.add_node("evaluate", seval_node)
-    builder.add_edge(START, "generate")
-    builder.add_edge("generate", "evaluate")
-    builder.add_conditional_edges("evaluate", route, {"accepted": END, "rejected": "generate"})
-    return builder.compile()
+    return tutorial_graph(LoopState, sgen_node, seval_node, route)
 
 
 def refine_loop(rounds: int, *, is_async: bool) -> Any:
