@@ -9,6 +9,7 @@ afresh in round 1 instead of refining.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -226,6 +227,26 @@ def test_batches_run_side_by_side_on_one_store_file_lose_no_round(
         assert proc.returncode == 0, err.decode()
         assert b"Traceback" not in err and b"store failed" not in err, err.decode()
     assert stored_rounds(store) == 18  # six tasks, three rounds each
+
+
+async def test_two_stores_setting_up_one_new_file_at_once_both_succeed(tmp_path: Path) -> None:
+    """Both batches run the store's migrations on a new file; one finds a step already
+    taken (a duplicate version or column) and tries again (without that, most of these
+    runs fail: 22 of 30 here)."""
+    from langgraph.store.sqlite.aio import AsyncSqliteStore
+
+    from langgraph_refine.cli._store import _setup
+
+    for run in range(10):
+        path = str(tmp_path / f"new{run}.sqlite")
+        async with (
+            AsyncSqliteStore.from_conn_string(path) as first,
+            AsyncSqliteStore.from_conn_string(path) as second,
+        ):
+            await asyncio.gather(_setup(first), _setup(second))
+            await first.aput(("ns",), "k", {"v": run})
+            item = await second.aget(("ns",), "k")
+            assert item is not None and item.value == {"v": run}
 
 
 # -- bad input: one clear line, no traceback, no output file ---------------------------------

@@ -9,12 +9,14 @@ batch starts from what this one learned; `--no-store` runs every task on its own
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import sqlite3
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
@@ -22,6 +24,9 @@ from langgraph.store.memory import InMemoryStore
 from langgraph_refine._record import StrategyRecord, aread_records, read_records
 from langgraph_refine._strategy import MoveStats
 from langgraph_refine.cli._errors import CliError
+
+if TYPE_CHECKING:
+    from langgraph.store.sqlite.aio import AsyncSqliteStore
 
 
 @dataclass(frozen=True)
@@ -79,10 +84,33 @@ class StoreChoice:
                 store = await stack.enter_async_context(
                     AsyncSqliteStore.from_conn_string(str(self.path))
                 )
-                await store.setup()
+                await _setup(store)
             except sqlite3.Error as exc:
                 raise CliError(_not_a_store(self.path, exc)) from None
             yield store
+
+
+SETUP_TRIES = 20
+"""Tries of a SQLite store's setup while another process sets up the same new file."""
+
+
+async def _setup(store: AsyncSqliteStore) -> None:
+    """`store.setup()`, tried again while another batch sets the same new file up.
+
+    Batches started at once on a new `--store` file (docs/cli.md splits a large batch so)
+    both run the store's migrations, and one finds a step the other already took: its
+    version already recorded, its column already added, or the file locked. Each try
+    applies only the steps not yet recorded, so a later one succeeds. A file that is no
+    store fails otherwise (`sqlite3.DatabaseError`) and is not tried again.
+    """
+    for attempt in range(SETUP_TRIES):
+        try:
+            await store.setup()
+            return
+        except (sqlite3.IntegrityError, sqlite3.OperationalError):
+            if attempt == SETUP_TRIES - 1:
+                raise
+            await asyncio.sleep(0.02 * (attempt + 1))
 
 
 def check_store_path(path: Path, *, writable: bool) -> None:
