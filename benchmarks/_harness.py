@@ -91,14 +91,11 @@ def run_async(coro: Any) -> Any:
     return _loop.run_until_complete(coro)
 
 
-# -- statistics ---------------------------------------------------------------------------
-
-
 def tutorial_graph(state: Any, generate: Any, evaluate: Any, route: Callable[[Any], str]) -> Any:
-    """LangGraph's evaluator-optimizer tutorial loop, compiled: generate -> evaluate -> a
-    conditional edge back to generate (`route` says "rejected") or to the end ("accepted").
+    """LangGraph's evaluator-optimizer tutorial loop, compiled: the benchmarks' yardstick.
 
-    The hand-written loop the benchmarks hold the library's loop against.
+    generate -> evaluate -> a conditional edge back to generate (`route` says
+    "rejected") or to the end ("accepted").
     """
     from langgraph.graph import END, START, StateGraph
 
@@ -109,6 +106,9 @@ def tutorial_graph(state: Any, generate: Any, evaluate: Any, route: Callable[[An
     builder.add_edge("generate", "evaluate")
     builder.add_conditional_edges("evaluate", route, {"accepted": END, "rejected": "generate"})
     return builder.compile()
+
+
+# -- statistics ---------------------------------------------------------------------------
 
 
 def median(values: Sequence[float]) -> float:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import operator
-import statistics
 import time
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
@@ -32,7 +31,7 @@ from benchmarks._harness import tutorial_graph
 from langgraph_refine import create_refine_graph, evaluators
 from langgraph_refine.cli._http import LANE, HttpClients
 
-TASKS, CONCURRENCY, CALLS = 256, 64, 3
+TASKS, CONCURRENCY, CALLS = 256, 64, 3  # CALLS: a task's calls, the command's rounds
 NEVER = "this phrase is never in a reply"
 PATHS = ("ChatOpenAI alone", "hand-written loop", "refine")
 
@@ -127,13 +126,3 @@ class Floor:
     async def run(self, path: str) -> tuple[float, float]:
         """One batch of `path`: (CPU ms per model call, wall seconds)."""
         return await _batch(self._paths[path])
-
-
-def ideal_seconds(delay: float) -> float:
-    """The wall time with every call overlapped: the waves of tasks, `CALLS` calls each."""
-    return -(-TASKS // CONCURRENCY) * CALLS * delay
-
-
-def medians(runs: list[tuple[float, float]]) -> tuple[float, float]:
-    """Median CPU ms per call and median wall seconds."""
-    return statistics.median(c for c, _ in runs), statistics.median(w for _, w in runs)

@@ -61,6 +61,15 @@ LOOPS = 32
 ROUNDS = 3
 DELAY = 0.2
 IDEAL = ROUNDS * DELAY
+
+
+# The floor's tasks make the command's calls (its ideal uses this benchmark's formula).
+assert _model_floor.CALLS == ROUNDS
+
+
+def ideal_seconds(tasks: int, concurrency: int) -> float:
+    """The wall time with every call overlapped: one `IDEAL` per wave of tasks."""
+    return IDEAL * -(-tasks // concurrency)
 TARGET = 1.1
 
 
@@ -268,7 +277,7 @@ def cli_figures(runs: dict[Size, list[CliRun]]) -> tuple[list[Figure], str]:
     rows: list[list[Any]] = []
     base_cpu = median([r.cpu for r in runs[(1, 1, True)]])
     for (tasks, concurrency, store), found in runs.items():
-        ideal = IDEAL * -(-tasks // concurrency)
+        ideal = ideal_seconds(tasks, concurrency)
         ratios = [ideal / r.batch for r in found]
         per_call = [(r.cpu - base_cpu) / max(1, r.calls - ROUNDS) * 1e3 for r in found]
         label = f"{tasks} task(s) at concurrency {concurrency}" + ("" if store else ", --no-store")
@@ -413,7 +422,7 @@ def run(quick: bool = False) -> BenchResult:
 
 def _cli_why(cli: dict[Size, list[CliRun]], floor: dict[str, list[tuple[float, float]]]) -> str:
     """Why the command-line targets are missed, with this run's floor beside the command."""
-    ideal = _model_floor.ideal_seconds(DELAY)
+    ideal = ideal_seconds(_model_floor.TASKS, _model_floor.CONCURRENCY)
     base = median([r.cpu for r in cli[(1, 1, True)]])
     largest = cli[(*SIZES[-1], True)]
     values: dict[str, float] = {
@@ -421,8 +430,8 @@ def _cli_why(cli: dict[Size, list[CliRun]], floor: dict[str, list[tuple[float, f
         "cli_ratio": median([ideal / r.batch for r in largest]),
     }
     for name, path in zip(("alone", "tutorial", "refine"), _model_floor.PATHS, strict=True):
-        cpu, wall = _model_floor.medians(floor[path])
-        values[f"{name}_cpu"], values[f"{name}_ratio"] = cpu, ideal / wall
+        values[f"{name}_cpu"] = median([cpu for cpu, _ in floor[path]])
+        values[f"{name}_ratio"] = ideal / median([wall for _, wall in floor[path]])
     gap = values["tutorial_cpu"] - CLI_CPU_TARGET_MS
     values["floor_gap"], floor_side = abs(gap), "over" if gap > 0 else "under"
     values["refine_extra"] = values["refine_cpu"] - values["tutorial_cpu"]
@@ -431,13 +440,14 @@ def _cli_why(cli: dict[Size, list[CliRun]], floor: dict[str, list[tuple[float, f
 
 def _floor_figures(floor: dict[str, list[tuple[float, float]]]) -> tuple[list[Figure], str]:
     """The in-process floor's figures (context) and its table (see `_model_floor`)."""
-    ideal = _model_floor.ideal_seconds(DELAY)
+    ideal = ideal_seconds(_model_floor.TASKS, _model_floor.CONCURRENCY)
+    size = f"{_model_floor.TASKS} tasks at concurrency {_model_floor.CONCURRENCY}"
     figures: list[Figure] = []
     rows: list[list[Any]] = []
     for path in _model_floor.PATHS:
         per_call = [cpu for cpu, _ in floor[path]]
         ratios = [ideal / wall for _, wall in floor[path]]
-        label = f"in one process, 256 tasks at concurrency 64, {path}"
+        label = f"in one process, {size}, {path}"
         figures.append(
             Figure(
                 name=f"{label}: CPU per model call",
@@ -453,9 +463,9 @@ def _floor_figures(floor: dict[str, list[tuple[float, float]]]) -> tuple[list[Fi
                 spread=spread_text(ratios),
             )
         )
-        cpu, wall = _model_floor.medians(floor[path])
+        cpu, wall = median(per_call), median([wall for _, wall in floor[path]])
         rows.append([path, f"{cpu:.2f}", f"{wall:.2f}", f"{ideal / wall:.2f}", len(floor[path])])
-    header = ["in one process (256 tasks at 64)", "CPU per call (ms)", "wall (s)", "ideal / wall"]
+    header = [f"in one process ({size})", "CPU per call (ms)", "wall (s)", "ideal / wall"]
     return figures, md_table([*header, "runs"], rows)
 
 
