@@ -11,7 +11,6 @@ becomes a turn. The hooks themselves, with the evaluator's and the store's calls
 from __future__ import annotations
 
 import uuid
-import weakref
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, NamedTuple, NotRequired
 
@@ -28,6 +27,7 @@ from langgraph.types import Command
 
 from langgraph_refine._budget import BudgetMeter, active_meter
 from langgraph_refine._errors import BudgetExhaustedError
+from langgraph_refine._events import stop_event
 from langgraph_refine._kinds import model_name
 from langgraph_refine._options import LoopOptions
 from langgraph_refine._prompts import (
@@ -37,13 +37,13 @@ from langgraph_refine._prompts import (
     guided_request,
 )
 from langgraph_refine._reasoning import split_reasoning
-from langgraph_refine._record import RecordUpdate, compose_key, record_store
-from langgraph_refine._result import RefineResult, best_attempt, best_feedback
+from langgraph_refine._record import compose_key
+from langgraph_refine._result import RefineResult, best_feedback
 from langgraph_refine._review import ReviewNode
 from langgraph_refine._review_schema import ask_review
+from langgraph_refine._round import Outcome
 from langgraph_refine._state import (
     Attempt,
-    Evaluation,
     MoveKind,
     PlainDataChannel,
     StopReason,
@@ -52,8 +52,8 @@ from langgraph_refine._state import (
     revive_state,
     to_plain,
 )
-from langgraph_refine._step import emit, round_event, stop_event
-from langgraph_refine._strategy import Choice, choose_next
+from langgraph_refine._step import emit
+from langgraph_refine._strategy import Choice
 from langgraph_refine.evaluators import llm_judge
 from langgraph_refine.evaluators._base import BaseEvaluator, EvaluatorLike
 from langgraph_refine.evaluators._combine import as_evaluator
@@ -112,6 +112,7 @@ def loop_view(state: Mapping[str, Any]) -> dict[str, Any]:
                 "stop_reason": state.get("refine_stop_reason"),
                 "response": state.get("refine_response"),
                 "messages": state.get("messages") or [],
+                "loop_id": state.get("refine_loop_id"),
             }
         )
     )
@@ -145,20 +146,15 @@ def counted(
     return ExtendedModelResponse(model_response=response, command=Command(update=update))
 
 
-FAILED_CALLS: dict[int, Usage] = {}
-"""What a failed agent model call spent, by its request's id, until a retry of the request.
+def carry(request: ModelRequest[Any], meter: BudgetMeter) -> None:
+    """Keep what a failed call of `request` spent in the request's state, for its retry.
 
-A retry middleware (`ModelRetryMiddleware`) calls the model again with the same request
-within the model step (in another copy of the context, so a context variable would not
-do). The entry goes when the request does."""
-
-
-def carry(request: ModelRequest[Any], spent: Usage) -> None:
-    """Keep what a failed call of `request` spent for its retry (see `FAILED_CALLS`)."""
-    key = id(request)
-    if key not in FAILED_CALLS:
-        weakref.finalize(request, FAILED_CALLS.pop, key, None)
-    FAILED_CALLS[key] = spent
+    A retry middleware (`ModelRetryMiddleware`) calls the model again with the same
+    request within the model step; the retry's meter starts from `refine_usage`, so the
+    failed call's usage is counted (and budgeted) with it. The step's own update, when
+    the retry succeeds, writes the total.
+    """
+    request.state["refine_usage"] = to_plain(meter.spent_before + meter.delta())
 
 
 def refused(meter: BudgetMeter) -> ExtendedModelResponse[Any]:
@@ -343,63 +339,47 @@ class AgentLoop:
         answer, reasoning = split_reasoning(last)  # the answer only is ever judged
         return Turn(answer, reasoning, loop_view(state), self.meter(state, what="evaluator"))
 
-    def attempt(
-        self, state: Mapping[str, Any], turn: Turn, evaluation: Evaluation | None
-    ) -> tuple[dict[str, Any], list[Attempt]]:
-        """The answer as the loop's next attempt: the state update, and the attempts with it."""
+    def pending(self, state: Mapping[str, Any], turn: Turn) -> Attempt:
+        """The answer as the loop's next attempt, before its evaluation.
+
+        Its usage is what the agent spent on it since the last attempt (its model and
+        tool turns); the round adds the evaluation's.
+        """
         attempts: list[Attempt] = list(turn.view["attempts"])
-        spent = turn.meter.spent_before + turn.meter.delta()
         move, parent = next_move(state, attempts)
-        attempts.append(
-            Attempt(
-                index=len(attempts),
-                response=turn.answer,
-                evaluation=evaluation,
-                reasoning=turn.reasoning,
-                instruction=state.get("refine_instruction"),
-                parent=parent,
-                move=move,
-                model=state.get("refine_model"),
-                usage=minus(spent, sum((a.usage for a in attempts), Usage())),
-            )
+        return Attempt(
+            index=len(attempts),
+            response=turn.answer,
+            reasoning=turn.reasoning,
+            instruction=state.get("refine_instruction"),
+            parent=parent,
+            move=move,
+            model=state.get("refine_model"),
+            usage=minus(turn.meter.spent_before, sum((a.usage for a in attempts), Usage())),
         )
+
+    def record_key(self, state: Mapping[str, Any]) -> str | None:
+        """The strategy record's key: `record_key`, else the agent's model and the evaluator."""
+        return compose_key(state.get("refine_model"), self.evaluator, self.options.record_key)
+
+    def after_round(
+        self, state: Mapping[str, Any], outcome: Outcome, meter: BudgetMeter
+    ) -> dict[str, Any]:
+        """The agent's update after a round (see `_round.evaluate_round`).
+
+        The loop goes on: back to the model with the chosen move. It stops, or an
+        every-round review follows: the agent ends its turn and `after_agent` decides.
+        """
         # Plain data in the agent's state: its checkpoints never hold the loop's models.
         update: dict[str, Any] = {
-            "refine_attempts": to_plain(attempts),
-            "refine_usage": to_plain(spent),
+            "refine_attempts": to_plain(outcome.attempts),
+            "refine_usage": to_plain(meter.spent_before + meter.delta()),
             "refine_instruction": None,
             "refine_next": None,
         }
-        return update, attempts
-
-    def record(
-        self, state: Mapping[str, Any], store: Any, attempts: list[Attempt]
-    ) -> tuple[Any, RecordUpdate] | None:
-        """The agent's store and this round's record update, when explore keeps a record."""
-        store = record_store(self.options.strategy, store)
-        key = compose_key(state.get("refine_model"), self.evaluator, self.options.record_key)
-        if store is None or key is None or attempts[-1].evaluation is None:
-            return None
-        return store, RecordUpdate(key, state.get("refine_loop_id"), attempts)
-
-    def decide(
-        self,
-        state: Mapping[str, Any],
-        update: dict[str, Any],
-        attempts: list[Attempt],
-        record: Any,
-    ) -> dict[str, Any]:
-        attempt = attempts[-1]
-        if attempt.evaluation is None:  # the budget ran out before the judge's call
-            return update | {"refine_stop_reason": "budget_exhausted", "refine_phase": "deciding"}
-        stop_reason = self.options.rules.decide(attempts)
-        emit(round_event(LOOP_NAME, attempt, best_attempt(attempts)))
-        if stop_reason is None and (self.review is None or self.review.mode == "final"):
-            task = str(state.get("refine_task") or "")
-            choice = choose_next(self.options.strategy, attempts, task, record=record)
-            return update | move(state, choice, attempts)
-        # Stop, or an every-round review: the agent ends its turn and after_agent decides.
-        return update | {"refine_stop_reason": stop_reason, "refine_phase": "deciding"}
+        if outcome.choice is not None and (self.review is None or self.review.mode == "final"):
+            return update | move(state, outcome.choice, outcome.attempts)
+        return update | {"refine_stop_reason": outcome.stop_reason, "refine_phase": "deciding"}
 
     def review_outcome(self, state: Mapping[str, Any]) -> dict[str, Any] | Edit | None:
         """The review and its decision: an update, or an edit still to evaluate."""
@@ -418,7 +398,8 @@ class AgentLoop:
                     "refine_instruction": feedback,
                 }
             if decision.get("pending") is not None:  # an edit: evaluated, as in the graph
-                return Edit(view, Attempt.model_validate(decision["pending"]), self.meter(state))
+                attempt = Attempt.model_validate(decision["pending"])
+                return Edit(view, attempt, self.meter(state, what="evaluator"))
             stop_reason = decision.get("stop_reason", stop_reason)
             response = decision.get("response")
         if stop_reason is None:  # an every-round review said "continue" mid-loop
@@ -426,24 +407,18 @@ class AgentLoop:
         return self.finish(state, view | {"stop_reason": stop_reason, "response": response})
 
     def end_with_edit(
-        self, state: Mapping[str, Any], edit: Edit, evaluation: Evaluation | None
+        self, state: Mapping[str, Any], edit: Edit, outcome: Outcome
     ) -> dict[str, Any]:
-        """End the loop with the reviewer's text, its evaluation (None past the budget)."""
-        attempt = edit.attempt.model_copy(
-            update={"evaluation": evaluation, "usage": edit.meter.delta()}
-        )
-        attempts = [*edit.view["attempts"], attempt]
-        if evaluation is not None:
-            emit(round_event(LOOP_NAME, attempt, best_attempt(attempts)))
+        """End the loop with the reviewer's text, evaluated (unscored past the budget)."""
         spent = edit.meter.spent_before + edit.meter.delta()
         view = edit.view | {
-            "attempts": attempts,
+            "attempts": outcome.attempts,
             "usage": spent,
-            "stop_reason": "edited",
-            "response": attempt.response,
+            "stop_reason": outcome.stop_reason,
+            "response": edit.attempt.response,
         }
         return self.finish(state, view) | {
-            "refine_attempts": to_plain(attempts),
+            "refine_attempts": to_plain(outcome.attempts),
             "refine_usage": to_plain(spent),
         }
 

@@ -19,15 +19,19 @@ from langgraph.types import Command, RetryPolicy
 from langgraph_refine._budget import BudgetStop
 from langgraph_refine._errors import RefineError
 from langgraph_refine._options import LoopOptions
-from langgraph_refine._record import aexchange, compose_key, exchange
+from langgraph_refine._record import RecordUpdate, aexchange, compose_key, exchange, run_record
 from langgraph_refine._round import (
-    confirmed,
-    decided,
-    judged_round,
+    Confirm,
+    Exchange,
+    Flow,
+    Outcome,
+    Request,
+    Spent,
+    adrive,
+    drive,
+    evaluate_round,
     read_as_object,
-    responses,
-    round_record,
-    unevaluated,
+    report,
 )
 from langgraph_refine._run_models import climbing, ladder_names
 from langgraph_refine._specs import SpecError, run_judge_model
@@ -38,8 +42,7 @@ from langgraph_refine._state import (
     plain_writes,
     revive_state,
 )
-from langgraph_refine._step import Step, run_options
-from langgraph_refine._stop_rules import needs_confirmation
+from langgraph_refine._step import Step, emit, run_options
 from langgraph_refine.evaluators._base import BaseEvaluator, EvaluatorLike
 from langgraph_refine.evaluators._combine import as_evaluator
 from langgraph_refine.evaluators._from_specs import build_evaluators
@@ -160,9 +163,7 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
             return update
         return Command(update=update, goto=self.routes["stop" if stop else "refine"])
 
-    def _begin(
-        self, state: Mapping[str, Any], config: RunnableConfig | None
-    ) -> tuple[Attempt, Step, LoopOptions, BaseEvaluator]:
+    def _begin(self, state: Mapping[str, Any], config: RunnableConfig | None) -> _Calls:
         pending = state.get("pending")
         if pending is None:
             raise RefineError(
@@ -180,7 +181,7 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
             retry_policy=self.retry_policy,
             pending_usage=pending.usage,
         )
-        return pending, step, options, self.evaluator_for(options)
+        return _Calls(self, state, pending, step, options)
 
     def _runnable(
         self, state: Mapping[str, Any], step: Step, evaluator: BaseEvaluator
@@ -204,45 +205,9 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         state = revive_state(input)
         if state.get("pending") is None and state.get("stop_reason"):
             return self._route(state, {})
-        pending, step, options, evaluator = self._begin(state, config)
-        traced = self._runnable(state, step, evaluator)
-        # A judge's invocation is a model call, counted even if no callback sees one.
-        judge = evaluator.calls_model
-        evaluations: list[Evaluation] = []
-        try:
-            for response, preset in responses(pending):
-                if preset is not None:  # not a valid object: already FAIL (see _typed)
-                    evaluations.append(preset)
-                elif traced is None:
-                    evaluations.append(
-                        step.call(evaluator.evaluate, response, state, model_call=judge)
-                    )
-                else:
-                    evaluations.append(
-                        step.call(traced.invoke, response, step.config, model_call=judge)
-                    )
-        except BudgetStop as stop:
-            if not evaluations:
-                return self._route(state, unevaluated(state, pending, step, stop))
-        except Exception as exc:
-            step.on_error(exc, "evaluator")
-            raise
-        judged = judged_round(state, pending, evaluations, step, options)
-        if needs_confirmation(judged.stop_reason, options.confirm_pass):
-            try:
-                again: Evaluation | None = step.call(
-                    evaluator.evaluate, judged.attempt.response, state, model_call=judge
-                )
-            except BudgetStop:
-                again = None
-            except Exception as exc:
-                step.on_error(exc, "evaluator")
-                raise
-            judged = confirmed(pending, judged, again, step, options)
-        found = round_record(state, judged.attempts, options, lambda: self.record_key(options))
-        record = exchange(*found) if found else None
-        ladder = climbing(options.models, self.ladder)  # a run's own models, else the graph's
-        return self._route(state, decided(state, judged, options, record, ladder))
+        calls = self._begin(state, config)
+        outcome = drive(calls.flow(), calls.answer)
+        return self._route(state, calls.finish(outcome))
 
     async def ainvoke(
         self, input: StateT, config: RunnableConfig | None = None, **kwargs: Any
@@ -251,47 +216,123 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         state = revive_state(input)
         if state.get("pending") is None and state.get("stop_reason"):
             return self._route(state, {})
-        pending, step, options, evaluator = self._begin(state, config)
-        traced = self._runnable(state, step, evaluator)
-        replies = responses(pending)
-        judge = evaluator.calls_model  # see invoke
+        calls = self._begin(state, config)
+        outcome = await adrive(calls.flow(), calls.aanswer)
+        return self._route(state, calls.finish(outcome))
 
-        async def one(item: tuple[str, Evaluation | None]) -> Evaluation:
-            response, preset = item
-            if preset is not None:  # not a valid object: already FAIL (see _typed)
-                return preset
-            if traced is None:
-                return await step.acall(evaluator.aevaluate, response, state, model_call=judge)
-            return await step.acall(traced.ainvoke, response, step.config, model_call=judge)
 
-        evaluations: list[Evaluation] = []
+class _Calls:
+    """The evaluate step's answers to the round's requests (see `_round.evaluate_round`).
+
+    The round's decisions are in the flow; this carries out its calls under the step:
+    the evaluator's judgments (counted and metered), the meter's reading, the record.
+    """
+
+    def __init__(
+        self,
+        node: EvaluatorNode[Any],
+        state: Mapping[str, Any],
+        pending: Attempt,
+        step: Step,
+        options: LoopOptions,
+    ) -> None:
+        self.node, self.state, self.pending, self.step, self.options = (
+            node,
+            state,
+            pending,
+            step,
+            options,
+        )
+        self.evaluator = node.evaluator_for(options)
+        self.traced = node._runnable(state, step, self.evaluator)
+        # A judge's invocation is a model call, counted even if no callback sees one.
+        self.judge = self.evaluator.calls_model
+
+    def flow(self) -> Flow:
+        ladder = climbing(self.options.models, self.node.ladder)  # a run's own, else the graph's
+        return evaluate_round(self.state, self.pending, self.options, ladder)
+
+    def finish(self, outcome: Outcome) -> dict[str, Any]:
+        for event in report(self.options.name, outcome):
+            emit(event)
+        return outcome.update
+
+    # -- sync ------------------------------------------------------------------------------
+
+    def answer(self, request: Request) -> Any:
+        if isinstance(request, Spent):
+            return self.step.meter.delta()
+        if isinstance(request, Exchange):
+            found = self._found(request)
+            return exchange(*found) if found else None
+        if isinstance(request, Confirm):
+            return self._judged(request.response, stop_with=None)
+        made: list[Evaluation] = []
+        for response in request.responses:
+            evaluation = self._judged(response, stop_with=made)
+            if evaluation is made:  # the budget ran out
+                break
+            made.append(evaluation)
+        return made
+
+    def _judged(self, response: str, stop_with: Any) -> Any:
+        """One judgment, or `stop_with` when the budget refuses it."""
+        step = self.step
         try:
+            if self.traced is None:
+                return step.call(
+                    self.evaluator.evaluate, response, self.state, model_call=self.judge
+                )
+            return step.call(self.traced.invoke, response, step.config, model_call=self.judge)
+        except BudgetStop:
+            return stop_with
+        except Exception as exc:
+            step.on_error(exc, "evaluator")
+            raise
+
+    # -- async -----------------------------------------------------------------------------
+
+    async def aanswer(self, request: Request) -> Any:
+        if isinstance(request, Spent):
+            return self.step.meter.delta()
+        if isinstance(request, Exchange):
+            found = self._found(request)
+            return await aexchange(*found) if found else None
+        if isinstance(request, Confirm):
+            return await self._ajudged(request.response, stop_with=None)
+        made: list[Evaluation] = []
+        if len(request.responses) > 1 and self.options.budget is None:
             # Candidates are judged concurrently unless a budget must be checked between
             # the judge calls.
-            if len(replies) > 1 and options.budget is None:
-                evaluations = list(await asyncio.gather(*(one(r) for r in replies)))
-            else:
-                for response in replies:
-                    evaluations.append(await one(response))
-        except BudgetStop as stop:
-            if not evaluations:
-                return self._route(state, unevaluated(state, pending, step, stop))
+            return list(await asyncio.gather(*(self._ajudge(r) for r in request.responses)))
+        for response in request.responses:
+            evaluation = await self._ajudged(response, stop_with=made)
+            if evaluation is made:  # the budget ran out
+                break
+            made.append(evaluation)
+        return made
+
+    async def _ajudged(self, response: str, stop_with: Any) -> Any:
+        """One judgment, or `stop_with` when the budget refuses it."""
+        try:
+            return await self._ajudge(response)
+        except BudgetStop:
+            return stop_with
         except Exception as exc:
-            await step.aon_error(exc, "evaluator")
+            await self.step.aon_error(exc, "evaluator")
             raise
-        judged = judged_round(state, pending, evaluations, step, options)
-        if needs_confirmation(judged.stop_reason, options.confirm_pass):
-            try:
-                again: Evaluation | None = await step.acall(
-                    evaluator.aevaluate, judged.attempt.response, state, model_call=judge
-                )
-            except BudgetStop:
-                again = None
-            except Exception as exc:
-                await step.aon_error(exc, "evaluator")
-                raise
-            judged = confirmed(pending, judged, again, step, options)
-        found = round_record(state, judged.attempts, options, lambda: self.record_key(options))
-        record = await aexchange(*found) if found else None
-        ladder = climbing(options.models, self.ladder)  # a run's own models, else the graph's
-        return self._route(state, decided(state, judged, options, record, ladder))
+
+    async def _ajudge(self, response: str) -> Evaluation:
+        step = self.step
+        if self.traced is None:
+            return await step.acall(
+                self.evaluator.aevaluate, response, self.state, model_call=self.judge
+            )
+        return await step.acall(self.traced.ainvoke, response, step.config, model_call=self.judge)
+
+    def _found(self, request: Exchange) -> tuple[Any, RecordUpdate] | None:
+        """The store and this round's record update, when the run keeps a record."""
+        options = self.options
+        return run_record(
+            request.loop_id, request.attempts, options, lambda: self.node.record_key(options)
+        )

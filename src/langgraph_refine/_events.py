@@ -8,11 +8,15 @@ as LangGraph Server sends them); these types let editors and type checkers read 
 
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired
+from typing import TYPE_CHECKING, Any, Literal, NotRequired
 
 from typing_extensions import TypedDict
 
-from langgraph_refine._state import MoveKind, StopReason, Verdict
+from langgraph_refine._state import Attempt, MoveKind, StopReason, Verdict
+from langgraph_refine._typed import plain
+
+if TYPE_CHECKING:
+    from langgraph_refine._result import RefineResult
 
 
 class RoundEvent(TypedDict):
@@ -114,3 +118,39 @@ class ReviewPayload(TypedDict):
 
 
 __all__ = ["ReviewPayload", "RoundEvent", "StopEvent"]
+
+
+def round_event(name: str, attempt: Attempt, best: Attempt | None) -> RoundEvent:
+    """The custom stream event of one evaluated attempt (graph and middleware alike)."""
+    evaluation = attempt.evaluation
+    assert evaluation is not None
+    return {
+        "type": "round",
+        "name": name,
+        "iteration": attempt.index,
+        "parent": attempt.parent,
+        "move": attempt.move,
+        "score": evaluation.score,
+        "verdict": evaluation.verdict,
+        "feedback": evaluation.feedback,
+        "best_score": best.score if best is not None else None,
+        "response": attempt.response,
+        "output": attempt.output,
+        "reasoning": attempt.reasoning,
+        "edits": attempt.edits,
+        "model": attempt.model,
+        "rung": attempt.rung,
+    }
+
+
+def stop_event(name: str, result: RefineResult) -> StopEvent:
+    """The custom stream event of the loop's end."""
+    return {
+        "type": "stop",
+        "name": name,
+        "stop_reason": result.stop_reason,
+        "score": result.score,
+        "iterations": result.iterations,
+        "response": result.value,
+        "output": plain(result.output),
+    }

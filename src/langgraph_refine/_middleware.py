@@ -53,12 +53,25 @@ from langgraph_refine._agent_loop import (
     RefineAgentState,
     resolve_evaluator,
 )
-from langgraph_refine._budget import Budget, BudgetStop, metered
+from langgraph_refine._budget import Budget, BudgetMeter, BudgetStop, metered
 from langgraph_refine._options import HumanReview, LoopOptions
-from langgraph_refine._record import aexchange, exchange
+from langgraph_refine._record import RecordUpdate, aexchange, exchange, record_store
 from langgraph_refine._result import RefineResult
 from langgraph_refine._review import ReviewNode, require_checkpointer
-from langgraph_refine._state import Evaluation, Strategy
+from langgraph_refine._round import (
+    Confirm,
+    Exchange,
+    Flow,
+    Outcome,
+    Request,
+    Spent,
+    adrive,
+    drive,
+    evaluate_round,
+    report,
+)
+from langgraph_refine._state import Attempt, Evaluation, Strategy
+from langgraph_refine._step import emit
 from langgraph_refine._stop_rules import StopRules
 from langgraph_refine.evaluators._base import EvaluatorLike
 
@@ -210,14 +223,14 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         a refinement of an earlier answer) does not show the model the answers it sets
         aside (see `refine_hidden_to`).
         """
-        meter = self.loop.meter(request.state, carried=turns.FAILED_CALLS.pop(id(request), None))
+        meter = self.loop.meter(request.state)
         try:
             with metered(meter), meter.invocation() as done:
                 response = done(handler(turns.shown(request)))
         except BudgetStop:
             return turns.refused(meter)
         except Exception:
-            turns.carry(request, meter.delta())
+            turns.carry(request, meter)
             raise
         return turns.counted(response, meter, turns.model_of(request))
 
@@ -227,14 +240,14 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ExtendedModelResponse[Any]:
         """Async twin of `wrap_model_call`."""
-        meter = self.loop.meter(request.state, carried=turns.FAILED_CALLS.pop(id(request), None))
+        meter = self.loop.meter(request.state)
         try:
             with metered(meter), meter.invocation() as done:
                 response = done(await handler(turns.shown(request)))
         except BudgetStop:
             return turns.refused(meter)
         except Exception:
-            turns.carry(request, meter.delta())
+            turns.carry(request, meter)
             raise
         return turns.counted(response, meter, turns.model_of(request))
 
@@ -246,12 +259,9 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         turn = self.loop.turn(state)
         if turn is None:
             return None
-        evaluation: Evaluation | None = None
-        with metered(turn.meter), suppress(BudgetStop):
-            evaluation = self.loop.evaluator.evaluate(turn.answer, turn.view)
-        update, attempts = self.loop.attempt(state, turn, evaluation)
-        kept = self.loop.record(state, getattr(runtime, "store", None), attempts)
-        return self.loop.decide(state, update, attempts, exchange(*kept) if kept else None)
+        calls = _Calls(self.loop, state, turn.view, turn.meter, runtime)
+        outcome = drive(calls.flow(self.loop.pending(state, turn)), calls.answer)
+        return self.loop.after_round(state, calls.sent(outcome), turn.meter)
 
     @hook_config(can_jump_to=["model"])
     async def aafter_model(
@@ -261,12 +271,9 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         turn = self.loop.turn(state)
         if turn is None:
             return None
-        evaluation: Evaluation | None = None
-        with metered(turn.meter), suppress(BudgetStop):
-            evaluation = await self.loop.evaluator.aevaluate(turn.answer, turn.view)
-        update, attempts = self.loop.attempt(state, turn, evaluation)
-        kept = self.loop.record(state, getattr(runtime, "store", None), attempts)
-        return self.loop.decide(state, update, attempts, await aexchange(*kept) if kept else None)
+        calls = _Calls(self.loop, state, turn.view, turn.meter, runtime)
+        outcome = await adrive(calls.flow(self.loop.pending(state, turn)), calls.aanswer)
+        return self.loop.after_round(state, calls.sent(outcome), turn.meter)
 
     # -- after_agent: review and the end ---------------------------------------------------
 
@@ -283,10 +290,9 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         outcome = self.loop.review_outcome(state)
         if not isinstance(outcome, Edit):
             return outcome
-        evaluation: Evaluation | None = None
-        with metered(outcome.meter), suppress(BudgetStop):
-            evaluation = self.loop.evaluator.evaluate(outcome.attempt.response, outcome.view)
-        return self.loop.end_with_edit(state, outcome, evaluation)
+        calls = _Calls(self.loop, state, outcome.view, outcome.meter, runtime)
+        judged = drive(calls.flow(outcome.attempt), calls.answer)
+        return self.loop.end_with_edit(state, outcome, calls.sent(judged))
 
     @hook_config(can_jump_to=["model"])
     async def aafter_agent(
@@ -296,10 +302,9 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         outcome = self.loop.review_outcome(state)
         if not isinstance(outcome, Edit):
             return outcome
-        evaluation: Evaluation | None = None
-        with metered(outcome.meter), suppress(BudgetStop):
-            evaluation = await self.loop.evaluator.aevaluate(outcome.attempt.response, outcome.view)
-        return self.loop.end_with_edit(state, outcome, evaluation)
+        calls = _Calls(self.loop, state, outcome.view, outcome.meter, runtime)
+        judged = await adrive(calls.flow(outcome.attempt), calls.aanswer)
+        return self.loop.end_with_edit(state, outcome, calls.sent(judged))
 
     def result(self, state: Mapping[str, Any]) -> RefineResult:
         """The loop's outcome from the agent's final state (what `invoke` returned).
@@ -311,6 +316,74 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
             The `RefineResult` of the run's loop: value, score, stop reason, attempts, usage.
         """
         return self.loop.result(state)
+
+
+class _Calls:
+    """A hook's answers to the round's requests (see `_round.evaluate_round`).
+
+    The round's decisions are the graph's own; this carries out its calls inside the
+    agent: the evaluator's judgments under the loop's meter (a judgment the budget
+    refuses is not made), the meter's reading, and the strategy record in the agent's
+    store.
+    """
+
+    def __init__(
+        self,
+        loop: AgentLoop,
+        state: Mapping[str, Any],
+        view: dict[str, Any],
+        meter: BudgetMeter,
+        runtime: Runtime[Any],
+    ) -> None:
+        self.loop, self.state, self.view, self.meter = loop, state, view, meter
+        self.store = record_store(loop.options.strategy, getattr(runtime, "store", None))
+
+    def flow(self, pending: Attempt) -> Flow:
+        return evaluate_round(self.view, pending, self.loop.options)
+
+    def sent(self, outcome: Outcome) -> Outcome:
+        """The outcome, its round events sent to the custom stream."""
+        for event in report(LOOP_NAME, outcome):
+            emit(event)
+        return outcome
+
+    def _update(self, request: Exchange) -> RecordUpdate | None:
+        key = self.loop.record_key(self.state) if self.store is not None else None
+        return None if key is None else RecordUpdate(key, request.loop_id, request.attempts)
+
+    def answer(self, request: Request) -> Any:
+        if isinstance(request, Spent):
+            return self.meter.delta()
+        if isinstance(request, Exchange):
+            update = self._update(request)
+            return exchange(self.store, update) if update is not None else None
+        evaluator = self.loop.evaluator
+        if isinstance(request, Confirm):
+            with metered(self.meter), suppress(BudgetStop):
+                return evaluator.evaluate(request.response, self.view)
+            return None
+        made: list[Evaluation] = []
+        with metered(self.meter), suppress(BudgetStop):
+            for response in request.responses:
+                made.append(evaluator.evaluate(response, self.view))
+        return made
+
+    async def aanswer(self, request: Request) -> Any:
+        if isinstance(request, Spent):
+            return self.meter.delta()
+        if isinstance(request, Exchange):
+            update = self._update(request)
+            return await aexchange(self.store, update) if update is not None else None
+        evaluator = self.loop.evaluator
+        if isinstance(request, Confirm):
+            with metered(self.meter), suppress(BudgetStop):
+                return await evaluator.aevaluate(request.response, self.view)
+            return None
+        made: list[Evaluation] = []
+        with metered(self.meter), suppress(BudgetStop):
+            for response in request.responses:
+                made.append(await evaluator.aevaluate(response, self.view))
+        return made
 
 
 __all__ = ["RefineAgentState", "RefineMiddleware"]

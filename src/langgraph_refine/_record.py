@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -196,7 +196,7 @@ class RecordUpdate:
 
 
 def run_record(
-    state: Mapping[str, Any],
+    loop_id: str | None,
     attempts: Sequence[Attempt],
     options: LoopOptions,
     key: Callable[[], str | None],
@@ -207,7 +207,7 @@ def run_record(
     runs with a store; otherwise None (no record, and explore acts as without one).
 
     Args:
-        state: The loop's state (its `loop_id` names this run in the record).
+        loop_id: Names this run in the record.
         attempts: The attempts so far, the one just evaluated included.
         options: The run's options (its strategy).
         key: Gives the run's record key (None: no record); asked only when the run has
@@ -222,7 +222,7 @@ def run_record(
     name = key()
     if name is None:
         return None
-    return store, RecordUpdate(name, state.get("loop_id"), attempts)
+    return store, RecordUpdate(name, loop_id, attempts)
 
 
 def exchange(store: BaseStore, update: RecordUpdate) -> Counts | None:

@@ -105,9 +105,11 @@ class ReviewNode:
         if action == "approve":
             update["response"] = payload["response"]
         elif action == "edit":
-            # The edited text is an attempt of its own, evaluated next (`route_after_review`)
-            # so the result's score is that text's, not the reviewed attempt's.
+            # The edited text is an attempt of its own (`move="edit"`), evaluated next
+            # (`route_after_review`) so the result's score is that text's; its evaluation
+            # ends the loop with `"edited"`. Until then the loop has not stopped.
             text = _required_text(value, "response", action)
+            update["stop_reason"] = None
             update["response"] = text
             update["pending"] = edited_attempt(payload, text)
         elif action == "revise":
@@ -164,7 +166,7 @@ def route_after_review(state: Mapping[str, Any]) -> Literal["refine", "stop", "e
     """Where the loop goes after a review: `"evaluate"` an edit, else as after an evaluation.
 
     Example:
-        >>> route_after_review({"stop_reason": "edited", "pending": {"index": 3}})
+        >>> route_after_review({"stop_reason": None, "pending": {"index": 3, "move": "edit"}})
         'evaluate'
         >>> route_after_review({"stop_reason": "approved", "pending": None})
         'stop'

@@ -1,62 +1,217 @@
-"""One round's decisions, without I/O: what the evaluate step makes of its judgments.
+"""One round's decisions, written once and without I/O, for the graph and the agent.
 
-`EvaluatorNode` (`_evaluate`) calls the evaluator; these functions turn what it said into
-the round's update: the evaluated attempt (the best candidate), the stop rules' decision,
-a confirming judgment's outcome (`confirm_pass`), the strategy's next move and the
-ladder's next rung. Sync and async evaluation share them.
+`evaluate_round` is a flow: a generator that yields the calls it needs and returns the
+round's update, the pattern of `_driver.run_flow` (and of httpx's auth flows). It asks
+for the judgments of the pending attempt (`Judge`), a confirming judgment
+(`Confirm`, with `confirm_pass`), what the step has spent so far (`Spent`) and the
+strategy record (`Exchange`); it decides the evaluated attempt (the best candidate),
+the stop reason (the only call to the stop rules), the next move and rung, and the
+round event. Its drivers carry the calls out: `EvaluatorNode.invoke` / `ainvoke`
+(`_evaluate`) and `RefineMiddleware.after_model` / `aafter_model`, each through
+`drive` or `adrive`.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from langgraph_refine._budget import BudgetStop
+from langgraph_refine._events import RoundEvent, round_event
 from langgraph_refine._ladder import next_rung, rung_prices
 from langgraph_refine._options import LoopOptions
-from langgraph_refine._record import run_record
 from langgraph_refine._result import best_attempt
 from langgraph_refine._state import Attempt, Evaluation, StopReason, Usage
-from langgraph_refine._step import Step, emit, round_event
-from langgraph_refine._stop_rules import BUDGET_STOP, CONFIRMABLE_STOPS
-from langgraph_refine._strategy import MoveStats, choose_next
+from langgraph_refine._stop_rules import BUDGET_STOP, CONFIRMABLE_STOPS, needs_confirmation
+from langgraph_refine._strategy import Choice, MoveStats, choose_next
 
 logger = logging.getLogger("langgraph_refine")
 
 
-def unevaluated(
-    state: Mapping[str, Any], pending: Attempt, step: Step, stop: BudgetStop
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Judge:
+    """Judge these responses, in order: answered with the evaluations made.
+
+    Fewer evaluations than responses means the budget ran out after the last one.
+    """
+
+    responses: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Confirm:
+    """Judge this response once more: answered with the `Evaluation`, or None (no budget)."""
+
+    response: str
+
+
+@dataclass(frozen=True)
+class Spent:
+    """Answered with the `Usage` the round's own calls have spent so far."""
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """Trade this run's rounds for the strategy record: answered with the pooled counts.
+
+    The driver answers None when the run keeps no record (no store, no key, not explore).
+    """
+
+    loop_id: str | None
+    attempts: tuple[Attempt, ...]
+
+
+Request = Judge | Confirm | Spent | Exchange
+"""A call the round's flow needs carried out."""
+
+SPENT = Spent()
+
+
+@dataclass
+class Outcome:
+    """What a round decided: the state update, its events, and the decision in parts.
+
+    Attributes:
+        update: The graph's state update (`attempts`, `usage`, `stop_reason`, ...).
+        attempts: Every attempt so far, the one just evaluated last.
+        stop_reason: Why the loop stops (None: it goes on).
+        choice: The strategy's next move (None when the loop stops).
+        events: The round's stream events, for the driver to send.
+    """
+
+    update: dict[str, Any]
+    attempts: list[Attempt]
+    stop_reason: StopReason | None
+    choice: Choice | None = None
+    events: list[RoundEvent] = field(default_factory=list)
+
+
+Flow = Generator[Request, Any, Outcome]
+
+
+def evaluate_round(
+    state: Mapping[str, Any],
+    pending: Attempt,
+    options: LoopOptions,
+    ladder: Sequence[str] = (),
+) -> Flow:
+    """The round after its generation: judge, confirm, record, decide what comes next.
+
+    Args:
+        state: The loop's state in the graph's terms (`task`, `attempts`, `stop_reason`,
+            `loop_id`); the agent's is its `loop_view`.
+        pending: The generated attempt (or a reviewer's edit: `move="edit"`), carrying
+            its generation's usage.
+        options: The run's options.
+        ladder: With a ladder of models, the rungs' names, cheapest first.
+
+    Returns:
+        The round's `Outcome` (as the generator's return value).
+    """
+    replies = responses(pending)
+    asked = tuple(response for response, preset in replies if preset is None)
+    made: list[Evaluation] = list((yield Judge(asked))) if asked else []
+    evaluations = _in_order(replies, made)
+    if not evaluations:  # the budget ran out before the first judgment
+        return unevaluated(state, pending, (yield SPENT))
+    judged = judged_round(state, pending, evaluations, (yield SPENT), options)
+    if needs_confirmation(judged.stop_reason, options.confirm_pass):
+        again = yield Confirm(judged.attempt.response)
+        judged = confirmed(pending, judged, again, (yield SPENT), options)
+    record = None
+    if not is_edit(pending):  # a reviewer's edit is not a model's move
+        record = yield Exchange(state.get("loop_id"), tuple(judged.attempts))
+    return decided(state, judged, options, record, ladder)
+
+
+def drive(flow: Flow, answer: Callable[[Request], Any]) -> Outcome:
+    """Carry out a round's flow synchronously: `answer` carries out each request."""
+    reply: Any = None
+    try:
+        while True:
+            reply = answer(flow.send(reply))
+    except StopIteration as done:
+        outcome: Outcome = done.value
+        return outcome
+
+
+async def adrive(flow: Flow, answer: Callable[[Request], Awaitable[Any]]) -> Outcome:
+    """Async twin of `drive`: `answer` returns an awaitable."""
+    reply: Any = None
+    try:
+        while True:
+            reply = await answer(flow.send(reply))
+    except StopIteration as done:
+        outcome: Outcome = done.value
+        return outcome
+
+
+def report(name: str, outcome: Outcome) -> list[RoundEvent]:
+    """Log the round; return its events for the driver to send."""
+    for event in outcome.events:
+        best = event["best_score"]
+        logger.info(
+            "%s round %d: score=%.3f verdict=%s best=%.3f%s",
+            name,
+            event["iteration"],
+            event["score"],
+            event["verdict"],
+            best if best is not None else float("nan"),
+            f" -> stop ({outcome.stop_reason})" if outcome.stop_reason else "",
+        )
+    return outcome.events
+
+
+def _in_order(
+    replies: list[tuple[str, Evaluation | None]], made: list[Evaluation]
+) -> list[Evaluation]:
+    """Each response's evaluation, in order: its preset one or the next judgment made.
+
+    Stops at the first response left unjudged (the budget ran out there).
+    """
+    made_left = iter(made)
+    evaluations: list[Evaluation] = []
+    for _, preset in replies:
+        evaluation = preset if preset is not None else next(made_left, None)
+        if evaluation is None:
+            break
+        evaluations.append(evaluation)
+    return evaluations
+
+
+def unevaluated(state: Mapping[str, Any], pending: Attempt, spent: Usage) -> Outcome:
     """The round the budget stopped before its evaluation: the attempt kept, unscored."""
-    logger.info("budget exhausted before evaluating attempt %d: %s", pending.index, stop)
-    usage = step.meter.delta()
-    attempt = pending.model_copy(update={"usage": pending.usage + usage})
-    return {
+    logger.info("budget exhausted before evaluating attempt %d", pending.index)
+    attempt = pending.model_copy(update={"usage": pending.usage + spent})
+    # A reviewer's edit stays the result, unscored; anything else is a budget stop.
+    stop_reason: StopReason = "edited" if is_edit(pending) else BUDGET_STOP
+    update = {
         "attempts": [attempt],
         "pending": None,
         "usage": attempt.usage,  # the generation's and this step's
-        # A reviewer's edit stays the result, unscored; anything else is a budget stop.
-        "stop_reason": "edited" if is_edit(state) else BUDGET_STOP,
+        "stop_reason": stop_reason,
     }
+    return Outcome(update, [*(state.get("attempts") or []), attempt], stop_reason)
 
 
 def judged_round(
     state: Mapping[str, Any],
     pending: Attempt,
     evaluations: list[Evaluation],
-    step: Step,
+    spent: Usage,
     options: LoopOptions,
 ) -> _Judged:
     """The evaluated attempt, the attempts with it, and the stop rules' decision."""
     for evaluation in evaluations:
         if not isinstance(evaluation, Evaluation):  # a custom BaseEvaluator's mistake
             raise TypeError(f"evaluator returned {type(evaluation).__name__}; return an Evaluation")
-    usage = step.meter.delta()
-    attempt = _choose_candidate(pending, evaluations, pending.usage + usage)
+    attempt = _choose_candidate(pending, evaluations, pending.usage + spent)
     attempts = [*(state.get("attempts") or []), attempt]
     # A reviewer's edit ends the loop whatever it scores; other attempts meet the rules.
-    stop_reason: StopReason | None = "edited" if is_edit(state) else options.rules.decide(attempts)
+    stop_reason: StopReason | None = (
+        "edited" if is_edit(pending) else options.rules.decide(attempts)
+    )
     if stop_reason is None and len(evaluations) < len(responses(pending)):
         stop_reason = BUDGET_STOP  # it ran out while judging the candidates
     return _Judged(attempt, attempts, stop_reason)
@@ -66,7 +221,7 @@ def confirmed(
     pending: Attempt,
     judged: _Judged,
     again: Evaluation | None,
-    step: Step,
+    spent: Usage,
     options: LoopOptions,
 ) -> _Judged:
     """The round after its confirming judgment (`confirm_pass`).
@@ -79,7 +234,7 @@ def confirmed(
     """
     first = judged.attempt.evaluation
     assert first is not None
-    usage = pending.usage + step.meter.delta()  # the generation's, both judgments'
+    usage = pending.usage + spent  # the generation's, both judgments'
     if again is None:
         details = {**first.details, "confirmation": "not made: the budget ran out"}
         attempt = judged.attempt.model_copy(
@@ -110,15 +265,14 @@ def decided(
     options: LoopOptions,
     record: Mapping[str, MoveStats] | None,
     ladder: Sequence[str],
-) -> dict[str, Any]:
-    """The round's update: the evaluated attempt, the stop reason, the next move and rung."""
+) -> Outcome:
+    """The round's outcome: the evaluated attempt, the stop reason, the next move and rung."""
     attempt, attempts, stop_reason = judged
     choice = (
         None
         if stop_reason
         else choose_next(options.strategy, attempts, state["task"], record=record)
     )
-    _report(options.name, attempt, best_attempt(attempts), stop_reason)
     update: dict[str, Any] = {
         "attempts": [attempt],
         "pending": None,
@@ -128,9 +282,10 @@ def decided(
     }
     if stop_reason is not None or state.get("stop_reason") is not None:
         update["stop_reason"] = stop_reason
-    if ladder and choice is not None:
+    if ladder:  # also when the loop stops: a reviewer's `revise` takes this rung
         update["rung"] = _next_rung(attempts, ladder, options, record)
-    return update
+    event = round_event(options.name, attempt, best_attempt(attempts))
+    return Outcome(update, attempts, stop_reason, choice, [event])
 
 
 def _next_rung(
@@ -162,45 +317,15 @@ def _summary(evaluation: Evaluation) -> dict[str, Any]:
     }
 
 
-def is_edit(state: Mapping[str, Any]) -> bool:
+def is_edit(pending: Attempt) -> bool:
     """True when the pending attempt is a reviewer's edit (see `ReviewNode.apply`)."""
-    return state.get("stop_reason") == "edited"
-
-
-def round_record(
-    state: Mapping[str, Any],
-    attempts: list[Attempt],
-    options: LoopOptions,
-    key: Callable[[], str | None],
-) -> Any:
-    """The strategy record's update for this round; none for an edit (not a model's move).
-
-    `key` gives the run's record key, asked only when the run keeps a record (`run_record`).
-    """
-    return None if is_edit(state) else run_record(state, attempts, options, key)
+    return pending.move == "edit"
 
 
 class _Judged(NamedTuple):
     attempt: Attempt
     attempts: list[Attempt]
     stop_reason: StopReason | None
-
-
-def _report(name: str, attempt: Attempt, best: Attempt | None, stop_reason: str | None) -> None:
-    """Log the round and send its `round` stream event."""
-    evaluation = attempt.evaluation
-    assert evaluation is not None
-    best_score = best.score if best is not None else None
-    logger.info(
-        "%s round %d: score=%.3f verdict=%s best=%.3f%s",
-        name,
-        attempt.index,
-        evaluation.score,
-        evaluation.verdict,
-        best_score if best_score is not None else float("nan"),
-        f" -> stop ({stop_reason})" if stop_reason else "",
-    )
-    emit(round_event(name, attempt, best))
 
 
 def read_as_object(pending: Attempt, options: LoopOptions) -> Attempt:

@@ -28,12 +28,10 @@ from langgraph.runtime import get_runtime
 from langgraph.types import RetryPolicy
 
 from langgraph_refine._budget import Budget, BudgetMeter, BudgetStop, enclosing_meter, only_meter
-from langgraph_refine._events import RoundEvent, StopEvent
 from langgraph_refine._options import LoopOptions
-from langgraph_refine._result import RefineResult, best_attempt
+from langgraph_refine._result import best_attempt
 from langgraph_refine._retry import describe_status, retry_follows, retry_wait
-from langgraph_refine._state import Attempt, Usage
-from langgraph_refine._typed import plain
+from langgraph_refine._state import Usage
 
 logger = logging.getLogger("langgraph_refine")
 
@@ -47,42 +45,6 @@ def emit(event: Mapping[str, Any]) -> None:
     except RuntimeError:
         return
     writer(event)
-
-
-def round_event(name: str, attempt: Attempt, best: Attempt | None) -> RoundEvent:
-    """The custom stream event of one evaluated attempt (graph and middleware alike)."""
-    evaluation = attempt.evaluation
-    assert evaluation is not None
-    return {
-        "type": "round",
-        "name": name,
-        "iteration": attempt.index,
-        "parent": attempt.parent,
-        "move": attempt.move,
-        "score": evaluation.score,
-        "verdict": evaluation.verdict,
-        "feedback": evaluation.feedback,
-        "best_score": best.score if best is not None else None,
-        "response": attempt.response,
-        "output": attempt.output,
-        "reasoning": attempt.reasoning,
-        "edits": attempt.edits,
-        "model": attempt.model,
-        "rung": attempt.rung,
-    }
-
-
-def stop_event(name: str, result: RefineResult) -> StopEvent:
-    """The custom stream event of the loop's end."""
-    return {
-        "type": "stop",
-        "name": name,
-        "stop_reason": result.stop_reason,
-        "score": result.score,
-        "iterations": result.iterations,
-        "response": result.value,
-        "output": plain(result.output),
-    }
 
 
 def run_options(options: LoopOptions) -> LoopOptions:
