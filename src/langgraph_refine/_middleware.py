@@ -121,6 +121,8 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
             the best answer is appended once, so the agent's history reads as the request,
             the tool calls, and the answer. True keeps every answer and feedback turn
             (the best answer is appended unless it is already the last message).
+        confirm_pass: Judge an answer that would stop the loop (PASS or `target_score`)
+            once more, and stop only if that judgment agrees (as in the graph).
 
     Raises:
         ValueError: If an option is outside its allowed range (the message names it).
@@ -153,6 +155,7 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         strategy: Strategy = "chain",
         record_key: str | None = None,
         keep_evaluation_turns: bool = False,
+        confirm_pass: bool = False,
     ) -> None:
         super().__init__()
         options = LoopOptions.build(
@@ -164,6 +167,7 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
             on_budget_exhausted=on_budget_exhausted,
             strategy=strategy,
             record_key=record_key,
+            confirm_pass=confirm_pass,
             name=LOOP_NAME,
         )
         review = (
