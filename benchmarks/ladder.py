@@ -106,7 +106,8 @@ def tasks(n: int, seed: int = 0) -> list[str]:
 
 def floor_cost(kind: str) -> float:
     """The least any ladder can pay on a task: the cheap model's calls up to its pass,
-    or one cheap call and then the strong model's calls to its pass."""
+    or one cheap call and then the strong model's calls to its pass.
+    """
     cheap_passes = next((k + 1 for k, q in enumerate(CHEAP_QUALITY[kind]) if q >= 0.9), None)
     strong_calls = next(k + 1 for k, q in enumerate(STRONG_QUALITY[kind]) if q >= 0.9)
     if cheap_passes is not None:

@@ -49,8 +49,8 @@ from benchmarks import _local
 from benchmarks._harness import BenchResult, Figure, md_table, run_async
 from benchmarks.quality import MAX_TOKENS, PARALLEL, TEMPERATURE, load_tasks, task_text
 from langgraph_refine import Attempt, Evaluation, _strategy, arefine, evaluators, refine
+from langgraph_refine._decisions._strategy import MoveStats, choose_next, latest_round_stats
 from langgraph_refine._state import Strategy
-from langgraph_refine._strategy import MoveStats, choose_next, latest_round_stats
 
 BUDGETS = (4, 8)
 SCRIPTED = {

@@ -12,14 +12,14 @@ from langchain_core.runnables import RunnableLambda
 from pydantic import BaseModel
 
 from langgraph_refine import refine
-from langgraph_refine._adapters import (
+from langgraph_refine._loop._adapters import (
     CallableAdapter,
     ChatAdapter,
     RunnableAdapter,
     adapt,
     adapt_ladder,
 )
-from langgraph_refine._generate import GeneratorNode
+from langgraph_refine._loop._generate import GeneratorNode
 from langgraph_refine._typed import OutputSchema
 from tests.fakes import ScriptedChatModel
 

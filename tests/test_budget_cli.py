@@ -18,8 +18,8 @@ import genai_prices
 import pytest
 
 from langgraph_refine import Budget
+from langgraph_refine._calls._prices import Price
 from langgraph_refine._display import shorten
-from langgraph_refine._prices import Price
 from langgraph_refine.cli._errors import CliError
 from langgraph_refine.cli._options import LoopOptions, budget_dict, parse_prices, with_prices
 from langgraph_refine.server import build_graph

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from langgraph_refine import _run
+from langgraph_refine._loop import _run
 from langgraph_refine.cli._batch import LineWriter
 from langgraph_refine.cli._models import ModelSettings
 from tests.test_cli_batch import batch_args, read_jsonl, tasks, write_jsonl

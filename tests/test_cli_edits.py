@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from langgraph_refine._prompts import EDIT_INSTRUCTIONS
+from langgraph_refine._decisions._prompts import EDIT_INSTRUCTIONS
 from langgraph_refine.cli._options import LoopOptions
 from tests.test_cli_helpers import (  # noqa: F401 - fixtures
     assert_one_line_error,

@@ -9,7 +9,7 @@ from typing import Any, get_args
 
 import pytest
 
-from langgraph_refine._budget import Budget
+from langgraph_refine._calls._budget import Budget
 from langgraph_refine._state import Strategy
 from langgraph_refine.cli._errors import CliError
 from langgraph_refine.cli._options import (

@@ -199,7 +199,7 @@ def test_an_agent_judge_sits_on_a_panel_beside_an_llm_judge() -> None:
 
 
 def test_the_spec_language_has_a_panel_form() -> None:
-    from langgraph_refine._specs import SpecError, parse_spec
+    from langgraph_refine._calls._specs import SpecError, parse_spec
     from langgraph_refine.evaluators._from_specs import build_evaluator
 
     spec = parse_spec("panel-majority:words:1-3; contains:owl,lamp ;regex:owl")

@@ -424,7 +424,7 @@ def test_batch_on_server(
     replays them (tests/recording.py)."""
     from examples import batch_on_server as example
 
-    from langgraph_refine._specs import parse_specs
+    from langgraph_refine._calls._specs import parse_specs
     from langgraph_refine.evaluators._combine import as_evaluator
     from langgraph_refine.evaluators._from_specs import build_evaluators
 

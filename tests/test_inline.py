@@ -97,7 +97,7 @@ def test_several_candidates_still_run_concurrently() -> None:
 def test_listeners_are_detected_from_the_callbacks() -> None:
     from langchain_core.callbacks import BaseCallbackHandler, CallbackManager
 
-    from langgraph_refine._step import has_listeners as _has_listeners
+    from langgraph_refine._loop._step import has_listeners as _has_listeners
 
     assert _has_listeners(None)  # unknown: keep the traced run
     assert not _has_listeners({"callbacks": CallbackManager(handlers=[])})

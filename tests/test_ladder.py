@@ -8,8 +8,8 @@ import pytest
 from langgraph.store.memory import InMemoryStore
 
 from langgraph_refine import Attempt, Budget, Evaluation, Usage, arefine, refine
-from langgraph_refine._ladder import next_rung, rung_kind
-from langgraph_refine._strategy import MoveStats
+from langgraph_refine._decisions._ladder import next_rung, rung_kind
+from langgraph_refine._decisions._strategy import MoveStats
 from tests.fakes import ScriptedChatModel
 
 
@@ -103,7 +103,7 @@ def test_the_record_counts_each_rungs_rounds() -> None:
             index=2, response="c", parent=1, evaluation=Evaluation(score=1.0), model="s", rung=1
         ),
     ]
-    from langgraph_refine._strategy import round_stats
+    from langgraph_refine._decisions._strategy import round_stats
 
     stats = round_stats(attempts)
     assert stats[rung_kind("c")] == MoveStats(rounds=1, raised=0, fell=0)

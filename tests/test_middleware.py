@@ -22,7 +22,7 @@ from langgraph_refine import (
     ReviewNode,
     create_refine_graph,
 )
-from langgraph_refine._review_schema import review_answer_schema
+from langgraph_refine._loop._review_schema import review_answer_schema
 from tests.fakes import (
     LOOKUPS,
     AgentModel,

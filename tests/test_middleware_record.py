@@ -17,10 +17,10 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.store.memory import InMemoryStore
 
 from langgraph_refine import Attempt, Evaluation, RefineMiddleware
-from langgraph_refine._agent_loop import move as _move
-from langgraph_refine._prompts import AGENT_REFINE_EARLIER as REFINE_EARLIER_PROMPT
-from langgraph_refine._record import RECORD_NAMESPACE, StrategyRecord, read_records
-from langgraph_refine._strategy import Choice
+from langgraph_refine._agents._agent_loop import move as _move
+from langgraph_refine._decisions._prompts import AGENT_REFINE_EARLIER as REFINE_EARLIER_PROMPT
+from langgraph_refine._decisions._strategy import Choice
+from langgraph_refine._records._record import RECORD_NAMESPACE, StrategyRecord, read_records
 from tests.fakes import AgentModel, lookup
 
 SCORE = re.compile(r"score=([0-9.]+)")

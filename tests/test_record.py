@@ -32,7 +32,8 @@ from langgraph_refine import (
     refine,
     strategy_records,
 )
-from langgraph_refine._record import (
+from langgraph_refine._decisions._strategy import MoveStats, round_stats
+from langgraph_refine._records._record import (
     RECORD_NAMESPACE,
     StrategyRecord,
     evaluator_kind,
@@ -40,8 +41,7 @@ from langgraph_refine._record import (
     read_records,
     record_key,
 )
-from langgraph_refine._record_items import record_namespace
-from langgraph_refine._strategy import MoveStats, round_stats
+from langgraph_refine._records._record_items import record_namespace
 from langgraph_refine.evaluators import combine, contains_all, word_count
 from tests.conftest import POSTGRES_URI_ENV, postgres_uri
 from tests.fakes import ScriptedChatModel
@@ -333,7 +333,7 @@ def test_a_compiled_graph_learns_through_its_store() -> None:
 
 
 def test_each_choice_gets_the_other_runs_pooled_counts(monkeypatch: pytest.MonkeyPatch) -> None:
-    from langgraph_refine import _round
+    from langgraph_refine._decisions import _round
 
     seen: list[dict[str, MoveStats] | None] = []
     real = _round.choose_next

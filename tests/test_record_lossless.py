@@ -23,8 +23,8 @@ from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
 
 from langgraph_refine import Attempt, Evaluation, strategy_records
-from langgraph_refine._record import RecordUpdate, exchange, read_records
-from langgraph_refine._record_items import COMPACT_AT, record_namespace
+from langgraph_refine._records._record import RecordUpdate, exchange, read_records
+from langgraph_refine._records._record_items import COMPACT_AT, record_namespace
 from tests.conftest import POSTGRES_URI_ENV, postgres_uri
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -155,7 +155,7 @@ def test_overlapping_folds_and_a_run_both_folded_and_present_count_once() -> Non
 def test_a_level_beside_moves_is_summed_per_run_the_same_way() -> None:
     # The documented place for a ladder's per-rung counts: summed leaf by leaf, a run's
     # larger entry kept, `cost` allowed to be a fraction.
-    from langgraph_refine._record_items import read_items
+    from langgraph_refine._records._record_items import read_items
 
     store, key = InMemoryStore(), "k"
     namespace = record_namespace(key)
@@ -196,7 +196,7 @@ def brute_total(items: list[Any], without: str | None) -> dict[str, dict[str, in
 def test_totals_read_from_a_folds_sum_equal_the_run_by_run_rule(folds: int) -> None:
     import random
 
-    from langgraph_refine._record_items import read_items
+    from langgraph_refine._records._record_items import read_items
 
     rng = random.Random(folds)
     for trial in range(30):
@@ -224,7 +224,7 @@ def test_totals_read_from_a_folds_sum_equal_the_run_by_run_rule(folds: int) -> N
 
 
 def test_an_item_is_parsed_once_per_process_and_again_if_rewritten() -> None:
-    from langgraph_refine._record_items import Fold, Live, _parsed
+    from langgraph_refine._records._record_items import Fold, Live, _parsed
 
     store, namespace = InMemoryStore(), record_namespace("k")
     value = {"fold": {"a": {"n": 1, "moves": {"refine": {"rounds": 1, "raised": 1, "fell": 0}}}}}
@@ -249,7 +249,7 @@ def test_items_without_a_namespace_or_time_are_read_all_the_same() -> None:
     # As read through LangGraph Server's HTTP API: only key and value.
     from types import SimpleNamespace
 
-    from langgraph_refine._record_items import read_items
+    from langgraph_refine._records._record_items import read_items
 
     moves = {"refine": {"rounds": 2, "raised": 1, "fell": 0}}
     items = [
@@ -263,7 +263,7 @@ def test_items_without_a_namespace_or_time_are_read_all_the_same() -> None:
 
 def test_a_cached_item_that_is_unreadable_stays_unreadable() -> None:
     # A bad item raises on every read (never cached), so each read logs and leaves it out.
-    from langgraph_refine._record_items import read_items
+    from langgraph_refine._records._record_items import read_items
 
     store, namespace = InMemoryStore(), record_namespace("k")
     store.put(namespace, "run:c:1", {"run": "c", "n": 1, "moves": {"refine": {"rounds": -1}}})
@@ -273,7 +273,7 @@ def test_a_cached_item_that_is_unreadable_stays_unreadable() -> None:
 
 
 def test_flat_counters_round_trip() -> None:
-    from langgraph_refine._record_items import flatten, unflatten
+    from langgraph_refine._records._record_items import flatten, unflatten
 
     nested = {"moves": {"refine": {"rounds": 2, "raised": 1}}, "rungs": {"m": {"cost": 0.5}}}
     assert unflatten(flatten(nested)) == nested

@@ -9,7 +9,7 @@ import pytest
 from langgraph.types import RetryPolicy
 
 from langgraph_refine import refine
-from langgraph_refine._retry import DEFAULT_RETRY_POLICY, is_transient, retry_after_seconds
+from langgraph_refine._calls._retry import DEFAULT_RETRY_POLICY, is_transient, retry_after_seconds
 from tests.fakes import scores
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from langgraph_refine import Attempt, Budget, Evaluation, arefine, create_refine_graph, refine
-from langgraph_refine._select import (
+from langgraph_refine._loop._select import (
     choose,
     outcome,
     read_preference,

@@ -360,8 +360,8 @@ def served_record(client: Any, key: str) -> Any:
     """
     from types import SimpleNamespace
 
-    from langgraph_refine._record import StrategyRecord
-    from langgraph_refine._record_items import read_items, record_namespace
+    from langgraph_refine._records._record import StrategyRecord
+    from langgraph_refine._records._record_items import read_items, record_namespace
 
     found = client.store.search_items(list(record_namespace(key)), limit=1000)["items"]
     items = [SimpleNamespace(key=i["key"], value=i["value"]) for i in found]
@@ -528,7 +528,7 @@ for _line in CHECKED_LINES:
 
 def check_score(line: dict[str, Any], value: str) -> float:
     """The score the line's own check gives `value`, computed here with the library."""
-    from langgraph_refine._specs import parse_specs
+    from langgraph_refine._calls._specs import parse_specs
     from langgraph_refine.evaluators._combine import as_evaluator
     from langgraph_refine.evaluators._from_specs import build_evaluators
 
@@ -753,7 +753,7 @@ def test_a_served_graph_keys_its_record_by_model_and_evaluator(
     client = get_sync_client(url=langgraph_server)
     thread_id = client.threads.create()["thread_id"]
     client.runs.wait(thread_id, "refine", input={"task": "Name a lake."})
-    from langgraph_refine._record_items import key_of
+    from langgraph_refine._records._record_items import key_of
 
     found = client.store.search_items(["langgraph_refine", "strategy"], limit=1000)
     keys = {key_of(tuple(item["namespace"])) for item in found["items"]}

@@ -20,8 +20,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from langgraph_refine import Attempt, Evaluation, GeneratorNode, create_refine_graph, refine
-from langgraph_refine._state import Strategy
-from langgraph_refine._strategy import (
+from langgraph_refine._decisions._strategy import (
     FRESH_MOVES,
     Choice,
     MoveStats,
@@ -29,6 +28,7 @@ from langgraph_refine._strategy import (
     latest_round_stats,
     round_stats,
 )
+from langgraph_refine._state import Strategy
 from tests.fakes import ScriptedChatModel
 
 TASK = "Write a haiku about rain."
@@ -230,7 +230,7 @@ def test_choose_next_explore_refines_high_scores_and_spares_attempts_refined_in_
     rng_tasks = [f"t{i}" for i in range(2000)]
     import random
 
-    from langgraph_refine._strategy import _draw
+    from langgraph_refine._decisions._strategy import _draw
 
     fresh = sum(_draw(random.Random(t), 0.6, 0) for t in rng_tasks)
     tired = sum(_draw(random.Random(t), 0.6, 8) for t in rng_tasks)
@@ -595,7 +595,7 @@ def test_a_guided_sample_without_feedback_is_the_task_alone() -> None:
 
 
 def test_the_agent_middleware_asks_a_guided_answer_with_the_feedback_alone() -> None:
-    from langgraph_refine._agent_loop import move as _move
+    from langgraph_refine._agents._agent_loop import move as _move
 
     first = Attempt(
         index=0, response="DRAFT", evaluation=Evaluation(score=0.4, feedback="Name the tower.")
@@ -621,7 +621,7 @@ def test_explores_menu_leaves_the_guided_move_out() -> None:
 def test_with_guided_in_the_menu_a_second_draw_picks_the_kind_of_fresh_answer(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from langgraph_refine import _strategy
+    from langgraph_refine._decisions import _strategy
 
     monkeypatch.setattr(_strategy, "FRESH_MOVES", ("sample", "guided"))
     record = {**FALLING, "sample": MoveStats(60, 5, 40), "guided": MoveStats(60, 40, 5)}

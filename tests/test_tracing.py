@@ -22,8 +22,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from langgraph_refine import Evaluation, arefine, refine
-from langgraph_refine import _tracing as tracing
-from langgraph_refine._driver import Driver
+from langgraph_refine._loop import _tracing as tracing
+from langgraph_refine._loop._driver import Driver
 from langgraph_refine.evaluators import combine, contains_all, word_count
 from tests.fakes import ScriptedChatModel
 from tests.test_cli_helpers import openai_server, per_task  # noqa: F401 - fixtures

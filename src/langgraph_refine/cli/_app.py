@@ -19,8 +19,8 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from langgraph_refine._edits import EDITS_AUTO_MIN_CHARS
-from langgraph_refine._models import DEFAULT_MAX_TOKENS, MAX_TOKENS_ENV
+from langgraph_refine._calls._models import DEFAULT_MAX_TOKENS, MAX_TOKENS_ENV
+from langgraph_refine._decisions._edits import EDITS_AUTO_MIN_CHARS
 from langgraph_refine.cli._errors import CliError, describe_error, one_line
 from langgraph_refine.cli._ladder_view import parse_models
 from langgraph_refine.cli._models import ModelSettings

@@ -30,8 +30,8 @@ from rich.progress import Progress as RichProgressBar
 from rich.text import Text
 
 from langgraph_refine._display import cost_text
+from langgraph_refine._loop._run import CompiledLoop
 from langgraph_refine._result import RefineResult
-from langgraph_refine._run import CompiledLoop
 from langgraph_refine.cli._errors import CliError, describe_error, is_unreachable, one_line
 from langgraph_refine.cli._http import LANE
 from langgraph_refine.cli._ladder_view import LineGenerators, merge, models_text, per_model

@@ -11,11 +11,11 @@ from typing import Any, Literal, get_args, get_origin, get_type_hints
 from langchain_core.language_models import BaseChatModel
 from langgraph.types import RetryPolicy
 
-from langgraph_refine._budget import LIMITS, Budget
-from langgraph_refine._graph import create_refine_graph
-from langgraph_refine._memory import MemoryPolicy
-from langgraph_refine._prices import Price
-from langgraph_refine._retry import DEFAULT_RETRY_POLICY
+from langgraph_refine._calls._budget import LIMITS, Budget
+from langgraph_refine._calls._prices import Price
+from langgraph_refine._calls._retry import DEFAULT_RETRY_POLICY
+from langgraph_refine._decisions._memory import MemoryPolicy
+from langgraph_refine._loop._graph import create_refine_graph
 from langgraph_refine._state import Select, Strategy
 from langgraph_refine._typed import OutputSchema
 from langgraph_refine.cli._errors import CliError

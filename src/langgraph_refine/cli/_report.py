@@ -16,10 +16,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from langgraph_refine._decisions._strategy import MoveStats, round_stats
 from langgraph_refine._display import cost_text
-from langgraph_refine._record import StrategyRecord
+from langgraph_refine._records._record import StrategyRecord
 from langgraph_refine._state import Attempt
-from langgraph_refine._strategy import MoveStats, round_stats
 from langgraph_refine.cli._batch import read_jsonl
 from langgraph_refine.cli._errors import CliError, one_line
 from langgraph_refine.cli._ladder_view import (

@@ -22,10 +22,10 @@ from langgraph.graph.state import CompiledStateGraph
 from rich.console import Console
 from rich.text import Text
 
-from langgraph_refine._driver import Driver, drive, run_config, run_flow, strict_serde
-from langgraph_refine._graph import create_refine_graph
+from langgraph_refine._loop._driver import Driver, drive, run_config, run_flow, strict_serde
+from langgraph_refine._loop._graph import create_refine_graph
+from langgraph_refine._loop._tracing import traced
 from langgraph_refine._result import RefineResult, loop_schema
-from langgraph_refine._tracing import traced
 from langgraph_refine._typed import plain
 from langgraph_refine.cli._errors import CliError
 from langgraph_refine.cli._ladder_view import per_model

@@ -17,7 +17,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.runnables import Runnable
 
-from langgraph_refine._models import message_text
+from langgraph_refine._calls._models import message_text
 from langgraph_refine._state import Evaluation
 from langgraph_refine.evaluators._base import BaseEvaluator
 from langgraph_refine.evaluators._judge import (

@@ -320,7 +320,7 @@ def run_judge_model(name: str, max_tokens: int | None) -> Any:
     Raises:
         SpecError: If the model string cannot be resolved (unknown provider package, ...).
     """
-    from langgraph_refine._models import max_tokens_setting, resolve_chat_model
+    from langgraph_refine._calls._models import max_tokens_setting, resolve_chat_model
 
     try:
         return resolve_chat_model(

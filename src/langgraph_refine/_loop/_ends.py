@@ -11,15 +11,15 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.types import Overwrite, RetryPolicy
 
-from langgraph_refine._comparisons import ComparisonLedger
+from langgraph_refine._decisions._options import LoopOptions
 from langgraph_refine._errors import BudgetExhaustedError
 from langgraph_refine._events import stop_event
-from langgraph_refine._options import LoopOptions
+from langgraph_refine._loop._comparisons import ComparisonLedger
+from langgraph_refine._loop._review import require_checkpointer
+from langgraph_refine._loop._select import Comparer, Selection
+from langgraph_refine._loop._step import Step, emit, run_options
 from langgraph_refine._result import REVIEWED_REASONS, RefineResult, keep_finished
-from langgraph_refine._review import require_checkpointer
-from langgraph_refine._select import Comparer, Selection
 from langgraph_refine._state import RefineState, Usage, revive_state
-from langgraph_refine._step import Step, emit, run_options
 from langgraph_refine._stop_rules import BUDGET_STOP, stop_reason_of
 from langgraph_refine._typed import plain
 

@@ -17,9 +17,9 @@ import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from langgraph_refine._calls._models import max_tokens_setting, resolve_chat_model
+from langgraph_refine._calls._specs import check_allowed_model
 from langgraph_refine._kinds import model_name
-from langgraph_refine._models import max_tokens_setting, resolve_chat_model
-from langgraph_refine._specs import check_allowed_model
 
 MODELS_ENV = "REFINE_MODELS"
 """Comma-separated model strings a run may name in its `models` (unset: any)."""

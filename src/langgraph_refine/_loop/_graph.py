@@ -17,17 +17,12 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import RetryPolicy
 from pydantic import BaseModel
 
-from langgraph_refine._adapters import adapt_ladder
-from langgraph_refine._budget import Budget
-from langgraph_refine._edits import EditsMode
-from langgraph_refine._ends import NO_COMPARER, FinalizeNode, Prepare
-from langgraph_refine._evaluate import EvaluatorNode
-from langgraph_refine._generate import GeneratorNode
-from langgraph_refine._inline import Inline
-from langgraph_refine._kinds import kind_of
-from langgraph_refine._memory import DEFAULT_MEMORY, MemoryPolicy
-from langgraph_refine._models import resolve_chat_model
-from langgraph_refine._options import (
+from langgraph_refine._calls._budget import Budget
+from langgraph_refine._calls._models import resolve_chat_model
+from langgraph_refine._calls._retry import DEFAULT_RETRY_POLICY
+from langgraph_refine._decisions._edits import EditsMode
+from langgraph_refine._decisions._memory import DEFAULT_MEMORY, MemoryPolicy
+from langgraph_refine._decisions._options import (
     DEFAULT_PROMPT_FORM,
     DEFAULT_STRATEGY,
     HumanReview,
@@ -36,9 +31,14 @@ from langgraph_refine._options import (
     RefineContext,
     check_choice,
 )
-from langgraph_refine._retry import DEFAULT_RETRY_POLICY
-from langgraph_refine._review import ReviewNode, route_after_review
-from langgraph_refine._select import Comparer, as_comparer
+from langgraph_refine._inline import Inline
+from langgraph_refine._kinds import kind_of
+from langgraph_refine._loop._adapters import adapt_ladder
+from langgraph_refine._loop._ends import NO_COMPARER, FinalizeNode, Prepare
+from langgraph_refine._loop._evaluate import EvaluatorNode
+from langgraph_refine._loop._generate import GeneratorNode
+from langgraph_refine._loop._review import ReviewNode, route_after_review
+from langgraph_refine._loop._select import Comparer, as_comparer
 from langgraph_refine._state import (
     DEFAULT_SELECT_MARGIN,
     DEFAULT_SELECT_TOP,

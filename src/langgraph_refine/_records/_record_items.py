@@ -55,7 +55,7 @@ from typing import Any
 
 from langgraph.store.base import Item, PutOp
 
-from langgraph_refine._strategy import MoveStats
+from langgraph_refine._decisions._strategy import MoveStats
 
 logger = logging.getLogger("langgraph_refine")
 

@@ -28,11 +28,11 @@ from typing import Any, get_args
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-from langgraph_refine._budget import BudgetStop, model_invocation
+from langgraph_refine._calls._budget import BudgetStop, model_invocation
+from langgraph_refine._calls._models import message_text, resolve_chat_model
+from langgraph_refine._decisions._prompts import PAIRWISE_INSTRUCTIONS, PAIRWISE_SYSTEM
 from langgraph_refine._fences import json_objects
 from langgraph_refine._kinds import kind_of
-from langgraph_refine._models import message_text, resolve_chat_model
-from langgraph_refine._prompts import PAIRWISE_INSTRUCTIONS, PAIRWISE_SYSTEM
 from langgraph_refine._result import best_attempt
 from langgraph_refine._state import (
     Attempt,

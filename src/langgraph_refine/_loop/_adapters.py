@@ -19,9 +19,9 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable
 
+from langgraph_refine._decisions._options import LoopOptions
 from langgraph_refine._errors import RefineError
 from langgraph_refine._kinds import Kind, kind_of, model_name
-from langgraph_refine._options import LoopOptions
 from langgraph_refine._reasoning import split_reasoning
 from langgraph_refine._state import PromptForm
 from langgraph_refine._typed import OutputSchema, Reply, structured_parts, untyped_reply

@@ -25,23 +25,25 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, RemoveMessage
 from langgraph.types import Command
 
-from langgraph_refine._budget import BudgetMeter, active_meter
-from langgraph_refine._errors import BudgetExhaustedError
-from langgraph_refine._events import stop_event
-from langgraph_refine._kinds import model_name
-from langgraph_refine._options import LoopOptions
-from langgraph_refine._prompts import (
+from langgraph_refine._calls._budget import BudgetMeter, active_meter
+from langgraph_refine._decisions._options import LoopOptions
+from langgraph_refine._decisions._prompts import (
     agent_feedback,
     agent_refine_earlier,
     agent_review,
     guided_request,
 )
+from langgraph_refine._decisions._round import Outcome
+from langgraph_refine._decisions._strategy import Choice
+from langgraph_refine._errors import BudgetExhaustedError
+from langgraph_refine._events import stop_event
+from langgraph_refine._kinds import model_name
+from langgraph_refine._loop._review import ReviewNode
+from langgraph_refine._loop._review_schema import ask_review
+from langgraph_refine._loop._step import emit
 from langgraph_refine._reasoning import split_reasoning
-from langgraph_refine._record import compose_key
+from langgraph_refine._records._record import compose_key
 from langgraph_refine._result import RefineResult, best_feedback
-from langgraph_refine._review import ReviewNode
-from langgraph_refine._review_schema import ask_review
-from langgraph_refine._round import Outcome
 from langgraph_refine._state import (
     Attempt,
     MoveKind,
@@ -52,8 +54,6 @@ from langgraph_refine._state import (
     revive_state,
     to_plain,
 )
-from langgraph_refine._step import emit
-from langgraph_refine._strategy import Choice
 from langgraph_refine.evaluators import llm_judge
 from langgraph_refine.evaluators._base import BaseEvaluator, EvaluatorLike
 from langgraph_refine.evaluators._combine import as_evaluator

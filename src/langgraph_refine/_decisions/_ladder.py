@@ -31,9 +31,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from langgraph_refine._prices import ModelRef, Pricing
+from langgraph_refine._calls._prices import ModelRef, Pricing
+from langgraph_refine._decisions._strategy import RUNG_KIND, MoveStats
 from langgraph_refine._state import Attempt
-from langgraph_refine._strategy import RUNG_KIND, MoveStats
 
 STAY_RATE = 0.25
 """A rung whose refinement rounds raised the best less often than this is left at once."""

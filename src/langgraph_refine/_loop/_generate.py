@@ -19,16 +19,17 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.types import RetryPolicy
 
-from langgraph_refine._adapters import GeneratorAdapter, GeneratorLike, adapt, adapt_ladder
-from langgraph_refine._budget import BudgetStop
-from langgraph_refine._edits import asks_for_edits, edit_text, read_edits
+from langgraph_refine._calls._budget import BudgetStop
+from langgraph_refine._calls._retry import is_context_length_error
+from langgraph_refine._calls._run_models import run_models
+from langgraph_refine._decisions._edits import asks_for_edits, edit_text, read_edits
+from langgraph_refine._decisions._memory import select_attempts
+from langgraph_refine._decisions._options import LoopOptions
+from langgraph_refine._decisions._prompts import guided_prompt, refinement_messages, smallest_prompt
 from langgraph_refine._errors import ContextLengthError
-from langgraph_refine._memory import select_attempts
-from langgraph_refine._options import LoopOptions
-from langgraph_refine._prompts import guided_prompt, refinement_messages, smallest_prompt
+from langgraph_refine._loop._adapters import GeneratorAdapter, GeneratorLike, adapt, adapt_ladder
+from langgraph_refine._loop._step import Step, run_options
 from langgraph_refine._result import RefineResult, best_feedback
-from langgraph_refine._retry import is_context_length_error
-from langgraph_refine._run_models import run_models
 from langgraph_refine._state import (
     Attempt,
     Candidate,
@@ -37,7 +38,6 @@ from langgraph_refine._state import (
     plain_writes,
     revive_state,
 )
-from langgraph_refine._step import Step, run_options
 from langgraph_refine._stop_rules import BUDGET_STOP
 from langgraph_refine._typed import OutputSchema, Reply
 

@@ -21,9 +21,9 @@ from langgraph.func import task
 from langgraph.runtime import get_runtime
 from langgraph.types import RetryPolicy
 
-from langgraph_refine._options import LoopOptions
+from langgraph_refine._decisions._options import LoopOptions
+from langgraph_refine._loop._step import Step
 from langgraph_refine._state import Usage
-from langgraph_refine._step import Step
 
 
 class ComparisonLedger:

@@ -45,20 +45,17 @@ except ImportError as exc:  # the optional dependency is missing
 from langchain_core.language_models import BaseChatModel
 from langgraph.runtime import Runtime
 
-from langgraph_refine import _agent_loop as turns
-from langgraph_refine._agent_loop import (
+from langgraph_refine._agents import _agent_loop as turns
+from langgraph_refine._agents._agent_loop import (
     LOOP_NAME,
     AgentLoop,
     Edit,
     RefineAgentState,
     resolve_evaluator,
 )
-from langgraph_refine._budget import Budget, BudgetMeter, BudgetStop, metered
-from langgraph_refine._options import HumanReview, LoopOptions
-from langgraph_refine._record import RecordUpdate, aexchange, exchange, record_store
-from langgraph_refine._result import RefineResult
-from langgraph_refine._review import ReviewNode, require_checkpointer
-from langgraph_refine._round import (
+from langgraph_refine._calls._budget import Budget, BudgetMeter, BudgetStop, metered
+from langgraph_refine._decisions._options import HumanReview, LoopOptions
+from langgraph_refine._decisions._round import (
     Confirm,
     Exchange,
     Flow,
@@ -70,8 +67,11 @@ from langgraph_refine._round import (
     evaluate_round,
     report,
 )
+from langgraph_refine._loop._review import ReviewNode, require_checkpointer
+from langgraph_refine._loop._step import emit
+from langgraph_refine._records._record import RecordUpdate, aexchange, exchange, record_store
+from langgraph_refine._result import RefineResult
 from langgraph_refine._state import Attempt, Evaluation, Strategy
-from langgraph_refine._step import emit
 from langgraph_refine._stop_rules import StopRules
 from langgraph_refine.evaluators._base import EvaluatorLike
 

@@ -14,12 +14,12 @@ from typing import Any, Literal
 
 from langgraph.config import get_config
 
+from langgraph_refine._decisions._options import HumanReview, OnBudgetExhausted, check_choice
 from langgraph_refine._errors import ReviewInputError
 from langgraph_refine._events import ReviewPayload
-from langgraph_refine._options import HumanReview, OnBudgetExhausted, check_choice
+from langgraph_refine._loop._review_schema import ask_review
+from langgraph_refine._loop._router import route_after_evaluation
 from langgraph_refine._result import best_attempt
-from langgraph_refine._review_schema import ask_review
-from langgraph_refine._router import route_after_evaluation
 from langgraph_refine._state import Attempt, RefineState, revive_state
 from langgraph_refine._stop_rules import BUDGET_STOP, review_stop
 

@@ -18,13 +18,13 @@ from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from langgraph_refine._decisions._ladder import next_rung, rung_prices
+from langgraph_refine._decisions._options import LoopOptions
+from langgraph_refine._decisions._strategy import Choice, MoveStats, choose_next
 from langgraph_refine._events import RoundEvent, round_event
-from langgraph_refine._ladder import next_rung, rung_prices
-from langgraph_refine._options import LoopOptions
 from langgraph_refine._result import best_attempt
 from langgraph_refine._state import Attempt, Evaluation, StopReason, Usage
 from langgraph_refine._stop_rules import BUDGET_STOP, CONFIRMABLE_STOPS, needs_confirmation
-from langgraph_refine._strategy import Choice, MoveStats, choose_next
 
 logger = logging.getLogger("langgraph_refine")
 

@@ -12,7 +12,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.base import BaseStore
 
-from langgraph_refine._driver import (
+from langgraph_refine._decisions._options import RefineOptions
+from langgraph_refine._loop._driver import (
     AsyncReviewer,
     Driver,
     Reviewer,
@@ -22,10 +23,9 @@ from langgraph_refine._driver import (
     run_flow,
     strict_serde,
 )
-from langgraph_refine._graph import GeneratorLike, create_refine_graph
-from langgraph_refine._options import RefineOptions
+from langgraph_refine._loop._graph import GeneratorLike, create_refine_graph
+from langgraph_refine._loop._tracing import traced
 from langgraph_refine._result import RefineResult, loop_schema
-from langgraph_refine._tracing import traced
 from langgraph_refine.evaluators._base import EvaluatorLike
 
 __all__ = ["AsyncReviewer", "CompiledLoop", "Reviewer", "arefine", "refine"]

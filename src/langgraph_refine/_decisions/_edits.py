@@ -32,7 +32,7 @@ from typing import Any, Literal, TypeAlias
 
 from langchain_core.messages import BaseMessage
 
-from langgraph_refine._prompts import edits_failed_feedback
+from langgraph_refine._decisions._prompts import edits_failed_feedback
 from langgraph_refine._reasoning import split_reasoning
 from langgraph_refine._state import Attempt, Evaluation
 from langgraph_refine._typed import OutputSchema, Reply, pretty_json

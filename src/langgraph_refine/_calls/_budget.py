@@ -40,8 +40,7 @@ from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager
 from langchain_core.outputs import LLMResult
 from langchain_core.runnables.config import ensure_config, merge_configs, var_child_runnable_config
 
-from langgraph_refine._errors import UnknownPriceError
-from langgraph_refine._prices import (
+from langgraph_refine._calls._prices import (
     ModelRef,
     Price,
     Pricing,
@@ -50,6 +49,7 @@ from langgraph_refine._prices import (
     ref_from_reply,
     unknown_price_message,
 )
+from langgraph_refine._errors import UnknownPriceError
 from langgraph_refine._state import Usage
 from langgraph_refine._typed import structured_parts
 

@@ -27,10 +27,16 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import get_runtime
 from langgraph.types import RetryPolicy
 
-from langgraph_refine._budget import Budget, BudgetMeter, BudgetStop, enclosing_meter, only_meter
-from langgraph_refine._options import LoopOptions
+from langgraph_refine._calls._budget import (
+    Budget,
+    BudgetMeter,
+    BudgetStop,
+    enclosing_meter,
+    only_meter,
+)
+from langgraph_refine._calls._retry import describe_status, retry_follows, retry_wait
+from langgraph_refine._decisions._options import LoopOptions
 from langgraph_refine._result import best_attempt
-from langgraph_refine._retry import describe_status, retry_follows, retry_wait
 from langgraph_refine._state import Usage
 
 logger = logging.getLogger("langgraph_refine")

@@ -30,7 +30,7 @@ from langgraph_refine._state import Attempt
 from langgraph_refine._version import __version__
 
 if TYPE_CHECKING:
-    from langgraph_refine._driver import Driver
+    from langgraph_refine._loop._driver import Driver
 
 ATTRIBUTE_PREFIX = "langgraph_refine."
 """The namespace of the loop's own span attributes (`langgraph_refine.round`, ...)."""

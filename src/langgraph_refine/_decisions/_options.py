@@ -16,12 +16,10 @@ from langgraph.types import RetryPolicy
 from pydantic import BaseModel
 from typing_extensions import TypedDict
 
-from langgraph_refine._budget import Budget
-from langgraph_refine._edits import EditsMode, check_edits
-from langgraph_refine._memory import DEFAULT_MEMORY, MemoryPolicy, validate_memory
-from langgraph_refine._models import parse_max_tokens
-from langgraph_refine._run_models import check_run_models
-from langgraph_refine._specs import (
+from langgraph_refine._calls._budget import Budget
+from langgraph_refine._calls._models import parse_max_tokens
+from langgraph_refine._calls._run_models import check_run_models
+from langgraph_refine._calls._specs import (
     EvaluatorSpec,
     check_judge_model,
     code_checks_allowed,
@@ -29,6 +27,8 @@ from langgraph_refine._specs import (
     parse_specs,
     run_judge_model,
 )
+from langgraph_refine._decisions._edits import EditsMode, check_edits
+from langgraph_refine._decisions._memory import DEFAULT_MEMORY, MemoryPolicy, validate_memory
 from langgraph_refine._state import (
     DEFAULT_SELECT_MARGIN,
     DEFAULT_SELECT_TOP,

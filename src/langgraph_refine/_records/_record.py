@@ -35,9 +35,10 @@ from typing import Any
 from langgraph.runtime import get_runtime
 from langgraph.store.base import BaseStore, Item
 
+from langgraph_refine._decisions._options import LoopOptions
+from langgraph_refine._decisions._strategy import RUNG_KIND, MoveStats, round_stats
 from langgraph_refine._kinds import model_name
-from langgraph_refine._options import LoopOptions
-from langgraph_refine._record_items import (
+from langgraph_refine._records._record_items import (
     PAGE,
     RECORD_NAMESPACE,
     RecordView,
@@ -48,7 +49,6 @@ from langgraph_refine._record_items import (
     record_namespace,
 )
 from langgraph_refine._state import Attempt
-from langgraph_refine._strategy import RUNG_KIND, MoveStats, round_stats
 
 logger = logging.getLogger("langgraph_refine")
 

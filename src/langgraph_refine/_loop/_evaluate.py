@@ -16,11 +16,11 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langgraph.types import Command, RetryPolicy
 
-from langgraph_refine._budget import BudgetStop
-from langgraph_refine._errors import RefineError
-from langgraph_refine._options import LoopOptions
-from langgraph_refine._record import RecordUpdate, aexchange, compose_key, exchange, run_record
-from langgraph_refine._round import (
+from langgraph_refine._calls._budget import BudgetStop
+from langgraph_refine._calls._run_models import climbing, ladder_names
+from langgraph_refine._calls._specs import SpecError, run_judge_model
+from langgraph_refine._decisions._options import LoopOptions
+from langgraph_refine._decisions._round import (
     Confirm,
     Exchange,
     Flow,
@@ -33,8 +33,15 @@ from langgraph_refine._round import (
     read_as_object,
     report,
 )
-from langgraph_refine._run_models import climbing, ladder_names
-from langgraph_refine._specs import SpecError, run_judge_model
+from langgraph_refine._errors import RefineError
+from langgraph_refine._loop._step import Step, emit, run_options
+from langgraph_refine._records._record import (
+    RecordUpdate,
+    aexchange,
+    compose_key,
+    exchange,
+    run_record,
+)
 from langgraph_refine._state import (
     Attempt,
     Evaluation,
@@ -42,7 +49,6 @@ from langgraph_refine._state import (
     plain_writes,
     revive_state,
 )
-from langgraph_refine._step import Step, emit, run_options
 from langgraph_refine.evaluators._base import BaseEvaluator, EvaluatorLike
 from langgraph_refine.evaluators._combine import as_evaluator
 from langgraph_refine.evaluators._from_specs import build_evaluators
@@ -72,7 +78,7 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         judge_model: The model of a `judge` check a run asks for in its context without
             naming a `judge_model` (see `RefineContext`).
         record_model: The generator's model as the strategy record's key names it (see
-            `langgraph_refine._record`); with a store, explore keeps a record under
+            `langgraph_refine._records._record`); with a store, explore keeps a record under
             `"<record_model>|<evaluator kind>"`. None: only with `record_key=` set.
         ladder: With a ladder of models, the rungs' model names, cheapest first: the
             node then writes `rung`, the rung of the next attempt (see `_ladder`).
