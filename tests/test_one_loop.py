@@ -131,8 +131,9 @@ async def test_graph_and_agent_agree_async(strategy: str) -> None:
 def test_a_reviewers_edit_ends_both_loops_the_same_way() -> None:
     """An edit is a pending attempt with `move="edit"`; its evaluation stops with "edited"."""
     answers, options = ["a", "b", "f", "e"], {"human_review": "final", "max_iterations": 1}
+    replies = iter(answers)
     graph = create_refine_graph(
-        lambda state, it=iter(answers): next(it),
+        lambda state: next(replies),
         judge,
         strategy="chain",
         target_score=0.9,

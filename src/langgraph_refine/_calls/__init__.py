@@ -1,3 +1,1 @@
-"""Model calls and what they cost: the budget and its meter, prices, retries, model strings
-and evaluator specs.
-"""
+"""Model calls and what they cost: the budget's meter, prices, retries, model strings, specs."""

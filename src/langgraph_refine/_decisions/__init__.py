@@ -1,3 +1,1 @@
-"""The loop's decisions, without I/O: the round, the strategy, the ladder, memory, edits,
-prompts, and the options they decide with.
-"""
+"""The loop's decisions, without I/O: the round, strategy, ladder, memory, edits, options."""

@@ -1,3 +1,1 @@
-"""The loop as a LangGraph graph: its nodes (generate, evaluate, review, finalize), the
-adapters and steps they call through, selection, the run drivers and tracing.
-"""
+"""The loop as a LangGraph graph: its nodes, the adapters and steps they call through, drivers."""
