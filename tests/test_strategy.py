@@ -600,14 +600,15 @@ def test_the_agent_middleware_asks_a_guided_answer_with_the_feedback_alone() -> 
     first = Attempt(
         index=0, response="DRAFT", evaluation=Evaluation(score=0.4, feedback="Name the tower.")
     )
-    state = {"messages": [HumanMessage(TASK), AIMessage("DRAFT")]}
-    update = _move(state, Choice("guided"), [first])
+    state = {"messages": [HumanMessage(TASK, id="task")]}
+    turns = [["task", "ai", "DRAFT", "d0"]]
+    update = _move(state, Choice("guided"), [first], turns)
     assert update["refine_next"] == ["guided", None]
-    assert update["refine_hidden_to"] == 2  # the earlier turns are hidden from the model
-    [asked] = update["messages"]
-    assert "Name the tower." in asked.text and "DRAFT" not in asked.text
-    # A plain fresh sample adds no message.
-    assert "messages" not in _move(state, Choice("sample"), [first])
+    assert update["refine_hidden_to"] == [1, "task"]  # the earlier turns are hidden
+    _, kind, asked, _ = update["refine_turns"][-1]
+    assert kind == "human" and "Name the tower." in asked and "DRAFT" not in asked
+    # A plain fresh sample adds no turn.
+    assert _move(state, Choice("sample"), [first], turns)["refine_turns"] == turns
 
 
 def test_explores_menu_leaves_the_guided_move_out() -> None:

@@ -11,7 +11,7 @@ becomes a turn. The hooks themselves, with the evaluator's and the store's calls
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal, NamedTuple, NotRequired
 
 from langchain.agents.middleware import (
@@ -22,10 +22,20 @@ from langchain.agents.middleware import (
 )
 from langchain.agents.middleware.types import OmitFromInput, PrivateStateAttr
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, RemoveMessage
+from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.types import Command
 
+from langgraph_refine._agents._transcript import (
+    Turn,
+    answer_turn,
+    draft_ids,
+    hidden_from,
+    model_view,
+    prompt_turn,
+    woven,
+)
 from langgraph_refine._calls._budget import BudgetMeter, active_meter
+from langgraph_refine._calls._models import resolve_chat_model
 from langgraph_refine._decisions._options import LoopOptions
 from langgraph_refine._decisions._prompts import (
     agent_feedback,
@@ -77,12 +87,16 @@ class RefineAgentState(AgentState[Any]):
         refine_phase: `running`, `deciding` (an answer awaits review or the end), `done`.
         refine_instruction: A reviewer's request, recorded on the next attempt.
         refine_base: How many messages came before this run's loop (its conversation).
-        refine_hidden_to: With `strategy="explore"`: the model does not see the messages
-            from `refine_base` up to this index (earlier answers, for a fresh sample or
-            a refinement of an earlier answer); None: it sees the whole conversation.
+        refine_turns: The loop's own turns (answers, feedback, requests), kept beside
+            the conversation and woven into the model's view (see `_transcript`).
+        refine_hidden_to: After a fresh start (explore): the turns and this run's
+            messages the model no longer sees (`[turns, last message id]`); None: it
+            sees them all.
+        refine_draft: The answer the model just gave, awaiting its evaluation.
         refine_next: The next answer's move and the attempt it refines (`[move, parent]`).
+        refine_rung: With a ladder (`models`), the rung of the next answer's model calls.
         refine_loop_id: Identifies this run's loop in the strategy record.
-        refine_model: The agent's model as the strategy record's key names it.
+        refine_model: The model of the latest call, as the record and `Attempt.model` name it.
     """
 
     refine_task: NotRequired[Annotated[str, OmitFromInput]]
@@ -95,8 +109,11 @@ class RefineAgentState(AgentState[Any]):
     refine_phase: NotRequired[Annotated[Phase, PrivateStateAttr]]
     refine_instruction: NotRequired[Annotated[str | None, PrivateStateAttr]]
     refine_base: NotRequired[Annotated[int, PrivateStateAttr]]
-    refine_hidden_to: NotRequired[Annotated[int | None, PrivateStateAttr]]
+    refine_turns: NotRequired[Annotated[list[list[Any]], PrivateStateAttr]]
+    refine_hidden_to: NotRequired[Annotated[list[Any] | None, PrivateStateAttr]]
+    refine_draft: NotRequired[Annotated[AIMessage | None, PrivateStateAttr]]
     refine_next: NotRequired[Annotated[list[Any] | None, PrivateStateAttr]]
+    refine_rung: NotRequired[Annotated[int, PrivateStateAttr]]
     refine_loop_id: NotRequired[Annotated[str, PrivateStateAttr]]
     refine_model: NotRequired[Annotated[str | None, PrivateStateAttr]]
 
@@ -139,10 +156,23 @@ def minus(total: Usage, earlier: Usage) -> Usage:
 def counted(
     response: ModelResponse[Any], meter: BudgetMeter, model: str | None
 ) -> ExtendedModelResponse[Any]:
+    """The model's response, counted: a final answer is kept aside as the draft.
+
+    The answer (an AI message without tool calls) does not join the conversation: it
+    waits in `refine_draft` for its evaluation, and the conversation gets the best
+    answer once, when the loop ends. Tool calls join it as usual.
+    """
     spent = meter.spent_before + meter.delta()
     update: dict[str, Any] = {"refine_usage": to_plain(spent)}
     if model is not None:
         update["refine_model"] = model
+    messages = list(response.result)
+    last = messages[-1] if messages else None
+    if isinstance(last, AIMessage) and not last.tool_calls:
+        update["refine_draft"] = last
+        response = ModelResponse(
+            result=messages[:-1], structured_response=response.structured_response
+        )
     return ExtendedModelResponse(model_response=response, command=Command(update=update))
 
 
@@ -160,7 +190,7 @@ def carry(request: ModelRequest[Any], meter: BudgetMeter) -> None:
 def refused(meter: BudgetMeter) -> ExtendedModelResponse[Any]:
     """The model call the budget refused (a limit reached since `before_model` checked).
 
-    The agent ends its turn on an empty answer, which is not evaluated; the loop stops
+    The agent ends its turn without an answer (`after_model` ends it); the loop stops
     with `budget_exhausted` and its best answer.
     """
     update = {
@@ -168,7 +198,7 @@ def refused(meter: BudgetMeter) -> ExtendedModelResponse[Any]:
         "refine_stop_reason": "budget_exhausted",
         "refine_phase": "deciding",
     }
-    empty = ModelResponse(result=[AIMessage("")])
+    empty: ModelResponse[Any] = ModelResponse(result=[])
     return ExtendedModelResponse(model_response=empty, command=Command(update=update))
 
 
@@ -179,16 +209,11 @@ def model_of(request: ModelRequest[Any]) -> str | None:
 
 
 def shown(request: ModelRequest[Any]) -> ModelRequest[Any]:
-    """The request without the messages a fresh start sets aside (see `refine_hidden_to`)."""
-    state = request.state
-    hidden_to = state.get("refine_hidden_to")
-    if hidden_to is None:
+    """The request with the loop's turns woven in, as this round's move shows them."""
+    turns = request.state.get("refine_turns")
+    if not turns and not request.state.get("refine_hidden_to"):
         return request
-    base = int(state.get("refine_base") or 0)  # type: ignore[call-overload]
-    set_aside = state["messages"][base : int(hidden_to)]  # type: ignore[call-overload]
-    hidden_ids = {m.id for m in set_aside if m.id}
-    shown = [m for m in request.messages if m.id is None or m.id not in hidden_ids]
-    return request.override(messages=shown)
+    return request.override(messages=model_view(request.state, request.messages))
 
 
 def next_move(state: Mapping[str, Any], attempts: list[Attempt]) -> tuple[MoveKind, int | None]:
@@ -201,56 +226,53 @@ def next_move(state: Mapping[str, Any], attempts: list[Attempt]) -> tuple[MoveKi
     return "refine", attempts[-1].index
 
 
-def move(state: Mapping[str, Any], choice: Choice, attempts: list[Attempt]) -> dict[str, Any]:
+def move(
+    state: Mapping[str, Any], choice: Choice, attempts: list[Attempt], turns: list[Turn]
+) -> dict[str, Any]:
     """The update that sends the agent back to its model for the chosen move.
 
     Refining the latest answer continues the conversation with the feedback (what the
     chain strategy always does). A fresh sample hides this loop's turns so far from the
     model, which then answers the request as if first asked. Refining an earlier answer
-    hides them too, and shows that answer with its feedback in one new message.
+    hides them too, and shows that answer with its feedback in one new turn.
+
+    Args:
+        state: The agent's state.
+        choice: The strategy's next move.
+        attempts: The attempts so far.
+        turns: The loop's turns so far, the latest answer's included.
     """
     latest = attempts[-1]
     chosen: dict[str, Any] = {"refine_next": [choice.move, choice.parent]}
     if choice.parent == latest.index:
-        return again(agent_feedback(latest.evaluation)) | chosen
-    chosen["refine_hidden_to"] = len(state["messages"])
+        return again(state, turns, agent_feedback(latest.evaluation)) | chosen
+    chosen["refine_hidden_to"] = hidden_from(state, turns)
     if choice.parent is None:
         feedback = best_feedback(attempts) if choice.move == "guided" else ""
         if feedback.strip():  # a fresh answer told what the best one's feedback asked
-            return again(guided_request(feedback)) | chosen
-        return {"refine_phase": "running", "jump_to": "model"} | chosen
+            return again(state, turns, guided_request(feedback)) | chosen
+        return {"refine_turns": turns, "refine_phase": "running", "jump_to": "model"} | chosen
     refined = next(a for a in attempts if a.index == choice.parent)
-    return again(agent_refine_earlier(refined)) | chosen
+    return again(state, turns, agent_refine_earlier(refined)) | chosen
 
 
-def clean_turns(state: Mapping[str, Any], best: str) -> list[AnyMessage]:
-    """Messages that leave this run's conversation with its tool calls and the best answer.
-
-    The run's answers (AI messages without tool calls) and the turns the loop added
-    (human messages after the request: feedback, a reviewer's request) are removed; the
-    tool calls and their results stay, and the best answer is appended once.
-    """
-    run = list(state["messages"])[int(state.get("refine_base") or 0) :]
-    removed: list[AnyMessage] = [
-        RemoveMessage(id=m.id)  # type: ignore[misc]  # a message add_messages understands
-        for m in run
-        if m.id and (isinstance(m, HumanMessage) or (isinstance(m, AIMessage) and not m.tool_calls))
-    ]
-    return [*removed, AIMessage(best)] if best else removed
+def again(state: Mapping[str, Any], turns: list[Turn], text: str) -> dict[str, Any]:
+    """The update that sends the agent back to its model with one more loop turn."""
+    return {
+        "refine_turns": [*turns, prompt_turn(state, text)],
+        "refine_phase": "running",
+        "jump_to": "model",
+    }
 
 
-def again(text: str) -> dict[str, Any]:
-    """The update that sends the agent back to its model with one new human turn."""
-    return {"messages": [HumanMessage(text)], "refine_phase": "running", "jump_to": "model"}
-
-
-class Turn(NamedTuple):
+class Answer(NamedTuple):
     """A final answer to evaluate: its text and reasoning (split once), the loop's view."""
 
     answer: str
     reasoning: str | None
     view: dict[str, Any]
     meter: BudgetMeter
+    draft: AIMessage
 
 
 class Edit(NamedTuple):
@@ -265,26 +287,34 @@ class AgentLoop:
     """The loop's decisions inside an agent, without I/O.
 
     What `RefineMiddleware`'s hooks do between their calls (the evaluator's and the
-    store's), sync and async alike.
+    store's), sync and async alike; the round itself is `_round.evaluate_round`, as in
+    the graph.
 
     Args:
         options: The loop's options, validated once.
         evaluator: The evaluator of every final answer.
         review: The human review, or None.
         keep_evaluation_turns: Keep the answers and feedback turns in the conversation.
+        ladder: With `models`, the rungs' model names, cheapest first.
+        stream_drafts: Whether answers stream as they are generated (else the best
+            answer reaches the conversation once, whole, when the loop ends).
     """
 
     def __init__(
         self,
         options: LoopOptions,
-        evaluator: BaseEvaluator,
+        evaluator: BaseEvaluator | None,
         review: ReviewNode | None,
         keep_evaluation_turns: bool,
+        ladder: Sequence[str] = (),
+        stream_drafts: bool = False,
     ) -> None:
         self.options = options
         self.evaluator = evaluator
         self.review = review
         self.keep_evaluation_turns = keep_evaluation_turns
+        self.ladder = list(ladder)
+        self.stream_drafts = stream_drafts
 
     def start(self, state: Mapping[str, Any]) -> dict[str, Any]:
         """A new loop for this run: the task is the last human message."""
@@ -298,8 +328,11 @@ class AgentLoop:
             "refine_phase": "running",
             "refine_instruction": None,
             "refine_base": len(state["messages"]),
+            "refine_turns": [],
             "refine_hidden_to": None,
+            "refine_draft": None,
             "refine_next": None,
+            "refine_rung": 0,
             "refine_loop_id": uuid.uuid4().hex,
         }
 
@@ -314,32 +347,42 @@ class AgentLoop:
             "jump_to": "end",
         }
 
-    def meter(
-        self, state: Mapping[str, Any], carried: Usage | None = None, what: str = "agent"
-    ) -> BudgetMeter:
+    def meter(self, state: Mapping[str, Any], what: str = "agent") -> BudgetMeter:
         """The one place that counts: a meter over what the loop has spent so far.
 
         Both the agent's model calls and the judge's go through it; it refuses a call
-        (`BudgetStop`) once a limit is reached. `carried` is what failed calls of the same
-        model step spent (a retry middleware calls the model again within the step).
+        (`BudgetStop`) once a limit is reached.
         """
         # In an agent run inside a loop's step, that step's meter is its parent (a nested
         # loop spends from the outer budget too).
-        return BudgetMeter(
-            self.options.budget, spent(state), carried=carried, what=what, parent=active_meter()
-        )
+        return BudgetMeter(self.options.budget, spent(state), what=what, parent=active_meter())
 
-    def turn(self, state: Mapping[str, Any]) -> Turn | None:
-        """The agent's final answer to evaluate, or None if it is not one (tool calls)."""
-        if state.get("refine_phase", "running") != "running" or not state["messages"]:
-            return None
-        last = state["messages"][-1]
-        if not isinstance(last, AIMessage) or last.tool_calls:
-            return None
-        answer, reasoning = split_reasoning(last)  # the answer only is ever judged
-        return Turn(answer, reasoning, loop_view(state), self.meter(state, what="evaluator"))
+    def draft_metadata(self, state: Mapping[str, Any]) -> dict[str, Any]:
+        """What the agent's model calls carry: the attempt they draft, for a chat UI."""
+        return {"refine_attempt": len(state.get("refine_attempts") or [])}
 
-    def pending(self, state: Mapping[str, Any], turn: Turn) -> Attempt:
+    def judge(self) -> BaseEvaluator:
+        """The evaluator; without one, the agent's own model as judge (known at its first call)."""
+        if self.evaluator is None:
+            raise RuntimeError("the agent's model is known once it is first called")
+        return self.evaluator
+
+    def unanswered(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
+        """After a model call that gave no answer: end the turn if the budget refused it."""
+        if state.get("refine_phase") == "deciding" and state.get("refine_draft") is None:
+            return {"jump_to": "end"}
+        return None
+
+    def turn(self, state: Mapping[str, Any]) -> Answer | None:
+        """The agent's final answer to evaluate, or None if there is none (tool calls)."""
+        draft = state.get("refine_draft")
+        if state.get("refine_phase", "running") != "running" or draft is None:
+            return None
+        answer, reasoning = split_reasoning(draft)  # the answer only is ever judged
+        view = loop_view(state)
+        return Answer(answer, reasoning, view, self.meter(state, what="evaluator"), draft)
+
+    def pending(self, state: Mapping[str, Any], turn: Answer) -> Attempt:
         """The answer as the loop's next attempt, before its evaluation.
 
         Its usage is what the agent spent on it since the last attempt (its model and
@@ -355,31 +398,42 @@ class AgentLoop:
             parent=parent,
             move=move,
             model=state.get("refine_model"),
+            rung=state.get("refine_rung", 0) if self.ladder else None,
             usage=minus(turn.meter.spent_before, sum((a.usage for a in attempts), Usage())),
         )
 
     def record_key(self, state: Mapping[str, Any]) -> str | None:
-        """The strategy record's key: `record_key`, else the agent's model and the evaluator."""
-        return compose_key(state.get("refine_model"), self.evaluator, self.options.record_key)
+        """The strategy record's key: `record_key`, else the models and the evaluator."""
+        model = ">".join(self.ladder) or state.get("refine_model")
+        return compose_key(model, self.evaluator, self.options.record_key)
 
     def after_round(
-        self, state: Mapping[str, Any], outcome: Outcome, meter: BudgetMeter
+        self, state: Mapping[str, Any], turn: Answer, outcome: Outcome
     ) -> dict[str, Any]:
         """The agent's update after a round (see `_round.evaluate_round`).
 
         The loop goes on: back to the model with the chosen move. It stops, or an
         every-round review follows: the agent ends its turn and `after_agent` decides.
         """
+        turns = [*(state.get("refine_turns") or []), answer_turn(state, turn.draft)]
         # Plain data in the agent's state: its checkpoints never hold the loop's models.
         update: dict[str, Any] = {
             "refine_attempts": to_plain(outcome.attempts),
-            "refine_usage": to_plain(meter.spent_before + meter.delta()),
+            "refine_usage": to_plain(turn.meter.spent_before + turn.meter.delta()),
             "refine_instruction": None,
             "refine_next": None,
+            "refine_draft": None,
         }
+        if "rung" in outcome.update:
+            update["refine_rung"] = outcome.update["rung"]
         if outcome.choice is not None and (self.review is None or self.review.mode == "final"):
-            return update | move(state, outcome.choice, outcome.attempts)
-        return update | {"refine_stop_reason": outcome.stop_reason, "refine_phase": "deciding"}
+            return update | move(state, outcome.choice, outcome.attempts, turns)
+        return update | {
+            "refine_turns": turns,
+            "refine_stop_reason": outcome.stop_reason,
+            "refine_phase": "deciding",
+            "jump_to": "end",
+        }
 
     def review_outcome(self, state: Mapping[str, Any]) -> dict[str, Any] | Edit | None:
         """The review and its decision: an update, or an edit still to evaluate."""
@@ -388,12 +442,13 @@ class AgentLoop:
         view = loop_view(state)
         stop_reason: StopReason | None = view["stop_reason"]
         response: str | None = None
+        turns: list[Turn] = list(state.get("refine_turns") or [])
         raising = stop_reason == "budget_exhausted" and self.options.on_budget_exhausted == "raise"
         if self.review is not None and not raising:
             decision = ask_review(self.review.payload(view), self.review.apply, self.review.actions)
             if decision.get("reviewer_feedback"):
                 feedback = decision["reviewer_feedback"]
-                return again(agent_review(feedback)) | {
+                return again(state, turns, agent_review(feedback)) | {
                     "refine_stop_reason": None,
                     "refine_instruction": feedback,
                 }
@@ -403,7 +458,7 @@ class AgentLoop:
             stop_reason = decision.get("stop_reason", stop_reason)
             response = decision.get("response")
         if stop_reason is None:  # an every-round review said "continue" mid-loop
-            return again(agent_feedback(view["attempts"][-1].evaluation))
+            return again(state, turns, agent_feedback(view["attempts"][-1].evaluation))
         return self.finish(state, view | {"stop_reason": stop_reason, "response": response})
 
     def end_with_edit(
@@ -423,6 +478,7 @@ class AgentLoop:
         }
 
     def finish(self, state: Mapping[str, Any], view: dict[str, Any]) -> dict[str, Any]:
+        """End the loop: the best answer joins the conversation once, as its last message."""
         result = RefineResult.from_state(view)
         if result.stop_reason == "budget_exhausted" and self.options.on_budget_exhausted == "raise":
             raise BudgetExhaustedError(
@@ -435,16 +491,25 @@ class AgentLoop:
             "refine_stop_reason": result.stop_reason,
             "refine_response": result.value,
             "refine_phase": "done",
+            "refine_draft": None,
         }
-        if not self.keep_evaluation_turns:
-            return update | {"messages": clean_turns(state, result.value)}
-        last = state["messages"][-1] if state["messages"] else None
-        already_last = (
-            isinstance(last, AIMessage) and not last.tool_calls and last.text == result.value
-        )
-        if result.value and not already_last:
-            update["messages"] = [AIMessage(result.value)]
-        return update
+        best = self._best_message(state, result) if result.value else None
+        if self.keep_evaluation_turns:
+            return update | {"messages": woven(state, best)}
+        return update | ({"messages": [best]} if best is not None else {})
+
+    def _best_message(self, state: Mapping[str, Any], result: RefineResult) -> AIMessage:
+        """The answer's message; with streamed drafts, under the id its draft streamed with.
+
+        A chat client then keeps the draft it showed instead of showing the answer twice.
+        """
+        ids = draft_ids(state.get("refine_turns") or [])
+        index = result.best_index
+        if self.stream_drafts and index is not None and index < len(ids) and ids[index]:
+            attempt = result.attempts[index]
+            if attempt.response == result.value:
+                return AIMessage(result.value, id=ids[index])
+        return AIMessage(result.value)
 
     def result(self, state: Mapping[str, Any]) -> RefineResult:
         """The loop's outcome from the agent's state."""
@@ -453,14 +518,61 @@ class AgentLoop:
 
 def resolve_evaluator(
     evaluator: EvaluatorLike, judge_model: BaseChatModel | str | None
-) -> BaseEvaluator:
+) -> BaseEvaluator | None:
+    """The middleware's evaluator: the one given, an LLM judge on `judge_model`, or None.
+
+    None means the agent's own model judges, as the graph's judge falls back to the
+    generator's model; the middleware sees it at the first model call.
+
+    Raises:
+        ValueError: If both an evaluator and `judge_model` are given.
+    """
     if evaluator is None:
-        if judge_model is None:
-            raise ValueError(
-                "RefineMiddleware(evaluator=None) uses an LLM judge, which needs a model: pass "
-                "judge_model=... (a chat model or 'provider:model'), or an evaluator"
-            )
-        return llm_judge(judge_model)
+        return None if judge_model is None else llm_judge(judge_model)
     if judge_model is not None:
         raise ValueError("judge_model is only used when evaluator is None; pass one or the other")
     return as_evaluator(evaluator)
+
+
+def ladder_of(models: Sequence[BaseChatModel | str] | None) -> list[BaseChatModel]:
+    """The ladder's chat models, cheapest first (model strings resolved), or none.
+
+    Raises:
+        ValueError: If `models` is not a list of chat models or model strings, is empty,
+            or names one model twice.
+    """
+    if models is None:
+        return []
+    if isinstance(models, str | BaseChatModel) or not isinstance(models, Sequence) or not models:
+        raise ValueError(
+            f"models must be a non-empty list of chat models or 'provider:model' strings, "
+            f"cheapest first, got {models!r}"
+        )
+    rungs = [resolve_chat_model(model, option=f"models[{i}]") for i, model in enumerate(models)]
+    names = [model_name(rung) for rung in rungs]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ValueError(
+            f"models names {twice} more than once: each rung of the ladder must be a "
+            "different model (Attempt.model and the strategy record tell rungs apart by name)"
+        )
+    return rungs
+
+
+def check_binds(rungs: Sequence[BaseChatModel], tools: Sequence[Any]) -> None:
+    """Refuse a ladder whose rung cannot call the agent's tools, before any model call.
+
+    Raises:
+        ValueError: Naming the rung and what failed.
+    """
+    if not tools:
+        return
+    for i, rung in enumerate(rungs):
+        try:
+            rung.bind_tools(list(tools))
+        except Exception as exc:  # NotImplementedError, a provider's own refusal
+            raise ValueError(
+                f"models[{i}] ({model_name(rung)}) cannot bind the agent's tools: "
+                f"{type(exc).__name__}: {exc}; use a chat model that supports tool calling "
+                "for every rung, or an agent without tools"
+            ) from exc

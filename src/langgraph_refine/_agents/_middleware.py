@@ -24,8 +24,8 @@ Needs the `agents` extra: `pip install 'langgraph-refine[agents]'`.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
-from contextlib import suppress
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, suppress
 from typing import Any, Literal
 
 try:
@@ -43,6 +43,7 @@ except ImportError as exc:  # the optional dependency is missing
     ) from exc
 
 from langchain_core.language_models import BaseChatModel
+from langgraph.constants import TAG_NOSTREAM
 from langgraph.runtime import Runtime
 
 from langgraph_refine._agents import _agent_loop as turns
@@ -51,6 +52,8 @@ from langgraph_refine._agents._agent_loop import (
     AgentLoop,
     Edit,
     RefineAgentState,
+    check_binds,
+    ladder_of,
     resolve_evaluator,
 )
 from langgraph_refine._calls._budget import Budget, BudgetMeter, BudgetStop, metered
@@ -67,12 +70,14 @@ from langgraph_refine._decisions._round import (
     evaluate_round,
     report,
 )
+from langgraph_refine._kinds import model_name
 from langgraph_refine._loop._review import ReviewNode, require_checkpointer
-from langgraph_refine._loop._step import emit
+from langgraph_refine._loop._step import child_config, emit
 from langgraph_refine._records._record import RecordUpdate, aexchange, exchange, record_store
 from langgraph_refine._result import RefineResult
 from langgraph_refine._state import Attempt, Evaluation, Strategy
 from langgraph_refine._stop_rules import StopRules
+from langgraph_refine.evaluators import llm_judge
 from langgraph_refine.evaluators._base import EvaluatorLike
 
 
@@ -156,6 +161,8 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         record_key: str | None = None,
         keep_evaluation_turns: bool = False,
         confirm_pass: bool = False,
+        models: Sequence[BaseChatModel | str] | None = None,
+        stream_drafts: bool = False,
     ) -> None:
         super().__init__()
         options = LoopOptions.build(
@@ -175,8 +182,18 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
             if human_review is None
             else ReviewNode(human_review, on_budget_exhausted=on_budget_exhausted, name=LOOP_NAME)
         )
-        evaluator_ = resolve_evaluator(evaluator, judge_model)
-        self.loop = AgentLoop(options, evaluator_, review, bool(keep_evaluation_turns))
+        self.rungs = ladder_of(models)
+        if not isinstance(stream_drafts, bool):
+            raise ValueError(f"stream_drafts must be True or False, got {stream_drafts!r}")
+        self.loop = AgentLoop(
+            options,
+            resolve_evaluator(evaluator, judge_model),  # None: the agent's own model judges
+            review,
+            bool(keep_evaluation_turns),
+            ladder=[model_name(rung) for rung in self.rungs],
+            stream_drafts=stream_drafts,
+        )
+        self._bound_checked = False
 
     @property
     def stop_rules(self) -> StopRules:
@@ -223,14 +240,15 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
 
         The model call runs under the loop's meter, like the graph's steps: it is checked
         and priced before it is sent (an unpriced model under `max_cost` is refused), and
-        counted once even if the model bypasses LangChain's callbacks. A fresh sample (or
-        a refinement of an earlier answer) does not show the model the answers it sets
-        aside (see `refine_hidden_to`).
+        counted once even if the model bypasses LangChain's callbacks. The model sees the
+        conversation with the loop's turns woven in as the round's move shows them (see
+        `_transcript`); with `models`, the round's rung makes the call. A final answer is
+        kept aside for its evaluation (see `_agent_loop.counted`).
         """
-        meter = self.loop.meter(request.state)
+        request, meter = self._request(request), self.loop.meter(request.state)
         try:
-            with metered(meter), meter.invocation() as done:
-                response = done(handler(turns.shown(request)))
+            with metered(meter), meter.invocation() as done, self._drafting(request.state):
+                response = done(handler(request))
         except BudgetStop:
             return turns.refused(meter)
         except Exception:
@@ -244,10 +262,10 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ExtendedModelResponse[Any]:
         """Async twin of `wrap_model_call`."""
-        meter = self.loop.meter(request.state)
+        request, meter = self._request(request), self.loop.meter(request.state)
         try:
-            with metered(meter), meter.invocation() as done:
-                response = done(await handler(turns.shown(request)))
+            with metered(meter), meter.invocation() as done, self._drafting(request.state):
+                response = done(await handler(request))
         except BudgetStop:
             return turns.refused(meter)
         except Exception:
@@ -255,29 +273,53 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
             raise
         return turns.counted(response, meter, turns.model_of(request))
 
+    def _request(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
+        """The round's request: its rung's model, the loop's turns woven in.
+
+        Without an evaluator, the first request's model (the agent's own) becomes the judge.
+
+        Raises:
+            ValueError: If a rung cannot bind the agent's tools (before any model call).
+        """
+        if self.loop.evaluator is None:
+            self.loop.evaluator = llm_judge(request.model)
+        if self.rungs:
+            if not self._bound_checked:
+                check_binds(self.rungs, list(request.tools))
+                self._bound_checked = True
+            rung = min(int(request.state.get("refine_rung") or 0), len(self.rungs) - 1)
+            request = request.override(model=self.rungs[rung])
+        return turns.shown(request)
+
+    def _drafting(self, state: Mapping[str, Any]) -> AbstractContextManager[None]:
+        """The agent's model call as a chat sees it: hidden, or tagged with its attempt."""
+        if self.loop.stream_drafts:
+            return child_config(metadata=self.loop.draft_metadata(state))
+        return child_config(tags=[TAG_NOSTREAM])
+
     # -- after_model: evaluate a final answer ----------------------------------------------
 
-    @hook_config(can_jump_to=["model"])
+    @hook_config(can_jump_to=["model", "end"])
     def after_model(self, state: RefineAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Evaluate the agent's final answer; refine (back to the model) or stop."""
         turn = self.loop.turn(state)
         if turn is None:
-            return None
+            return self.loop.unanswered(state)
         calls = _Calls(self.loop, state, turn.view, turn.meter, runtime)
         outcome = drive(calls.flow(self.loop.pending(state, turn)), calls.answer)
-        return self.loop.after_round(state, calls.sent(outcome), turn.meter)
+        return self.loop.after_round(state, turn, calls.sent(outcome))
 
-    @hook_config(can_jump_to=["model"])
+    @hook_config(can_jump_to=["model", "end"])
     async def aafter_model(
         self, state: RefineAgentState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
         """Async twin of `after_model`."""
         turn = self.loop.turn(state)
         if turn is None:
-            return None
+            return self.loop.unanswered(state)
         calls = _Calls(self.loop, state, turn.view, turn.meter, runtime)
         outcome = await adrive(calls.flow(self.loop.pending(state, turn)), calls.aanswer)
-        return self.loop.after_round(state, calls.sent(outcome), turn.meter)
+        return self.loop.after_round(state, turn, calls.sent(outcome))
 
     # -- after_agent: review and the end ---------------------------------------------------
 
@@ -343,7 +385,7 @@ class _Calls:
         self.store = record_store(loop.options.strategy, getattr(runtime, "store", None))
 
     def flow(self, pending: Attempt) -> Flow:
-        return evaluate_round(self.view, pending, self.loop.options)
+        return evaluate_round(self.view, pending, self.loop.options, self.loop.ladder)
 
     def sent(self, outcome: Outcome) -> Outcome:
         """The outcome, its round events sent to the custom stream."""
@@ -361,7 +403,7 @@ class _Calls:
         if isinstance(request, Exchange):
             update = self._update(request)
             return exchange(self.store, update) if update is not None else None
-        evaluator = self.loop.evaluator
+        evaluator = self.loop.judge()
         if isinstance(request, Confirm):
             with metered(self.meter), suppress(BudgetStop):
                 return evaluator.evaluate(request.response, self.view)
@@ -378,7 +420,7 @@ class _Calls:
         if isinstance(request, Exchange):
             update = self._update(request)
             return await aexchange(self.store, update) if update is not None else None
-        evaluator = self.loop.evaluator
+        evaluator = self.loop.judge()
         if isinstance(request, Confirm):
             with metered(self.meter), suppress(BudgetStop):
                 return await evaluator.aevaluate(request.response, self.view)

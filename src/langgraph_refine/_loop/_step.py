@@ -16,7 +16,7 @@ import contextvars
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from langchain_core.callbacks import BaseCallbackManager
@@ -51,6 +51,25 @@ def emit(event: Mapping[str, Any]) -> None:
     except RuntimeError:
         return
     writer(event)
+
+
+@contextlib.contextmanager
+def child_config(
+    tags: Sequence[str] = (), metadata: Mapping[str, Any] | None = None
+) -> Iterator[None]:
+    """Runs started inside this block carry these tags and metadata too.
+
+    For a call made by code we do not control (an agent's model node): it reads its
+    config from the running context. LangGraph's `nostream` tag keeps a model call out
+    of `messages` streams; metadata reaches every streamed chunk's metadata.
+    """
+    parent = var_child_runnable_config.get() or {}
+    config = merge_configs(parent, {"tags": list(tags), "metadata": dict(metadata or {})})
+    token = var_child_runnable_config.set(config)
+    try:
+        yield
+    finally:
+        var_child_runnable_config.reset(token)
 
 
 def run_options(options: LoopOptions) -> LoopOptions:
