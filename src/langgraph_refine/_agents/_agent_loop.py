@@ -92,7 +92,8 @@ class RefineAgentState(AgentState[Any]):
         refine_hidden_to: After a fresh start (explore): the turns and this run's
             messages the model no longer sees (`[turns, last message id]`); None: it
             sees them all.
-        refine_draft: The answer the model just gave, awaiting its evaluation.
+        refine_draft: The answer the model just gave, awaiting its evaluation (an
+            `AIMessage` as plain data).
         refine_next: The next answer's move and the attempt it refines (`[move, parent]`).
         refine_rung: With a ladder (`models`), the rung of the next answer's model calls.
         refine_loop_id: Identifies this run's loop in the strategy record.
@@ -111,7 +112,7 @@ class RefineAgentState(AgentState[Any]):
     refine_base: NotRequired[Annotated[int, PrivateStateAttr]]
     refine_turns: NotRequired[Annotated[list[list[Any]], PrivateStateAttr]]
     refine_hidden_to: NotRequired[Annotated[list[Any] | None, PrivateStateAttr]]
-    refine_draft: NotRequired[Annotated[AIMessage | None, PrivateStateAttr]]
+    refine_draft: NotRequired[Annotated[dict[str, Any] | None, PrivateStateAttr]]
     refine_next: NotRequired[Annotated[list[Any] | None, PrivateStateAttr]]
     refine_rung: NotRequired[Annotated[int, PrivateStateAttr]]
     refine_loop_id: NotRequired[Annotated[str, PrivateStateAttr]]
@@ -169,7 +170,8 @@ def counted(
     messages = list(response.result)
     last = messages[-1] if messages else None
     if isinstance(last, AIMessage) and not last.tool_calls:
-        update["refine_draft"] = last
+        # Plain data: a message anywhere in a node's update reaches `messages` streams.
+        update["refine_draft"] = last.model_dump()
         response = ModelResponse(
             result=messages[:-1], structured_response=response.structured_response
         )
@@ -375,9 +377,10 @@ class AgentLoop:
 
     def turn(self, state: Mapping[str, Any]) -> Answer | None:
         """The agent's final answer to evaluate, or None if there is none (tool calls)."""
-        draft = state.get("refine_draft")
-        if state.get("refine_phase", "running") != "running" or draft is None:
+        data = state.get("refine_draft")
+        if state.get("refine_phase", "running") != "running" or data is None:
             return None
+        draft = AIMessage.model_validate(data)
         answer, reasoning = split_reasoning(draft)  # the answer only is ever judged
         view = loop_view(state)
         return Answer(answer, reasoning, view, self.meter(state, what="evaluator"), draft)
