@@ -203,3 +203,78 @@ def test_without_an_evaluator_the_agents_own_model_judges() -> None:
     assert [a.response for a in result.attempts] == ["a tower", "a tower in Paris"]
     assert result.stop_reason == "passed"
     assert "say where it is" in model.calls[2][-1].text  # the judge's feedback came back
+
+
+def test_pairwise_selection_in_the_agent_compares_the_best_answers() -> None:
+    compared: list[tuple[str, str]] = []
+
+    def prefer_later(task: str, first: str, second: str) -> str:
+        compared.append((first, second))
+        return "first" if first == "close second" else "second"
+
+    middleware = RefineMiddleware(
+        scores(0.8, 0.78, 0.2),
+        max_iterations=2,
+        patience=None,
+        select="pairwise",
+        select_margin=0.05,
+        comparer=prefer_later,
+    )
+    model = AgentModel(replies=["top score", "close second", "far behind"])
+    out = create_agent(model, tools=[], middleware=[middleware]).invoke(
+        {"messages": [HumanMessage(REQUEST)]}
+    )
+    result = middleware.result(out)
+    # The two answers within the margin are compared both ways; the comparer's choice wins.
+    assert sorted(compared) == [("close second", "top score"), ("top score", "close second")]
+    assert result.value == "close second" == out["messages"][-1].text
+    assert result.metadata["selection"]["chosen"] == 1
+
+
+def test_pairwise_without_a_comparer_uses_the_agents_own_model() -> None:
+    model = AgentModel(replies=["one", "two", "second"])  # the last reply answers the comparison
+    middleware = RefineMiddleware(
+        scores(0.8, 0.8), max_iterations=1, patience=None, select="pairwise"
+    )
+    out = create_agent(model, tools=[], middleware=[middleware]).invoke(
+        {"messages": [HumanMessage(REQUEST)]}
+    )
+    assert len(model.calls) == 4  # two answers, two comparisons (both orders)
+    selection = middleware.result(out).metadata["selection"]
+    assert selection["method"] == "pairwise" and len(selection["comparisons"]) == 1
+    assert selection["comparer"] == "AgentModel"
+
+
+def test_an_agent_asked_for_edits_answers_with_blocks_applied_to_its_answer() -> None:
+    edit = "<<<<<<< SEARCH\nIt is a tower.\n=======\nIt is a tower in Paris.\n>>>>>>> REPLACE"
+    model = AgentModel(replies=["It is a tower.", edit])
+    middleware = RefineMiddleware(
+        lambda r, s: 1.0 if "Paris" in r else 0.3, edits=True, target_score=1.0
+    )
+    out = create_agent(model, tools=[], middleware=[middleware]).invoke(
+        {"messages": [HumanMessage(REQUEST)]}
+    )
+    result = middleware.result(out)
+    assert "SEARCH/REPLACE" in model.calls[1][-1].text  # the feedback turn asked for edits
+    assert [a.response for a in result.attempts] == ["It is a tower.", "It is a tower in Paris."]
+    assert result.attempts[1].edits == 1
+    assert out["messages"][-1].text == "It is a tower in Paris."
+
+
+def test_memory_chooses_the_earlier_answers_the_agents_model_sees() -> None:
+    model = AgentModel(replies=["a0", "a1", "a2", "a3"])
+    middleware = RefineMiddleware(
+        scores(0.5, 0.1, 0.2, 0.3), max_iterations=3, patience=None, memory="best_and_last"
+    )
+    create_agent(model, tools=[], middleware=[middleware]).invoke(
+        {"messages": [HumanMessage(REQUEST)]}
+    )
+    # Before the last answer: the best (a0) and the latest (a2), each with its feedback.
+    seen = [m.text for m in model.calls[3] if isinstance(m, AIMessage)]
+    assert seen == ["a0", "a2"]
+    everything = RefineMiddleware(scores(0.5, 0.1, 0.2, 0.3), max_iterations=3, patience=None)
+    model = AgentModel(replies=["a0", "a1", "a2", "a3"])
+    create_agent(model, tools=[], middleware=[everything]).invoke(
+        {"messages": [HumanMessage(REQUEST)]}
+    )
+    assert [m.text for m in model.calls[3] if isinstance(m, AIMessage)] == ["a0", "a1", "a2"]

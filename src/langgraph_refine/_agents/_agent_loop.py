@@ -36,8 +36,11 @@ from langgraph_refine._agents._transcript import (
 )
 from langgraph_refine._calls._budget import BudgetMeter, active_meter
 from langgraph_refine._calls._models import resolve_chat_model
+from langgraph_refine._decisions._edits import asks_for_edits, read_edits
+from langgraph_refine._decisions._memory import MemoryPolicy
 from langgraph_refine._decisions._options import LoopOptions
 from langgraph_refine._decisions._prompts import (
+    EDIT_INSTRUCTIONS,
     agent_feedback,
     agent_refine_earlier,
     agent_review,
@@ -48,14 +51,17 @@ from langgraph_refine._decisions._strategy import Choice
 from langgraph_refine._errors import BudgetExhaustedError
 from langgraph_refine._events import stop_event
 from langgraph_refine._kinds import model_name
+from langgraph_refine._loop._ends import NO_COMPARER
 from langgraph_refine._loop._review import ReviewNode
 from langgraph_refine._loop._review_schema import ask_review
+from langgraph_refine._loop._select import Comparer, Selection, as_comparer
 from langgraph_refine._loop._step import emit
 from langgraph_refine._reasoning import split_reasoning
 from langgraph_refine._records._record import compose_key
-from langgraph_refine._result import RefineResult, best_feedback
+from langgraph_refine._result import REVIEWED_REASONS, RefineResult, best_feedback
 from langgraph_refine._state import (
     Attempt,
+    ComparerLike,
     MoveKind,
     PlainDataChannel,
     StopReason,
@@ -64,9 +70,11 @@ from langgraph_refine._state import (
     revive_state,
     to_plain,
 )
+from langgraph_refine._typed import Reply
 from langgraph_refine.evaluators import llm_judge
 from langgraph_refine.evaluators._base import BaseEvaluator, EvaluatorLike
 from langgraph_refine.evaluators._combine import as_evaluator
+from langgraph_refine.evaluators._judge import LLMJudge
 
 LOOP_NAME = "refine"
 """The loop's name in stream events and review payloads."""
@@ -84,6 +92,8 @@ class RefineAgentState(AgentState[Any]):
         refine_usage: Model calls (the agent's and the judge's), tokens and seconds spent.
         refine_stop_reason: Why the loop stopped (None while it runs).
         refine_response: The loop's answer, set when it stops.
+        refine_selection: With `select="pairwise"`, the selection's record (as the
+            graph's `selection`: `metadata["selection"]` of the result).
         refine_phase: `running`, `deciding` (an answer awaits review or the end), `done`.
         refine_instruction: A reviewer's request, recorded on the next attempt.
         refine_base: How many messages came before this run's loop (its conversation).
@@ -107,6 +117,7 @@ class RefineAgentState(AgentState[Any]):
     refine_usage: NotRequired[Annotated[Usage, OmitFromInput, PlainDataChannel(Usage, keep_latest)]]
     refine_stop_reason: NotRequired[Annotated[StopReason | None, OmitFromInput]]
     refine_response: NotRequired[Annotated[str | None, OmitFromInput]]
+    refine_selection: NotRequired[Annotated[dict[str, Any] | None, OmitFromInput]]
     refine_phase: NotRequired[Annotated[Phase, PrivateStateAttr]]
     refine_instruction: NotRequired[Annotated[str | None, PrivateStateAttr]]
     refine_base: NotRequired[Annotated[int, PrivateStateAttr]]
@@ -131,6 +142,7 @@ def loop_view(state: Mapping[str, Any]) -> dict[str, Any]:
                 "response": state.get("refine_response"),
                 "messages": state.get("messages") or [],
                 "loop_id": state.get("refine_loop_id"),
+                "selection": state.get("refine_selection"),
             }
         )
     )
@@ -210,12 +222,12 @@ def model_of(request: ModelRequest[Any]) -> str | None:
     return model_name(model) if model is not None else None
 
 
-def shown(request: ModelRequest[Any]) -> ModelRequest[Any]:
+def shown(request: ModelRequest[Any], memory: MemoryPolicy = "all") -> ModelRequest[Any]:
     """The request with the loop's turns woven in, as this round's move shows them."""
     turns = request.state.get("refine_turns")
     if not turns and not request.state.get("refine_hidden_to"):
         return request
-    return request.override(messages=model_view(request.state, request.messages))
+    return request.override(messages=model_view(request.state, request.messages, memory))
 
 
 def next_move(state: Mapping[str, Any], attempts: list[Attempt]) -> tuple[MoveKind, int | None]:
@@ -229,7 +241,11 @@ def next_move(state: Mapping[str, Any], attempts: list[Attempt]) -> tuple[MoveKi
 
 
 def move(
-    state: Mapping[str, Any], choice: Choice, attempts: list[Attempt], turns: list[Turn]
+    state: Mapping[str, Any],
+    choice: Choice,
+    attempts: list[Attempt],
+    turns: list[Turn],
+    options: LoopOptions | None = None,
 ) -> dict[str, Any]:
     """The update that sends the agent back to its model for the chosen move.
 
@@ -243,19 +259,24 @@ def move(
         choice: The strategy's next move.
         attempts: The attempts so far.
         turns: The loop's turns so far, the latest answer's included.
+        options: The loop's options (`edits`: a refinement may ask for edit blocks).
     """
     latest = attempts[-1]
     chosen: dict[str, Any] = {"refine_next": [choice.move, choice.parent]}
+    refined = next((a for a in attempts if a.index == choice.parent), None)
+    closing = ""
+    if refined is not None and options is not None and asks_for_edits(options.edits, refined, None):
+        closing = "\n\n" + EDIT_INSTRUCTIONS
     if choice.parent == latest.index:
-        return again(state, turns, agent_feedback(latest.evaluation)) | chosen
+        return again(state, turns, agent_feedback(latest.evaluation) + closing) | chosen
     chosen["refine_hidden_to"] = hidden_from(state, turns)
     if choice.parent is None:
         feedback = best_feedback(attempts) if choice.move == "guided" else ""
         if feedback.strip():  # a fresh answer told what the best one's feedback asked
             return again(state, turns, guided_request(feedback)) | chosen
         return {"refine_turns": turns, "refine_phase": "running", "jump_to": "model"} | chosen
-    refined = next(a for a in attempts if a.index == choice.parent)
-    return again(state, turns, agent_refine_earlier(refined)) | chosen
+    assert refined is not None
+    return again(state, turns, agent_refine_earlier(refined) + closing) | chosen
 
 
 def again(state: Mapping[str, Any], turns: list[Turn], text: str) -> dict[str, Any]:
@@ -275,6 +296,14 @@ class Answer(NamedTuple):
     view: dict[str, Any]
     meter: BudgetMeter
     draft: AIMessage
+
+
+class Finish(NamedTuple):
+    """The end, after a pairwise selection still to make (its comparisons are calls)."""
+
+    view: dict[str, Any]
+    selection: Selection
+    meter: BudgetMeter
 
 
 class Edit(NamedTuple):
@@ -300,6 +329,8 @@ class AgentLoop:
         ladder: With `models`, the rungs' model names, cheapest first.
         stream_drafts: Whether answers stream as they are generated (else the best
             answer reaches the conversation once, whole, when the loop ends).
+        comparer: Who compares answers with `select="pairwise"` (None: the agent's own
+            model, known at its first call).
     """
 
     def __init__(
@@ -310,9 +341,11 @@ class AgentLoop:
         keep_evaluation_turns: bool,
         ladder: Sequence[str] = (),
         stream_drafts: bool = False,
+        comparer: Comparer | None = None,
     ) -> None:
         self.options = options
         self.evaluator = evaluator
+        self.comparer = comparer
         self.review = review
         self.keep_evaluation_turns = keep_evaluation_turns
         self.ladder = list(ladder)
@@ -393,10 +426,16 @@ class AgentLoop:
         """
         attempts: list[Attempt] = list(turn.view["attempts"])
         move, parent = next_move(state, attempts)
+        reply = Reply(turn.answer, reasoning=turn.reasoning)
+        edited = self._edited(attempts, parent)
+        if edited is not None:  # the answer was asked as edits to `edited`
+            reply = read_edits(turn.draft, edited, None, lambda _: reply)
         return Attempt(
             index=len(attempts),
-            response=turn.answer,
-            reasoning=turn.reasoning,
+            response=reply.response,
+            evaluation=reply.evaluation,  # blocks that did not apply: FAIL, not judged
+            edits=reply.edits,
+            reasoning=reply.reasoning,
             instruction=state.get("refine_instruction"),
             parent=parent,
             move=move,
@@ -404,6 +443,15 @@ class AgentLoop:
             rung=state.get("refine_rung", 0) if self.ladder else None,
             usage=minus(turn.meter.spent_before, sum((a.usage for a in attempts), Usage())),
         )
+
+    def _edited(self, attempts: Sequence[Attempt], parent: int | None) -> Attempt | None:
+        """The attempt an answer refining `parent` was asked to edit (`edits=`), or None."""
+        if parent is None or not self.options.edits:
+            return None
+        refined = next((a for a in attempts if a.index == parent), None)
+        if refined is None or not asks_for_edits(self.options.edits, refined, None):
+            return None
+        return refined
 
     def record_key(self, state: Mapping[str, Any]) -> str | None:
         """The strategy record's key: `record_key`, else the models and the evaluator."""
@@ -430,7 +478,7 @@ class AgentLoop:
         if "rung" in outcome.update:
             update["refine_rung"] = outcome.update["rung"]
         if outcome.choice is not None and (self.review is None or self.review.mode == "final"):
-            return update | move(state, outcome.choice, outcome.attempts, turns)
+            return update | move(state, outcome.choice, outcome.attempts, turns, self.options)
         return update | {
             "refine_turns": turns,
             "refine_stop_reason": outcome.stop_reason,
@@ -438,7 +486,7 @@ class AgentLoop:
             "jump_to": "end",
         }
 
-    def review_outcome(self, state: Mapping[str, Any]) -> dict[str, Any] | Edit | None:
+    def review_outcome(self, state: Mapping[str, Any]) -> dict[str, Any] | Edit | Finish | None:
         """The review and its decision: an update, or an edit still to evaluate."""
         if state.get("refine_phase") != "deciding":
             return None  # the agent ended for another reason (e.g. another middleware)
@@ -462,7 +510,36 @@ class AgentLoop:
             response = decision.get("response")
         if stop_reason is None:  # an every-round review said "continue" mid-loop
             return again(state, turns, agent_feedback(view["attempts"][-1].evaluation))
-        return self.finish(state, view | {"stop_reason": stop_reason, "response": response})
+        return self.ending(state, view | {"stop_reason": stop_reason, "response": response})
+
+    def ending(self, state: Mapping[str, Any], view: dict[str, Any]) -> dict[str, Any] | Finish:
+        """The end, or with `select="pairwise"` the comparisons to make before it."""
+        options = self.options
+        if options.select != "pairwise" or view["stop_reason"] in REVIEWED_REASONS:
+            return self.finish(state, view)
+        if self.comparer is None:
+            raise ValueError(NO_COMPARER)
+        attempts = list(view["attempts"])
+        selection = Selection(
+            view["task"], attempts, options.select_top, options.select_margin, self.comparer
+        )
+        meter = self.meter(state, what="comparer")
+        budget = options.budget
+        calls_left = None
+        if budget is not None and budget.max_calls is not None:
+            calls_left = max(budget.max_calls - meter.total().calls, 0)
+        note = selection.budget_note(calls_left)
+        if note is not None:  # the budget cannot pay for every comparison: by score
+            return self.finish(state, view | {"selection": selection.record(note=note)})
+        return Finish(view, selection, meter)
+
+    def selected(
+        self, state: Mapping[str, Any], end: Finish, record: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The end after the comparisons: their record and what they spent kept."""
+        spent = end.meter.spent_before + end.meter.delta()
+        view = end.view | {"selection": record, "usage": spent}
+        return self.finish(state, view) | {"refine_usage": to_plain(spent)}
 
     def end_with_edit(
         self, state: Mapping[str, Any], edit: Edit, outcome: Outcome
@@ -495,6 +572,7 @@ class AgentLoop:
             "refine_response": result.value,
             "refine_phase": "done",
             "refine_draft": None,
+            "refine_selection": view.get("selection"),
         }
         best = self._best_message(state, result) if result.value else None
         if self.keep_evaluation_turns:
@@ -535,6 +613,16 @@ def resolve_evaluator(
     if judge_model is not None:
         raise ValueError("judge_model is only used when evaluator is None; pass one or the other")
     return as_evaluator(evaluator)
+
+
+def default_comparer(comparer: ComparerLike, judge: BaseEvaluator | None) -> Comparer | None:
+    """The comparer of `select="pairwise"`: the one given, else the LLM judge's model.
+
+    None: the agent's own model compares, as it judges (set at the first model call).
+    """
+    if comparer is not None:
+        return as_comparer(comparer)
+    return as_comparer(judge.model) if isinstance(judge, LLMJudge) else None
 
 
 def ladder_of(models: Sequence[BaseChatModel | str] | None) -> list[BaseChatModel]:

@@ -51,12 +51,16 @@ from langgraph_refine._agents._agent_loop import (
     LOOP_NAME,
     AgentLoop,
     Edit,
+    Finish,
     RefineAgentState,
     check_binds,
+    default_comparer,
     ladder_of,
     resolve_evaluator,
 )
 from langgraph_refine._calls._budget import Budget, BudgetMeter, BudgetStop, metered
+from langgraph_refine._decisions._edits import EditsMode
+from langgraph_refine._decisions._memory import MemoryPolicy
 from langgraph_refine._decisions._options import HumanReview, LoopOptions
 from langgraph_refine._decisions._round import (
     Confirm,
@@ -72,10 +76,19 @@ from langgraph_refine._decisions._round import (
 )
 from langgraph_refine._kinds import model_name
 from langgraph_refine._loop._review import ReviewNode, require_checkpointer
+from langgraph_refine._loop._select import as_comparer
 from langgraph_refine._loop._step import child_config, emit
 from langgraph_refine._records._record import RecordUpdate, aexchange, exchange, record_store
 from langgraph_refine._result import RefineResult
-from langgraph_refine._state import Attempt, Evaluation, Strategy
+from langgraph_refine._state import (
+    DEFAULT_SELECT_MARGIN,
+    DEFAULT_SELECT_TOP,
+    Attempt,
+    ComparerLike,
+    Evaluation,
+    Select,
+    Strategy,
+)
 from langgraph_refine._stop_rules import StopRules
 from langgraph_refine.evaluators import llm_judge
 from langgraph_refine.evaluators._base import EvaluatorLike
@@ -163,6 +176,12 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         confirm_pass: bool = False,
         models: Sequence[BaseChatModel | str] | None = None,
         stream_drafts: bool = False,
+        select: Select = "score",
+        select_top: int = DEFAULT_SELECT_TOP,
+        select_margin: float = DEFAULT_SELECT_MARGIN,
+        comparer: ComparerLike = None,
+        memory: MemoryPolicy = "all",
+        edits: EditsMode = False,
     ) -> None:
         super().__init__()
         options = LoopOptions.build(
@@ -175,6 +194,11 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
             strategy=strategy,
             record_key=record_key,
             confirm_pass=confirm_pass,
+            select=select,
+            select_top=select_top,
+            select_margin=select_margin,
+            memory=memory,
+            edits=edits,
             name=LOOP_NAME,
         )
         review = (
@@ -185,13 +209,15 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         self.rungs = ladder_of(models)
         if not isinstance(stream_drafts, bool):
             raise ValueError(f"stream_drafts must be True or False, got {stream_drafts!r}")
+        judge = resolve_evaluator(evaluator, judge_model)  # None: the agent's own model judges
         self.loop = AgentLoop(
             options,
-            resolve_evaluator(evaluator, judge_model),  # None: the agent's own model judges
+            judge,
             review,
             bool(keep_evaluation_turns),
             ladder=[model_name(rung) for rung in self.rungs],
             stream_drafts=stream_drafts,
+            comparer=default_comparer(comparer, judge),
         )
         self._bound_checked = False
 
@@ -283,13 +309,15 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         """
         if self.loop.evaluator is None:
             self.loop.evaluator = llm_judge(request.model)
+        if self.loop.comparer is None:
+            self.loop.comparer = as_comparer(request.model)
         if self.rungs:
             if not self._bound_checked:
                 check_binds(self.rungs, list(request.tools))
                 self._bound_checked = True
             rung = min(int(request.state.get("refine_rung") or 0), len(self.rungs) - 1)
             request = request.override(model=self.rungs[rung])
-        return turns.shown(request)
+        return turns.shown(request, self.loop.options.memory)
 
     def _drafting(self, state: Mapping[str, Any]) -> AbstractContextManager[None]:
         """The agent's model call as a chat sees it: hidden, or tagged with its attempt."""
@@ -334,6 +362,9 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
             BudgetExhaustedError: On a budget stop with `on_budget_exhausted="raise"`.
         """
         outcome = self.loop.review_outcome(state)
+        if isinstance(outcome, Finish):
+            record = outcome.selection.run(metered_call(outcome.meter))
+            return self.loop.selected(state, outcome, record)
         if not isinstance(outcome, Edit):
             return outcome
         calls = _Calls(self.loop, state, outcome.view, outcome.meter, runtime)
@@ -346,6 +377,9 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
     ) -> dict[str, Any] | None:
         """Async twin of `after_agent`."""
         outcome = self.loop.review_outcome(state)
+        if isinstance(outcome, Finish):
+            run = outcome.selection.arun(ametered_call(outcome.meter), concurrent=False)
+            return self.loop.selected(state, outcome, await run)
         if not isinstance(outcome, Edit):
             return outcome
         calls = _Calls(self.loop, state, outcome.view, outcome.meter, runtime)
@@ -362,6 +396,26 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
             The `RefineResult` of the run's loop: value, score, stop reason, attempts, usage.
         """
         return self.loop.result(state)
+
+
+def metered_call(meter: BudgetMeter) -> Callable[..., Any]:
+    """`call(fn, *args)` under the loop's meter: a comparison counted, refused past the budget."""
+
+    def call(fn: Callable[..., Any], *args: Any) -> Any:
+        with metered(meter):
+            return fn(*args)
+
+    return call
+
+
+def ametered_call(meter: BudgetMeter) -> Callable[..., Awaitable[Any]]:
+    """Async twin of `metered_call`."""
+
+    async def call(fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+        with metered(meter):
+            return await fn(*args)
+
+    return call
 
 
 class _Calls:

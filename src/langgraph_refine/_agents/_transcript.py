@@ -21,6 +21,9 @@ from typing import Any
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, RemoveMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
+from langgraph_refine._decisions._memory import MemoryPolicy, select_attempts
+from langgraph_refine._state import Attempt
+
 Turn = list[Any]
 """`[anchor message id, "ai" | "human", text, message id or None]`."""
 
@@ -46,24 +49,33 @@ def hidden_from(state: Mapping[str, Any], turns: Sequence[Turn]) -> list[Any]:
     return [len(turns), anchor(state)]
 
 
-def model_view(state: Mapping[str, Any], messages: Sequence[AnyMessage]) -> list[AnyMessage]:
+def model_view(
+    state: Mapping[str, Any], messages: Sequence[AnyMessage], memory: MemoryPolicy = "all"
+) -> list[AnyMessage]:
     """The messages the model is sent: the conversation with the loop's turns woven in.
 
-    A fresh start (`refine_hidden_to`) hides the run's earlier turns and the messages
-    of its earlier rounds (their tool calls too), so the model answers as if first asked.
+    `memory` chooses the earlier answers the model sees, as in the graph's refinement
+    prompt (`_memory.select_attempts`): an answer it forgets goes with the loop's turn
+    that answered it. A fresh start (`refine_hidden_to`) hides the run's earlier turns
+    and the messages of its earlier rounds (their tool calls too), so the model answers
+    as if first asked.
 
     Args:
-        state: The agent's state (its `refine_turns`, `refine_hidden_to`, `refine_base`).
+        state: The agent's state (`refine_turns`, `refine_hidden_to`, `refine_base`,
+            `refine_attempts`).
         messages: The request's messages (the conversation, as other middleware left it).
+        memory: The memory policy.
     """
-    turns: Sequence[Turn] = state.get("refine_turns") or []
+    turns: Sequence[Turn | None] = _remembered(
+        state.get("refine_turns") or [], state.get("refine_attempts") or [], memory
+    )
     hidden_ids: set[str] = set()
     hidden = state.get("refine_hidden_to")
     if hidden:
         count, upto = hidden
         turns = turns[count:]
         hidden_ids = _run_ids(state, upto)
-    return _weave(messages, turns, hidden_ids)
+    return _weave(messages, [turn for turn in turns if turn is not None], hidden_ids)
 
 
 def woven(state: Mapping[str, Any], best: AIMessage | None) -> list[Any]:
@@ -78,6 +90,25 @@ def woven(state: Mapping[str, Any], best: AIMessage | None) -> list[Any]:
 def draft_ids(turns: Iterable[Turn]) -> list[str | None]:
     """The message id of each answer, in order (attempt i's is the i-th)."""
     return [turn[3] for turn in turns if turn[1] == "ai"]
+
+
+def _remembered(
+    turns: Sequence[Turn], attempts: Sequence[Attempt], memory: MemoryPolicy
+) -> list[Turn | None]:
+    """The turns, each one `memory` forgets replaced by None (positions kept).
+
+    Answer i is attempt i's; the loop turns after an answer go with it.
+    """
+    if memory == "all" or not attempts:
+        return list(turns)
+    kept = {attempt.index for _, attempt in select_attempts(attempts, memory)}
+    remembered: list[Turn | None] = []
+    answer = -1
+    for turn in turns:
+        if turn[1] == "ai":
+            answer += 1
+        remembered.append(turn if answer < 0 or answer in kept else None)
+    return remembered
 
 
 def _run_ids(state: Mapping[str, Any], upto: str | None) -> set[str]:
