@@ -26,6 +26,7 @@ user's own evaluator class are all marked, wherever the loop calls them from.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import inspect
 import sys
@@ -80,13 +81,23 @@ def internal_calls() -> Iterator[None]:
     """Mark every model call made in the block (without a config of its own) as internal.
 
     Calls inherit the current run's config from LangChain's context; the block sets it to
-    `internal_config` of it, so callbacks and metadata are kept.
+    `internal_config` of it, so callbacks and metadata are kept. Outside a run (no config
+    to inherit) there is no stream to keep the calls out of, and nothing changes.
     """
-    token = var_child_runnable_config.set(internal_config(var_child_runnable_config.get()))
+    token = _enter()
     try:
         yield
     finally:
-        var_child_runnable_config.reset(token)
+        if token is not None:
+            var_child_runnable_config.reset(token)
+
+
+def _enter() -> contextvars.Token[Any] | None:
+    """Set the inherited config to its internal form; the token to reset, None if unchanged."""
+    config = var_child_runnable_config.get()
+    if config is None or TAG_NOSTREAM in (config.get("tags") or ()):
+        return None  # outside a run, or already marked (a combination's part)
+    return var_child_runnable_config.set(internal_config(config))
 
 
 def mark_internal(cls: type, *names: str) -> None:
@@ -108,28 +119,40 @@ def internal(method: F) -> F:
     """Run `method` (sync or async) under `internal_calls`: the loop's own model calls.
 
     Example:
+        >>> from langchain_core.runnables.config import ensure_config
         >>> class Judge:
         ...     @internal
         ...     def evaluate(self, response):
-        ...         from langchain_core.runnables.config import ensure_config
         ...         return ensure_config()["tags"]
+        >>> token = var_child_runnable_config.set({"tags": ["mine"]})  # as in a run
         >>> Judge().evaluate("text")
-        ['nostream']
+        ['mine', 'nostream']
+        >>> var_child_runnable_config.reset(token)
     """
     if inspect.iscoroutinefunction(method):
 
         @functools.wraps(method)
         async def amarked(*args: Any, **kwargs: Any) -> Any:
-            with internal_calls():
+            token = _enter()
+            try:
                 return await method(*args, **kwargs)
+            finally:
+                if token is not None:
+                    var_child_runnable_config.reset(token)
 
         setattr(amarked, _MARK, True)
         return cast(F, amarked)
 
     @functools.wraps(method)
     def marked(*args: Any, **kwargs: Any) -> Any:
-        with internal_calls():
+        # (No context manager: this runs for every evaluation, and a generator-based
+        # one costs more than the rest of a quick check.)
+        token = _enter()
+        try:
             return method(*args, **kwargs)
+        finally:
+            if token is not None:
+                var_child_runnable_config.reset(token)
 
     setattr(marked, _MARK, True)
     return cast(F, marked)
