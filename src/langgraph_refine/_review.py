@@ -141,10 +141,11 @@ def hitl_request(payload: Mapping[str, Any]) -> dict[str, Any]:
     rated = "not scored" if score is None else f"score {score:.2f}"
     if payload["verdict"]:
         rated += f", {payload['verdict']}"
-    attempt = payload["attempt"]
+    if payload["attempt"] is not None:
+        rated = f"attempt {payload['attempt']}, {rated}"
     which = "latest" if payload["mode"] == "every_round" else "best"
     description = (
-        f"Review the {which} answer of {payload['name']!r} (attempt {attempt}, {rated}). "
+        f"Review the {which} answer of {payload['name']!r} ({rated}). "
         "Approve it, edit it (args.response), or reject it: a rejection with a message "
         "runs one more round with the message as feedback; without one, the loop stops "
         "with its best answer."
