@@ -47,7 +47,7 @@ class ScriptedOpenAI(BaseHTTPRequestHandler):
             message = "request (5000 tokens) exceeds the available context size (2048 tokens)"
             self._json(400, {"error": {"message": message, "type": "exceed_context_size_error"}})
             return
-        text = reply_for(body)
+        text = getattr(self.server, "script", reply_for)(body)  # a server's own script
         usage = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
         if body.get("stream"):
             self._stream(body, text, usage)

@@ -36,9 +36,10 @@ try:
         ModelResponse,
         hook_config,
     )
+    from langchain.agents.middleware.internal_call_transformer import InternalCallTransformer
 except ImportError as exc:  # the optional dependency is missing
     raise ImportError(
-        "RefineMiddleware needs LangChain's agents (langchain>=1.0), which is not installed: "
+        "RefineMiddleware needs LangChain's agents (langchain>=1.5), which is not installed: "
         "pip install 'langgraph-refine[agents]'"
     ) from exc
 
@@ -157,6 +158,9 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
     """
 
     state_schema = RefineAgentState
+    # The loop's own model calls (the judge's) are marked internal (`_internal`): kept out
+    # of the agent's `run.messages` as well as its `messages` stream.
+    transformers = (InternalCallTransformer,)
 
     def __init__(
         self,

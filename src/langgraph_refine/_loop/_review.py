@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from langgraph.config import get_config
 
 from langgraph_refine._decisions._options import HumanReview, OnBudgetExhausted, check_choice
 from langgraph_refine._errors import ReviewInputError
 from langgraph_refine._events import ReviewPayload
-from langgraph_refine._loop._review_schema import ask_review
+from langgraph_refine._loop._review_schema import DECISIONS, ask_review, from_decisions
 from langgraph_refine._loop._router import route_after_evaluation
 from langgraph_refine._result import best_attempt
 from langgraph_refine._state import Attempt, RefineState, revive_state
@@ -33,6 +33,12 @@ class ReviewNode:
     `reject`, `revise` (with `feedback`), or `continue` (every_round only). A malformed
     value leaves the review pending: the loop pauses again with the same payload plus an
     `error` key that says what was wrong.
+
+    The payload is also a LangChain human-in-the-loop request (`action_requests`,
+    `review_configs`, as `HumanInTheLoopMiddleware` sends), so chat clients render it,
+    and their answer is accepted: `{"decisions": [{"type": "approve"}]}`, an `edit` with
+    `edited_action["args"]["response"]`, a `reject` with a `message` (one more round,
+    the message as feedback: the loop's `revise`) or without one (the loop's `reject`).
 
     Args:
         mode: `"final"` (review when the loop would stop) or `"every_round"`.
@@ -60,7 +66,7 @@ class ReviewNode:
         best = best_attempt(attempts)
         reviewed = attempts[-1] if self.mode == "every_round" and attempts else best
         evaluation = reviewed.evaluation if reviewed else None
-        return {
+        shown: dict[str, Any] = {
             "type": "review",
             "name": self.loop_name,
             "mode": self.mode,
@@ -75,6 +81,7 @@ class ReviewNode:
             "stop_reason": state.get("stop_reason"),
             "actions": list(self.actions),
         }
+        return cast(ReviewPayload, shown | hitl_request(shown))
 
     def __call__(self, state: RefineState) -> dict[str, Any]:
         if state.get("stop_reason") == BUDGET_STOP and self.on_budget_exhausted == "raise":
@@ -92,6 +99,7 @@ class ReviewNode:
             ReviewInputError: If the value is not a dict with a known action and the
                 fields that action needs.
         """
+        value = from_decisions(value)  # a chat client's LangChain decision
         action = value.get("action") if isinstance(value, Mapping) else None
         if action not in self.actions:
             raise ReviewInputError(
@@ -116,6 +124,49 @@ class ReviewNode:
             update["reviewer_feedback"] = _required_text(value, "feedback", action)
             update["refine_from"] = payload.get("attempt")  # the reviewed attempt
         return update
+
+
+def hitl_request(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """The review as a LangChain human-in-the-loop request (`HumanInTheLoopMiddleware`'s shape).
+
+    One action, named after the loop, whose `args` hold the reviewed response with its
+    score, verdict and feedback; its review config allows `approve`, `edit` (of
+    `args["response"]`) and `reject` (with a message: one more round with it as feedback).
+
+    Args:
+        payload: The review's own payload.
+
+    Returns:
+        `{"action_requests": [...], "review_configs": [...]}`.
+    """
+    score = payload["score"]
+    rated = "not scored" if score is None else f"score {score:.2f}"
+    if payload["verdict"]:
+        rated += f", {payload['verdict']}"
+    if payload["attempt"] is not None:
+        rated = f"attempt {payload['attempt']}, {rated}"
+    which = "latest" if payload["mode"] == "every_round" else "best"
+    description = (
+        f"Review the {which} answer of {payload['name']!r} ({rated}). "
+        "Approve it, edit it (args.response), or reject it: a rejection with a message "
+        "runs one more round with the message as feedback; without one, the loop stops "
+        "with its best answer."
+    )
+    return {
+        "action_requests": [
+            {
+                "name": payload["name"],
+                "args": {
+                    "response": payload["response"],
+                    "score": score,
+                    "verdict": payload["verdict"],
+                    "feedback": payload["feedback"],
+                },
+                "description": description,
+            }
+        ],
+        "review_configs": [{"action_name": payload["name"], "allowed_decisions": list(DECISIONS)}],
+    }
 
 
 def require_checkpointer() -> None:

@@ -4,6 +4,13 @@ One definition serves every place that pauses for a review (the graph's review s
 `RefineMiddleware`): clients read the answer's JSON schema from the interrupt's
 `response_schema`, and `ask_review` pauses again, with an `error` key, until the answer
 is one the review can apply.
+
+A review is answered in either of two shapes: the loop's own (`{"action": "approve"}`,
+...), or LangChain's human-in-the-loop response (`{"decisions": [{"type": "approve"}]}`),
+which chat clients that render `HumanInTheLoopMiddleware`'s requests send.
+`from_decisions` turns the second into the first: `approve` approves, `edit` edits with
+`edited_action["args"]["response"]`, `reject` with a `message` revises (one more round,
+the message as the reviewer's feedback), `reject` without one stops with the best answer.
 """
 
 from __future__ import annotations
@@ -66,6 +73,50 @@ class Continue(_Answer):
     action: Literal["continue"]
 
 
+DECISIONS: tuple[str, ...] = ("approve", "edit", "reject")
+"""The LangChain human-in-the-loop decisions a review accepts (its `allowed_decisions`)."""
+
+
+class ApproveDecision(_Answer):
+    """Approve the answer (as `{"action": "approve"}`)."""
+
+    type: Literal["approve"]
+
+
+class EditedArgs(_Answer):
+    response: _Text
+
+
+class EditedAction(_Answer):
+    args: EditedArgs  # its `name` (the reviewed action's) is not read
+
+
+class EditDecision(_Answer):
+    """Replace the answer with `edited_action.args.response` (as `{"action": "edit"}`)."""
+
+    type: Literal["edit"]
+    edited_action: EditedAction
+
+
+class RejectDecision(_Answer):
+    """With a `message`: one more round with it as feedback; without: stop with the best."""
+
+    type: Literal["reject"]
+    message: str | None = None
+
+
+Decision = Annotated[
+    Union[ApproveDecision, EditDecision, RejectDecision],  # noqa: UP007
+    Field(discriminator="type"),
+]
+
+
+class Decisions(_Answer):
+    """LangChain's human-in-the-loop response: one decision, about the one action reviewed."""
+
+    decisions: list[Decision] = Field(min_length=1, max_length=1)
+
+
 _BY_ACTION: dict[str, type[_Answer]] = {
     "approve": Approve,
     "edit": Edit,
@@ -78,10 +129,12 @@ _BY_ACTION: dict[str, type[_Answer]] = {
 @cache
 def _schema(actions: tuple[str, ...]) -> dict[str, Any]:
     members = tuple(_BY_ACTION[action] for action in actions)
-    if len(members) == 1:
-        return TypeAdapter(members[0]).json_schema()
-    union = Annotated[Union[members], Field(discriminator="action")]  # type: ignore[valid-type]  # noqa: UP007
-    return TypeAdapter(union).json_schema()
+    own: Any = (
+        members[0]
+        if len(members) == 1
+        else Annotated[Union[members], Field(discriminator="action")]  # noqa: UP007
+    )
+    return TypeAdapter(Union[own, Decisions]).json_schema()  # noqa: UP007
 
 
 def review_answer_schema(actions: Sequence[str]) -> dict[str, Any]:
@@ -91,7 +144,8 @@ def review_answer_schema(actions: Sequence[str]) -> dict[str, Any]:
         actions: The allowed actions, e.g. `["approve", "edit", "reject", "revise"]`.
 
     Returns:
-        A JSON schema (a discriminated union on `action`), a fresh copy per call.
+        A JSON schema, a fresh copy per call: the loop's own answers (a discriminated
+        union on `action`) or LangChain's human-in-the-loop response (`decisions`).
 
     Raises:
         ValueError: If an action is unknown.
@@ -100,6 +154,67 @@ def review_answer_schema(actions: Sequence[str]) -> dict[str, Any]:
     if unknown:
         raise ValueError(f"unknown review action(s) {unknown}; allowed: {list(_BY_ACTION)}")
     return copy.deepcopy(_schema(tuple(actions)))
+
+
+def from_decisions(value: Any) -> Any:
+    """A LangChain human-in-the-loop response as the review's own answer; others as they are.
+
+    Args:
+        value: The resume value.
+
+    Returns:
+        `{"action": ...}` for a `{"decisions": [...]}` value; any other value unchanged.
+
+    Raises:
+        ReviewInputError: If the decisions are not one decision the review can apply.
+
+    Example:
+        >>> from_decisions({"decisions": [{"type": "reject", "message": "Shorter."}]})
+        {'action': 'revise', 'feedback': 'Shorter.'}
+        >>> from_decisions({"decisions": [{"type": "reject"}]})
+        {'action': 'reject'}
+    """
+    if not isinstance(value, Mapping) or "decisions" not in value:
+        return value
+    decisions = value["decisions"]
+    if not isinstance(decisions, list) or len(decisions) != 1:
+        raise ReviewInputError(
+            f"a review takes one decision: 'decisions' must be a list of one "
+            f"{{'type': 'approve' | 'edit' | 'reject', ...}}, got {decisions!r}"
+        )
+    decision = decisions[0]
+    kind = decision.get("type") if isinstance(decision, Mapping) else None
+    if kind == "approve":
+        return {"action": "approve"}
+    if kind == "edit":
+        return {"action": "edit", "response": _edited_response(decision)}
+    if kind == "reject":
+        message = decision.get("message")
+        if message is not None and not isinstance(message, str):
+            raise ReviewInputError(
+                f"a 'reject' decision's 'message' must be a string, got {message!r}"
+            )
+        if message and message.strip():
+            return {"action": "revise", "feedback": message}
+        return {"action": "reject"}
+    raise ReviewInputError(
+        f"a review decision's 'type' must be one of {list(DECISIONS)}, got {decision!r}; "
+        "resume again with e.g. {'decisions': [{'type': 'approve'}]}"
+    )
+
+
+def _edited_response(decision: Mapping[str, Any]) -> str:
+    action = decision.get("edited_action")
+    args = action.get("args") if isinstance(action, Mapping) else None
+    response = args.get("response") if isinstance(args, Mapping) else None
+    if not isinstance(response, str) or not response.strip():
+        raise ReviewInputError(
+            "an 'edit' decision needs the edited answer as a non-empty string in "
+            f"edited_action['args']['response'], got {action!r}; resume again with "
+            "{'decisions': [{'type': 'edit', 'edited_action': {'name': ..., "
+            "'args': {'response': '...'}}}]}"
+        )
+    return response
 
 
 def ask_review(

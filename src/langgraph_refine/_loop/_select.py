@@ -32,6 +32,7 @@ from langgraph_refine._calls._budget import BudgetStop, model_invocation
 from langgraph_refine._calls._models import message_text, resolve_chat_model
 from langgraph_refine._decisions._prompts import PAIRWISE_INSTRUCTIONS, PAIRWISE_SYSTEM
 from langgraph_refine._fences import json_objects
+from langgraph_refine._internal import mark_internal
 from langgraph_refine._kinds import kind_of
 from langgraph_refine._result import best_attempt
 from langgraph_refine._state import (
@@ -51,11 +52,18 @@ MAX_COMPARE_CHARS = 8000
 class Comparer(ABC):
     """Compares two responses to a task (sync and async).
 
+    Every subclass's `compare` and `acompare` run as the loop's own calls: kept out of
+    `messages` streams, still traced (see `langgraph_refine._internal`).
+
     Attributes:
         name: Names the comparer in `metadata["selection"]`.
     """
 
     name: str = "comparer"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        mark_internal(cls, "compare", "acompare")
 
     @abstractmethod
     def compare(self, task: str, first: str, second: str) -> Preference:

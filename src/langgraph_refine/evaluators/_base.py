@@ -25,6 +25,7 @@ from typing import Any, TypeAlias
 from langchain_core.runnables.config import run_in_executor
 from pydantic import BaseModel
 
+from langgraph_refine._internal import mark_internal
 from langgraph_refine._state import Evaluation
 from langgraph_refine._typed import OutputSchema
 
@@ -121,12 +122,21 @@ class BaseEvaluator(ABC):
             `aevaluate` calls `evaluate` in the caller's thread. Pure-Python work in a
             worker thread holds the interpreter's lock all the same, so the thread
             would only add a hop to it and back for every evaluation.
+
+    Every subclass's `evaluate` and `aevaluate` run as the loop's own calls: a model
+    called in them (without a config of its own) is kept out of `messages` streams and
+    still traced (see `langgraph_refine._internal`).
     """
 
     name: str = "evaluator"
     calls_model: bool = False
     is_async: bool = False
     inline: bool = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # A judge's reply is not the chat's: the one place evaluations are marked.
+        mark_internal(cls, "evaluate", "aevaluate")
 
     @abstractmethod
     def evaluate(self, response: str, state: Mapping[str, Any]) -> Evaluation:
