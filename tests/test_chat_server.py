@@ -74,7 +74,7 @@ def chat_server(
 class Chat:
     """One run streamed as a chat client streams it, and what it would render."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, graph: str = "chat_agent") -> None:
         from langgraph_sdk import get_sync_client
 
         self.client = get_sync_client(url=url)
@@ -83,7 +83,7 @@ class Chat:
         self.parts = list(
             self.client.runs.stream(
                 self.thread_id,
-                "chat_agent",
+                graph,
                 input=request,
                 stream_mode=["messages-tuple", "custom", "values"],
             )
@@ -115,6 +115,11 @@ class Chat:
 @pytest.fixture(scope="module")
 def chat(chat_server: str) -> Chat:
     return Chat(chat_server)
+
+
+@pytest.fixture(scope="module")
+def drafts_chat(chat_server: str) -> Chat:
+    return Chat(chat_server, "chat_agent_drafts")
 
 
 def test_the_chat_never_shows_a_judge_reply(chat: Chat, chat_model_server: Any) -> None:
@@ -152,18 +157,30 @@ def test_the_final_state_is_the_clean_transcript(chat: Chat) -> None:
     assert values["refine_stop_reason"] == "passed"
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="the feedback turn is a state update of the loop's hook, which LangGraph streams; "
-    "hiding it comes with the middleware's stream_drafts",
-)
 def test_the_chat_never_shows_the_loops_prompt(chat: Chat) -> None:
     assert not [t for t in chat.rendered().values() if LOOP_PROMPT in t]
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="drafts are not streamed by default once the middleware has stream_drafts=False",
-)
 def test_the_chat_shows_only_the_answer_the_loop_returns(chat: Chat) -> None:
     assert list(chat.rendered().values()) == ["Answer 2."]
+
+
+def test_the_conversation_is_clean_at_every_step(chat: Chat) -> None:
+    for values in chat.values():
+        for message in values["messages"]:
+            assert LOOP_PROMPT not in str(message["content"])
+            assert message["content"] != "Answer 1."  # the rejected draft never joins it
+
+
+def test_with_drafts_each_answer_streams_under_its_attempt(drafts_chat: Chat) -> None:
+    shown = drafts_chat.rendered()
+    assert list(shown.values()) == ["Answer 1.", "Answer 2."]
+    attempts = {
+        message["id"]: metadata.get("refine_attempt")
+        for message, metadata in drafts_chat.streamed()
+    }
+    assert list(attempts.values()) == [0, 1]
+    assert not [t for t in shown.values() if LOOP_PROMPT in t or '"verdict"' in t]
+    # The answer joins the conversation under the id its draft streamed with.
+    last = drafts_chat.values()[-1]["messages"][-1]
+    assert (last["id"], last["content"]) == (list(shown)[1], "Answer 2.")

@@ -52,8 +52,8 @@ class Calls(BaseCallbackHandler):
         )
 
     def internal(self) -> list[dict[str, Any]]:
-        """The runs marked as the loop's own."""
-        return [r for r in self.runs if TAG_NOSTREAM in r["tags"]]
+        """The runs marked as the loop's own (an agent's own drafts may be `nostream` too)."""
+        return [r for r in self.runs if INTERNAL_CALL_METADATA_KEY in r["meta"]]
 
 
 def texts(chunks: list[Any]) -> list[str]:

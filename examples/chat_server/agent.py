@@ -5,9 +5,11 @@ LangGraph API (LangChain's agent-chat-ui, LangGraph Studio, the SDK):
 
     REFINE_MODEL=openai:gpt-4o-mini langgraph dev --config examples/chat_server/langgraph.json
 
-The graph id is `chat_agent`. `REFINE_MODEL` is a `"provider:model"` string or a model
-name served over the OpenAI protocol (`OPENAI_BASE_URL` / `OPENAI_API_KEY` point at any
-OpenAI-compatible server); the same model answers and judges.
+The graph ids are `chat_agent` (the best answer reaches the chat once) and
+`chat_agent_drafts` (every draft streams, tagged with its attempt). `REFINE_MODEL` is a
+`"provider:model"` string or a model name served over the OpenAI protocol
+(`OPENAI_BASE_URL` / `OPENAI_API_KEY` point at any OpenAI-compatible server); the same
+model answers and judges (the middleware's evaluator is None: the agent's own model).
 
 What a chat gets: the judge's replies are the loop's own model calls and never reach the
 `messages` stream (the SDK's `messages-tuple`); the loop's rounds reach the `custom`
@@ -64,9 +66,14 @@ def chat_model(environ: dict[str, str] | None = None) -> BaseChatModel:
     return model
 
 
-def build_agent(model: BaseChatModel) -> Any:
-    """The agent: the model, a lookup tool, and the loop judging each final answer."""
-    refine = RefineMiddleware(judge_model=model, max_iterations=2, target_score=0.9)
+def build_agent(model: BaseChatModel, *, stream_drafts: bool = False) -> Any:
+    """The agent: the model, a lookup tool, and the loop judging each final answer.
+
+    With `stream_drafts=False` (the middleware's default) the chat gets the best answer
+    once, whole; with `True` every answer streams as it is written, each chunk's metadata
+    naming its attempt (`refine_attempt`), so a chat can replace a draft by the next.
+    """
+    refine = RefineMiddleware(max_iterations=2, target_score=0.9, stream_drafts=stream_drafts)
     return create_agent(
         model,
         tools=[lookup],
@@ -79,3 +86,8 @@ def build_agent(model: BaseChatModel) -> Any:
 def chat_agent() -> Any:
     """The served graph (a factory: the model is read when the server loads it)."""
     return build_agent(chat_model())
+
+
+def chat_agent_drafts() -> Any:
+    """The served graph that streams every draft (`stream_drafts=True`)."""
+    return build_agent(chat_model(), stream_drafts=True)
