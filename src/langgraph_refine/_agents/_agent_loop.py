@@ -1,11 +1,12 @@
 """The loop inside an agent, without I/O: `RefineMiddleware`'s state keys, turns and decisions.
 
-`AgentLoop` decides what the middleware's hooks write: the attempt an answer becomes, the
-record update, the stop rules' decision and the next move, the review's outcome, the end.
-The functions below it read the agent's state (and a model request or response): what
-the middleware writes back, which messages the model is shown, and how a round's choice
-becomes a turn. The hooks themselves, with the evaluator's and the store's calls, are in
-`_middleware`.
+`AgentLoop` decides what the middleware's hooks write around the round (which is
+`_round.evaluate_round`, the graph's): the attempt an answer becomes (edits applied), how
+the round's outcome becomes the agent's next turn, the review's outcome, a pairwise
+selection to make, the end. The functions below it read the agent's state (and a model
+request or response): what the middleware writes back, which messages the model is shown
+(`_transcript`), and how a round's choice becomes a turn. The hooks themselves, with the
+evaluator's, the comparer's and the store's calls, are in `_middleware`.
 """
 
 from __future__ import annotations

@@ -2,22 +2,25 @@
 
 The agent keeps its own loop (model, tools, model, ...). When it gives a final answer (an
 AI message without tool calls), this middleware evaluates it and either sends the agent
-back to its model with the feedback, as a human message, or ends the run with the best
-answer as the last message. The loop's options (`LoopOptions`), stop rules, the
-best-attempt rule, the budget, the record, the prompts and the human review are the
-graph's own code; the agent's state keys and turns are in `_agent_turns`.
+back to its model with the feedback or ends the run with the best answer as the last
+message. The round is the graph's (`_round.evaluate_round`, driven here by the hooks), as
+are the options, the stop rules, the budget, the record, the prompts, selection and the
+human review; the agent's state keys and decisions are in `_agent_loop`, the loop's turns
+kept beside the conversation in `_transcript`.
 
 The hooks, in the agent's graph:
 
 - `before_agent`: starts a loop for this run (the task is the last human message);
 - `before_model`: checks the budget before every model call;
-- `wrap_model_call`: counts the call and its tokens;
+- `wrap_model_call`: the round's rung makes the call, which sees the conversation with
+  the loop's turns woven in; counts the call and its tokens; keeps a final answer aside;
 - `after_model`: evaluates a final answer and decides (refine, or stop);
-- `after_agent`: the human review (its own step, so resuming it repeats no model call)
-  and the end of the loop.
+- `after_agent`: the human review (its own step, so resuming it repeats no model call),
+  a pairwise selection, and the end of the loop.
 
-Each async hook is a thin shell around the same steps as its sync twin: only the
-evaluator's and the store's calls differ.
+`before_agent` and `before_model` make no call, so their sync hooks serve async runs
+too; the other async hooks drive the same round as their sync twins (`_round.drive` /
+`adrive`): only the evaluator's and the store's calls differ.
 
 Needs the `agents` extra: `pip install 'langgraph-refine[agents]'`.
 """
@@ -243,21 +246,10 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
             require_checkpointer()
         return self.loop.start(state)
 
-    async def abefore_agent(self, state: RefineAgentState, runtime: Runtime[Any]) -> dict[str, Any]:
-        """Async twin of `before_agent`."""
-        return self.before_agent(state, runtime)
-
     @hook_config(can_jump_to=["end"])
     def before_model(self, state: RefineAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Stop the loop (no model call) when a budget limit is already reached."""
         return self.loop.budget_stop(state)
-
-    @hook_config(can_jump_to=["end"])
-    async def abefore_model(
-        self, state: RefineAgentState, runtime: Runtime[Any]
-    ) -> dict[str, Any] | None:
-        """Async twin of `before_model`."""
-        return self.before_model(state, runtime)
 
     # -- wrap_model_call: counting ---------------------------------------------------------
 
