@@ -48,7 +48,8 @@ from typing import Any
 from benchmarks import _local
 from benchmarks._harness import BenchResult, Figure, md_table, run_async
 from benchmarks.quality import MAX_TOKENS, PARALLEL, TEMPERATURE, load_tasks, task_text
-from langgraph_refine import Attempt, Evaluation, _strategy, arefine, evaluators, refine
+from langgraph_refine import Attempt, Evaluation, arefine, evaluators, refine
+from langgraph_refine._decisions import _strategy
 from langgraph_refine._decisions._strategy import MoveStats, choose_next, latest_round_stats
 from langgraph_refine._state import Strategy
 

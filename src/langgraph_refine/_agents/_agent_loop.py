@@ -51,7 +51,7 @@ from langgraph_refine._decisions._round import Outcome
 from langgraph_refine._decisions._strategy import Choice
 from langgraph_refine._errors import BudgetExhaustedError
 from langgraph_refine._events import stop_event
-from langgraph_refine._kinds import model_name
+from langgraph_refine._kinds import kind_of, model_name
 from langgraph_refine._loop._ends import NO_COMPARER
 from langgraph_refine._loop._review import ReviewNode
 from langgraph_refine._loop._review_schema import ask_review
@@ -635,7 +635,8 @@ def ladder_of(models: Sequence[BaseChatModel | str] | None) -> list[BaseChatMode
     """
     if models is None:
         return []
-    if isinstance(models, str | BaseChatModel) or not isinstance(models, Sequence) or not models:
+    one = isinstance(models, str) or kind_of(models) in ("chat", "runnable")
+    if one or not isinstance(models, Sequence) or not models:
         raise ValueError(
             f"models must be a non-empty list of chat models or 'provider:model' strings, "
             f"cheapest first, got {models!r}"
