@@ -1,7 +1,9 @@
 """langgraph-refine: the evaluator-optimizer (self-refine) loop as reusable LangGraph subgraphs.
 
 Build the loop with `create_refine_graph` (an uncompiled `StateGraph`: compile it with
-your own checkpointer), or run it in one call with `refine` / `arefine`. For custom
+your own checkpointer), or run it in one call with `refine` / `arefine`. The loop's
+options are declared once, in `LoopOptions`: build them once and pass them as `options=`
+to either, or to `RefineMiddleware`. For custom
 topologies, `GeneratorNode`, `EvaluatorNode`, `ReviewNode` and `route_after_evaluation`
 are the building blocks. Inside a LangChain agent (`create_agent`), use
 `RefineMiddleware` (needs the `agents` extra).
@@ -23,7 +25,7 @@ from langgraph_refine._evaluate import EvaluatorNode
 from langgraph_refine._events import ReviewPayload, RoundEvent, StopEvent
 from langgraph_refine._generate import GeneratorNode
 from langgraph_refine._graph import create_refine_graph
-from langgraph_refine._options import RefineContext, RefineOptions
+from langgraph_refine._options import LoopOptions, RefineContext, RefineOptions
 from langgraph_refine._record import astrategy_records, strategy_records
 from langgraph_refine._result import RefineResult, best_attempt
 from langgraph_refine._review import ReviewNode
@@ -44,6 +46,7 @@ __all__ = [
     "Evaluation",
     "EvaluatorNode",
     "GeneratorNode",
+    "LoopOptions",
     "ProviderError",
     "RefineContext",
     "RefineError",

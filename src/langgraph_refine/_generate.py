@@ -19,7 +19,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.types import RetryPolicy
 
-from langgraph_refine._adapters import GeneratorAdapter, GeneratorLike, adapt, adapt_ladder
+from langgraph_refine._adapters import GeneratorAdapter, OneGenerator, adapt, adapt_ladder
 from langgraph_refine._budget import BudgetStop
 from langgraph_refine._edits import asks_for_edits, edit_text, read_edits
 from langgraph_refine._errors import ContextLengthError
@@ -130,7 +130,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
 
     def __init__(
         self,
-        generator: GeneratorLike | Sequence[Any],
+        generator: OneGenerator | Sequence[Any],
         options: LoopOptions | None = None,
         *,
         retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,

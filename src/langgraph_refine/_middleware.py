@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import suppress
-from typing import Any, Literal
+from typing import Any, Unpack
 
 try:
     from langchain.agents.middleware import (
@@ -42,7 +42,6 @@ except ImportError as exc:  # the optional dependency is missing
         "pip install 'langgraph-refine[agents]'"
     ) from exc
 
-from langchain_core.language_models import BaseChatModel
 from langgraph.runtime import Runtime
 
 from langgraph_refine import _agent_loop as turns
@@ -53,12 +52,12 @@ from langgraph_refine._agent_loop import (
     RefineAgentState,
     resolve_evaluator,
 )
-from langgraph_refine._budget import Budget, BudgetStop, metered
-from langgraph_refine._options import HumanReview, LoopOptions
+from langgraph_refine._budget import BudgetStop, metered
+from langgraph_refine._options import AGENT, AgentOptions, LoopOptions
 from langgraph_refine._record import aexchange, exchange
 from langgraph_refine._result import RefineResult
 from langgraph_refine._review import ReviewNode, require_checkpointer
-from langgraph_refine._state import Evaluation, Strategy
+from langgraph_refine._state import Evaluation
 from langgraph_refine._stop_rules import StopRules
 from langgraph_refine.evaluators._base import EvaluatorLike
 
@@ -79,38 +78,39 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
             `state` holds `task`, `attempts` and the agent's `messages`), a chat model
             (LLM judge), an evaluator from `langgraph_refine.evaluators`, a list of these
             (combined), or None for an LLM judge on `judge_model`.
-        judge_model: The model of the default LLM judge (a chat model or a
-            `"provider:model"` string). Required when `evaluator` is None: hooks that run
-            after the model cannot see the agent's model, so there is no fallback.
-        target_score: Stop once an answer scores at least this, in [0, 1].
-        max_iterations: Refinement rounds after the first answer (>= 0).
-        patience: Stop after this many rounds without raising the best score by more than
-            `min_delta` (>= 1); None disables the rule.
-        min_delta: Improvement that counts as progress (>= 0).
-        budget: Limits on model calls (the agent's, tool-calling turns included, and the
-            judge's), tokens and seconds, checked before every call.
-        on_budget_exhausted: `"stop"` ends with the best answer so far; `"raise"` raises
-            `BudgetExhaustedError` carrying it in `.result`.
-        human_review: None, `"final"` (pause when the loop would stop) or `"every_round"`
-            (pause after every evaluation). Same payload and actions as the graph's review;
-            the agent needs a checkpointer.
-        strategy: What each round after the first does. `"chain"` (default): the agent
-            continues its conversation with the feedback. `"explore"`: the graph's rule
-            (see `create_refine_graph`), where a fresh sample answers the request again
-            without seeing the earlier answers; with the agent's store
-            (`create_agent(..., store=...)`) it keeps the strategy record there, so later
-            runs start from what earlier ones learned. `"sample"`: every round answers
-            afresh (best-of-N).
-        record_key: The strategy record's key; by default the agent's model and the
-            evaluator's kind, as in the graph.
+        options: The loop's options, built once (`LoopOptions`), e.g. the same object
+            handed to `create_refine_graph`; keywords override it. Its fields give every
+            option (so its `strategy` is `"explore"` unless it says otherwise); those an
+            agent does not take (`memory`, `select`, `edits`, ...) must keep their
+            defaults.
         keep_evaluation_turns: False (default): when the loop stops, the run's answers
             and the feedback turns the loop added are removed from the conversation and
             the best answer is appended once, so the agent's history reads as the request,
             the tool calls, and the answer. True keeps every answer and feedback turn
             (the best answer is appended unless it is already the last message).
+        **settings: The options an agent takes (`AgentOptions`), each a field of
+            `LoopOptions` (its meaning and default), overriding `options`. In an agent:
+            `judge_model` is the default LLM judge's model (a chat model or a
+            `"provider:model"` string), required when `evaluator` is None: hooks that
+            run after the model cannot see the agent's model, so there is no fallback.
+            `target_score`, `max_iterations`, `patience` and `min_delta` are the stop
+            rules, counted in answers. `budget` limits model calls (the agent's,
+            tool-calling turns included, and the judge's), tokens and seconds, checked
+            before every call; `on_budget_exhausted="raise"` raises
+            `BudgetExhaustedError` carrying the best answer in `.result`.
+            `human_review`: `"final"` or `"every_round"`, the graph's payload and
+            actions (the agent needs a checkpointer). `strategy`: `"chain"` (default
+            without `options`): the agent continues its conversation with the feedback;
+            `"explore"`: the graph's rule, where a fresh sample answers the request again
+            without seeing the earlier answers; with the agent's store
+            (`create_agent(..., store=...)`) it keeps the strategy record there, so later
+            runs start from what earlier ones learned; `"sample"`: every round answers
+            afresh (best-of-N). `record_key`: the strategy record's key; by default the
+            agent's model and the evaluator's kind, as in the graph.
 
     Raises:
-        ValueError: If an option is outside its allowed range (the message names it).
+        ValueError: If an option is outside its allowed range, or one an agent does not
+            take is given (the message names it and says why).
 
     Example:
         >>> from langgraph_refine import RefineMiddleware
@@ -129,36 +129,24 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         self,
         evaluator: EvaluatorLike = None,
         *,
-        judge_model: BaseChatModel | str | None = None,
-        target_score: float = 0.9,
-        max_iterations: int = 4,
-        patience: int | None = 2,
-        min_delta: float = 0.0,
-        budget: Budget | None = None,
-        on_budget_exhausted: Literal["stop", "raise"] = "stop",
-        human_review: HumanReview | None = None,
-        strategy: Strategy = "chain",
-        record_key: str | None = None,
+        options: LoopOptions | None = None,
         keep_evaluation_turns: bool = False,
+        **settings: Unpack[AgentOptions],
     ) -> None:
         super().__init__()
-        options = LoopOptions.build(
-            target_score=target_score,
-            max_iterations=max_iterations,
-            patience=patience,
-            min_delta=min_delta,
-            budget=budget,
-            on_budget_exhausted=on_budget_exhausted,
-            strategy=strategy,
-            record_key=record_key,
-            name=LOOP_NAME,
-        )
+        if options is None:  # an agent's own default: it continues its conversation
+            settings = {"strategy": "chain", **settings}
+        options = LoopOptions.build(options, surface=AGENT, **settings)
         review = (
             None
-            if human_review is None
-            else ReviewNode(human_review, on_budget_exhausted=on_budget_exhausted, name=LOOP_NAME)
+            if options.human_review is None
+            else ReviewNode(
+                options.human_review,
+                on_budget_exhausted=options.on_budget_exhausted,
+                name=LOOP_NAME,
+            )
         )
-        evaluator_ = resolve_evaluator(evaluator, judge_model)
+        evaluator_ = resolve_evaluator(evaluator, options.judge_model)
         self.loop = AgentLoop(options, evaluator_, review, bool(keep_evaluation_turns))
 
     @property
