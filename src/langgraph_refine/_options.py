@@ -11,6 +11,7 @@ checks every surface against the declaration.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import Field, dataclass, field, fields, replace
 from functools import cached_property
 from typing import Any, Literal, TypeAlias, get_args
@@ -637,7 +638,7 @@ def _declared(f: Field[Any]) -> Declared:
     return declared_
 
 
-def _refused(names: list[str], surface: str | None, allowed: set[str]) -> str:
+def _refused(names: list[str], surface: str | None, allowed: AbstractSet[str]) -> str:
     if surface is None or not set(names) <= _OPTION_FIELDS:
         return f"unknown option(s) {names}; allowed: {sorted(allowed)}"
     why = ", ".join(f"{n} ({declaration(n).not_in[surface]})" for n in names)
