@@ -34,6 +34,7 @@ from langgraph_refine import (
     RefineContext,
     RefineMiddleware,
     RefineOptions,
+    StopRules,
     arefine,
     create_refine_graph,
     refine,
@@ -106,6 +107,14 @@ def test_every_cli_option_names_its_flags_and_every_other_has_none() -> None:
 
 def declared_surfaces(name: str) -> set[str]:
     return {surface for surface in SURFACES if name in declared(surface)}
+
+
+def test_the_stop_rules_take_their_parameters_from_the_options() -> None:
+    # A stop rule's parameter is an option of the same name; `rules` is built from them.
+    assert {f.name for f in fields(StopRules)} <= set(NAMES)
+    options = LoopOptions(target_score=0.5, max_iterations=1, patience=None, min_delta=0.1)
+    assert options.rules == StopRules(0.5, 1, None, 0.1)
+    assert replace(options, patience=3).rules.patience == 3
 
 
 def test_mismatch_reports_a_missing_option_and_a_surface_only_one() -> None:

@@ -522,13 +522,8 @@ class LoopOptions:
     def __post_init__(self) -> None:
         # Frozen, so the coerced schema is set the way dataclasses set fields.
         object.__setattr__(self, "output_schema", OutputSchema.coerce(self.output_schema))
-        # The stop rules check their own four fields; kept for the nodes (see `rules`).
-        self.__dict__["rules"] = StopRules(
-            target_score=self.target_score,
-            max_iterations=self.max_iterations,
-            patience=self.patience,
-            min_delta=self.min_delta,
-        )
+        # The stop rules check their own fields; kept for the nodes (see `rules`).
+        self.__dict__["rules"] = self._stop_rules()
         check_choice("on_budget_exhausted", self.on_budget_exhausted, OnBudgetExhausted)
         check_choice("human_review", self.human_review, HumanReview, optional=True)
         check_choice("strategy", self.strategy, Strategy)
@@ -557,12 +552,11 @@ class LoopOptions:
     @cached_property
     def rules(self) -> StopRules:
         """The stop rules of `target_score`, `max_iterations`, `patience` and `min_delta`."""
-        return StopRules(  # set by __post_init__; this only runs if that was bypassed
-            target_score=self.target_score,
-            max_iterations=self.max_iterations,
-            patience=self.patience,
-            min_delta=self.min_delta,
-        )
+        return self._stop_rules()  # set by __post_init__; this runs only if that was bypassed
+
+    def _stop_rules(self) -> StopRules:
+        # Each of StopRules' parameters is an option of the same name.
+        return StopRules(**{f.name: getattr(self, f.name) for f in fields(StopRules)})
 
     @classmethod
     def build(
