@@ -412,6 +412,40 @@ class CommandOptions:
         updated.check()
         return updated
 
+    def run_context(self, models: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """These options as a run's `context` on a server (`RefineContext`).
+
+        The check, the stop rules, and the options that are set (the others are left to
+        the server's assistant).
+
+        Args:
+            models: `judge_model` / `max_tokens` given on the command line, for every run.
+        """
+        context: dict[str, Any] = {
+            **({"evaluator": [spec.text for spec in self.specs]} if self.specs else {}),
+            **(models or {}),
+            "target_score": self.target_score,
+            "max_iterations": self.max_iterations,
+            "patience": self.patience,
+            "min_delta": self.min_delta,
+        }
+        budget = budget_dict(self.run_budget())
+        if budget:
+            context["budget"] = budget
+        if self.strategy is not None:
+            context["strategy"] = self.strategy
+        if self.select is not None:
+            context["select"] = self.select
+        if self.confirm_pass:
+            context["confirm_pass"] = True
+        if self.output_schema is not None:  # the line's "schema" (or --schema): typed answers
+            context["output_schema"] = self.output_schema
+        if self.edits:  # the line's "edits" (or --edits): refinements by SEARCH/REPLACE
+            context["edits"] = self.edits
+        if self.models is not None:  # the line's own model(s) win over --model
+            context["models"] = list(self.models)
+        return context
+
     def run_budget(self) -> Budget | None:
         """The budget a task runs with: its limits, priced with the `--price` values."""
         return with_prices(self.budget, self.prices)
