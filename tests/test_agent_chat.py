@@ -278,3 +278,32 @@ def test_memory_chooses_the_earlier_answers_the_agents_model_sees() -> None:
         {"messages": [HumanMessage(REQUEST)]}
     )
     assert [m.text for m in model.calls[3] if isinstance(m, AIMessage)] == ["a0", "a1", "a2"]
+
+
+# -- the graph's drafts ------------------------------------------------------------------
+
+
+def graph_chat(**options: Any) -> list[tuple[Any, dict[str, Any]]]:
+    from langgraph_refine import create_refine_graph
+
+    graph = create_refine_graph(
+        StreamingModel(replies=DRAFTS), scores(0.4, 0.7, 0.3), max_iterations=2, patience=None,
+        **options,
+    ).compile()
+    return [
+        data
+        for data in graph.stream({"messages": [HumanMessage(REQUEST)]}, stream_mode="messages")
+    ]
+
+
+def test_the_graph_streams_its_drafts_by_default_each_tagged_with_its_attempt() -> None:
+    pairs = graph_chat()
+    texts = by_message(pairs)
+    assert list(texts.values())[:3] == DRAFTS
+    tagged = {chunk.id: metadata.get("refine_attempt") for chunk, metadata in pairs}
+    assert [tagged[message_id] for message_id in list(texts)[:3]] == [0, 1, 2]
+
+
+def test_the_graph_without_drafts_sends_only_its_answer() -> None:
+    pairs = graph_chat(stream_drafts=False)
+    assert list(by_message(pairs).values()) == ["better draft text"]

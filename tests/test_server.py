@@ -791,15 +791,15 @@ def test_batch_on_the_server_learns_in_the_servers_store(
 
 def test_run_context_carries_the_lines_check_and_the_command_lines_models() -> None:
     from langgraph_refine.cli._batch import BatchItem
-    from langgraph_refine.cli._options import LoopOptions
+    from langgraph_refine.cli._options import CommandOptions
     from langgraph_refine.cli._remote import run_context
 
-    options = LoopOptions().override({"evaluator": ["contains:a,b", "no-repetition"]})
+    options = CommandOptions().override({"evaluator": ["contains:a,b", "no-repetition"]})
     item = BatchItem(line=1, id="x", task="t", options=options, given=frozenset({"evaluator"}))
     context = run_context(item, {"judge_model": "judge-model", "max_tokens": 64})
     assert context["evaluator"] == ["contains:a,b", "no-repetition"]
     assert context["judge_model"] == "judge-model" and context["max_tokens"] == 64
-    plain = BatchItem(line=2, id="y", task="t", options=LoopOptions())
+    plain = BatchItem(line=2, id="y", task="t", options=CommandOptions())
     assert "evaluator" not in run_context(plain) and "judge_model" not in run_context(plain)
 
 

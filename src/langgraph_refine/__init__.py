@@ -1,7 +1,9 @@
 """langgraph-refine: the evaluator-optimizer (self-refine) loop as reusable LangGraph subgraphs.
 
 Build the loop with `create_refine_graph` (an uncompiled `StateGraph`: compile it with
-your own checkpointer), or run it in one call with `refine` / `arefine`. For custom
+your own checkpointer), or run it in one call with `refine` / `arefine`. The loop's
+options are declared once, in `LoopOptions`: build them once and pass them as `options=`
+to either, or to `RefineMiddleware`. For custom
 topologies, `GeneratorNode`, `EvaluatorNode`, `ReviewNode` and `route_after_evaluation`
 are the building blocks. Inside a LangChain agent (`create_agent`), use
 `RefineMiddleware` (needs the `agents` extra).
@@ -11,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph_refine import evaluators
 from langgraph_refine._calls._budget import Budget
-from langgraph_refine._decisions._options import RefineContext, RefineOptions
+from langgraph_refine._decisions._options import LoopOptions, RefineContext, RefineOptions
 from langgraph_refine._errors import (
     BudgetExhaustedError,
     ContextLengthError,
@@ -44,6 +46,7 @@ __all__ = [
     "Evaluation",
     "EvaluatorNode",
     "GeneratorNode",
+    "LoopOptions",
     "ProviderError",
     "RefineContext",
     "RefineError",

@@ -328,8 +328,6 @@ class AgentLoop:
         review: The human review, or None.
         keep_evaluation_turns: Keep the answers and feedback turns in the conversation.
         ladder: With `models`, the rungs' model names, cheapest first.
-        stream_drafts: Whether answers stream as they are generated (else the best
-            answer reaches the conversation once, whole, when the loop ends).
         comparer: Who compares answers with `select="pairwise"` (None: the agent's own
             model, known at its first call).
     """
@@ -341,7 +339,6 @@ class AgentLoop:
         review: ReviewNode | None,
         keep_evaluation_turns: bool,
         ladder: Sequence[str] = (),
-        stream_drafts: bool = False,
         comparer: Comparer | None = None,
     ) -> None:
         self.options = options
@@ -350,7 +347,6 @@ class AgentLoop:
         self.review = review
         self.keep_evaluation_turns = keep_evaluation_turns
         self.ladder = list(ladder)
-        self.stream_drafts = stream_drafts
 
     def start(self, state: Mapping[str, Any]) -> dict[str, Any]:
         """A new loop for this run: the task is the last human message."""
@@ -587,7 +583,7 @@ class AgentLoop:
         """
         ids = draft_ids(state.get("refine_turns") or [])
         index = result.best_index
-        if self.stream_drafts and index is not None and index < len(ids) and ids[index]:
+        if self.options.stream_drafts and index is not None and index < len(ids) and ids[index]:
             attempt = result.attempts[index]
             if attempt.response == result.value:
                 return AIMessage(result.value, id=ids[index])

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, suppress
-from typing import Any, Literal
+from dataclasses import replace
+from typing import Any, Unpack
 
 try:
     from langchain.agents.middleware import (
@@ -62,10 +63,8 @@ from langgraph_refine._agents._agent_loop import (
     ladder_of,
     resolve_evaluator,
 )
-from langgraph_refine._calls._budget import Budget, BudgetMeter, BudgetStop, metered
-from langgraph_refine._decisions._edits import EditsMode
-from langgraph_refine._decisions._memory import MemoryPolicy
-from langgraph_refine._decisions._options import HumanReview, LoopOptions
+from langgraph_refine._calls._budget import BudgetMeter, BudgetStop, metered
+from langgraph_refine._decisions._options import AGENT, AGENT_DEFAULTS, AgentOptions, LoopOptions
 from langgraph_refine._decisions._round import (
     Confirm,
     Exchange,
@@ -85,13 +84,8 @@ from langgraph_refine._loop._step import child_config, emit
 from langgraph_refine._records._record import RecordUpdate, aexchange, exchange, record_store
 from langgraph_refine._result import RefineResult
 from langgraph_refine._state import (
-    DEFAULT_SELECT_MARGIN,
-    DEFAULT_SELECT_TOP,
     Attempt,
-    ComparerLike,
     Evaluation,
-    Select,
-    Strategy,
 )
 from langgraph_refine._stop_rules import StopRules
 from langgraph_refine.evaluators import llm_judge
@@ -101,53 +95,41 @@ from langgraph_refine.evaluators._base import EvaluatorLike
 class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
     """The evaluator-optimizer loop as middleware for `langchain.agents.create_agent`.
 
-    Each final answer of the agent (an AI message without tool calls) is evaluated. If no
-    stop rule holds, the feedback goes back to the agent as a human message and the agent
-    runs its model again, tools still available. When the loop stops, the agent's last
-    message is the best answer (a `PASS` verdict outranks any score; ties go to the
-    earlier answer), once: the other answers and the feedback turns are removed from the
-    conversation (`keep_evaluation_turns=True` keeps them).
+    Each final answer of the agent (an AI message without tool calls) is kept aside and
+    evaluated (the graph's round). If no stop rule holds, the agent runs its model again
+    with the feedback, tools still available. When the loop stops, the best answer (a
+    `PASS` verdict outranks any score; ties go to the earlier answer) joins the
+    conversation once, as its last message: the answers the loop rejected and its own
+    turns never join it (`keep_evaluation_turns=True` weaves them in at the end).
     `result(state)` turns the agent's final state into a `RefineResult`.
 
     Args:
         evaluator: A callable `(response, state) -> float | Evaluation` (sync or async;
             `state` holds `task`, `attempts` and the agent's `messages`), a chat model
             (LLM judge), an evaluator from `langgraph_refine.evaluators`, a list of these
-            (combined), or None for an LLM judge on `judge_model`.
-        judge_model: The model of the default LLM judge (a chat model or a
-            `"provider:model"` string). Required when `evaluator` is None: hooks that run
-            after the model cannot see the agent's model, so there is no fallback.
-        target_score: Stop once an answer scores at least this, in [0, 1].
-        max_iterations: Refinement rounds after the first answer (>= 0).
-        patience: Stop after this many rounds without raising the best score by more than
-            `min_delta` (>= 1); None disables the rule.
-        min_delta: Improvement that counts as progress (>= 0).
-        budget: Limits on model calls (the agent's, tool-calling turns included, and the
-            judge's), tokens and seconds, checked before every call.
-        on_budget_exhausted: `"stop"` ends with the best answer so far; `"raise"` raises
-            `BudgetExhaustedError` carrying it in `.result`.
-        human_review: None, `"final"` (pause when the loop would stop) or `"every_round"`
-            (pause after every evaluation). Same payload and actions as the graph's review;
-            the agent needs a checkpointer.
-        strategy: What each round after the first does. `"chain"` (default): the agent
-            continues its conversation with the feedback. `"explore"`: the graph's rule
-            (see `create_refine_graph`), where a fresh sample answers the request again
-            without seeing the earlier answers; with the agent's store
-            (`create_agent(..., store=...)`) it keeps the strategy record there, so later
-            runs start from what earlier ones learned. `"sample"`: every round answers
-            afresh (best-of-N).
-        record_key: The strategy record's key; by default the agent's model and the
-            evaluator's kind, as in the graph.
-        keep_evaluation_turns: False (default): when the loop stops, the run's answers
-            and the feedback turns the loop added are removed from the conversation and
-            the best answer is appended once, so the agent's history reads as the request,
-            the tool calls, and the answer. True keeps every answer and feedback turn
-            (the best answer is appended unless it is already the last message).
-        confirm_pass: Judge an answer that would stop the loop (PASS or `target_score`)
-            once more, and stop only if that judgment agrees (as in the graph).
+            (combined), or None: an LLM judge on `judge_model`, else on the agent's own
+            model.
+        options: The loop's options, built once (`LoopOptions`), e.g. the same object
+            handed to `create_refine_graph`; keywords override it. Its fields give every
+            option (its `strategy`, `memory` and `stream_drafts` too); those an agent
+            does not take (`candidates`, `prompt_form`, ...) must keep their defaults.
+        models: A ladder of the agent's models, cheapest first (chat models or
+            `"provider:model"` strings): every model call of a round, tool turns
+            included, is made by that round's rung. None: the agent's own model.
+        keep_evaluation_turns: False (default): the conversation ends as the request,
+            the tool calls and the best answer. True rewrites it at the end with every
+            answer and the loop's turns woven in (the best answer last).
+        **settings: The options an agent takes (`AgentOptions`): the fields of
+            `LoopOptions`, with their meaning and defaults, overriding `options`. Without
+            `options`, three defaults suit a chat: `strategy="chain"` (the agent goes on
+            from its last answer), `memory="all"` (it sees all its answers, as a
+            conversation would) and `stream_drafts=False` (no draft reaches a `messages`
+            stream: the best answer arrives once, whole; `True` streams every draft,
+            each chunk's metadata naming its `refine_attempt`).
 
     Raises:
-        ValueError: If an option is outside its allowed range (the message names it).
+        ValueError: If an option is outside its allowed range, or one an agent does not
+            take is given (the message names it and says why).
 
     Example:
         >>> from langgraph_refine import RefineMiddleware
@@ -161,70 +143,39 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
     """
 
     state_schema = RefineAgentState
-    # The loop's own model calls (the judge's) are marked internal (`_internal`): kept out
-    # of the agent's `run.messages` as well as its `messages` stream.
+    # The loop's own model calls (the judge, a comparer) carry LangChain's internal-call
+    # metadata; this transformer keeps them out of `run.messages` (LangChain >= 1.5).
     transformers = (InternalCallTransformer,)
 
     def __init__(
         self,
         evaluator: EvaluatorLike = None,
         *,
-        judge_model: BaseChatModel | str | None = None,
-        target_score: float = 0.9,
-        max_iterations: int = 4,
-        patience: int | None = 2,
-        min_delta: float = 0.0,
-        budget: Budget | None = None,
-        on_budget_exhausted: Literal["stop", "raise"] = "stop",
-        human_review: HumanReview | None = None,
-        strategy: Strategy = "chain",
-        record_key: str | None = None,
-        keep_evaluation_turns: bool = False,
-        confirm_pass: bool = False,
+        options: LoopOptions | None = None,
         models: Sequence[BaseChatModel | str] | None = None,
-        stream_drafts: bool = False,
-        select: Select = "score",
-        select_top: int = DEFAULT_SELECT_TOP,
-        select_margin: float = DEFAULT_SELECT_MARGIN,
-        comparer: ComparerLike = None,
-        memory: MemoryPolicy = "all",
-        edits: EditsMode = False,
+        keep_evaluation_turns: bool = False,
+        **settings: Unpack[AgentOptions],
     ) -> None:
         super().__init__()
-        options = LoopOptions.build(
-            target_score=target_score,
-            max_iterations=max_iterations,
-            patience=patience,
-            min_delta=min_delta,
-            budget=budget,
-            on_budget_exhausted=on_budget_exhausted,
-            strategy=strategy,
-            record_key=record_key,
-            confirm_pass=confirm_pass,
-            select=select,
-            select_top=select_top,
-            select_margin=select_margin,
-            memory=memory,
-            edits=edits,
-            name=LOOP_NAME,
-        )
+        if options is None:
+            settings = {**AGENT_DEFAULTS, **settings}  # type: ignore[typeddict-item]
+        built = LoopOptions.build(options, surface=AGENT, **settings)
         review = (
             None
-            if human_review is None
-            else ReviewNode(human_review, on_budget_exhausted=on_budget_exhausted, name=LOOP_NAME)
+            if built.human_review is None
+            else ReviewNode(
+                built.human_review, on_budget_exhausted=built.on_budget_exhausted, name=LOOP_NAME
+            )
         )
         self.rungs = ladder_of(models)
-        if not isinstance(stream_drafts, bool):
-            raise ValueError(f"stream_drafts must be True or False, got {stream_drafts!r}")
-        judge = resolve_evaluator(evaluator, judge_model)  # None: the agent's own model judges
+        judge = resolve_evaluator(evaluator, built.judge_model)  # None: the agent's model
         self.loop = AgentLoop(
-            options,
+            replace(built, name=LOOP_NAME),
             judge,
             review,
             bool(keep_evaluation_turns),
             ladder=[model_name(rung) for rung in self.rungs],
-            stream_drafts=stream_drafts,
-            comparer=default_comparer(comparer, judge),
+            comparer=default_comparer(built.comparer, judge),
         )
         self._bound_checked = False
 
@@ -317,7 +268,7 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
 
     def _drafting(self, state: Mapping[str, Any]) -> AbstractContextManager[None]:
         """The agent's model call as a chat sees it: hidden, or tagged with its attempt."""
-        if self.loop.stream_drafts:
+        if self.loop.options.stream_drafts:
             return child_config(metadata=self.loop.draft_metadata(state))
         return child_config(tags=[TAG_NOSTREAM])
 

@@ -1,14 +1,19 @@
-"""The loop's options as typed objects: validated once, when the graph is built or a run starts.
+"""The loop's options, declared once: validated when the graph is built or a run starts.
 
-`LoopOptions` gathers what the nodes need (stop rules, budget, strategy, prompt bounds).
-Some of them can be set per run through the graph's `context_schema` (`RefineContext`);
-`LoopOptions.for_run` applies such a context, validating it the same way.
+`LoopOptions` is the declaration: one field per option (type, default, meaning in its
+docstring, validation in `__post_init__`), each saying which surfaces take it (`Declared`):
+`create_refine_graph` and `refine` (`RefineOptions`), `RefineMiddleware`
+(`AgentOptions`), a run's context (`RefineContext`, `LoopOptions.for_run`) and the
+command line's flags. The typed dicts are written out for type checkers; a test
+checks every surface against the declaration.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Set as AbstractSet
+from dataclasses import Field, dataclass, field, fields, replace
+from functools import cached_property
 from typing import Any, Literal, TypeAlias, get_args
 
 from langchain_core.language_models import BaseChatModel
@@ -18,6 +23,7 @@ from typing_extensions import TypedDict
 
 from langgraph_refine._calls._budget import Budget
 from langgraph_refine._calls._models import parse_max_tokens
+from langgraph_refine._calls._retry import DEFAULT_RETRY_POLICY
 from langgraph_refine._calls._run_models import check_run_models
 from langgraph_refine._calls._specs import (
     EvaluatorSpec,
@@ -73,11 +79,12 @@ def check_choice(option: str, value: object, allowed: Any, *, optional: bool = F
 
 
 class RefineOptions(TypedDict, total=False):
-    """The keyword options of `refine` / `arefine` (those of `create_refine_graph`).
+    """The keyword options of `create_refine_graph` and `refine` / `arefine`.
 
     Typed so editors complete them and type checkers check them:
     `refine(model, task, evaluator, **options)` with `options: RefineOptions`, or the
-    keywords written out. The meaning and defaults of each are `create_refine_graph`'s.
+    keywords written out. Each is a field of `LoopOptions`, which gives its meaning and
+    default; a test keeps the two in step.
     """
 
     judge_model: BaseChatModel | str | None
@@ -103,6 +110,7 @@ class RefineOptions(TypedDict, total=False):
     comparer: ComparerLike
     confirm_pass: bool
     edits: EditsMode
+    stream_drafts: bool
 
 
 class RefineContext(TypedDict, total=False):
@@ -153,85 +161,414 @@ class RefineContext(TypedDict, total=False):
     models: list[str]
 
 
-CONTEXT_KEYS: frozenset[str] = frozenset(RefineContext.__annotations__)
+class AgentOptions(TypedDict, total=False):
+    """The keyword options of `RefineMiddleware`: the `LoopOptions` fields an agent takes.
+
+    The others (`candidates`, `prompt_form`, ...) have no meaning in an agent, and
+    `RefineMiddleware` refuses them; `LoopOptions`'s declaration says why for each.
+    """
+
+    judge_model: BaseChatModel | str | None
+    target_score: float
+    max_iterations: int
+    patience: int | None
+    min_delta: float
+    budget: Budget | None
+    on_budget_exhausted: OnBudgetExhausted
+    human_review: HumanReview | None
+    strategy: Strategy
+    record_key: str | None
+    memory: MemoryPolicy
+    select: Select
+    select_top: int
+    select_margin: float
+    comparer: ComparerLike
+    confirm_pass: bool
+    edits: EditsMode
+    stream_drafts: bool
+
+
+AGENT_DEFAULTS: AgentOptions = {"strategy": "chain", "memory": "all", "stream_drafts": False}
+"""`RefineMiddleware`'s own defaults without `options=`: a chat goes on from its last
+answer, sees all its answers, and gets the best one once, whole."""
+
+
+GRAPH = "graph"
+"""Surface: `create_refine_graph`'s keywords, and so `refine`/`arefine`'s (`RefineOptions`)."""
+AGENT = "agent"
+"""Surface: `RefineMiddleware`'s keywords (`AgentOptions`)."""
+CONTEXT = "context"
+"""Surface: a run's context (`RefineContext`), on a served graph too."""
+RUN = "run"
+"""Surface: the flags of the command line's `run`."""
+BATCH = "batch"
+"""Surface: the flags of the command line's `batch`."""
+SURFACES: tuple[str, ...] = (GRAPH, AGENT, CONTEXT, RUN, BATCH)
+
+_SURFACE_NAMES = {
+    GRAPH: "create_refine_graph (and refine / arefine)",
+    AGENT: "RefineMiddleware",
+    CONTEXT: "a run's context",
+    RUN: "the run command",
+    BATCH: "the batch command",
+}
+
+
+@dataclass(frozen=True)
+class Declared:
+    """Where a loop option is taken, kept beside its field (`field(metadata=...)`).
+
+    Every surface takes every option, unless the option says why not.
+
+    Args:
+        flags: The command line's flags that set it (the `run` and `batch` surfaces).
+        context_key: Its key in a run's context, when not the field's name.
+        not_in: The surfaces that do not take it, each with the reason.
+    """
+
+    flags: tuple[str, ...] = ()
+    context_key: str | None = None
+    not_in: Mapping[str, str] = field(default_factory=dict)
+
+
+def declare(
+    *,
+    flags: tuple[str, ...] = (),
+    context_key: str | None = None,
+    not_in: Mapping[str, str] | None = None,
+) -> dict[str, Declared]:
+    """A `LoopOptions` field's metadata: where it is taken (see `Declared`).
+
+    Raises:
+        ValueError: For a surface that does not exist (a typo would put the option on it).
+    """
+    unknown = set(not_in or {}) - set(SURFACES)
+    if unknown:
+        raise ValueError(f"unknown surface(s) {sorted(unknown)}; surfaces: {SURFACES}")
+    return {"option": Declared(flags=flags, context_key=context_key, not_in=dict(not_in or {}))}
+
+
+_BUILT = "used when the graph is built, so a run cannot change it"
+_CLI_FIXED = "the command line does not expose it"
+_GRAPH_RUN = "a run's own setting: the graph and the middleware take a generator and an evaluator"
 
 
 @dataclass(frozen=True)
 class LoopOptions:
-    """Everything the loop's nodes decide with, validated once.
+    """The refine loop's options, each declared once: type, default, validation, meaning.
 
-    Args:
-        rules: The stop rules.
-        budget: Limits on calls, tokens, seconds and cost, or None.
-        on_budget_exhausted: `"stop"` or `"raise"`.
-        strategy: `"chain"`, `"explore"` or `"sample"`.
-        memory: Which earlier attempts a refinement prompt shows.
-        max_attempt_chars: Each attempt shown in a refinement prompt is cut to this.
-        prompt_form: `"messages"` or `"single"` (chat-model generators).
-        candidates: Responses sampled per round.
-        name: The loop's name.
-        checks: The run's check, from its context (None: the graph's evaluator).
-        judge_model: The model string of the run's `judge` check, from its context.
-        max_tokens: The run's limit on output tokens per generator call, from its context.
-        record_key: The key of the strategy record explore keeps in the run's store
-            (None: the evaluate node names the generator's model and the evaluator).
-        output_schema: The object each attempt must be (a pydantic model class or a
-            JSON schema dict, kept as an `OutputSchema`), or None for text.
-        select: How the result is chosen when the loop stops: `"score"` (the best-result
-            rule) or `"pairwise"` (see `_select`).
-        select_top: With `"pairwise"`, the most attempts compared (>= 2).
-        select_margin: With `"pairwise"`, the score distance from the best within which
-            attempts are compared, in [0, 1].
-        confirm_pass: Judge a round that would stop on PASS or `target_score` once more;
-            stop only if that judgment agrees.
-        edits: Whether refinements ask for SEARCH/REPLACE edits: `True`, `False` or
-            `"auto"` (see `_edits`).
-        models: The run's own generator models, from its context: a ladder of model
-            strings, cheapest first (None: the graph's generator; see `_run_models`).
+    Build it once and pass it as `options=` to `create_refine_graph`, `refine` /
+    `arefine` and `RefineMiddleware`; keywords given beside it override its fields
+    (`create_refine_graph(model, options=opts, max_iterations=2)`). Each surface takes
+    the options that have a meaning there: the middleware refuses a value set for one
+    it does not take (`memory`, `select`, ...), naming the option and why. A run's
+    context (`RefineContext`) sets those a run may change, `LoopOptions.for_run`
+    applying it with the same checks. The nodes decide with it: `rules` holds the
+    stop rules of `target_score`, `max_iterations`, `patience` and `min_delta`.
 
     Raises:
         ValueError: If an option is outside its allowed range (the message names it).
+
+    Example:
+        >>> from langgraph_refine import Budget, LoopOptions
+        >>> options = LoopOptions(max_iterations=2, budget=Budget(max_calls=8))
+        >>> options.rules.max_iterations
+        2
     """
 
-    rules: StopRules = field(default_factory=StopRules)
-    budget: Budget | None = None
-    on_budget_exhausted: OnBudgetExhausted = "stop"
-    strategy: Strategy = DEFAULT_STRATEGY
-    memory: MemoryPolicy = DEFAULT_MEMORY
-    max_attempt_chars: int = 8000
-    prompt_form: PromptForm = DEFAULT_PROMPT_FORM
-    candidates: int = 1
-    name: str = "refine"
-    checks: tuple[EvaluatorSpec, ...] | None = None
-    judge_model: str | None = None
-    max_tokens: int | None = None
-    record_key: str | None = None
-    output_schema: OutputSchema | None = None
-    select: Select = "score"
-    select_top: int = DEFAULT_SELECT_TOP
-    select_margin: float = DEFAULT_SELECT_MARGIN
-    confirm_pass: bool = False
-    edits: EditsMode = False
-    models: tuple[str, ...] | None = None
+    judge_model: BaseChatModel | str | None = field(
+        default=None, metadata=declare(flags=("--judge-model",))
+    )
+    """The model of the default LLM judge (when `evaluator` is None): a chat model or a
+    `"provider:model"` string. By default the generator's model (the ladder's first rung).
+    In a run's context, a model string: alone, it makes the run's check `judge` on that
+    model (`REFINE_JUDGE_MODELS`, when set, lists the models a run may name)."""
+
+    target_score: float = field(default=0.9, metadata=declare(flags=("--target-score",)))
+    """Stop once an attempt scores at least this, in [0, 1]."""
+
+    max_iterations: int = field(default=4, metadata=declare(flags=("--max-iterations",)))
+    """Refinement rounds after the first generation (>= 0)."""
+
+    patience: int | None = field(default=2, metadata=declare(flags=("--patience",)))
+    """Stop after this many refinement rounds without raising the best score by more
+    than `min_delta` (>= 1); None disables the rule."""
+
+    min_delta: float = field(default=0.0, metadata=declare(flags=("--min-delta",)))
+    """Improvement of the best score that counts as progress (>= 0)."""
+
+    budget: Budget | None = field(
+        default=None,
+        metadata=declare(
+            flags=("--budget-calls", "--budget-tokens", "--budget-seconds", "--max-cost", "--price")
+        ),
+    )
+    """Limits on model calls, tokens, seconds and cost, checked before every call (None:
+    no limit). In a run's context, a dict of `Budget`'s fields."""
+
+    on_budget_exhausted: OnBudgetExhausted = field(
+        default="stop", metadata=declare(flags=("--on-budget-exhausted",), not_in={CONTEXT: _BUILT})
+    )
+    """`"stop"` returns the best so far; `"raise"` raises `BudgetExhaustedError`
+    carrying it."""
+
+    memory: MemoryPolicy = field(
+        default=DEFAULT_MEMORY,
+        metadata=declare(
+            flags=("--memory",),
+            not_in={CONTEXT: _BUILT},
+        ),
+    )
+    """Earlier attempts shown to the generator: `"best_and_last"` (default, bounded),
+    `"last"`, `"all"`, or an int window of the latest attempts."""
+
+    human_review: HumanReview | None = field(
+        default=None,
+        metadata=declare(
+            flags=("--review",),
+            not_in={CONTEXT: _BUILT, BATCH: "a batch runs without a person to answer"},
+        ),
+    )
+    """None, `"final"` (interrupt when the loop would stop) or `"every_round"`
+    (interrupt after every evaluation). Needs a checkpointer."""
+
+    strategy: Strategy = field(default=DEFAULT_STRATEGY, metadata=declare(flags=("--strategy",)))
+    """What each round after the first does: `"explore"` (default: refine while it
+    helps, else choose between refining an earlier attempt and sampling afresh),
+    `"chain"` (always refine the latest) or `"sample"` (best-of-N). `RefineMiddleware`
+    without `options=` chains by default."""
+
+    max_attempt_chars: int = field(
+        default=8000,
+        metadata=declare(
+            not_in={
+                CONTEXT: _BUILT,
+                AGENT: "the agent keeps its own conversation",
+                RUN: _CLI_FIXED,
+                BATCH: _CLI_FIXED,
+            }
+        ),
+    )
+    """Each attempt shown in a refinement prompt is cut to this many characters, with a
+    note that it was cut."""
+
+    prompt_form: PromptForm = field(
+        default=DEFAULT_PROMPT_FORM,
+        metadata=declare(
+            not_in={
+                CONTEXT: _BUILT,
+                AGENT: "the agent writes its own turns",
+                RUN: _CLI_FIXED,
+                BATCH: _CLI_FIXED,
+            }
+        ),
+    )
+    """How a chat model is asked to refine: `"messages"` (a conversation: task, attempt
+    as the model's turn, feedback) or `"single"` (one message)."""
+
+    name: str = field(
+        default="refine",
+        metadata=declare(
+            not_in={
+                CONTEXT: _BUILT,
+                AGENT: "the agent's loop is always named 'refine'",
+                RUN: _CLI_FIXED,
+                BATCH: _CLI_FIXED,
+            }
+        ),
+    )
+    """The loop's name, used in run names, tags and stream events."""
+
+    candidates: int = field(
+        default=1,
+        metadata=declare(
+            not_in={
+                CONTEXT: _BUILT,
+                AGENT: "an agent gives one answer a turn",
+                RUN: _CLI_FIXED,
+                BATCH: _CLI_FIXED,
+            }
+        ),
+    )
+    """Responses sampled per round (>= 1). Each is evaluated and the best becomes the
+    round's attempt. Every candidate is a model call (and a judge call with an LLM
+    judge)."""
+
+    retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = field(
+        default=DEFAULT_RETRY_POLICY,
+        metadata=declare(
+            not_in={
+                CONTEXT: _BUILT,
+                AGENT: "the agent's own nodes retry (create_agent's middleware)",
+                RUN: "the command line sets its own (fewer tries, so a dead server fails fast)",
+                BATCH: "the command line sets its own (fewer tries, so a dead server fails fast)",
+            }
+        ),
+    )
+    """Retry policy of the model-calling nodes; by default transient provider errors are
+    retried with backoff and other errors fail at once."""
+
+    record_key: str | None = field(
+        default=None, metadata=declare(not_in={RUN: _CLI_FIXED, BATCH: _CLI_FIXED})
+    )
+    """The key of the strategy record `strategy="explore"` keeps when the loop runs with
+    a store (`compile(store=...)`). By default it names the generator's model and the
+    evaluator's kind, e.g. `"openai:gpt-4o-mini|llm_judge"`; runs with the same key pool
+    what they learn."""
+
+    output_schema: OutputSchema | None = field(
+        default=None,
+        metadata=declare(flags=("--schema",), not_in={AGENT: "an agent answers in messages"}),
+    )
+    """Refine an object instead of text: a pydantic model class or a JSON schema dict
+    (kept as an `OutputSchema`). A chat model is asked for it through the provider's
+    structured output; each attempt's `response` is the object as JSON text and its
+    `output` the object as plain JSON; a reply that is not a valid object is evaluated
+    FAIL (score 0, the validation errors as feedback) without calling the evaluator. The
+    graph also writes `output` for its caller."""
+
+    select: Select = field(
+        default="score",
+        metadata=declare(
+            flags=("--select",),
+        ),
+    )
+    """How the result is chosen when the loop stops: `"score"` (the best evaluated
+    attempt) or `"pairwise"`: the attempts within `select_margin` of the best score, at
+    most `select_top`, are compared in pairs, each pair in both orders (orders that
+    disagree make a tie); the most wins is the result (then the higher score, then the
+    earlier attempt). Comparisons are model calls counted against the budget; when the
+    budget left cannot pay for all of them, the choice is by score.
+    `RefineResult.metadata["selection"]` lists them."""
+
+    select_top: int = field(
+        default=DEFAULT_SELECT_TOP,
+        metadata=declare(
+            not_in={
+                RUN: _CLI_FIXED,
+                BATCH: _CLI_FIXED,
+            }
+        ),
+    )
+    """The most attempts compared with `select="pairwise"` (>= 2)."""
+
+    select_margin: float = field(
+        default=DEFAULT_SELECT_MARGIN,
+        metadata=declare(
+            not_in={
+                RUN: _CLI_FIXED,
+                BATCH: _CLI_FIXED,
+            }
+        ),
+    )
+    """Score distance from the best within which attempts are compared, in [0, 1]."""
+
+    comparer: ComparerLike = field(
+        default=None,
+        metadata=declare(
+            not_in={
+                CONTEXT: _BUILT,
+                RUN: "the judge model compares",
+                BATCH: "the judge model compares",
+            }
+        ),
+    )
+    """Who compares with `select="pairwise"`: a chat model or model string (asked with
+    the library's pairwise prompt) or a callable `(task, first, second) -> "first" |
+    "second" | "tie"`; by default `judge_model`, else the LLM judge's model, else the
+    generator (a chat model)."""
+
+    confirm_pass: bool = field(
+        default=False,
+        metadata=declare(flags=("--confirm-pass",)),
+    )
+    """When a round would stop on a PASS verdict or on `target_score`, judge the same
+    response once more (one more evaluator call, counted in the budget); stop only if
+    that judgment agrees, else go on with its feedback."""
+
+    edits: EditsMode = field(
+        default=False,
+        metadata=declare(flags=("--edits",)),
+    )
+    """`True`: every refinement (reviewer revisions included) asks a chat-model or graph
+    generator for SEARCH/REPLACE blocks against the refined attempt, and the new
+    attempt's `response` is the edited text (`Attempt.edits` counts the blocks). Blocks
+    that do not all apply change nothing: the attempt keeps its parent's text and is
+    evaluated FAIL (score 0, feedback naming each block) without calling the evaluator.
+    A reply without blocks is a rewrite; fresh samples are written whole. `"auto"`:
+    edits only for attempts longer than `EDITS_AUTO_MIN_CHARS` (2000) characters. With
+    `output_schema`, the edits apply to the object's JSON text, pretty-printed."""
+
+    stream_drafts: bool = field(
+        default=True,
+        metadata=declare(
+            not_in={
+                CONTEXT: _BUILT,
+                RUN: "the command line shows rounds, not tokens",
+                BATCH: "the command line shows rounds, not tokens",
+            }
+        ),
+    )
+    """Whether attempts stream as they are generated (`stream_mode="messages"`), each
+    chunk's metadata naming its attempt (`refine_attempt`), so a UI can replace a draft
+    by the next. False: no token of any attempt streams; the result reaches a chat once
+    (the graph's `messages` answer, the agent's last message). `RefineMiddleware`
+    without `options=` defaults to False."""
+
+    checks: tuple[EvaluatorSpec, ...] | None = field(
+        default=None,
+        metadata=declare(
+            flags=("--evaluator",),
+            context_key="evaluator",
+            not_in={GRAPH: _GRAPH_RUN, AGENT: _GRAPH_RUN},
+        ),
+    )
+    """A run's check, from its context's `evaluator` (check specs in the command line's
+    language); None: the graph's evaluator."""
+
+    max_tokens: int | None = field(
+        default=None,
+        metadata=declare(
+            flags=("--max-tokens",),
+            not_in={GRAPH: "the generator's own setting", AGENT: "the agent's model's own setting"},
+        ),
+    )
+    """Output tokens per generator call for a run, at most the generator's own
+    `max_tokens` (on the served graphs, `REFINE_MAX_TOKENS`)."""
+
+    models: tuple[str, ...] | None = field(
+        default=None,
+        metadata=declare(
+            flags=("--model",), not_in={GRAPH: _GRAPH_RUN, AGENT: "the agent's own model answers"}
+        ),
+    )
+    """A run's own generator: model strings, cheapest first (a ladder in place of the
+    graph's generator; one name: that model alone). `REFINE_MODELS`, when set, lists the
+    models a run may name."""
 
     def __post_init__(self) -> None:
         # Frozen, so the coerced schema is set the way dataclasses set fields.
         object.__setattr__(self, "output_schema", OutputSchema.coerce(self.output_schema))
+        # The stop rules check their own fields; kept for the nodes (see `rules`).
+        self.__dict__["rules"] = self._stop_rules()
         check_choice("on_budget_exhausted", self.on_budget_exhausted, OnBudgetExhausted)
+        check_choice("human_review", self.human_review, HumanReview, optional=True)
         check_choice("strategy", self.strategy, Strategy)
         check_choice("prompt_form", self.prompt_form, PromptForm)
         check_choice("select", self.select, Select)
         _check_selection(self.select_top, self.select_margin, self.confirm_pass)
         check_edits(self.edits)
+        if not isinstance(self.stream_drafts, bool):
+            raise ValueError(f"stream_drafts must be True or False, got {self.stream_drafts!r}")
         validate_memory(self.memory)
         if self.budget is not None and not isinstance(self.budget, Budget):
             raise ValueError(f"budget must be a Budget or None, got {type(self.budget).__name__}")
-        for option, value, floor in (
+        for name, value, floor in (
             ("max_attempt_chars", self.max_attempt_chars, 1),
             ("candidates", self.candidates, 1),
         ):
             if not isinstance(value, int) or isinstance(value, bool) or value < floor:
-                raise ValueError(f"{option} must be an integer >= {floor}, got {value!r}")
+                raise ValueError(f"{name} must be an integer >= {floor}, got {value!r}")
         if not isinstance(self.name, str) or not self.name:
             raise ValueError(f"name must be a non-empty string, got {self.name!r}")
         if self.record_key is not None and (
@@ -241,25 +578,43 @@ class LoopOptions:
                 f"record_key must be a non-empty string or None, got {self.record_key!r}"
             )
 
+    @cached_property
+    def rules(self) -> StopRules:
+        """The stop rules of `target_score`, `max_iterations`, `patience` and `min_delta`."""
+        return self._stop_rules()  # set by __post_init__; this runs only if that was bypassed
+
+    def _stop_rules(self) -> StopRules:
+        # Each of StopRules' parameters is an option of the same name.
+        return StopRules(**{f.name: getattr(self, f.name) for f in fields(StopRules)})
+
     @classmethod
-    def build(cls, options: LoopOptions | None = None, **settings: Any) -> LoopOptions:
-        """Options from keyword settings: `LoopOptions` fields or `StopRules` fields.
+    def build(
+        cls, options: LoopOptions | None = None, *, surface: str | None = None, **settings: Any
+    ) -> LoopOptions:
+        """`options` (defaults when None) with keyword `settings` on top.
 
         Args:
-            options: Options to start from (defaults when None).
-            **settings: `target_score`, `max_iterations`, `patience`, `min_delta`, or any
-                field of `LoopOptions`.
+            options: Options to start from.
+            surface: Who asks (`GRAPH`, `AGENT`, ...): then a setting that surface does
+                not take, or a value `options` sets for one, is refused.
+            **settings: Fields of `LoopOptions`.
 
         Raises:
-            ValueError: For an unknown setting or an invalid value.
+            ValueError: For an unknown setting, one the surface does not take, or an
+                invalid value (the message names it).
         """
+        if options is not None and not isinstance(options, LoopOptions):
+            raise ValueError(
+                f"options must be a LoopOptions, got {type(options).__name__}: build it with "
+                "LoopOptions(...), or pass the options as keywords"
+            )
         base = options or cls()
-        rule_fields = {k: settings.pop(k) for k in _RULE_FIELDS if k in settings}
-        unknown = sorted(set(settings) - _OPTION_FIELDS)
+        allowed = set(declared(surface)) if surface is not None else _OPTION_FIELDS
+        unknown = sorted(set(settings) - allowed)
         if unknown:
-            raise ValueError(f"unknown option(s) {unknown}; allowed: {sorted(_ALL_FIELDS)}")
-        if rule_fields:
-            settings["rules"] = replace(base.rules, **rule_fields)
+            raise ValueError(_refused(unknown, surface, allowed))
+        if surface is not None and options is not None:
+            _check_taken(options, surface)
         return replace(base, **settings) if settings else base
 
     def for_run(self, context: object) -> LoopOptions:
@@ -278,6 +633,54 @@ class LoopOptions:
             values["budget"] = Budget.coerce(values["budget"], option="context budget")
         values.update(_run_checks(values))
         return self.build(self, **values)
+
+
+def declared(surface: str) -> tuple[str, ...]:
+    """The options `surface` takes (their field names), in declaration order.
+
+    Raises:
+        ValueError: For an unknown surface.
+    """
+    if surface not in SURFACES:
+        raise ValueError(f"unknown surface {surface!r}; surfaces: {SURFACES}")
+    return tuple(f.name for f in fields(LoopOptions) if surface not in _declared(f).not_in)
+
+
+def declaration(name: str) -> Declared:
+    """Where the option `name` is taken (its flags, context key, and the surfaces that do not)."""
+    return _declared(LoopOptions.__dataclass_fields__[name])
+
+
+def context_key(name: str) -> str:
+    """The key of the option `name` in a run's context."""
+    return declaration(name).context_key or name
+
+
+def _declared(f: Field[Any]) -> Declared:
+    declared_: Declared = f.metadata["option"]
+    return declared_
+
+
+def _refused(names: list[str], surface: str | None, allowed: AbstractSet[str]) -> str:
+    if surface is None or not set(names) <= _OPTION_FIELDS:
+        return f"unknown option(s) {names}; allowed: {sorted(allowed)}"
+    why = ", ".join(f"{n} ({declaration(n).not_in[surface]})" for n in names)
+    return f"{_SURFACE_NAMES[surface]} does not take {why}"
+
+
+def _check_taken(options: LoopOptions, surface: str) -> None:
+    """Refuse an options object that sets an option `surface` does not take."""
+    taken = set(declared(surface))
+    set_ = [
+        f.name
+        for f in fields(LoopOptions)
+        if f.name not in taken and getattr(options, f.name) != getattr(DEFAULTS, f.name)
+    ]
+    if set_:
+        raise ValueError(
+            _refused(set_, surface, taken)
+            + ": leave it at its default in the options you pass here"
+        )
 
 
 def _check_selection(top: object, margin: object, confirm_pass: object) -> None:
@@ -348,6 +751,10 @@ def _run_checks(values: dict[str, Any]) -> dict[str, Any]:
     return checked
 
 
-_RULE_FIELDS = ("target_score", "max_iterations", "patience", "min_delta")
 _OPTION_FIELDS = frozenset(LoopOptions.__dataclass_fields__)
-_ALL_FIELDS = _OPTION_FIELDS | set(_RULE_FIELDS)
+
+DEFAULTS = LoopOptions()
+"""Every option at its default (the command line's flags take theirs from here)."""
+
+CONTEXT_KEYS: frozenset[str] = frozenset(context_key(name) for name in declared(CONTEXT))
+"""The keys a run's context may set."""

@@ -12,7 +12,7 @@ A ladder of models is a list of adapters (`adapt_ladder`), cheapest first.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from langchain_core.language_models import BaseChatModel
@@ -27,10 +27,14 @@ from langgraph_refine._state import PromptForm
 from langgraph_refine._typed import OutputSchema, Reply, structured_parts, untyped_reply
 from langgraph_refine.evaluators._base import acall, call_sync
 
-GeneratorLike = BaseChatModel | Runnable[Any, Any] | Callable[..., Any]
-"""A chat model, a runnable or compiled graph taking `{"messages": [...]}`, or a
-callable `(state) -> str | AIMessage` (sync or async; with `output_schema` it may also
+OneGenerator = BaseChatModel | Runnable[Any, Any] | Callable[..., Any]
+"""One rung: a chat model, a runnable or compiled graph taking `{"messages": [...]}`, or
+a callable `(state) -> str | AIMessage` (sync or async; with `output_schema` it may also
 return the object or a dict)."""
+
+GeneratorLike = OneGenerator | str | Sequence[OneGenerator | str]
+"""What `create_refine_graph` takes: one generator (a `"provider:model"` string too), or
+a ladder of them (a list, cheapest first)."""
 
 
 class GeneratorAdapter:

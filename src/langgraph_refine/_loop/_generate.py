@@ -27,7 +27,7 @@ from langgraph_refine._decisions._memory import select_attempts
 from langgraph_refine._decisions._options import LoopOptions
 from langgraph_refine._decisions._prompts import guided_prompt, refinement_messages, smallest_prompt
 from langgraph_refine._errors import ContextLengthError
-from langgraph_refine._loop._adapters import GeneratorAdapter, GeneratorLike, adapt, adapt_ladder
+from langgraph_refine._loop._adapters import GeneratorAdapter, OneGenerator, adapt, adapt_ladder
 from langgraph_refine._loop._step import Step, run_options
 from langgraph_refine._result import RefineResult, best_feedback
 from langgraph_refine._state import (
@@ -130,7 +130,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
 
     def __init__(
         self,
-        generator: GeneratorLike | Sequence[Any],
+        generator: OneGenerator | Sequence[Any],
         options: LoopOptions | None = None,
         *,
         retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,

@@ -8,90 +8,46 @@ strategy run in `evaluate`, a budget stop in either step sets the stop reason.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from dataclasses import replace
+from typing import Any, Unpack
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.runnables import Runnable
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import RetryPolicy
-from pydantic import BaseModel
 
-from langgraph_refine._calls._budget import Budget
 from langgraph_refine._calls._models import resolve_chat_model
-from langgraph_refine._calls._retry import DEFAULT_RETRY_POLICY
-from langgraph_refine._decisions._edits import EditsMode
-from langgraph_refine._decisions._memory import DEFAULT_MEMORY, MemoryPolicy
 from langgraph_refine._decisions._options import (
-    DEFAULT_PROMPT_FORM,
-    DEFAULT_STRATEGY,
-    HumanReview,
+    GRAPH,
     LoopOptions,
-    OnBudgetExhausted,
     RefineContext,
-    check_choice,
+    RefineOptions,
 )
 from langgraph_refine._inline import Inline
 from langgraph_refine._kinds import kind_of
-from langgraph_refine._loop._adapters import adapt_ladder
+from langgraph_refine._loop._adapters import GeneratorLike, adapt_ladder
 from langgraph_refine._loop._ends import NO_COMPARER, FinalizeNode, Prepare
 from langgraph_refine._loop._evaluate import EvaluatorNode
 from langgraph_refine._loop._generate import GeneratorNode
 from langgraph_refine._loop._review import ReviewNode, route_after_review
 from langgraph_refine._loop._select import Comparer, as_comparer
 from langgraph_refine._state import (
-    DEFAULT_SELECT_MARGIN,
-    DEFAULT_SELECT_TOP,
     ComparerLike,
-    PromptForm,
     RefineInput,
     RefineOutput,
     RefineState,
-    Select,
-    Strategy,
 )
-from langgraph_refine._typed import OutputSchema
 from langgraph_refine.evaluators import LLMJudge, llm_judge
 from langgraph_refine.evaluators._base import EvaluatorLike
 from langgraph_refine.evaluators._combine import as_evaluator
 
-GeneratorLike = (
-    BaseChatModel
-    | Runnable[Any, Any]
-    | str
-    | Callable[..., Any]
-    | Sequence[BaseChatModel | Runnable[Any, Any] | str | Callable[..., Any]]
-)
-"""One generator, or a ladder of them (a list, cheapest first)."""
+__all__ = ["GeneratorLike", "create_refine_graph"]
 
 
 def create_refine_graph(
     generator: GeneratorLike,
     evaluator: EvaluatorLike = None,
     *,
-    judge_model: BaseChatModel | str | None = None,
-    target_score: float = 0.9,
-    max_iterations: int = 4,
-    patience: int | None = 2,
-    min_delta: float = 0.0,
-    budget: Budget | None = None,
-    on_budget_exhausted: OnBudgetExhausted = "stop",
-    memory: MemoryPolicy = DEFAULT_MEMORY,
-    human_review: HumanReview | None = None,
-    strategy: Strategy = DEFAULT_STRATEGY,
-    max_attempt_chars: int = 8000,
-    prompt_form: PromptForm = DEFAULT_PROMPT_FORM,
-    name: str = "refine",
-    candidates: int = 1,
-    retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = DEFAULT_RETRY_POLICY,
-    record_key: str | None = None,
-    output_schema: type[BaseModel] | Mapping[str, Any] | OutputSchema | None = None,
-    select: Select = "score",
-    select_top: int = DEFAULT_SELECT_TOP,
-    select_margin: float = DEFAULT_SELECT_MARGIN,
-    comparer: ComparerLike = None,
-    confirm_pass: bool = False,
-    edits: EditsMode = False,
+    options: LoopOptions | None = None,
+    **settings: Unpack[RefineOptions],
 ) -> StateGraph[RefineState, RefineContext, RefineInput, RefineOutput]:
     """Build the refine loop as an uncompiled `StateGraph`.
 
@@ -113,74 +69,25 @@ def create_refine_graph(
         evaluator: A callable `(response, state) -> float | Evaluation` (sync or async),
             a chat model (LLM judge), a list of evaluators (combined), or None for an LLM
             judge on `judge_model` (falling back to the generator's model).
-        judge_model: The model for the default LLM judge.
-        target_score: Stop once an attempt scores at least this, in [0, 1].
-        max_iterations: Refinement rounds after the first generation (>= 0).
-        patience: Stop after this many refinement rounds without raising the best score
-            by more than `min_delta` (>= 1); None disables the rule.
-        min_delta: Improvement that counts as progress (>= 0).
-        budget: Limits on model calls, tokens and seconds, checked before every call.
-        on_budget_exhausted: `"stop"` returns the best so far; `"raise"` raises
-            `BudgetExhaustedError` carrying it.
-        memory: Earlier attempts shown to the generator: `"best_and_last"` (default,
-            bounded), `"last"`, `"all"`, or an int window of the latest attempts.
-        human_review: None, `"final"` (interrupt when the loop would stop) or
-            `"every_round"` (interrupt after every evaluation). Needs a checkpointer.
-        strategy: What each round after the first does: `"explore"` (default: refine
-            while it helps, else choose between refining an earlier attempt and sampling
-            afresh), `"chain"` (always refine the latest) or `"sample"` (best-of-N).
-        max_attempt_chars: Each attempt shown in a refinement prompt is cut to this
-            many characters, with a note that it was cut.
-        prompt_form: How a chat model is asked to refine: `"messages"` (a conversation:
-            task, attempt as the model's turn, feedback) or `"single"` (one message).
-        name: The loop's name, used in run names, tags and stream events.
-        candidates: Responses sampled per round (>= 1). Each is evaluated and the best
-            becomes the round's attempt. Every candidate is a model call (and a judge
-            call with an LLM judge).
-        retry_policy: Retry policy of the model-calling nodes; by default transient
-            provider errors are retried with backoff and other errors fail at once.
-        record_key: The key of the strategy record `strategy="explore"` keeps when the
-            graph runs with a store (`compile(store=...)`). By default it names the
-            generator's model and the evaluator's kind, e.g.
-            `"openai:gpt-4o-mini|llm_judge"`; runs with the same key pool what they learn.
-        output_schema: Refine an object instead of text: a pydantic model class or a
-            JSON schema dict. A chat model is asked for it through the provider's
-            structured output; each attempt's `response` is the object as JSON text and
-            its `output` the object as plain JSON; a reply that is not a valid object
-            is evaluated FAIL (score 0, the validation errors as feedback) without
-            calling the evaluator. The graph also writes `output` for its caller.
-        select: How the result is chosen when the loop stops: `"score"` (the best
-            evaluated attempt) or `"pairwise"`: the attempts within `select_margin` of
-            the best score, at most `select_top`, are compared in pairs, each pair in
-            both orders (orders that disagree make a tie); the most wins is the result
-            (then the higher score, then the earlier attempt). Comparisons are model
-            calls counted against the budget; when the budget left cannot pay for all of
-            them, the choice is by score. `RefineResult.metadata["selection"]` lists them.
-        select_top: The most attempts compared with `select="pairwise"` (>= 2).
-        select_margin: Score distance from the best within which attempts are compared.
-        comparer: Who compares with `select="pairwise"`: a chat model or model string
-            (asked with the library's pairwise prompt) or a callable `(task, first,
-            second) -> "first" | "second" | "tie"`; by default `judge_model`, else the LLM
-            judge's model, else the generator (a chat model).
-        confirm_pass: When a round would stop on a PASS verdict or on `target_score`,
-            judge the same response once more (one more evaluator call, counted in the
-            budget); stop only if that judgment agrees, else go on with its feedback.
-        edits: `True`: every refinement (reviewer revisions included) asks a chat-model
-            or graph generator for SEARCH/REPLACE blocks against the refined attempt,
-            and the new attempt's `response` is the edited text (`Attempt.edits` counts
-            the blocks). Blocks that do not all apply change nothing: the attempt keeps
-            its parent's text and is evaluated FAIL (score 0, feedback naming each
-            block) without calling the evaluator. A reply without blocks is a rewrite;
-            fresh samples are written whole. `"auto"`: edits only for attempts longer
-            than `EDITS_AUTO_MIN_CHARS` (2000) characters. With `output_schema`, the
-            edits apply to the object's JSON text, pretty-printed.
+        options: The loop's options, built once (`LoopOptions`), e.g. to hand the same
+            to `refine` and `RefineMiddleware`; None: the defaults.
+        **settings: Any option, as a keyword (`target_score=0.8`, `budget=...`,
+            `strategy="chain"`, ...), overriding `options`. Each is a field of
+            `LoopOptions`, which gives its meaning and default: the stop rules
+            (`target_score`, `max_iterations`, `patience`, `min_delta`), `budget` and
+            `on_budget_exhausted`, `memory`, `human_review`, `strategy`,
+            `max_attempt_chars`, `prompt_form`, `name`, `candidates`, `retry_policy`,
+            `record_key`, `output_schema`, `select`, `select_top`, `select_margin`,
+            `comparer`, `confirm_pass`, `edits`, and `judge_model` (the default LLM
+            judge's model).
 
     Returns:
         The uncompiled graph, with nodes `prepare`, `generate`, `evaluate`, `finalize`
         (and `review` with human review).
 
     Raises:
-        ValueError: If an option is outside its allowed range (the message names it).
+        ValueError: If an option is unknown, or outside its allowed range (the message
+            names it).
 
     Example:
         >>> from langgraph_refine import create_refine_graph
@@ -190,28 +97,12 @@ def create_refine_graph(
         >>> graph.invoke({"task": "Write a draft."})["response"]
         'a draft'
     """
-    options = LoopOptions.build(
-        target_score=target_score,
-        max_iterations=max_iterations,
-        patience=patience,
-        min_delta=min_delta,
-        budget=budget,
-        on_budget_exhausted=on_budget_exhausted,
-        memory=memory,
-        strategy=strategy,
-        max_attempt_chars=max_attempt_chars,
-        prompt_form=prompt_form,
-        candidates=candidates,
-        name=name,
-        record_key=record_key,
-        output_schema=output_schema,
-        select=select,
-        select_top=select_top,
-        select_margin=select_margin,
-        confirm_pass=confirm_pass,
-        edits=edits,
-    )
-    check_choice("human_review", human_review, HumanReview, optional=True)
+    built = LoopOptions.build(options, surface=GRAPH, **settings)
+    judge_model, comparer, human_review = built.judge_model, built.comparer, built.human_review
+    name, retry_policy = built.name, built.retry_policy
+    # The nodes read a run's own judge model from `judge_model` (a model string from its
+    # context); the graph's judge is resolved here and handed to the evaluate node.
+    options = replace(built, judge_model=None)
     rungs = adapt_ladder(
         [_resolved(g) for g in generator]
         if isinstance(generator, list | tuple)
@@ -220,7 +111,7 @@ def create_refine_graph(
     gen = rungs[0].generator  # the default judge's model: the ladder's first rung
     judge = _evaluator(gen, evaluator, judge_model)
     compare = _comparer(comparer, judge, _judge_model(gen, judge_model))
-    if select == "pairwise" and compare is None:
+    if options.select == "pairwise" and compare is None:
         raise ValueError(NO_COMPARER)
 
     builder = StateGraph(
@@ -273,7 +164,8 @@ def create_refine_graph(
     builder.add_edge("generate", "evaluate")
     if human_review is not None:
         builder.add_node(
-            "review", ReviewNode(human_review, on_budget_exhausted=on_budget_exhausted, name=name)
+            "review",
+            ReviewNode(human_review, on_budget_exhausted=options.on_budget_exhausted, name=name),
         )
         if after_evaluation:
             builder.add_edge("evaluate", after_evaluation)

@@ -12,7 +12,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.base import BaseStore
 
-from langgraph_refine._decisions._options import RefineOptions
+from langgraph_refine._decisions._options import GRAPH, LoopOptions, RefineOptions
 from langgraph_refine._loop._driver import (
     AsyncReviewer,
     Driver,
@@ -40,14 +40,14 @@ def _check_task(task: object) -> str:
 def _driver(
     generator: GeneratorLike,
     evaluator: EvaluatorLike,
-    options: dict[str, Any],
+    options: LoopOptions,
     checkpointer: BaseCheckpointSaver[Any] | None,
     thread_id: str | None,
     reviewer: Any,
     config: RunnableConfig | None,
     store: BaseStore | None,
 ) -> Driver:
-    if options.get("human_review") is not None and reviewer is None:
+    if options.human_review is not None and reviewer is None:
         raise ValueError(
             "human_review needs someone to answer the review: pass reviewer=callable(payload) -> "
             "{'action': ...}, or compile create_refine_graph(...) yourself and resume with Command"
@@ -59,19 +59,19 @@ def _driver(
             "store must be a LangGraph BaseStore (e.g. InMemoryStore()), "
             f"got {type(store).__name__}"
         )
-    graph = create_refine_graph(generator, evaluator, **options).compile(
-        checkpointer=checkpointer, store=store, name=options.get("name", "refine")
+    graph = create_refine_graph(generator, evaluator, options=options).compile(
+        checkpointer=checkpointer, store=store, name=options.name
     )
     config = run_config(
         config,
         durable=checkpointer is not None,
         thread_id=thread_id,
-        max_iterations=options.get("max_iterations", 4),
+        max_iterations=options.max_iterations,
     )
     return Driver(graph, config, reviewer=reviewer)
 
 
-def _flow(task: str, driver: Driver, options: dict[str, Any]) -> Any:
+def _flow(task: str, driver: Driver) -> Any:
     return run_flow(
         task,
         durable=driver.graph.checkpointer is not None,
@@ -83,13 +83,15 @@ class CompiledLoop:
     """One loop built and compiled once, then run on many tasks (what a batch does).
 
     `await loop.arun(task)` is `arefine(generator, task, evaluator, store=store,
-    **options)` without building and compiling the graph again for every task.
+    options=options, **settings)` without building and compiling the graph again for
+    every task.
 
     Args:
         generator: As for `refine`.
         evaluator: As for `refine`.
         store: As for `refine`.
-        **options: As for `refine`.
+        options: As for `refine`.
+        **settings: As for `refine`.
     """
 
     def __init__(
@@ -98,18 +100,18 @@ class CompiledLoop:
         evaluator: EvaluatorLike = None,
         *,
         store: BaseStore | None = None,
-        **options: Unpack[RefineOptions],
+        options: LoopOptions | None = None,
+        **settings: Unpack[RefineOptions],
     ) -> None:
-        self._options: dict[str, Any] = dict(options)
+        self._options = LoopOptions.build(options, surface=GRAPH, **settings)
         self._evaluator = evaluator
         self._driver = _driver(generator, evaluator, self._options, None, None, None, None, store)
 
     async def arun(self, task: str) -> RefineResult:
         """Run the loop on `task` to the end and return its result (see `arefine`)."""
         _check_task(task)
-        name = self._options.get("name", "refine")
-        driver = traced(self._driver, name=name, evaluator=self._evaluator)
-        return await adrive(_flow(task, driver, self._options), driver)
+        driver = traced(self._driver, name=self._options.name, evaluator=self._evaluator)
+        return await adrive(_flow(task, driver), driver)
 
 
 def refine(
@@ -122,7 +124,8 @@ def refine(
     reviewer: Reviewer | None = None,
     config: RunnableConfig | None = None,
     store: BaseStore | None = None,
-    **options: Unpack[RefineOptions],
+    options: LoopOptions | None = None,
+    **settings: Unpack[RefineOptions],
 ) -> RefineResult:
     """Run one refinement loop to the end (sync) and return its result.
 
@@ -141,8 +144,9 @@ def refine(
             default) each run reads the strategy record there and adds its own rounds,
             so later runs on the same model and evaluator start from what earlier ones
             learned (see `record_key`).
-        **options: Keyword options of `create_refine_graph` (`target_score`, `budget`,
-            `output_schema`, ...), typed as `RefineOptions`.
+        options: The loop's options, built once (`LoopOptions`); None: the defaults.
+        **settings: Keyword options of `create_refine_graph` (`target_score`, `budget`,
+            `output_schema`, ...), typed as `RefineOptions`, overriding `options`.
 
     Returns:
         The `RefineResult` with the best response; with `output_schema`, its `output`
@@ -162,10 +166,10 @@ def refine(
         'hello'
     """
     _check_task(task)
-    kwargs: dict[str, Any] = dict(options)
-    driver = _driver(generator, evaluator, kwargs, checkpointer, thread_id, reviewer, config, store)
-    driver = traced(driver, name=kwargs.get("name", "refine"), evaluator=evaluator)
-    return drive(_flow(task, driver, kwargs), driver)
+    built = LoopOptions.build(options, surface=GRAPH, **settings)
+    driver = _driver(generator, evaluator, built, checkpointer, thread_id, reviewer, config, store)
+    driver = traced(driver, name=built.name, evaluator=evaluator)
+    return drive(_flow(task, driver), driver)
 
 
 async def arefine(
@@ -178,7 +182,8 @@ async def arefine(
     reviewer: AsyncReviewer | None = None,
     config: RunnableConfig | None = None,
     store: BaseStore | None = None,
-    **options: Unpack[RefineOptions],
+    options: LoopOptions | None = None,
+    **settings: Unpack[RefineOptions],
 ) -> RefineResult:
     """Run one refinement loop to the end (async) and return its result.
 
@@ -186,7 +191,7 @@ async def arefine(
     (`AsyncSqliteSaver`, `AsyncPostgresSaver`) or the in-memory one here.
     """
     _check_task(task)
-    kwargs: dict[str, Any] = dict(options)
-    driver = _driver(generator, evaluator, kwargs, checkpointer, thread_id, reviewer, config, store)
-    driver = traced(driver, name=kwargs.get("name", "refine"), evaluator=evaluator)
-    return await adrive(_flow(task, driver, kwargs), driver)
+    built = LoopOptions.build(options, surface=GRAPH, **settings)
+    driver = _driver(generator, evaluator, built, checkpointer, thread_id, reviewer, config, store)
+    driver = traced(driver, name=built.name, evaluator=evaluator)
+    return await adrive(_flow(task, driver), driver)

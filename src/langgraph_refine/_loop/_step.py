@@ -23,6 +23,7 @@ from langchain_core.callbacks import BaseCallbackManager
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import merge_configs, var_child_runnable_config
 from langgraph.config import get_stream_writer
+from langgraph.constants import TAG_NOSTREAM
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import get_runtime
 from langgraph.types import RetryPolicy
@@ -164,13 +165,20 @@ class Step:
             self.config: RunnableConfig = {**(config or {}), "callbacks": [self.meter]}
             return
         best = best_attempt(state.get("attempts") or [])
+        tags = ["langgraph-refine", f"{options.name}:{node}", f"iteration:{index}"]
+        drafts: dict[str, Any] = {}
+        if node == "generate":  # an attempt's tokens: tagged with it, or kept out of chats
+            drafts = {"refine_attempt": index}
+            if not options.stream_drafts:
+                tags.append(TAG_NOSTREAM)
         merged = merge_configs(
             config,
             {
                 "callbacks": [self.meter],
                 "run_name": f"{options.name}:{node}",
-                "tags": ["langgraph-refine", f"{options.name}:{node}", f"iteration:{index}"],
+                "tags": tags,
                 "metadata": {
+                    **drafts,
                     "refine_loop": options.name,
                     "iteration": index,
                     "best_score": best.score if best else None,

@@ -21,6 +21,7 @@ from rich.text import Text
 
 from langgraph_refine._calls._models import DEFAULT_MAX_TOKENS, MAX_TOKENS_ENV
 from langgraph_refine._decisions._edits import EDITS_AUTO_MIN_CHARS
+from langgraph_refine._decisions._options import DEFAULTS
 from langgraph_refine.cli._errors import CliError, describe_error, one_line
 from langgraph_refine.cli._ladder_view import parse_models
 from langgraph_refine.cli._models import ModelSettings
@@ -29,7 +30,7 @@ from langgraph_refine.cli._options import (
     ON_BUDGET_CHOICES,
     SELECT_CHOICES,
     STRATEGY_CHOICES,
-    LoopOptions,
+    CommandOptions,
 )
 from langgraph_refine.cli._specs import SPEC_FORMS
 
@@ -45,7 +46,8 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-# Options shared by `run` and `batch`, declared once.
+# Flags shared by `run` and `batch`. The loop's options are declared in `LoopOptions`, whose
+# defaults the flags take (`DEFAULTS`); a test checks each flag against the declaration.
 ModelOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -284,20 +286,20 @@ def run(
     base_url: BaseUrlOpt = None,
     judge_model: JudgeOpt = None,
     evaluator: EvaluatorOpt = None,
-    target_score: TargetOpt = 0.9,
-    max_iterations: MaxIterOpt = 4,
-    patience: PatienceOpt = 2,
-    memory: MemoryOpt = "best_and_last",
+    target_score: TargetOpt = DEFAULTS.target_score,
+    max_iterations: MaxIterOpt = DEFAULTS.max_iterations,
+    patience: PatienceOpt = DEFAULTS.patience or 0,
+    memory: MemoryOpt = str(DEFAULTS.memory),
     strategy: StrategyOpt = None,
     select: SelectOpt = None,
-    confirm_pass: ConfirmPassOpt = False,
-    min_delta: MinDeltaOpt = 0.0,
+    confirm_pass: ConfirmPassOpt = DEFAULTS.confirm_pass,
+    min_delta: MinDeltaOpt = DEFAULTS.min_delta,
     budget_calls: BudgetCallsOpt = None,
     budget_tokens: BudgetTokensOpt = None,
     budget_seconds: BudgetSecondsOpt = None,
     max_cost: MaxCostOpt = None,
     price: PriceOpt = None,
-    on_budget_exhausted: OnBudgetOpt = "stop",
+    on_budget_exhausted: OnBudgetOpt = DEFAULTS.on_budget_exhausted,
     checkpoint: Annotated[
         Path | None,
         typer.Option(
@@ -341,7 +343,7 @@ def run(
     from langgraph_refine.cli._view import RoundView, show_result
 
     check_task(task)
-    options = LoopOptions.from_cli(
+    options = CommandOptions.from_cli(
         evaluator,
         target_score,
         max_iterations,
@@ -425,20 +427,20 @@ def batch(
     base_url: BaseUrlOpt = None,
     judge_model: JudgeOpt = None,
     evaluator: EvaluatorOpt = None,
-    target_score: TargetOpt = 0.9,
-    max_iterations: MaxIterOpt = 4,
-    patience: PatienceOpt = 2,
-    memory: MemoryOpt = "best_and_last",
+    target_score: TargetOpt = DEFAULTS.target_score,
+    max_iterations: MaxIterOpt = DEFAULTS.max_iterations,
+    patience: PatienceOpt = DEFAULTS.patience or 0,
+    memory: MemoryOpt = str(DEFAULTS.memory),
     strategy: StrategyOpt = None,
     select: SelectOpt = None,
-    confirm_pass: ConfirmPassOpt = False,
-    min_delta: MinDeltaOpt = 0.0,
+    confirm_pass: ConfirmPassOpt = DEFAULTS.confirm_pass,
+    min_delta: MinDeltaOpt = DEFAULTS.min_delta,
     budget_calls: BudgetCallsOpt = None,
     budget_tokens: BudgetTokensOpt = None,
     budget_seconds: BudgetSecondsOpt = None,
     max_cost: MaxCostOpt = None,
     price: PriceOpt = None,
-    on_budget_exhausted: OnBudgetOpt = "stop",
+    on_budget_exhausted: OnBudgetOpt = DEFAULTS.on_budget_exhausted,
     cache: CacheOpt = None,
     timeout: TimeoutOpt = 120.0,
     max_tokens: MaxTokensOpt = None,
@@ -478,7 +480,7 @@ def batch(
     if concurrency < 1:
         raise CliError(f"--concurrency must be >= 1, got {concurrency}")
     kept = StoreChoice.from_cli(store, no_store, server)
-    defaults = LoopOptions.from_cli(
+    defaults = CommandOptions.from_cli(
         evaluator,
         target_score,
         max_iterations,

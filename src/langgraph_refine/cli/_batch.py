@@ -36,7 +36,7 @@ from langgraph_refine.cli._errors import CliError, describe_error, is_unreachabl
 from langgraph_refine.cli._http import LANE
 from langgraph_refine.cli._ladder_view import LineGenerators, merge, models_text, per_model
 from langgraph_refine.cli._models import ModelSettings
-from langgraph_refine.cli._options import PER_LINE_OPTIONS, LoopOptions
+from langgraph_refine.cli._options import PER_LINE_OPTIONS, CommandOptions
 from langgraph_refine.cli._single import result_json
 
 OUTPUT_KEYS = (
@@ -68,7 +68,7 @@ class BatchItem:
     line: int
     id: str | int
     task: str
-    options: LoopOptions
+    options: CommandOptions
     given: frozenset[str] = frozenset()
 
 
@@ -106,7 +106,7 @@ def read_jsonl(path: Path, *, what: str) -> Iterable[tuple[int, str]]:
             yield number, line
 
 
-def read_input(path: Path, defaults: LoopOptions) -> BatchInput:
+def read_input(path: Path, defaults: CommandOptions) -> BatchInput:
     """Read and check every input line; a bad line is reported and skipped.
 
     Raises:
@@ -139,7 +139,7 @@ def read_input(path: Path, defaults: LoopOptions) -> BatchInput:
     return found
 
 
-def _item(data: Any, number: int, defaults: LoopOptions) -> BatchItem:
+def _item(data: Any, number: int, defaults: CommandOptions) -> BatchItem:
     if not isinstance(data, dict):
         raise CliError(
             f'expected a JSON object like {{"id": "1", "task": "..."}}, got {type(data).__name__}'
@@ -424,7 +424,7 @@ async def run_items(
 
 
 class _Loops:
-    """The batch's compiled loops, one per `LoopOptions` object the tasks share.
+    """The batch's compiled loops, one per `CommandOptions` object the tasks share.
 
     Building and compiling a loop costs about as much CPU as a model call. Every line
     without options of its own shares the batch's defaults (one object), so a batch
@@ -447,7 +447,7 @@ class _Loops:
         self.store = store
         self._judge: BaseChatModel | None = None
         # By the options object's id; the object is kept with its loop, so the id stays its.
-        self._loops: dict[int, tuple[LoopOptions, CompiledLoop]] = {}
+        self._loops: dict[int, tuple[CommandOptions, CompiledLoop]] = {}
 
     def judge_model(self) -> BaseChatModel:
         """The judge's model, built on first use and shared."""
@@ -455,7 +455,7 @@ class _Loops:
             self._judge = self.settings.judge()
         return self._judge
 
-    def get(self, options: LoopOptions) -> CompiledLoop:
+    def get(self, options: CommandOptions) -> CompiledLoop:
         """The compiled loop for `options` (compiled on first use)."""
         found = self._loops.get(id(options))
         if found is not None:

@@ -30,7 +30,7 @@ from langgraph_refine._typed import plain
 from langgraph_refine.cli._errors import CliError
 from langgraph_refine.cli._ladder_view import per_model
 from langgraph_refine.cli._models import ModelSettings
-from langgraph_refine.cli._options import LoopOptions
+from langgraph_refine.cli._options import CommandOptions
 from langgraph_refine.cli._review import Reviewer
 from langgraph_refine.cli._view import RoundView
 
@@ -48,7 +48,7 @@ class RunRequest:
     """
 
     task: str
-    options: LoopOptions
+    options: CommandOptions
     checkpoint: Path | None = None
     thread: str | None = None
     review: bool = False
