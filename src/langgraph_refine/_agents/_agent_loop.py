@@ -199,7 +199,8 @@ def carry(request: ModelRequest[Any], meter: BudgetMeter) -> None:
     failed call's usage is counted (and budgeted) with it. The step's own update, when
     the retry succeeds, writes the total.
     """
-    request.state["refine_usage"] = to_plain(meter.spent_before + meter.delta())
+    state: dict[str, Any] = request.state  # type: ignore[assignment]  # the agent's own keys
+    state["refine_usage"] = to_plain(meter.spent_before + meter.delta())
 
 
 def refused(meter: BudgetMeter) -> ExtendedModelResponse[Any]:
@@ -264,10 +265,8 @@ def move(
     """
     latest = attempts[-1]
     chosen: dict[str, Any] = {"refine_next": [choice.move, choice.parent]}
-    refined = next((a for a in attempts if a.index == choice.parent), None)
-    closing = ""
-    if refined is not None and options is not None and asks_for_edits(options.edits, refined, None):
-        closing = "\n\n" + EDIT_INSTRUCTIONS
+    edited = None if options is None else edit_target(options, attempts, choice.parent)
+    closing = "" if edited is None else "\n\n" + EDIT_INSTRUCTIONS
     if choice.parent == latest.index:
         return again(state, turns, agent_feedback(latest.evaluation) + closing) | chosen
     chosen["refine_hidden_to"] = hidden_from(state, turns)
@@ -276,7 +275,7 @@ def move(
         if feedback.strip():  # a fresh answer told what the best one's feedback asked
             return again(state, turns, guided_request(feedback)) | chosen
         return {"refine_turns": turns, "refine_phase": "running", "jump_to": "model"} | chosen
-    assert refined is not None
+    refined = next(a for a in attempts if a.index == choice.parent)
     return again(state, turns, agent_refine_earlier(refined) + closing) | chosen
 
 
@@ -287,6 +286,35 @@ def again(state: Mapping[str, Any], turns: list[Turn], text: str) -> dict[str, A
         "refine_phase": "running",
         "jump_to": "model",
     }
+
+
+def best_message(state: Mapping[str, Any], result: RefineResult, drafts: bool) -> AIMessage:
+    """The answer's message; with streamed drafts, under the id its draft streamed with.
+
+    A chat client then keeps the draft it showed instead of showing the answer twice.
+    """
+    ids = draft_ids(state.get("refine_turns") or [])
+    index = result.best_index
+    if not drafts or index is None or index >= len(ids) or ids[index] is None:
+        return AIMessage(result.value)
+    if result.attempts[index].response != result.value:  # a reviewer's text
+        return AIMessage(result.value)
+    return AIMessage(result.value, id=ids[index])
+
+
+def edit_target(
+    options: LoopOptions, attempts: Sequence[Attempt], parent: int | None
+) -> Attempt | None:
+    """The attempt an answer refining `parent` was asked to edit (`edits=`), or None."""
+    refined = next((a for a in attempts if a.index == parent), None)
+    if refined is None or not asks_for_edits(options.edits, refined, None):
+        return None
+    return refined
+
+
+def draft_metadata(state: Mapping[str, Any]) -> dict[str, Any]:
+    """What the agent's model calls carry: the attempt they draft, for a chat UI."""
+    return {"refine_attempt": len(state.get("refine_attempts") or [])}
 
 
 class Answer(NamedTuple):
@@ -389,10 +417,6 @@ class AgentLoop:
         # loop spends from the outer budget too).
         return BudgetMeter(self.options.budget, spent(state), what=what, parent=active_meter())
 
-    def draft_metadata(self, state: Mapping[str, Any]) -> dict[str, Any]:
-        """What the agent's model calls carry: the attempt they draft, for a chat UI."""
-        return {"refine_attempt": len(state.get("refine_attempts") or [])}
-
     def judge(self) -> BaseEvaluator:
         """The evaluator; without one, the agent's own model as judge (known at its first call)."""
         if self.evaluator is None:
@@ -424,7 +448,7 @@ class AgentLoop:
         attempts: list[Attempt] = list(turn.view["attempts"])
         move, parent = next_move(state, attempts)
         reply = Reply(turn.answer, reasoning=turn.reasoning)
-        edited = self._edited(attempts, parent)
+        edited = edit_target(self.options, attempts, parent)
         if edited is not None:  # the answer was asked as edits to `edited`
             reply = read_edits(turn.draft, edited, None, lambda _: reply)
         return Attempt(
@@ -440,15 +464,6 @@ class AgentLoop:
             rung=state.get("refine_rung", 0) if self.ladder else None,
             usage=minus(turn.meter.spent_before, sum((a.usage for a in attempts), Usage())),
         )
-
-    def _edited(self, attempts: Sequence[Attempt], parent: int | None) -> Attempt | None:
-        """The attempt an answer refining `parent` was asked to edit (`edits=`), or None."""
-        if parent is None or not self.options.edits:
-            return None
-        refined = next((a for a in attempts if a.index == parent), None)
-        if refined is None or not asks_for_edits(self.options.edits, refined, None):
-            return None
-        return refined
 
     def record_key(self, state: Mapping[str, Any]) -> str | None:
         """The strategy record's key: `record_key`, else the models and the evaluator."""
@@ -571,23 +586,10 @@ class AgentLoop:
             "refine_draft": None,
             "refine_selection": view.get("selection"),
         }
-        best = self._best_message(state, result) if result.value else None
+        best = best_message(state, result, self.options.stream_drafts) if result.value else None
         if self.keep_evaluation_turns:
             return update | {"messages": woven(state, best)}
         return update | ({"messages": [best]} if best is not None else {})
-
-    def _best_message(self, state: Mapping[str, Any], result: RefineResult) -> AIMessage:
-        """The answer's message; with streamed drafts, under the id its draft streamed with.
-
-        A chat client then keeps the draft it showed instead of showing the answer twice.
-        """
-        ids = draft_ids(state.get("refine_turns") or [])
-        index = result.best_index
-        if self.options.stream_drafts and index is not None and index < len(ids) and ids[index]:
-            attempt = result.attempts[index]
-            if attempt.response == result.value:
-                return AIMessage(result.value, id=ids[index])
-        return AIMessage(result.value)
 
     def result(self, state: Mapping[str, Any]) -> RefineResult:
         """The loop's outcome from the agent's state."""

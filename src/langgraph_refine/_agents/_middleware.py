@@ -50,6 +50,7 @@ except ImportError as exc:  # the optional dependency is missing
 from langchain_core.language_models import BaseChatModel
 from langgraph.constants import TAG_NOSTREAM
 from langgraph.runtime import Runtime
+from langgraph.store.base import BaseStore
 
 from langgraph_refine._agents import _agent_loop as turns
 from langgraph_refine._agents._agent_loop import (
@@ -158,7 +159,7 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
     ) -> None:
         super().__init__()
         if options is None:
-            settings = {**AGENT_DEFAULTS, **settings}  # type: ignore[typeddict-item]
+            settings = {**AGENT_DEFAULTS, **settings}
         built = LoopOptions.build(options, surface=AGENT, **settings)
         review = (
             None
@@ -220,7 +221,11 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         """
         request, meter = self._request(request), self.loop.meter(request.state)
         try:
-            with metered(meter), meter.invocation() as done, self._drafting(request.state):
+            with (
+                metered(meter),
+                meter.invocation() as done,
+                drafting(self.loop.options, request.state),
+            ):
                 response = done(handler(request))
         except BudgetStop:
             return turns.refused(meter)
@@ -237,7 +242,11 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         """Async twin of `wrap_model_call`."""
         request, meter = self._request(request), self.loop.meter(request.state)
         try:
-            with metered(meter), meter.invocation() as done, self._drafting(request.state):
+            with (
+                metered(meter),
+                meter.invocation() as done,
+                drafting(self.loop.options, request.state),
+            ):
                 response = done(await handler(request))
         except BudgetStop:
             return turns.refused(meter)
@@ -262,15 +271,9 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
             if not self._bound_checked:
                 check_binds(self.rungs, list(request.tools))
                 self._bound_checked = True
-            rung = min(int(request.state.get("refine_rung") or 0), len(self.rungs) - 1)
+            rung = min(int(request.state.get("refine_rung") or 0), len(self.rungs) - 1)  # type: ignore[call-overload]
             request = request.override(model=self.rungs[rung])
         return turns.shown(request, self.loop.options.memory)
-
-    def _drafting(self, state: Mapping[str, Any]) -> AbstractContextManager[None]:
-        """The agent's model call as a chat sees it: hidden, or tagged with its attempt."""
-        if self.loop.options.stream_drafts:
-            return child_config(metadata=self.loop.draft_metadata(state))
-        return child_config(tags=[TAG_NOSTREAM])
 
     # -- after_model: evaluate a final answer ----------------------------------------------
 
@@ -345,6 +348,13 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         return self.loop.result(state)
 
 
+def drafting(options: LoopOptions, state: Mapping[str, Any]) -> AbstractContextManager[None]:
+    """The agent's model call as a chat sees it: hidden, or tagged with its attempt."""
+    if options.stream_drafts:
+        return child_config(metadata=turns.draft_metadata(state))
+    return child_config(tags=[TAG_NOSTREAM])
+
+
 def metered_call(meter: BudgetMeter) -> Callable[..., Any]:
     """`call(fn, *args)` under the loop's meter: a comparison counted, refused past the budget."""
 
@@ -394,16 +404,19 @@ class _Calls:
             emit(event)
         return outcome
 
-    def _update(self, request: Exchange) -> RecordUpdate | None:
+    def _update(self, request: Exchange) -> tuple[BaseStore, RecordUpdate] | None:
+        """The agent's store and this round's record update, when the loop keeps a record."""
         key = self.loop.record_key(self.state) if self.store is not None else None
-        return None if key is None else RecordUpdate(key, request.loop_id, request.attempts)
+        if self.store is None or key is None:
+            return None
+        return self.store, RecordUpdate(key, request.loop_id, request.attempts)
 
     def answer(self, request: Request) -> Any:
         if isinstance(request, Spent):
             return self.meter.delta()
         if isinstance(request, Exchange):
-            update = self._update(request)
-            return exchange(self.store, update) if update is not None else None
+            found = self._update(request)
+            return exchange(*found) if found is not None else None
         evaluator = self.loop.judge()
         if isinstance(request, Confirm):
             with metered(self.meter), suppress(BudgetStop):
@@ -419,8 +432,8 @@ class _Calls:
         if isinstance(request, Spent):
             return self.meter.delta()
         if isinstance(request, Exchange):
-            update = self._update(request)
-            return await aexchange(self.store, update) if update is not None else None
+            found = self._update(request)
+            return await aexchange(*found) if found is not None else None
         evaluator = self.loop.judge()
         if isinstance(request, Confirm):
             with metered(self.meter), suppress(BudgetStop):
