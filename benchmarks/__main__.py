@@ -34,6 +34,7 @@ ORDER = (
     "selection",
     "edits",
     "ladder",
+    "agent_ladder",
     "pairwise_local",
 )
 NEEDS_LOCAL_MODEL = (
