@@ -33,7 +33,12 @@ RUNS = 30  # per process: 4 x 30 runs of 1-4 rounds
 
 
 def total_rounds(store: BaseStore, key: str) -> int:
-    return sum(stats["rounds"] for stats in strategy_records(store)[key].values())
+    """The record's rounds, checked to be the same counted by kind and by state."""
+    record = strategy_records(store)[key]
+    by_state = record.pop("states", {})
+    total = sum(stats["rounds"] for stats in record.values())
+    assert sum(s["rounds"] for kinds in by_state.values() for s in kinds.values()) == total
+    return total
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -65,7 +70,7 @@ def test_processes_sharing_a_store_lose_no_round(
     key = f"procs-{uuid.uuid4().hex}"
     command = [sys.executable, "-m", "tests.record_worker", "--store", spec, "--key", key]
     command += ["--runs", str(RUNS), "--compact-at", str(compact_at)]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
     workers = [
         subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         for _ in range(PROCESSES)
@@ -113,7 +118,9 @@ def test_a_run_keeps_one_item_holding_its_latest_counts() -> None:
     assert list(items(store, key)) == ["run:run1:3"]
     exchange(store, RecordUpdate(key, "run1", attempts([0.1, 0.2, 0.3, 0.4])))  # a replay
     assert list(items(store, key)) == ["run:run1:3"]
-    assert strategy_records(store)[key] == {"refine": {"rounds": 3, "raised": 3, "fell": 0}}
+    record = strategy_records(store)[key]
+    assert set(record.pop("states")) == {"b0/start", "b0/up", "b1/up"}
+    assert record == {"refine": {"rounds": 3, "raised": 3, "fell": 0}}
 
 
 def test_each_run_reads_the_others_counts_without_its_own() -> None:

@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 
 from langgraph_refine._prices import ModelRef, Pricing
 from langgraph_refine._state import Attempt
-from langgraph_refine._strategy import RUNG_KIND, MoveStats
+from langgraph_refine._strategy import RUNG_KIND, MoveStats, run_state, state_kind
 
 STAY_RATE = 0.25
 """A rung whose refinement rounds raised the best less often than this is left at once."""
@@ -76,13 +76,42 @@ def next_rung(
         return 0
     latest = attempts[-1]
     current = latest.rung if latest.rung is not None else 0
-    stalled = not _raised_best(attempts) or (
-        latest.index == 0 and _rarely_raises(record, names[current])
-    )
+    state = run_state(attempts)
     target = current
-    if stalled and current + 1 < len(names):
-        target = _climb(record, names, current, prices)
+    if current + 1 < len(names) and _stalled(attempts, names, current, record, state, prices):
+        target = _climb(record, names, current, prices, state)
     return _payable(target, attempts, names, money_left, prices)
+
+
+def _stalled(
+    attempts: Sequence[Attempt],
+    names: Sequence[str],
+    current: int,
+    record: Mapping[str, MoveStats] | None,
+    state: str | None,
+    prices: Mapping[str, float] | None,
+) -> bool:
+    """Whether the run leaves the current rung (see the module's docstring).
+
+    With `MIN_ROUNDS` pooled rounds of this rung from the run's state, the record
+    decides: leave when they rarely raised the best, or when the rung above raised it
+    more often per dollar from this state; else the cold rule, and a rung whose rounds
+    over every state rarely raise the best is left after attempt 0.
+    """
+    here = _rate(record, names[current], state)
+    if here is not None:
+        if here < STAY_RATE:
+            return True
+        above = _rate(record, names[current + 1], state)
+        price, price_above = (prices or {}).get(names[current]), (prices or {}).get(
+            names[current + 1]
+        )
+        return bool(above is not None and price and price_above) and (
+            above / price_above > here / price  # type: ignore[operator]
+        )
+    return not _raised_best(attempts) or (
+        attempts[-1].index == 0 and _rarely_raises(record, names[current])
+    )
 
 
 def _raised_best(attempts: Sequence[Attempt]) -> bool:
@@ -94,9 +123,12 @@ def _raised_best(attempts: Sequence[Attempt]) -> bool:
     return not earlier or latest.evaluation.score >= max(earlier) + MIN_GAIN
 
 
-def _rate(record: Mapping[str, MoveStats] | None, name: str) -> float | None:
-    """A rung's pooled raise rate, None until it has `MIN_ROUNDS` rounds."""
-    stats = (record or {}).get(rung_kind(name))
+def _rate(
+    record: Mapping[str, MoveStats] | None, name: str, state: str | None = None
+) -> float | None:
+    """A rung's pooled raise rate (from `state` only, if given), None under `MIN_ROUNDS` rounds."""
+    kind = rung_kind(name) if state is None else state_kind(rung_kind(name), state)
+    stats = (record or {}).get(kind)
     if stats is None or stats.rounds < MIN_ROUNDS:
         return None
     return stats.raised / stats.rounds
@@ -112,16 +144,24 @@ def _climb(
     names: Sequence[str],
     current: int,
     prices: Mapping[str, float] | None,
+    state: str | None = None,
 ) -> int:
     """The rung to climb to: one up, past rungs the record says never raise the best.
 
     When the record has a raise rate and a price for every rung above that may help, the
-    one that raises the best most often per dollar (ties: the cheaper, lower rung).
+    one that raises the best most often per dollar (ties: the cheaper, lower rung). A
+    rung's rate is its rounds' from the run's state when it has `MIN_ROUNDS` there, else
+    its rounds' over every state.
     """
-    above = [i for i in range(current + 1, len(names)) if _rate(record, names[i]) != 0.0]
+
+    def rate(name: str) -> float | None:
+        here = _rate(record, name, state)
+        return here if here is not None else _rate(record, name)
+
+    above = [i for i in range(current + 1, len(names)) if rate(names[i]) != 0.0]
     if not above:
         return len(names) - 1  # every rung above is useless: the top is the last resort
-    worth = {i: (_rate(record, names[i]), (prices or {}).get(names[i])) for i in above}
+    worth = {i: (rate(names[i]), (prices or {}).get(names[i])) for i in above}
     if all(rate is not None and price for rate, price in worth.values()):
         return max(above, key=lambda i: (worth[i][0] / worth[i][1], -i))  # type: ignore[operator]
     return above[0]

@@ -89,6 +89,16 @@ RECORD_SHARPEN_MAX = 10.0
 RUNG_KIND = "rung:"
 """The prefix of a ladder rung's counts among the kinds of move: `"rung:<model>"`."""
 
+STATE_BANDS = 4
+"""Bands of the best score so far in a run's state: `b0` below 0.25, ..., `b3` from 0.75."""
+
+STATE_MARK = "@"
+"""Joins a kind of move and a state in the counts handed to `choose_next`: `"refine@b2/up"`."""
+
+STATE_MIN_ROUNDS = 8
+"""Pooled rounds in a state (refinements and fresh samples) before explore acts on them
+rather than on the counts pooled over every state."""
+
 
 @dataclass(frozen=True)
 class MoveStats:
@@ -191,6 +201,77 @@ def latest_round_stats(attempts: Sequence[Attempt]) -> dict[str, MoveStats]:
     return {kind: outcome, f"{RUNG_KIND}{latest.model}": outcome}
 
 
+def run_state(attempts: Sequence[Attempt]) -> str | None:
+    """The state a run is in after `attempts`: where its next move starts from.
+
+    `"b<band>/<phase>"`: the band of the best score so far (`STATE_BANDS` equal bands,
+    a PASS counting as 1.0) and whether the latest round raised it (`"start"` after
+    attempt 0 alone, `"up"` if the latest attempt raised the best, else `"flat"`).
+    None while nothing is evaluated.
+
+    Example:
+        >>> from langgraph_refine import Attempt, Evaluation
+        >>> first = Attempt(index=0, response="a", evaluation=Evaluation(score=0.4))
+        >>> run_state([first])
+        'b1/start'
+        >>> same = Attempt(index=1, response="b", parent=0, evaluation=Evaluation(score=0.4))
+        >>> run_state([first, same])
+        'b1/flat'
+    """
+    best = best_attempt(attempts)
+    if best is None or best.evaluation is None:
+        return None
+    band = min(STATE_BANDS - 1, int(_score(best) * STATE_BANDS))
+    phase = "start" if len(attempts) == 1 else "up" if _raised_best(attempts) else "flat"
+    return f"b{band}/{phase}"
+
+
+def state_kind(kind: str, state: str) -> str:
+    """The key of a kind of move's counts in one state: `"<kind>@<state>"`."""
+    return f"{kind}{STATE_MARK}{state}"
+
+
+def latest_state_stats(attempts: Sequence[Attempt]) -> dict[str, MoveStats]:
+    """The latest round's counts keyed by kind of move and the state it started from.
+
+    As `latest_round_stats`, with each kind `k` counted as `"k@<state>"` (`state_kind`),
+    the state being `run_state` of the attempts before the latest one.
+    """
+    state = run_state(attempts[:-1]) if len(attempts) >= 2 else None
+    if state is None:
+        return {}
+    return {state_kind(k, state): s for k, s in latest_round_stats(attempts).items()}
+
+
+def state_stats(attempts: Sequence[Attempt]) -> dict[str, dict[str, MoveStats]]:
+    """This run's rounds by the state each started from, then by kind of move.
+
+    Example:
+        >>> from langgraph_refine import Attempt, Evaluation
+        >>> first = Attempt(index=0, response="a", evaluation=Evaluation(score=0.4))
+        >>> better = Attempt(index=1, response="b", parent=0, evaluation=Evaluation(score=0.6))
+        >>> state_stats([first, better])
+        {'b1/start': {'refine': MoveStats(rounds=1, raised=1, fell=0)}}
+    """
+    by_state: dict[str, dict[str, MoveStats]] = {}
+    for k in range(2, len(attempts) + 1):
+        state = run_state(attempts[: k - 1])
+        if state is None:
+            continue
+        kinds = by_state.setdefault(state, {})
+        for kind, outcome in latest_round_stats(attempts[:k]).items():
+            kinds[kind] = kinds.get(kind, MoveStats()) + outcome
+    return {state: kinds for state, kinds in by_state.items() if kinds}
+
+
+def in_state(record: Mapping[str, MoveStats], state: str | None) -> dict[str, MoveStats]:
+    """The counts of one state, by kind of move, from counts keyed by `state_kind`."""
+    if state is None:
+        return {}
+    suffix = f"{STATE_MARK}{state}"
+    return {k[: -len(suffix)]: v for k, v in record.items() if k.endswith(suffix)}
+
+
 def _outcome(attempts: Sequence[Attempt]) -> tuple[str | None, MoveStats]:
     """The kind of move of the latest attempt and its round's counts (None: not evaluated)."""
     latest = attempts[-1]
@@ -222,7 +303,9 @@ def choose_next(
         task: The task, which seeds the explore strategy's draws.
         record: Counts per kind of move pooled over earlier runs of the same model and
             evaluator, not counting this run's rounds (explore adds those itself from
-            `attempts`). None or empty: explore starts knowing nothing.
+            `attempts`). Keys `"<kind>@<state>"` (`state_kind`) hold the counts of the
+            rounds that started from one state (`run_state`). None or empty: explore
+            starts knowing nothing.
 
     Returns:
         The kind of move and the attempt it starts from.
@@ -285,6 +368,9 @@ def _explore_with_record(
 ) -> Choice:
     """Explore's choice weighing the pooled record with this run's own rounds.
 
+    When the record holds at least `STATE_MIN_ROUNDS` rounds that started from the
+    state this run is in (`run_state`), those counts and this run's own rounds from that
+    state are weighed; else the counts pooled over every state and all of this run's.
     Two Thompson draws over "raised the best score" rates: refining the best attempt
     against a fresh answer (every fresh kind's counts together), then, if fresh, which
     fresh kind. A kind's belief is `Beta(1 + k*raised, 1 + k*(rounds - raised))` over
@@ -292,7 +378,14 @@ def _explore_with_record(
     RECORD_SHARPEN_ROUNDS)` as the pooled record grows: a thin record explores, a
     thick one mostly acts on what it says (so a kind it says hurts is rarely tried).
     """
-    counts = _counts(record, round_stats(attempts))
+    state = run_state(attempts)
+    scoped = in_state(record, state)
+    if _pooled_rounds(scoped) >= STATE_MIN_ROUNDS:  # enough rounds from where this run stands
+        record = scoped
+        own = state_stats(attempts).get(state or "", {})
+    else:
+        own = round_stats(attempts)
+    counts = _counts(record, own)
     rng = random.Random(_seed(task, len(attempts)))
     sharpen = min(RECORD_SHARPEN_MAX, 1.0 + _pooled_rounds(record) / RECORD_SHARPEN_ROUNDS)
 
@@ -323,6 +416,7 @@ def _explore_with_record(
 
 
 def _pooled_rounds(record: Mapping[str, MoveStats]) -> int:
+    # Counts of every state (pooled kinds); the state-keyed ones (`"refine@..."`) are not summed.
     return sum(record[kind].rounds for kind in ("refine", *FRESH_MOVES) if kind in record)
 
 
