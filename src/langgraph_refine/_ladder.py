@@ -33,13 +33,18 @@ from collections.abc import Mapping, Sequence
 
 from langgraph_refine._prices import ModelRef, Pricing
 from langgraph_refine._state import Attempt
-from langgraph_refine._strategy import RUNG_KIND, MoveStats, run_state, state_kind
+from langgraph_refine._strategy import RUNG_KIND, STATE_MARK, MoveStats, run_state, state_kind
 
 STAY_RATE = 0.25
 """A rung whose refinement rounds raised the best less often than this is left at once."""
 
 MIN_ROUNDS = 3
 """Pooled rounds on a rung before its record decides anything."""
+
+STATE_ROUNDS = 5
+"""Pooled rounds of a rung from one state before they decide anything there; their rate
+is smoothed, `(raised + 1) / (rounds + 2)`, so it takes five rounds without a raise to
+leave a rung from a state (a rung that raises half the time shows that 3% of the time)."""
 
 MIN_GAIN = 0.1
 """A round counts as raising the best, for the ladder, only if it raised it by this much:
@@ -99,7 +104,7 @@ def _stalled(
     over every state rarely raise the best is left after attempt 0.
     """
     here = _rate(record, names[current], state)
-    if here is not None:
+    if here is not None:  # the record knows this rung from this state
         if here < STAY_RATE:
             return True
         above = _rate(record, names[current + 1], state)
@@ -109,9 +114,16 @@ def _stalled(
         return bool(above is not None and price and price_above) and (
             above / price_above > here / price  # type: ignore[operator]
         )
+    if _has_states(record):  # a state not seen yet: the cold rule tries the rung from it
+        return not _raised_best(attempts)
     return not _raised_best(attempts) or (
         attempts[-1].index == 0 and _rarely_raises(record, names[current])
     )
+
+
+def _has_states(record: Mapping[str, MoveStats] | None) -> bool:
+    """Whether the record counts rounds by state (one written before states did not)."""
+    return any(STATE_MARK in kind for kind in record or {})
 
 
 def _raised_best(attempts: Sequence[Attempt]) -> bool:
@@ -127,11 +139,15 @@ def _rate(
     record: Mapping[str, MoveStats] | None, name: str, state: str | None = None
 ) -> float | None:
     """A rung's pooled raise rate (from `state` only, if given), None under `MIN_ROUNDS` rounds."""
-    kind = rung_kind(name) if state is None else state_kind(rung_kind(name), state)
-    stats = (record or {}).get(kind)
-    if stats is None or stats.rounds < MIN_ROUNDS:
+    if state is None:
+        stats = (record or {}).get(rung_kind(name))
+        if stats is None or stats.rounds < MIN_ROUNDS:
+            return None
+        return stats.raised / stats.rounds
+    stats = (record or {}).get(state_kind(rung_kind(name), state))
+    if stats is None or stats.rounds < STATE_ROUNDS:
         return None
-    return stats.raised / stats.rounds
+    return (stats.raised + 1) / (stats.rounds + 2)  # smoothed: a few unlucky rounds do not condemn
 
 
 def _rarely_raises(record: Mapping[str, MoveStats] | None, name: str) -> bool:

@@ -240,7 +240,24 @@ def latest_state_stats(attempts: Sequence[Attempt]) -> dict[str, MoveStats]:
     state = run_state(attempts[:-1]) if len(attempts) >= 2 else None
     if state is None:
         return {}
-    return {state_kind(k, state): s for k, s in latest_round_stats(attempts).items()}
+    stats = latest_round_stats(attempts)
+    if any(kind.startswith(RUNG_KIND) for kind in stats) and not _raised_by_a_band(attempts):
+        # A rung's round counts as raising the best only by a band's width: a cheap model
+        # creeping up a word at a time from a low band is not progress to pay for.
+        stats = {
+            kind: MoveStats(s.rounds, 0, s.fell) if kind.startswith(RUNG_KIND) else s
+            for kind, s in stats.items()
+        }
+    return {state_kind(k, state): s for k, s in stats.items()}
+
+
+def _raised_by_a_band(attempts: Sequence[Attempt]) -> bool:
+    """Whether the latest attempt raised the best score by a band's width (`1 / STATE_BANDS`),
+    or to 1.0 (a PASS counts as 1.0) from less than a band below."""
+    earlier = max((_score(a) for a in attempts[:-1] if a.evaluation is not None), default=0.0)
+    return _score(attempts[-1]) >= min(1.0, earlier + 1.0 / STATE_BANDS) - 1e-9 and (
+        _raised_best(attempts)
+    )
 
 
 def state_stats(attempts: Sequence[Attempt]) -> dict[str, dict[str, MoveStats]]:
@@ -259,8 +276,9 @@ def state_stats(attempts: Sequence[Attempt]) -> dict[str, dict[str, MoveStats]]:
         if state is None:
             continue
         kinds = by_state.setdefault(state, {})
-        for kind, outcome in latest_round_stats(attempts[:k]).items():
-            kinds[kind] = kinds.get(kind, MoveStats()) + outcome
+        suffix = len(STATE_MARK) + len(state)
+        for kind, outcome in latest_state_stats(attempts[:k]).items():
+            kinds[kind[:-suffix]] = kinds.get(kind[:-suffix], MoveStats()) + outcome
     return {state: kinds for state, kinds in by_state.items() if kinds}
 
 
