@@ -50,7 +50,12 @@ from benchmarks._harness import BenchResult, Figure, md_table, run_async
 from benchmarks.quality import MAX_TOKENS, PARALLEL, TEMPERATURE, load_tasks, task_text
 from langgraph_refine import Attempt, Evaluation, _strategy, arefine, evaluators, refine
 from langgraph_refine._state import Strategy
-from langgraph_refine._strategy import MoveStats, choose_next, latest_round_stats
+from langgraph_refine._strategy import (
+    MoveStats,
+    choose_next,
+    latest_round_stats,
+    latest_state_stats,
+)
 
 BUDGETS = (4, 8)
 SCRIPTED = {
@@ -218,8 +223,10 @@ def arm_settings(arm: str) -> tuple[Strategy, bool, tuple[Any, ...]]:
 class ScriptedTask:
     """One keyword task of `WORDS` words for a scripted refiner of strength (fix, drop)."""
 
-    def __init__(self, fix: float, drop: float, rng: random.Random) -> None:
-        self.fix, self.drop, self.rng = fix, drop, rng
+    def __init__(
+        self, fix: float, drop: float, rng: random.Random, p_word: float = P_WORD
+    ) -> None:
+        self.fix, self.drop, self.rng, self.p_word = fix, drop, rng, p_word
 
     def answer(self, move: str, start: frozenset[int], named: frozenset[int]) -> frozenset[int]:
         """The words (indices) of a new answer made by `move` from `start`."""
@@ -235,9 +242,9 @@ class ScriptedTask:
             return frozenset(
                 w
                 for w in words
-                if rng.random() < P_WORD or (w in named and rng.random() < self.fix)
+                if rng.random() < self.p_word or (w in named and rng.random() < self.fix)
             )
-        return frozenset(w for w in words if rng.random() < P_WORD)
+        return frozenset(w for w in words if rng.random() < self.p_word)
 
 
 def scripted_run(
@@ -274,7 +281,8 @@ def scripted_run(
             )
         )
         if record is not None:
-            for kind, stats in latest_round_stats(attempts).items():
+            latest = {**latest_round_stats(attempts), **latest_state_stats(attempts)}
+            for kind, stats in latest.items():
                 record[kind] = record.get(kind, MoveStats()) + stats
                 own[kind] = own.get(kind, MoveStats()) + stats
         if len(words) == WORDS:
@@ -341,6 +349,175 @@ def scripted_through_the_loop(fix: float, drop: float, calls: int, tasks: int) -
         )
         scores.append(result.score or 0.0)
     return statistics.fmean(scores)
+
+
+# -- (c) random refiners: the share of mixes meeting each goal -------------------------------------
+
+MIXES = 40
+FIRST_SEED = 2000
+MIX_TASKS = 60
+MIX_REPEATS = 6
+MIX_CALLS = 4
+MIX_ARMS = ("best-of-N", "chain", "explore, cold", "explore, warm")
+MEDIUM = (0.35, 0.55)
+"""Fix rates counted as medium refiners (the goal there: warm explore above both fixed ones)."""
+
+
+@dataclass(frozen=True)
+class RefinerMix:
+    """One drawn refiner: how it fixes and drops words, and how much a fresh answer holds."""
+
+    seed: int
+    fix: float
+    drop: float
+    p_word: float
+
+    @property
+    def medium(self) -> bool:
+        return MEDIUM[0] <= self.fix <= MEDIUM[1]
+
+
+def draw_refiner(seed: int) -> RefinerMix:
+    """A refiner from weak to strong: fix 0.05-0.9, drop falling with it (jittered), p 0.3-0.6."""
+    rng = random.Random(seed)
+    strength = rng.random()
+    fix = 0.05 + 0.85 * strength
+    drop = min(0.6, max(0.0, (0.45 - 0.43 * strength) * rng.uniform(0.6, 1.4)))
+    return RefinerMix(seed, fix, drop, rng.uniform(0.3, 0.6))
+
+
+def split_run(task: ScriptedTask, calls: int, samples: int) -> Run:
+    """A fixed rule that knows the refiner: `samples` fresh answers, then refine the best."""
+    answers: list[frozenset[int]] = []
+    for index in range(calls):
+        if index < samples:
+            words = task.answer("sample", frozenset(), frozenset())
+        else:
+            words = task.answer("refine", max(answers, key=len), frozenset())
+        answers.append(words)
+        if len(words) == WORDS:
+            break
+    return Run(max(len(a) for a in answers) / WORDS, len(answers))
+
+
+def run_refiner_mix(mix: RefinerMix, calls: int, repeats: int, tasks: int) -> Arms:
+    """Every arm of `MIX_ARMS` on the mix's tasks, and the floor: the best split for this mix."""
+    out: Arms = {arm: [] for arm in MIX_ARMS}
+    for arm in MIX_ARMS:
+        strategy, warm, _ = arm_settings(arm)
+        for repeat in range(repeats):
+            rng = random.Random(f"{mix.seed}:{repeat}")
+            record: dict[str, MoveStats] | None = {} if warm else None
+            task = ScriptedTask(mix.fix, mix.drop, rng, mix.p_word)
+            for t in range(tasks):
+                name = f"scripted task {repeat}.{t}"
+                out[arm].append(scripted_run(strategy, task, calls, name, record))
+    splits = {}
+    for samples in range(1, calls + 1):
+        runs = []
+        for repeat in range(repeats):
+            task = ScriptedTask(mix.fix, mix.drop, random.Random(f"{mix.seed}:{repeat}"), mix.p_word)
+            runs += [split_run(task, calls, samples) for _ in range(tasks)]
+        splits[samples] = runs
+    best = max(splits, key=lambda k: mean(splits[k]))
+    out[f"floor: {best} sample(s), then refine the best"] = splits[best]
+    return out
+
+
+def paired_interval(a: Sequence[Run], b: Sequence[Run]) -> tuple[float, float, float]:
+    """Mean of a - b over paired units and its 95% interval (normal approximation)."""
+    diffs = [x.score - y.score for x, y in zip(a, b, strict=True)]
+    m = statistics.fmean(diffs)
+    half = 1.96 * statistics.stdev(diffs) / len(diffs) ** 0.5
+    return m, m - half, m + half
+
+
+@dataclass
+class MixReading:
+    mix: RefinerMix
+    means: dict[str, float]
+    floor: tuple[str, float]
+    gap: tuple[float, float, float]  # warm minus the better of chain and best-of-N
+    within: bool
+    above_both: bool
+
+
+def read_refiner_mix(mix: RefinerMix, arms: Arms) -> MixReading:
+    means = {arm: mean(runs) for arm, runs in arms.items()}
+    better = "chain" if means["chain"] >= means[BASELINE] else BASELINE
+    warm = means[DEFAULT_ARM]
+    floor = next((a, m) for a, m in means.items() if a.startswith("floor"))
+    return MixReading(
+        mix,
+        means,
+        floor,
+        paired_interval(arms[DEFAULT_ARM], arms[better]),
+        warm >= means[better] - 0.01,
+        warm > means["chain"] and warm > means[BASELINE],
+    )
+
+
+MIX_HEADER = [
+    "seed", "fix", "drop", "p(word)", "best-of-4", "chain", "explore cold", "explore warm",
+    "warm - better of chain, best-of-4 [95%]", "floor (best split knowing the refiner)", "goals",
+]
+
+
+def mix_row(r: MixReading) -> list[str]:
+    m = r.means
+    gap, low, high = r.gap
+    goals = ("W" if r.within else "-") + (("M" if r.above_both else "m") if r.mix.medium else "")
+    return [
+        str(r.mix.seed), f"{r.mix.fix:.2f}", f"{r.mix.drop:.2f}", f"{r.mix.p_word:.2f}",
+        *(f"{m[a]:.3f}" for a in MIX_ARMS),
+        f"{gap:+.3f} [{low:+.3f}, {high:+.3f}]",
+        f"{r.floor[1]:.3f} ({r.floor[0].split(': ')[1].split(',')[0]})",
+        goals,
+    ]
+
+
+def run_mixes(quick: bool) -> tuple[list[MixReading], float]:
+    started = time.perf_counter()
+    count, repeats = (6, 2) if quick else (MIXES, MIX_REPEATS)
+    readings = []
+    for seed in range(FIRST_SEED, FIRST_SEED + count):
+        mix = draw_refiner(seed)
+        readings.append(read_refiner_mix(mix, run_refiner_mix(mix, MIX_CALLS, repeats, MIX_TASKS)))
+        print(f"   refiner {seed}: {mix_row(readings[-1])[-1]}", flush=True)
+    return readings, time.perf_counter() - started
+
+
+def mix_figures(readings: list[MixReading]) -> list[Figure]:
+    within = [r.within for r in readings]
+    medium = [r.above_both for r in readings if r.mix.medium]
+    gaps = sorted(r.gap[0] for r in readings)
+    floor_gap = sorted(r.means[DEFAULT_ARM] - r.floor[1] for r in readings)
+    cold = [r.means["explore, cold"] >= max(r.means["chain"], r.means[BASELINE]) - 0.01 for r in readings]
+    return [
+        Figure(
+            f"share of random refiners: warm explore within 0.01 of the better of chain and "
+            f"best-of-{MIX_CALLS}",
+            100 * sum(within) / len(within), unit="%", target=">= 90%",
+            passed=sum(within) >= 0.9 * len(within),
+            spread=f"{len(within)} refiners; warm - better: median {gaps[len(gaps) // 2]:+.3f}, "
+            f"worst {gaps[0]:+.3f}",
+        ),
+        Figure(
+            "share of medium refiners (fix 0.35-0.55): warm explore above both",
+            100 * sum(medium) / max(1, len(medium)), unit="%", target=">= 90%",
+            passed=bool(medium) and sum(medium) >= 0.9 * len(medium),
+            spread=f"{len(medium)} medium refiners",
+        ),
+        Figure(
+            "share of random refiners: cold explore within 0.01 of the better (for comparison)",
+            100 * sum(cold) / len(cold), unit="%",
+        ),
+        Figure(
+            "warm explore minus the floor (the best split knowing the refiner), median",
+            floor_gap[len(floor_gap) // 2], unit="",
+            spread=f"worst {floor_gap[0]:+.3f}",
+        ),
+    ]
 
 
 # -- (a) the real local model --------------------------------------------------------------------

@@ -95,7 +95,10 @@ STATE_BANDS = 4
 STATE_MARK = "@"
 """Joins a kind of move and a state in the counts handed to `choose_next`: `"refine@b2/up"`."""
 
-STATE_MIN_ROUNDS = 8
+STATE_KEPT_CREDIT = 0.0
+"""What a kept round counts for among the rounds of one state (see `KEPT_CREDIT`)."""
+
+STATE_MIN_ROUNDS = 20
 """Pooled rounds in a state (refinements and fresh samples) before explore acts on them
 rather than on the counts pooled over every state."""
 
@@ -398,9 +401,11 @@ def _explore_with_record(
     """
     state = run_state(attempts)
     scoped = in_state(record, state)
+    credit = KEPT_CREDIT
     if _pooled_rounds(scoped) >= STATE_MIN_ROUNDS:  # enough rounds from where this run stands
         record = scoped
         own = state_stats(attempts).get(state or "", {})
+        credit = STATE_KEPT_CREDIT
     else:
         own = round_stats(attempts)
     counts = _counts(record, own)
@@ -412,7 +417,7 @@ def _explore_with_record(
 
     def draw(stats: MoveStats) -> float:
         kept = stats.rounds - stats.raised - stats.fell
-        worth = stats.raised + KEPT_CREDIT * kept
+        worth = stats.raised + credit * kept
         return rng.betavariate(1.0 + sharpen * worth, 1.0 + sharpen * (stats.rounds - worth))
 
     def first_wins(first: MoveStats, second: MoveStats) -> bool:
