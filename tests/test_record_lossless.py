@@ -25,6 +25,7 @@ from langgraph.store.memory import InMemoryStore
 from langgraph_refine import Attempt, Evaluation, strategy_records
 from langgraph_refine._record import RecordUpdate, exchange, read_records
 from langgraph_refine._record_items import COMPACT_AT, record_namespace
+from langgraph_refine._strategy import MoveStats
 from tests.conftest import POSTGRES_URI_ENV, postgres_uri
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -285,3 +286,23 @@ def test_flat_counters_round_trip() -> None:
     nested = {"moves": {"refine": {"rounds": 2, "raised": 1}}, "rungs": {"m": {"cost": 0.5}}}
     assert unflatten(flatten(nested)) == nested
     assert flatten(nested, flatten(nested), sign=-1) == {path: 0 for path in flatten(nested)}
+
+
+def test_counts_by_state_survive_a_compaction_and_a_record_written_before_them_still_reads() -> None:
+    from langgraph_refine._strategy import state_kind
+
+    store, key = InMemoryStore(), "k"
+    namespace = record_namespace(key)
+    old = {"refine": {"rounds": 2, "raised": 1, "fell": 0}}
+    store.put(namespace, "run:old:2", {"run": "old", "n": 2, "moves": old, "version": 2})
+    for run in range(COMPACT_AT + 1):
+        exchange(store, RecordUpdate(key, f"r{run}", attempts([0.1, 0.6])))
+    others = exchange(store, RecordUpdate(key, "last", attempts([0.1, 0.6])))
+    assert any(k.startswith("fold:") for k in items(store, key))
+    assert others is not None
+    assert others["refine"] == MoveStats(rounds=COMPACT_AT + 3, raised=COMPACT_AT + 2)
+    # Every new run's round started from b0/start and raised; the old run has no states.
+    assert others[state_kind("refine", "b0/start")] == MoveStats(COMPACT_AT + 1, COMPACT_AT + 1)
+    assert strategy_records(store)[key]["states"] == {
+        "b0/start": {"refine": {"rounds": COMPACT_AT + 2, "raised": COMPACT_AT + 2, "fell": 0}}
+    }

@@ -103,11 +103,11 @@ def _stalled(
     more often per dollar from this state; else the cold rule, and a rung whose rounds
     over every state rarely raise the best is left after attempt 0.
     """
-    here = _rate(record, names[current], state)
+    here = _rate(record, names[current], state, smooth=True)
     if here is not None:  # the record knows this rung from this state
         if here < STAY_RATE:
             return True
-        above = _rate(record, names[current + 1], state)
+        above = _rate(record, names[current + 1], state, smooth=True)
         price, price_above = (prices or {}).get(names[current]), (prices or {}).get(
             names[current + 1]
         )
@@ -136,9 +136,13 @@ def _raised_best(attempts: Sequence[Attempt]) -> bool:
 
 
 def _rate(
-    record: Mapping[str, MoveStats] | None, name: str, state: str | None = None
+    record: Mapping[str, MoveStats] | None,
+    name: str,
+    state: str | None = None,
+    smooth: bool = False,
 ) -> float | None:
-    """A rung's pooled raise rate (from `state` only, if given), None under `MIN_ROUNDS` rounds."""
+    """A rung's pooled raise rate (from `state` only, if given), None under `MIN_ROUNDS` rounds
+    (`STATE_ROUNDS` from a state; `smooth`: `(raised + 1) / (rounds + 2)` there)."""
     if state is None:
         stats = (record or {}).get(rung_kind(name))
         if stats is None or stats.rounds < MIN_ROUNDS:
@@ -147,7 +151,9 @@ def _rate(
     stats = (record or {}).get(state_kind(rung_kind(name), state))
     if stats is None or stats.rounds < STATE_ROUNDS:
         return None
-    return (stats.raised + 1) / (stats.rounds + 2)  # smoothed: a few unlucky rounds do not condemn
+    if smooth:  # a few unlucky rounds do not condemn a rung
+        return (stats.raised + 1) / (stats.rounds + 2)
+    return stats.raised / stats.rounds
 
 
 def _rarely_raises(record: Mapping[str, MoveStats] | None, name: str) -> bool:
