@@ -198,7 +198,11 @@ def cheapest_mix(
     cost = sum(share[c] * hulls[c][0][1] for c in hulls)
     while q < need - 1e-12:
         steps = [
-            ((hulls[c][at[c] + 1][1] - hulls[c][at[c]][1]) / (hulls[c][at[c] + 1][0] - hulls[c][at[c]][0]), c)
+            (
+                (hulls[c][at[c] + 1][1] - hulls[c][at[c]][1])
+                / (hulls[c][at[c] + 1][0] - hulls[c][at[c]][0]),
+                c,
+            )
             for c in hulls
             if at[c] + 1 < len(hulls[c])
         ]

@@ -127,15 +127,31 @@ def run_mix(mix: Mix, tasks: int) -> dict[str, list[Outcome]]:
         return [run(k, f"task {t}", random.Random(f"{mix.seed}:{t}")) for t, k in enumerate(work)]
 
     out = {
-        "cheap alone": arm(lambda k, t, r: drive([mix.cheap], k, t, r, strategy="chain", calls=CALLS, record=None)),
-        "strong alone": arm(lambda k, t, r: drive([mix.strong], k, t, r, strategy="chain", calls=CALLS, record=None)),
+        "cheap alone": arm(
+            lambda k, t, r: drive([mix.cheap], k, t, r, strategy="chain", calls=CALLS, record=None)
+        ),
+        "strong alone": arm(
+            lambda k, t, r: drive([mix.strong], k, t, r, strategy="chain", calls=CALLS, record=None)
+        ),
         "fixed rule": arm(lambda k, t, r: fixed_rule(mix, k, r)),
-        "ladder cold": arm(lambda k, t, r: drive(ladder, k, t, r, strategy="explore", calls=CALLS, record=None)),
+        "ladder cold": arm(
+            lambda k, t, r: drive(ladder, k, t, r, strategy="explore", calls=CALLS, record=None)
+        ),
     }
     record: Counts = {}
     for t, k in enumerate(kinds(mix, tasks, "warm-up")):
-        drive(ladder, k, f"warm-up {t}", random.Random(f"{mix.seed}:w{t}"), strategy="explore", calls=CALLS, record=record)
-    out["ladder warm"] = arm(lambda k, t, r: drive(ladder, k, t, r, strategy="explore", calls=CALLS, record=record))
+        drive(
+            ladder,
+            k,
+            f"warm-up {t}",
+            random.Random(f"{mix.seed}:w{t}"),
+            strategy="explore",
+            calls=CALLS,
+            record=record,
+        )
+    out["ladder warm"] = arm(
+        lambda k, t, r: drive(ladder, k, t, r, strategy="explore", calls=CALLS, record=record)
+    )
     out["_kinds"] = [Outcome(float(k == "easy"), 0.0, 0) for k in work]  # the difficulties
     return out
 
@@ -212,7 +228,9 @@ def _x(cost: float, strong: float) -> str:
 def row(v: Verdict) -> list[str]:
     s = v.c["strong alone"]
     named = v.named["cold ladder on easy, strong on hard"]
-    marks = "".join(m if ok else "-" for m, ok in (("Q", v.quality_ok), ("C", v.cost_ok), ("D", v.undominated)))
+    marks = "".join(
+        m if ok else "-" for m, ok in (("Q", v.quality_ok), ("C", v.cost_ok), ("D", v.undominated))
+    )
     return [
         str(v.mix.seed),
         f"{v.mix.easy:.2f}",
@@ -244,12 +262,72 @@ HEADER = [
 ]
 
 
+WHY_NOTE = """**What the record by state changed, and why some mixes still miss.** With the
+record pooled over every state (before), the warm ladder learned one raise rate per rung:
+on a mix of easy and hard tasks the cheap rung's rate was low, so warm runs left it after
+attempt 0 on every task, easy ones included (the issue's mix: 0.84x strong alone's cost
+against the cold ladder's 0.50x). Counted by state, the cheap rung's rounds from a low
+first score (hard tasks) rarely raise the best and are left at once, while from a high one
+(easy tasks) it stays. Two details were needed, each found on these mixes and kept because
+it is a rule about evidence, not about a mix: a rung's round counts as a raise, by state,
+only when it raised the best by a band's width (or to 1.0) -- a cheap model adding one word
+of eight to a hard task raised the best half the time and looked worth staying on; and a
+record that counts by state does not apply the pooled rule "a rung that rarely raises is
+left after attempt 0" to a state it has not seen (three hard tasks first had poisoned the
+cheap rung for every easy task after them, lasting, since a rung never tried from a state
+gathers no counts there). A state's rate decides only after `STATE_ROUNDS` (5) rounds and is
+smoothed, `(raised + 1) / (rounds + 2)`.
+
+The misses have two causes. (1) Where the cheap model's first answers to easy and hard
+tasks overlap in score (the bands of `run_state` then mix both kinds), the state cannot
+tell them apart: the warm ladder spends a cheap round on some hard tasks and, at 4 calls,
+has fewer strong rounds left (quality misses, e.g. seeds 1017 and 1028, 0.03-0.04 below
+strong alone). The floor knows each task's kind, which no rule reading scores can.
+(2) Explore's counts per kind of move are pooled over the rungs, so on a ladder a strong
+rung's fresh samples (which raise the best from a low score every time) are credited to
+"sample" and the cheap rung's failed refinements debited to "refine": warm explore then
+samples afresh on the strong rung where refining the cheap answer would have finished
+sooner, costing a call on hard tasks (cost misses against the floor where it is low,
+e.g. seed 1007 at 1.61x a floor of 0.30x strong alone's cost; and the fixed rule, which
+refines with the strong model at once, dominating on mostly hard mixes such as seed 1038).
+Counting moves per rung would need the next rung to be known when the move is chosen (the
+loop chooses the move, then the rung)."""
+
+
+def misses(verdicts: list[Verdict]) -> str:
+    """The mixes that missed a goal, with the figures that decide it."""
+    lines = ["**Mixes that missed a goal.**"]
+    for v in verdicts:
+        if v.quality_ok and v.cost_ok and v.undominated:
+            continue
+        what = []
+        if not v.quality_ok:
+            what.append(f"quality {v.gap[0]:+.3f} against strong alone")
+        if not v.cost_ok:
+            what.append(f"cost {v.c['ladder warm'] / v.floor:.2f}x the floor")
+        if not v.undominated:
+            what.append(
+                "dominated (fixed rule "
+                f"{v.q['fixed rule']:.3f} at {v.c['fixed rule'] / v.c['strong alone']:.2f}x, cold "
+                f"ladder {v.q['ladder cold']:.3f} at "
+                f"{v.c['ladder cold'] / v.c['strong alone']:.2f}x; "
+                f"warm {v.q['ladder warm']:.3f} at {v.c['ladder warm'] / v.c['strong alone']:.2f}x)"
+            )
+        lines.append(
+            f"Seed {v.mix.seed} (easy {v.mix.easy:.2f}, cheap fix {v.mix.fix:.2f}, "
+            f"{v.mix.ratio:.0f}x): {'; '.join(what)}."
+        )
+    return " ".join(lines) if len(lines) > 1 else "Every mix met every goal."
+
+
 def share(flags: list[bool]) -> float:
     return sum(flags) / len(flags)
 
 
 def run(quick: bool = False) -> BenchResult:
-    result = BenchResult(name="ladder", title="A ladder of models over random task mixes (scripted)")
+    result = BenchResult(
+        name="ladder", title="A ladder of models over random task mixes (scripted)"
+    )
     mixes, tasks = (6, 40) if quick else (MIXES, TASKS)
     started = time.perf_counter()
     verdicts = []
@@ -267,21 +345,49 @@ def run(quick: bool = False) -> BenchResult:
     gaps = [v.gap[0] for v in verdicts]
     over_floor = [v.c["ladder warm"] / v.floor for v in verdicts]
     result.figures += [
-        Figure("share of mixes meeting every ladder goal (Q, C and D)", every * 100, unit="%",
-               target=">= 90%", passed=every >= 0.9),
-        Figure(f"share of mixes: warm ladder within {QUALITY_GAP} of strong alone (Q)", q * 100,
-               unit="%", target=">= 90%", passed=q >= 0.9,
-               spread=f"warm - strong: median {sorted(gaps)[len(gaps) // 2]:+.3f}, worst {min(gaps):+.3f}"),
-        Figure(f"share of mixes: warm ladder's cost <= {COST_OVER_FLOOR}x the floor at its quality (C)",
-               c * 100, unit="%", target=">= 90%", passed=c >= 0.9,
-               spread=f"warm / floor: median {sorted(over_floor)[len(over_floor) // 2]:.2f}, "
-               f"worst {max(over_floor):.2f}"),
-        Figure("share of mixes: warm ladder not dominated by the cold ladder or the fixed rule (D)",
-               d * 100, unit="%", target=">= 90%", passed=d >= 0.9),
-        Figure("share of mixes: the cold ladder meets Q / C (for comparison)", cold_q * 100, unit="%",
-               spread=f"cold C {cold_c * 100:.0f}%"),
-        Figure("warm ladder cost / strong alone's, median over mixes",
-               sorted(v.c["ladder warm"] / v.c["strong alone"] for v in verdicts)[len(verdicts) // 2]),
+        Figure(
+            "share of mixes meeting every ladder goal (Q, C and D)",
+            every * 100,
+            unit="%",
+            target=">= 90%",
+            passed=every >= 0.9,
+        ),
+        Figure(
+            f"share of mixes: warm ladder within {QUALITY_GAP} of strong alone (Q)",
+            q * 100,
+            unit="%",
+            target=">= 90%",
+            passed=q >= 0.9,
+            spread=f"warm - strong: median {sorted(gaps)[len(gaps) // 2]:+.3f}, "
+            f"worst {min(gaps):+.3f}",
+        ),
+        Figure(
+            f"share of mixes: warm ladder's cost <= {COST_OVER_FLOOR}x the floor at its "
+            "quality (C)",
+            c * 100,
+            unit="%",
+            target=">= 90%",
+            passed=c >= 0.9,
+            spread=f"warm / floor: median {sorted(over_floor)[len(over_floor) // 2]:.2f}, "
+            f"worst {max(over_floor):.2f}",
+        ),
+        Figure(
+            "share of mixes: warm ladder not dominated by the cold ladder or the fixed rule (D)",
+            d * 100,
+            unit="%",
+            target=">= 90%",
+            passed=d >= 0.9,
+        ),
+        Figure(
+            "share of mixes: the cold ladder meets Q / C (for comparison)",
+            cold_q * 100,
+            unit="%",
+            spread=f"cold C {cold_c * 100:.0f}%",
+        ),
+        Figure(
+            "warm ladder cost / strong alone's, median over mixes",
+            sorted(v.c["ladder warm"] / v.c["strong alone"] for v in verdicts)[len(verdicts) // 2],
+        ),
     ]
     result.tables.append(
         f"**Per mix** ({tasks} tasks each, {CALLS} calls, cost as a multiple of strong alone's; "
@@ -289,6 +395,8 @@ def run(quick: bool = False) -> BenchResult:
         + md_table(HEADER, [row(v) for v in verdicts])
     )
     result.notes.append(__doc__ or "")
+    result.notes.append(misses(verdicts))
+    result.notes.append(WHY_NOTE)
     result.notes.append(
         f"Scripted drive: {seconds:.1f} s for {mixes} mixes x {len(ARMS)} arms (+ a warm-up pass) "
         f"x {tasks} tasks."

@@ -206,6 +206,12 @@ def _cheap_first(score: float) -> list[Attempt]:
     return [Attempt(index=0, response="a", evaluation=Evaluation(score=score), model="c", rung=0)]
 
 
+def _cheap_round(score: float) -> Attempt:
+    """The cheap rung's refinement of attempt 0."""
+    evaluation = Evaluation(score=score)
+    return Attempt(index=1, response="b", parent=0, evaluation=evaluation, model="c", rung=0)
+
+
 def test_a_warm_ladder_leaves_the_cheap_rung_only_from_the_states_where_it_stalls() -> None:
     from langgraph_refine._strategy import state_kind
 
@@ -228,10 +234,7 @@ def test_a_warm_ladder_leaves_the_cheap_rung_only_from_the_states_where_it_stall
 def test_a_warm_ladder_stays_from_a_state_where_its_rung_raises_even_after_a_flat_round() -> None:
     from langgraph_refine._strategy import state_kind
 
-    flat = [*_cheap_first(0.8)]
-    flat.append(
-        Attempt(index=1, response="b", parent=0, evaluation=Evaluation(score=0.8), model="c", rung=0)
-    )
+    flat = [*_cheap_first(0.8), _cheap_round(0.8)]
     record = {state_kind(rung_kind("c"), "b3/flat"): MoveStats(rounds=10, raised=6)}
     assert next_rung(flat, ["c", "s"]) == 1  # cold: a flat round climbs
     assert next_rung(flat, ["c", "s"], record=record) == 0
@@ -245,12 +248,7 @@ def test_a_rungs_round_counts_as_raising_by_state_only_when_it_gained_a_band() -
     from langgraph_refine._strategy import latest_state_stats
 
     def two(second: float) -> list[Attempt]:
-        return [
-            *_cheap_first(0.1),
-            Attempt(
-                index=1, response="b", parent=0, evaluation=Evaluation(score=second), model="c", rung=0
-            ),
-        ]
+        return [*_cheap_first(0.1), _cheap_round(second)]
 
     creeping = latest_state_stats(two(0.2))
     assert creeping["rung:c@b0/start"] == MoveStats(rounds=1, raised=0)

@@ -146,7 +146,10 @@ def test_a_run_is_one_item_in_its_records_namespace_keyed_by_model_and_evaluator
     assert item.key == f"run:{loop_id}:3" and item.value["n"] == 3
     assert item.value["moves"] == {k: v.to_dict() for k, v in round_stats(first.attempts).items()}
     # Beside the totals, each round counted under the state it started from.
-    states = {s: {k: v.to_dict() for k, v in kinds.items()} for s, kinds in state_stats(first.attempts).items()}
+    states = {
+        s: {k: v.to_dict() for k, v in kinds.items()}
+        for s, kinds in state_stats(first.attempts).items()
+    }
     assert item.value["states"] == states
     records = strategy_records(store)
     assert list(records) == ["ScriptedChatModel|judge"]

@@ -288,7 +288,7 @@ def test_flat_counters_round_trip() -> None:
     assert flatten(nested, flatten(nested), sign=-1) == {path: 0 for path in flatten(nested)}
 
 
-def test_counts_by_state_survive_a_compaction_and_a_record_written_before_them_still_reads() -> None:
+def test_counts_by_state_survive_a_compaction_and_an_older_record_still_reads() -> None:
     from langgraph_refine._strategy import state_kind
 
     store, key = InMemoryStore(), "k"

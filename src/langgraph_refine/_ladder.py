@@ -18,6 +18,17 @@ best score:
   raised the best most often per dollar. A stalled rung is never kept for being cheap:
   measured, a rule that kept the cheap rung while its pooled raise rate per dollar beat
   the strong one's never left it on hard tasks (quality 0.18 below strong alone).
+- Warm, by state: the record also counts each rung's rounds by the state the run was in
+  when they began (`run_state`; key `"rung:<model>@<state>"`), a round counting as a
+  raise only when it raised the best by a band's width or to 1.0. With `STATE_ROUNDS`
+  such rounds of the current rung from the run's state, they decide: the run leaves the
+  rung when their smoothed raise rate is under `STAY_RATE`, or when the rung above
+  raised the best from that state more often per dollar (prices known); else it stays,
+  even after a round that did not raise the best. So a cheap rung is left at once after
+  a low first score (where it has never helped) and kept after a high one. A state the
+  record has not seen follows the cold rule (and the pooled "left after attempt 0" rule
+  applies only to a record written before states). Measured over random task mixes in
+  `make bench BENCH=ladder`.
 - Budget (`Budget(max_cost=...)`): a rung whose next call the money left cannot pay for
   is not chosen while a cheaper rung can still be paid. A rung's next call is estimated
   as the most one of its calls has cost so far in this run (the prompt grows by round,
@@ -108,8 +119,9 @@ def _stalled(
         if here < STAY_RATE:
             return True
         above = _rate(record, names[current + 1], state, smooth=True)
-        price, price_above = (prices or {}).get(names[current]), (prices or {}).get(
-            names[current + 1]
+        price, price_above = (
+            (prices or {}).get(names[current]),
+            (prices or {}).get(names[current + 1]),
         )
         return bool(above is not None and price and price_above) and (
             above / price_above > here / price  # type: ignore[operator]
@@ -141,8 +153,11 @@ def _rate(
     state: str | None = None,
     smooth: bool = False,
 ) -> float | None:
-    """A rung's pooled raise rate (from `state` only, if given), None under `MIN_ROUNDS` rounds
-    (`STATE_ROUNDS` from a state; `smooth`: `(raised + 1) / (rounds + 2)` there)."""
+    """A rung's pooled raise rate (from `state` only, if given), None until it has enough rounds.
+
+    Enough is `MIN_ROUNDS`, or `STATE_ROUNDS` from a state, where `smooth` gives the rate
+    as `(raised + 1) / (rounds + 2)`.
+    """
     if state is None:
         stats = (record or {}).get(rung_kind(name))
         if stats is None or stats.rounds < MIN_ROUNDS:

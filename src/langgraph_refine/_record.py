@@ -12,10 +12,10 @@ as LangChain reports them, else the class or function name) and the evaluator's 
 sets it instead.
 
 After every evaluated round a run writes its counts so far (as `round_stats` gives them
-for its attempts), replacing its own earlier counts rather than adding to a total: a
-round replayed after a crash, or a resumed run, writes the same counts again and nothing
-is counted twice. In the same exchange it reads the record and gets the other runs'
-pooled counts.
+for its attempts, and by the state each round began in, as `state_stats` gives them),
+replacing its own earlier counts rather than adding to a total: a round replayed after
+a crash, or a resumed run, writes the same counts again and nothing is counted twice.
+In the same exchange it reads the record and gets the other runs' pooled counts.
 
 `strategy_records(store)` returns every record in a store as plain counts.
 
@@ -148,7 +148,9 @@ class StrategyRecord:
         """
         plain = _with_rungs(self.moves)
         if self.states:
-            plain["states"] = {state: _with_rungs(self.states[state]) for state in sorted(self.states)}
+            plain["states"] = {
+                state: _with_rungs(self.states[state]) for state in sorted(self.states)
+            }
         return plain
 
 
@@ -210,8 +212,10 @@ class RecordUpdate:
         return plan_writes(record_namespace(self.key), view, self.loop_id, n, entry)
 
     def others(self, view: RecordView) -> Counts:
-        """The pooled counts of every other run: per kind of move, and per kind and state
-        under `"<kind>@<state>"` keys (`state_kind`), as `choose_next` reads them."""
+        """The pooled counts of every other run, as `choose_next` reads them.
+
+        Per kind of move, and per kind and state under `"<kind>@<state>"` keys (`state_kind`).
+        """
         total = view.total(without=self.loop_id)
         counts = _counts(total.get("moves"))
         for state, kinds in _states(total).items():
@@ -321,7 +325,9 @@ def strategy_records(store: BaseStore) -> dict[str, dict[str, Any]]:
     Returns:
         `{record_key: {move_kind: {"rounds": int, "raised": int, "fell": int}}}`, sorted
         by key. A ladder of models adds a `"rungs"` level per key: `{"rungs": {model:
-        {"rounds", "raised", "fell"}}}`, each rung's rounds (after attempt 0).
+        {"rounds", "raised", "fell"}}}`, each rung's rounds (after attempt 0). The same
+        rounds by the state each began in (`run_state`) come under `"states"`: `{"states":
+        {state: {move_kind: {...}, "rungs": {...}}}}`.
 
     Example:
         >>> from langgraph.store.memory import InMemoryStore
@@ -330,8 +336,10 @@ def strategy_records(store: BaseStore) -> dict[str, dict[str, Any]]:
         >>> def write(state): return "a city on a river" if state["attempts"] else "a city"
         >>> store = InMemoryStore()
         >>> _ = refine(write, "Describe Paris.", contains_all(["river"]), store=store)
-        >>> strategy_records(store)
-        {'write|contains_all': {'refine': {'rounds': 1, 'raised': 1, 'fell': 0}}}
+        >>> strategy_records(store)["write|contains_all"]["refine"]
+        {'rounds': 1, 'raised': 1, 'fell': 0}
+        >>> strategy_records(store)["write|contains_all"]["states"]
+        {'b0/start': {'refine': {'rounds': 1, 'raised': 1, 'fell': 0}}}
     """
     return {key: record.to_dict() for key, record in read_records(store).items()}
 

@@ -37,6 +37,15 @@ every choice, round 1's included, weighs those counts with this run's own:
   acts on what it says, so a kind of move it says hurts (its rounds fall) is rarely
   tried again, and one that helps is used from round 1.
 
+By state: the record also counts each round under the state the run was in when it
+began (`run_state`: the band of the best score so far, `STATE_BANDS` of them, and whether
+the latest round raised it; `state_stats`). When it holds at least `STATE_MIN_ROUNDS`
+rounds from the state this run is in, explore draws over those and this run's own rounds
+from that state, a round worth 1 if it raised the best and `STATE_KEPT_CREDIT` (0) if
+not; otherwise over the counts pooled over every state, as above. `choose_next` gets the
+counts by state in the same mapping as the pooled ones, keyed `"<kind>@<state>"`
+(`state_kind`).
+
 The rule was chosen by simulation on scripted refiners of many strengths (weak ones
 whose refinements drop what they had, strong ones that fix what feedback names) and
 measured on them and on the local model (`make bench BENCH=strategies`, whose notes give
@@ -255,8 +264,10 @@ def latest_state_stats(attempts: Sequence[Attempt]) -> dict[str, MoveStats]:
 
 
 def _raised_by_a_band(attempts: Sequence[Attempt]) -> bool:
-    """Whether the latest attempt raised the best score by a band's width (`1 / STATE_BANDS`),
-    or to 1.0 (a PASS counts as 1.0) from less than a band below."""
+    """Whether the latest attempt raised the best by a band's width (`1 / STATE_BANDS`).
+
+    Or to 1.0 (a PASS counts as 1.0) from less than a band below.
+    """
     earlier = max((_score(a) for a in attempts[:-1] if a.evaluation is not None), default=0.0)
     return _score(attempts[-1]) >= min(1.0, earlier + 1.0 / STATE_BANDS) - 1e-9 and (
         _raised_best(attempts)
