@@ -36,6 +36,9 @@ WORDS = 8
 
 Counts = dict[str, MoveStats]
 
+RUNG_AWARE = True
+"""Tell explore which rung will move (`choose_next(..., rung=)`), as the loop does."""
+
 
 @dataclass(frozen=True)
 class Skill:
@@ -135,8 +138,6 @@ def drive(
         )
         if len(words) == WORDS or index == calls - 1:
             break
-        choice = choose_next(strategy, attempts, task, record)
-        move, parent = choice.move, choice.parent
         if len(rungs) > 1:
             rung = next_rung(
                 attempts,
@@ -144,6 +145,9 @@ def drive(
                 record=record if strategy == "explore" else None,
                 prices=prices,
             )
+        moving = names[rung] if len(rungs) > 1 and RUNG_AWARE else None
+        choice = choose_next(strategy, attempts, task, record, rung=moving)
+        move, parent = choice.move, choice.parent
     if record is not None:
         add_into(record, pooled_counts(attempts))
     return Outcome(

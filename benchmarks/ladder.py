@@ -15,7 +15,9 @@ Arms, on the same `TASKS` tasks of each mix (paired by task): cheap alone and st
 (`strategy="chain"`), the fixed rule (cheap once, then the strong model refines its answer),
 the ladder cold (`strategy="explore"`, no record) and warm (explore with a record filled
 by a first pass over `TASKS` other tasks of the same mix, and still learning while
-measured). The runs drive the library's `choose_next` and `next_rung` directly (`_mixes`).
+measured). The runs drive the library's `choose_next` and `next_rung` directly (`_mixes`),
+each round choosing the rung first and then the move, explore told the rung that moves
+(`choose_next(..., rung=)`).
 
 The floor knows each task's difficulty: per difficulty it may use any of cheap alone,
 strong alone, the fixed rule and the cold ladder (or mix them over tasks); `floor at q`
@@ -278,20 +280,22 @@ cheap rung for every easy task after them, lasting, since a rung never tried fro
 gathers no counts there). A state's rate decides only after `STATE_ROUNDS` (5) rounds and is
 smoothed, `(raised + 1) / (rounds + 2)`.
 
-The misses have two causes. (1) Where the cheap model's first answers to easy and hard
-tasks overlap in score (the bands of `run_state` then mix both kinds), the state cannot
-tell them apart: the warm ladder spends a cheap round on some hard tasks and, at 4 calls,
-has fewer strong rounds left (quality misses, e.g. seeds 1017 and 1028, 0.03-0.04 below
-strong alone). The floor knows each task's kind, which no rule reading scores can.
-(2) Explore's counts per kind of move are pooled over the rungs, so on a ladder a strong
-rung's fresh samples (which raise the best from a low score every time) are credited to
-"sample" and the cheap rung's failed refinements debited to "refine": warm explore then
-samples afresh on the strong rung where refining the cheap answer would have finished
-sooner, costing a call on hard tasks (cost misses against the floor where it is low,
-e.g. seed 1007 at 1.61x a floor of 0.30x strong alone's cost; and the fixed rule, which
-refines with the strong model at once, dominating on mostly hard mixes such as seed 1038).
-Counting moves per rung would need the next rung to be known when the move is chosen (the
-loop chooses the move, then the rung)."""
+A third detail: explore's counts per kind of move, pooled over the rungs, credited a
+strong rung's fresh answers (which raise the best from a low score every time) to
+"sample" and debited the cheap rung's failed refinements to "refine", so warm explore
+sampled afresh on the strong rung where refining the cheap answer would have finished
+sooner. A ladder's round now also counts its move under the state joined with the rung
+that made it (`"b0/start|strong"`), and explore, told which rung moves next
+(`choose_next(..., rung=)`; this drive picks the rung first, as `next_rung` does not
+depend on the move), weighs that rung's rounds first: every goal together went from 85%
+of the mixes (worst cost 1.61x the floor, seed 1007; the fixed rule dominating on seeds
+1006, 1026 and 1038 in earlier runs) to the figure above.
+
+What still misses: where the cheap model's first answers to easy and hard tasks overlap
+in score (the bands of `run_state` then mix both kinds), the state cannot tell them apart,
+so the warm ladder spends a cheap round on some hard tasks and, at 4 calls, has fewer
+strong rounds left (quality 0.03-0.05 below strong alone). The floor knows each task's
+kind, which no rule reading scores can."""
 
 
 def misses(verdicts: list[Verdict]) -> str:

@@ -684,3 +684,36 @@ def test_a_warm_run_acts_on_the_counts_of_the_state_it_is_in() -> None:
     for task in TASKS:
         assert choose_next("explore", [attempt(0, 0.8)], task, record) == Choice("refine", 0)
         assert choose_next("explore", [attempt(0, 0.1)], task, record).parent is None
+
+
+def test_a_ladder_round_counts_its_move_also_under_the_rung_that_made_it() -> None:
+    from langgraph_refine._strategy import latest_state_stats
+
+    run = [
+        Attempt(index=0, response="a", evaluation=Evaluation(score=0.1), model="c", rung=0),
+        Attempt(index=1, response="b", evaluation=Evaluation(score=0.7), model="s", rung=1),
+    ]
+    assert latest_state_stats(run) == {
+        "sample@b0/start": MoveStats(1, 1, 0),
+        "rung:s@b0/start": MoveStats(1, 1, 0),  # raised by two bands
+        "sample@b0/start|s": MoveStats(1, 1, 0),
+    }
+
+
+def test_told_the_rung_that_moves_explore_weighs_that_rungs_rounds_first() -> None:
+    # From a low score, fresh answers raised the best (they were the strong rung's); the
+    # strong rung's own refinements raised it more often still.
+    record = {
+        **FALLING,
+        "sample@b0/start": MoveStats(40, 40, 0),
+        "refine@b0/start": MoveStats(40, 5, 10),
+        "sample@b0/start|s": MoveStats(20, 12, 0),
+        "refine@b0/start|s": MoveStats(20, 20, 0),
+    }
+    for task in TASKS:
+        assert choose_next("explore", [attempt(0, 0.1)], task, record).parent is None
+        assert choose_next("explore", [attempt(0, 0.1)], task, record, rung="s") == Choice(
+            "refine", 0
+        )
+        # A rung with too few rounds of its own there: any rung's rounds decide.
+        assert choose_next("explore", [attempt(0, 0.1)], task, record, rung="c").parent is None

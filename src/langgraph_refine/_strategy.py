@@ -107,6 +107,9 @@ STATE_MARK = "@"
 STATE_KEPT_CREDIT = 0.0
 """What a kept round counts for among the rounds of one state (see `KEPT_CREDIT`)."""
 
+RUNG_STATE_MARK = "|"
+"""Joins a state and the ladder rung that moved from it (`rung_state`)."""
+
 STATE_MIN_ROUNDS = 20
 """Pooled rounds in a state (refinements and fresh samples) before explore acts on them
 rather than on the counts pooled over every state."""
@@ -247,11 +250,23 @@ def latest_state_stats(attempts: Sequence[Attempt]) -> dict[str, MoveStats]:
     """The latest round's counts keyed by kind of move and the state it started from.
 
     As `latest_round_stats`, with each kind `k` counted as `"k@<state>"` (`state_kind`),
-    the state being `run_state` of the attempts before the latest one.
+    the state being `run_state` of the attempts before the latest one. A ladder's round
+    also counts its kind of move under the state joined with the rung that made it,
+    `"k@<state>|<model>"` (`rung_state`).
     """
+    return {state_kind(k, state): s for state, k, s in _latest_by_state(attempts)}
+
+
+def rung_state(state: str, model: str) -> str:
+    """A state joined with the ladder rung that moves from it: `"<state>|<model>"`."""
+    return f"{state}{RUNG_STATE_MARK}{model}"
+
+
+def _latest_by_state(attempts: Sequence[Attempt]) -> list[tuple[str, str, MoveStats]]:
+    """The latest round's (state, kind, counts), as `latest_state_stats` keys them."""
     state = run_state(attempts[:-1]) if len(attempts) >= 2 else None
     if state is None:
-        return {}
+        return []
     stats = latest_round_stats(attempts)
     if any(kind.startswith(RUNG_KIND) for kind in stats) and not _raised_by_a_band(attempts):
         # A rung's round counts as raising the best only by a band's width: a cheap model
@@ -260,7 +275,14 @@ def latest_state_stats(attempts: Sequence[Attempt]) -> dict[str, MoveStats]:
             kind: MoveStats(s.rounds, 0, s.fell) if kind.startswith(RUNG_KIND) else s
             for kind, s in stats.items()
         }
-    return {state_kind(k, state): s for k, s in stats.items()}
+    out = [(state, kind, s) for kind, s in stats.items()]
+    model = attempts[-1].model
+    if attempts[-1].rung is not None and model is not None:
+        # Which rung made a move decides what it did: a strong rung's fresh answer says
+        # nothing of what the cheap rung's would have done.
+        here = rung_state(state, model)
+        out += [(here, kind, s) for kind, s in stats.items() if not kind.startswith(RUNG_KIND)]
+    return out
 
 
 def _raised_by_a_band(attempts: Sequence[Attempt]) -> bool:
@@ -286,13 +308,9 @@ def state_stats(attempts: Sequence[Attempt]) -> dict[str, dict[str, MoveStats]]:
     """
     by_state: dict[str, dict[str, MoveStats]] = {}
     for k in range(2, len(attempts) + 1):
-        state = run_state(attempts[: k - 1])
-        if state is None:
-            continue
-        kinds = by_state.setdefault(state, {})
-        suffix = len(STATE_MARK) + len(state)
-        for kind, outcome in latest_state_stats(attempts[:k]).items():
-            kinds[kind[:-suffix]] = kinds.get(kind[:-suffix], MoveStats()) + outcome
+        for label, kind, outcome in _latest_by_state(attempts[:k]):
+            kinds = by_state.setdefault(label, {})
+            kinds[kind] = kinds.get(kind, MoveStats()) + outcome
     return {state: kinds for state, kinds in by_state.items() if kinds}
 
 
@@ -326,6 +344,8 @@ def choose_next(
     attempts: Sequence[Attempt],
     task: str,
     record: Mapping[str, MoveStats] | None = None,
+    *,
+    rung: str | None = None,
 ) -> Choice:
     """What the next round generates: a fresh sample, or a refinement of which attempt.
 
@@ -338,6 +358,8 @@ def choose_next(
             `attempts`). Keys `"<kind>@<state>"` (`state_kind`) hold the counts of the
             rounds that started from one state (`run_state`). None or empty: explore
             starts knowing nothing.
+        rung: The model of the ladder rung that will make the move, if known: explore
+            then weighs that rung's own rounds from the run's state first.
 
     Returns:
         The kind of move and the attempt it starts from.
@@ -354,14 +376,19 @@ def choose_next(
         return SAMPLE
     if strategy == "chain":
         return _refine(attempts[-1].index)
-    return _explore(attempts, task, record or {})
+    return _explore(attempts, task, record or {}, rung)
 
 
 def _refine(index: int) -> Choice:
     return Choice("refine", index)
 
 
-def _explore(attempts: Sequence[Attempt], task: str, record: Mapping[str, MoveStats]) -> Choice:
+def _explore(
+    attempts: Sequence[Attempt],
+    task: str,
+    record: Mapping[str, MoveStats],
+    rung: str | None = None,
+) -> Choice:
     progress = _progress(attempts)
     best = progress.best
     if best is None:  # nothing evaluated
@@ -369,7 +396,7 @@ def _explore(attempts: Sequence[Attempt], task: str, record: Mapping[str, MoveSt
     if attempts[-1].parent is not None and progress.latest_raised:
         return _refine(best.index)  # a refinement just worked here: exploit it
     if _pooled_rounds(record):
-        return _explore_with_record(attempts, task, record, best)
+        return _explore_with_record(attempts, task, record, best, rung)
     if len(attempts) == 1:
         return _refine(best.index)
     refine_wins, refines = progress.refine
@@ -396,7 +423,11 @@ def _explore(attempts: Sequence[Attempt], task: str, record: Mapping[str, MoveSt
 
 
 def _explore_with_record(
-    attempts: Sequence[Attempt], task: str, record: Mapping[str, MoveStats], best: Attempt
+    attempts: Sequence[Attempt],
+    task: str,
+    record: Mapping[str, MoveStats],
+    best: Attempt,
+    rung: str | None = None,
 ) -> Choice:
     """Explore's choice weighing the pooled record with this run's own rounds.
 
@@ -411,14 +442,15 @@ def _explore_with_record(
     thick one mostly acts on what it says (so a kind it says hurts is rarely tried).
     """
     state = run_state(attempts)
-    scoped = in_state(record, state)
     credit = KEPT_CREDIT
-    if _pooled_rounds(scoped) >= STATE_MIN_ROUNDS:  # enough rounds from where this run stands
-        record = scoped
-        own = state_stats(attempts).get(state or "", {})
-        credit = STATE_KEPT_CREDIT
-    else:
-        own = round_stats(attempts)
+    own = round_stats(attempts)
+    labels = [state] if rung is None or state is None else [rung_state(state, rung), state]
+    for label in labels:  # the moving rung's rounds from here first, then any rung's
+        scoped = in_state(record, label)
+        if _pooled_rounds(scoped) >= STATE_MIN_ROUNDS:  # enough rounds from where it stands
+            record, credit = scoped, STATE_KEPT_CREDIT
+            own = state_stats(attempts).get(label or "", {})
+            break
     counts = _counts(record, own)
     rng = random.Random(_seed(task, len(attempts)))
     sharpen = min(RECORD_SHARPEN_MAX, 1.0 + _pooled_rounds(record) / RECORD_SHARPEN_ROUNDS)
