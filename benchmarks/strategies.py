@@ -133,10 +133,10 @@ rule before states) warm explore was within 0.01 of the better fixed rule on 72.
 them and above both on 36% of the medium ones (worst -0.063); acting on a state's counts
 from 8 rounds there, crediting kept rounds 0.3, 65% and 0% on the first 20 refiners
 (against 65% and 50% for the pooled rule on the same 20); from 20 rounds, crediting
-raises alone (the default), 75% and 36% (worst -0.050). The medium refiners are where the floor itself is barely
-above both (see the figures): the best split knowing the refiner gains about 0.01 over
-chain there, as the design table's dynamic-programming optimum did (0.850 against chain's
-0.841)."""
+raises alone (the default), 75% and 36% (worst -0.050). On the medium refiners the floor
+itself is above both only by about 0.01 (see the figures): the best split knowing the
+refiner gains about that over chain there, as the design table's dynamic-programming
+optimum did (0.850 against chain's 0.841)."""
 
 
 DESIGN_NOTE = """**How the rule was chosen (simulation, before this benchmark existed).** Candidate
