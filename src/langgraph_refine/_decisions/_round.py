@@ -268,10 +268,13 @@ def decided(
 ) -> Outcome:
     """The round's outcome: the evaluated attempt, the stop reason, the next move and rung."""
     attempt, attempts, stop_reason = judged
+    # The rung first: what explore's record says of a move depends on the model making it.
+    rung = _next_rung(attempts, ladder, options, record) if ladder else None
+    moving = ladder[rung] if rung is not None else None
     choice = (
         None
         if stop_reason
-        else choose_next(options.strategy, attempts, state["task"], record=record)
+        else choose_next(options.strategy, attempts, state["task"], record=record, rung=moving)
     )
     update: dict[str, Any] = {
         "attempts": [attempt],
@@ -282,8 +285,8 @@ def decided(
     }
     if stop_reason is not None or state.get("stop_reason") is not None:
         update["stop_reason"] = stop_reason
-    if ladder:  # also when the loop stops: a reviewer's `revise` takes this rung
-        update["rung"] = _next_rung(attempts, ladder, options, record)
+    if rung is not None:  # also when the loop stops: a reviewer's `revise` takes this rung
+        update["rung"] = rung
     event = round_event(options.name, attempt, best_attempt(attempts))
     return Outcome(update, attempts, stop_reason, choice, [event])
 

@@ -37,6 +37,15 @@ every choice, round 1's included, weighs those counts with this run's own:
   acts on what it says, so a kind of move it says hurts (its rounds fall) is rarely
   tried again, and one that helps is used from round 1.
 
+By state: the record also counts each round under the state the run was in when it
+began (`run_state`: the band of the best score so far, `STATE_BANDS` of them, and whether
+the latest round raised it; `state_stats`). When it holds at least `STATE_MIN_ROUNDS`
+rounds from the state this run is in, explore draws over those and this run's own rounds
+from that state, a round worth 1 if it raised the best and `STATE_KEPT_CREDIT` (0) if
+not; otherwise over the counts pooled over every state, as above. `choose_next` gets the
+counts by state in the same mapping as the pooled ones, keyed `"<kind>@<state>"`
+(`state_kind`).
+
 The rule was chosen by simulation on scripted refiners of many strengths (weak ones
 whose refinements drop what they had, strong ones that fix what feedback names) and
 measured on them and on the local model (`make bench BENCH=strategies`, whose notes give
@@ -88,6 +97,22 @@ RECORD_SHARPEN_MAX = 10.0
 
 RUNG_KIND = "rung:"
 """The prefix of a ladder rung's counts among the kinds of move: `"rung:<model>"`."""
+
+STATE_BANDS = 4
+"""Bands of the best score so far in a run's state: `b0` below 0.25, ..., `b3` from 0.75."""
+
+STATE_MARK = "@"
+"""Joins a kind of move and a state in the counts handed to `choose_next`: `"refine@b2/up"`."""
+
+STATE_KEPT_CREDIT = 0.0
+"""What a kept round counts for among the rounds of one state (see `KEPT_CREDIT`)."""
+
+RUNG_STATE_MARK = "|"
+"""Joins a state and the ladder rung that moved from it (`rung_state`)."""
+
+STATE_MIN_ROUNDS = 20
+"""Pooled rounds in a state (refinements and fresh samples) before explore acts on them
+rather than on the counts pooled over every state."""
 
 
 @dataclass(frozen=True)
@@ -191,6 +216,112 @@ def latest_round_stats(attempts: Sequence[Attempt]) -> dict[str, MoveStats]:
     return {kind: outcome, f"{RUNG_KIND}{latest.model}": outcome}
 
 
+def run_state(attempts: Sequence[Attempt]) -> str | None:
+    """The state a run is in after `attempts`: where its next move starts from.
+
+    `"b<band>/<phase>"`: the band of the best score so far (`STATE_BANDS` equal bands,
+    a PASS counting as 1.0) and whether the latest round raised it (`"start"` after
+    attempt 0 alone, `"up"` if the latest attempt raised the best, else `"flat"`).
+    None while nothing is evaluated.
+
+    Example:
+        >>> from langgraph_refine import Attempt, Evaluation
+        >>> first = Attempt(index=0, response="a", evaluation=Evaluation(score=0.4))
+        >>> run_state([first])
+        'b1/start'
+        >>> same = Attempt(index=1, response="b", parent=0, evaluation=Evaluation(score=0.4))
+        >>> run_state([first, same])
+        'b1/flat'
+    """
+    best = best_attempt(attempts)
+    if best is None or best.evaluation is None:
+        return None
+    band = min(STATE_BANDS - 1, int(_score(best) * STATE_BANDS))
+    phase = "start" if len(attempts) == 1 else "up" if _raised_best(attempts) else "flat"
+    return f"b{band}/{phase}"
+
+
+def state_kind(kind: str, state: str) -> str:
+    """The key of a kind of move's counts in one state: `"<kind>@<state>"`."""
+    return f"{kind}{STATE_MARK}{state}"
+
+
+def latest_state_stats(attempts: Sequence[Attempt]) -> dict[str, MoveStats]:
+    """The latest round's counts keyed by kind of move and the state it started from.
+
+    As `latest_round_stats`, with each kind `k` counted as `"k@<state>"` (`state_kind`),
+    the state being `run_state` of the attempts before the latest one. A ladder's round
+    also counts its kind of move under the state joined with the rung that made it,
+    `"k@<state>|<model>"` (`rung_state`).
+    """
+    return {state_kind(k, state): s for state, k, s in _latest_by_state(attempts)}
+
+
+def rung_state(state: str, model: str) -> str:
+    """A state joined with the ladder rung that moves from it: `"<state>|<model>"`."""
+    return f"{state}{RUNG_STATE_MARK}{model}"
+
+
+def _latest_by_state(attempts: Sequence[Attempt]) -> list[tuple[str, str, MoveStats]]:
+    """The latest round's (state, kind, counts), as `latest_state_stats` keys them."""
+    state = run_state(attempts[:-1]) if len(attempts) >= 2 else None
+    if state is None:
+        return []
+    stats = latest_round_stats(attempts)
+    if any(kind.startswith(RUNG_KIND) for kind in stats) and not _raised_by_a_band(attempts):
+        # A rung's round counts as raising the best only by a band's width: a cheap model
+        # creeping up a word at a time from a low band is not progress to pay for.
+        stats = {
+            kind: MoveStats(s.rounds, 0, s.fell) if kind.startswith(RUNG_KIND) else s
+            for kind, s in stats.items()
+        }
+    out = [(state, kind, s) for kind, s in stats.items()]
+    model = attempts[-1].model
+    if attempts[-1].rung is not None and model is not None:
+        # Which rung made a move decides what it did: a strong rung's fresh answer says
+        # nothing of what the cheap rung's would have done.
+        here = rung_state(state, model)
+        out += [(here, kind, s) for kind, s in stats.items() if not kind.startswith(RUNG_KIND)]
+    return out
+
+
+def _raised_by_a_band(attempts: Sequence[Attempt]) -> bool:
+    """Whether the latest attempt raised the best by a band's width (`1 / STATE_BANDS`).
+
+    Or to 1.0 (a PASS counts as 1.0) from less than a band below.
+    """
+    earlier = max((_score(a) for a in attempts[:-1] if a.evaluation is not None), default=0.0)
+    return _score(attempts[-1]) >= min(1.0, earlier + 1.0 / STATE_BANDS) - 1e-9 and (
+        _raised_best(attempts)
+    )
+
+
+def state_stats(attempts: Sequence[Attempt]) -> dict[str, dict[str, MoveStats]]:
+    """This run's rounds by the state each started from, then by kind of move.
+
+    Example:
+        >>> from langgraph_refine import Attempt, Evaluation
+        >>> first = Attempt(index=0, response="a", evaluation=Evaluation(score=0.4))
+        >>> better = Attempt(index=1, response="b", parent=0, evaluation=Evaluation(score=0.6))
+        >>> state_stats([first, better])
+        {'b1/start': {'refine': MoveStats(rounds=1, raised=1, fell=0)}}
+    """
+    by_state: dict[str, dict[str, MoveStats]] = {}
+    for k in range(2, len(attempts) + 1):
+        for label, kind, outcome in _latest_by_state(attempts[:k]):
+            kinds = by_state.setdefault(label, {})
+            kinds[kind] = kinds.get(kind, MoveStats()) + outcome
+    return {state: kinds for state, kinds in by_state.items() if kinds}
+
+
+def in_state(record: Mapping[str, MoveStats], state: str | None) -> dict[str, MoveStats]:
+    """The counts of one state, by kind of move, from counts keyed by `state_kind`."""
+    if state is None:
+        return {}
+    suffix = f"{STATE_MARK}{state}"
+    return {k[: -len(suffix)]: v for k, v in record.items() if k.endswith(suffix)}
+
+
 def _outcome(attempts: Sequence[Attempt]) -> tuple[str | None, MoveStats]:
     """The kind of move of the latest attempt and its round's counts (None: not evaluated)."""
     latest = attempts[-1]
@@ -213,6 +344,8 @@ def choose_next(
     attempts: Sequence[Attempt],
     task: str,
     record: Mapping[str, MoveStats] | None = None,
+    *,
+    rung: str | None = None,
 ) -> Choice:
     """What the next round generates: a fresh sample, or a refinement of which attempt.
 
@@ -222,7 +355,11 @@ def choose_next(
         task: The task, which seeds the explore strategy's draws.
         record: Counts per kind of move pooled over earlier runs of the same model and
             evaluator, not counting this run's rounds (explore adds those itself from
-            `attempts`). None or empty: explore starts knowing nothing.
+            `attempts`). Keys `"<kind>@<state>"` (`state_kind`) hold the counts of the
+            rounds that started from one state (`run_state`). None or empty: explore
+            starts knowing nothing.
+        rung: The model of the ladder rung that will make the move, if known: explore
+            then weighs that rung's own rounds from the run's state first.
 
     Returns:
         The kind of move and the attempt it starts from.
@@ -239,14 +376,19 @@ def choose_next(
         return SAMPLE
     if strategy == "chain":
         return _refine(attempts[-1].index)
-    return _explore(attempts, task, record or {})
+    return _explore(attempts, task, record or {}, rung)
 
 
 def _refine(index: int) -> Choice:
     return Choice("refine", index)
 
 
-def _explore(attempts: Sequence[Attempt], task: str, record: Mapping[str, MoveStats]) -> Choice:
+def _explore(
+    attempts: Sequence[Attempt],
+    task: str,
+    record: Mapping[str, MoveStats],
+    rung: str | None = None,
+) -> Choice:
     progress = _progress(attempts)
     best = progress.best
     if best is None:  # nothing evaluated
@@ -254,7 +396,7 @@ def _explore(attempts: Sequence[Attempt], task: str, record: Mapping[str, MoveSt
     if attempts[-1].parent is not None and progress.latest_raised:
         return _refine(best.index)  # a refinement just worked here: exploit it
     if _pooled_rounds(record):
-        return _explore_with_record(attempts, task, record, best)
+        return _explore_with_record(attempts, task, record, best, rung)
     if len(attempts) == 1:
         return _refine(best.index)
     refine_wins, refines = progress.refine
@@ -281,10 +423,17 @@ def _explore(attempts: Sequence[Attempt], task: str, record: Mapping[str, MoveSt
 
 
 def _explore_with_record(
-    attempts: Sequence[Attempt], task: str, record: Mapping[str, MoveStats], best: Attempt
+    attempts: Sequence[Attempt],
+    task: str,
+    record: Mapping[str, MoveStats],
+    best: Attempt,
+    rung: str | None = None,
 ) -> Choice:
     """Explore's choice weighing the pooled record with this run's own rounds.
 
+    When the record holds at least `STATE_MIN_ROUNDS` rounds that started from the
+    state this run is in (`run_state`), those counts and this run's own rounds from that
+    state are weighed; else the counts pooled over every state and all of this run's.
     Two Thompson draws over "raised the best score" rates: refining the best attempt
     against a fresh answer (every fresh kind's counts together), then, if fresh, which
     fresh kind. A kind's belief is `Beta(1 + k*raised, 1 + k*(rounds - raised))` over
@@ -292,7 +441,17 @@ def _explore_with_record(
     RECORD_SHARPEN_ROUNDS)` as the pooled record grows: a thin record explores, a
     thick one mostly acts on what it says (so a kind it says hurts is rarely tried).
     """
-    counts = _counts(record, round_stats(attempts))
+    state = run_state(attempts)
+    credit = KEPT_CREDIT
+    own = round_stats(attempts)
+    labels = [state] if rung is None or state is None else [rung_state(state, rung), state]
+    for label in labels:  # the moving rung's rounds from here first, then any rung's
+        scoped = in_state(record, label)
+        if _pooled_rounds(scoped) >= STATE_MIN_ROUNDS:  # enough rounds from where it stands
+            record, credit = scoped, STATE_KEPT_CREDIT
+            own = state_stats(attempts).get(label or "", {})
+            break
+    counts = _counts(record, own)
     rng = random.Random(_seed(task, len(attempts)))
     sharpen = min(RECORD_SHARPEN_MAX, 1.0 + _pooled_rounds(record) / RECORD_SHARPEN_ROUNDS)
 
@@ -301,7 +460,7 @@ def _explore_with_record(
 
     def draw(stats: MoveStats) -> float:
         kept = stats.rounds - stats.raised - stats.fell
-        worth = stats.raised + KEPT_CREDIT * kept
+        worth = stats.raised + credit * kept
         return rng.betavariate(1.0 + sharpen * worth, 1.0 + sharpen * (stats.rounds - worth))
 
     def first_wins(first: MoveStats, second: MoveStats) -> bool:
@@ -323,6 +482,7 @@ def _explore_with_record(
 
 
 def _pooled_rounds(record: Mapping[str, MoveStats]) -> int:
+    # Counts of every state (pooled kinds); the state-keyed ones (`"refine@..."`) are not summed.
     return sum(record[kind].rounds for kind in ("refine", *FRESH_MOVES) if kind in record)
 
 

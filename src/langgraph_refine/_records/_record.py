@@ -12,10 +12,10 @@ as LangChain reports them, else the class or function name) and the evaluator's 
 sets it instead.
 
 After every evaluated round a run writes its counts so far (as `round_stats` gives them
-for its attempts), replacing its own earlier counts rather than adding to a total: a
-round replayed after a crash, or a resumed run, writes the same counts again and nothing
-is counted twice. In the same exchange it reads the record and gets the other runs'
-pooled counts.
+for its attempts, and by the state each round began in, as `state_stats` gives them),
+replacing its own earlier counts rather than adding to a total: a round replayed after
+a crash, or a resumed run, writes the same counts again and nothing is counted twice.
+In the same exchange it reads the record and gets the other runs' pooled counts.
 
 `strategy_records(store)` returns every record in a store as plain counts.
 
@@ -28,15 +28,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from langgraph.runtime import get_runtime
 from langgraph.store.base import BaseStore, Item
 
 from langgraph_refine._decisions._options import LoopOptions
-from langgraph_refine._decisions._strategy import RUNG_KIND, MoveStats, round_stats
+from langgraph_refine._decisions._strategy import (
+    RUNG_KIND,
+    MoveStats,
+    round_stats,
+    state_kind,
+    state_stats,
+)
 from langgraph_refine._kinds import model_name
 from langgraph_refine._records._record_items import (
     PAGE,
@@ -124,30 +130,48 @@ class StrategyRecord:
     Attributes:
         moves: The totals per kind of move (what explore and `report` read).
         runs: Each counted run's own counters (JSON, as stored), by loop id.
+        states: The totals per state a round started from (`run_state`), then per kind
+            of move.
     """
 
     moves: Counts
     runs: dict[str, dict[str, Any]]
+    states: dict[str, Counts] = field(default_factory=dict)
 
     @classmethod
     def from_view(cls, view: RecordView) -> StrategyRecord:
         """The record a read of its namespace found."""
         runs = {run: entry.counts for run, entry in view.runs.items()}
-        return cls(moves=_counts(view.total().get("moves")), runs=runs)
+        total = view.total()
+        return cls(moves=_counts(total.get("moves")), runs=runs, states=_states(total))
 
     def to_dict(self) -> dict[str, Any]:
         """The totals as plain counts: `{move_kind: {"rounds", "raised", "fell"}}`.
 
         A ladder's rungs (move kinds `"rung:<model>"` in the stored counts, see
-        `_ladder`) come under their own level: `{"rungs": {model: {...}}}`.
+        `_ladder`) come under their own level: `{"rungs": {model: {...}}}`. The counts
+        by state come under `{"states": {state: {move_kind: {...}, "rungs": {...}}}}`.
         """
-        plain: dict[str, Any] = {}
-        for kind, stats in _plain(self.moves).items():
-            if kind.startswith(RUNG_KIND):
-                plain.setdefault("rungs", {})[kind[len(RUNG_KIND) :]] = stats
-            else:
-                plain[kind] = stats
+        plain = _with_rungs(self.moves)
+        if self.states:
+            plain["states"] = {
+                state: _with_rungs(self.states[state]) for state in sorted(self.states)
+            }
         return plain
+
+
+def _with_rungs(counts: Counts) -> dict[str, Any]:
+    plain: dict[str, Any] = {}
+    for kind, stats in _plain(counts).items():
+        if kind.startswith(RUNG_KIND):
+            plain.setdefault("rungs", {})[kind[len(RUNG_KIND) :]] = stats
+        else:
+            plain[kind] = stats
+    return plain
+
+
+def _states(total: Mapping[str, Any]) -> dict[str, Counts]:
+    return {str(state): _counts(kinds) for state, kinds in (total.get("states") or {}).items()}
 
 
 def _counts(value: Any) -> Counts:
@@ -187,12 +211,22 @@ class RecordUpdate:
         if self.loop_id is None or not counts:  # read only, or a round 0: nothing to count
             return Writes([], [])
         n = sum(stats.rounds for stats in counts.values())
-        entry = {"moves": _plain(counts)}
+        states = {state: _plain(kinds) for state, kinds in state_stats(self.attempts).items()}
+        entry: dict[str, Any] = {"moves": _plain(counts)}
+        if states:
+            entry["states"] = states
         return plan_writes(record_namespace(self.key), view, self.loop_id, n, entry)
 
     def others(self, view: RecordView) -> Counts:
-        """The pooled counts of every other run."""
-        return _counts(view.total(without=self.loop_id).get("moves"))
+        """The pooled counts of every other run, as `choose_next` reads them.
+
+        Per kind of move, and per kind and state under `"<kind>@<state>"` keys (`state_kind`).
+        """
+        total = view.total(without=self.loop_id)
+        counts = _counts(total.get("moves"))
+        for state, kinds in _states(total).items():
+            counts.update({state_kind(kind, state): stats for kind, stats in kinds.items()})
+        return counts
 
 
 def run_record(
@@ -297,7 +331,9 @@ def strategy_records(store: BaseStore) -> dict[str, dict[str, Any]]:
     Returns:
         `{record_key: {move_kind: {"rounds": int, "raised": int, "fell": int}}}`, sorted
         by key. A ladder of models adds a `"rungs"` level per key: `{"rungs": {model:
-        {"rounds", "raised", "fell"}}}`, each rung's rounds (after attempt 0).
+        {"rounds", "raised", "fell"}}}`, each rung's rounds (after attempt 0). The same
+        rounds by the state each began in (`run_state`) come under `"states"`: `{"states":
+        {state: {move_kind: {...}, "rungs": {...}}}}`.
 
     Example:
         >>> from langgraph.store.memory import InMemoryStore
@@ -306,8 +342,10 @@ def strategy_records(store: BaseStore) -> dict[str, dict[str, Any]]:
         >>> def write(state): return "a city on a river" if state["attempts"] else "a city"
         >>> store = InMemoryStore()
         >>> _ = refine(write, "Describe Paris.", contains_all(["river"]), store=store)
-        >>> strategy_records(store)
-        {'write|contains_all': {'refine': {'rounds': 1, 'raised': 1, 'fell': 0}}}
+        >>> strategy_records(store)["write|contains_all"]["refine"]
+        {'rounds': 1, 'raised': 1, 'fell': 0}
+        >>> strategy_records(store)["write|contains_all"]["states"]
+        {'b0/start': {'refine': {'rounds': 1, 'raised': 1, 'fell': 0}}}
     """
     return {key: record.to_dict() for key, record in read_records(store).items()}
 

@@ -36,9 +36,12 @@ the new run item and the `delete` of the run's previous one (a compaction adds a
 and a batch of deletes).
 
 **Room for more levels.** A run's entry is a dict of counters summed leaf by leaf
-(`flatten`), so levels beyond `"moves"` need no new merge rule: a ladder of models may
-add `"rungs": {<model>: {"rounds", "raised", "fell", "cost"}}` beside `"moves"` in each
-entry, and readers total it the same way.
+(`flatten`), so levels beyond `"moves"` need no new merge rule: the counts by state,
+`"states": {<state>: {<kind>: {"rounds", "raised", "fell"}}}` (see `run_state`), sit
+beside `"moves"` in each entry and are totalled, folded and compacted exactly as the
+moves are (an entry written without them reads as a run with no counts by state); a
+ladder of models may add `"rungs": {<model>: {"rounds", "raised", "fell", "cost"}}` the
+same way.
 
 """
 
@@ -72,7 +75,8 @@ VERSION = 2
 """The layout version written in every item's value."""
 
 Entry = dict[str, Any]
-"""One run's counters: `{"moves": {<kind>: {"rounds", "raised", "fell"}}}` (JSON)."""
+"""One run's counters: `{"moves": {<kind>: {"rounds", "raised", "fell"}}, "states":
+{<state>: {<kind>: {...}}}}` (JSON)."""
 
 Flat = dict[tuple[str, ...], Any]
 """Counters by their path: `{("moves", "refine", "rounds"): 3, ...}` (what a read sums)."""
