@@ -36,6 +36,7 @@ ORDER = (
     "ladder",
     "agent_ladder",
     "pairwise_local",
+    "demo",
 )
 NEEDS_LOCAL_MODEL = (
     "quality",
@@ -45,6 +46,7 @@ NEEDS_LOCAL_MODEL = (
     "judge_contradictions",
     "edits",
     "pairwise_local",
+    "demo",
 )
 
 
