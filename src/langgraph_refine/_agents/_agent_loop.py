@@ -418,9 +418,8 @@ class AgentLoop:
         return BudgetMeter(self.options.budget, spent(state), what=what, parent=active_meter())
 
     def judge(self) -> BaseEvaluator:
-        """The evaluator; without one, the agent's own model as judge (known at its first call)."""
-        if self.evaluator is None:
-            raise RuntimeError("the agent's model is known once it is first called")
+        """The evaluator (the agent's own model's judge is set at its first call)."""
+        assert self.evaluator is not None, "the agent's model is known once it is called"
         return self.evaluator
 
     def unanswered(self, state: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -139,13 +139,11 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         >>> refine.stop_rules.max_iterations
         2
 
-        Then `agent = create_agent(model, tools, middleware=[refine])`, and
-        `refine.result(agent.invoke(...))` for the loop's `RefineResult`.
+        Then `refine.result(create_agent(model, tools, middleware=[refine]).invoke(...))`.
     """
 
     state_schema = RefineAgentState
-    # The loop's own model calls (the judge, a comparer) carry LangChain's internal-call
-    # metadata; this transformer keeps them out of `run.messages` (LangChain >= 1.5).
+    # Keeps the loop's own calls (internal-call metadata) out of `run.messages`.
     transformers = (InternalCallTransformer,)
 
     def __init__(
@@ -337,13 +335,10 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         return self.loop.end_with_edit(state, outcome, calls.sent(judged))
 
     def result(self, state: Mapping[str, Any]) -> RefineResult:
-        """The loop's outcome from the agent's final state (what `invoke` returned).
+        """The loop's `RefineResult` from the agent's state (what `invoke` returned).
 
         Args:
             state: The agent's output state, or `agent.get_state(config).values`.
-
-        Returns:
-            The `RefineResult` of the run's loop: value, score, stop reason, attempts, usage.
         """
         return self.loop.result(state)
 
