@@ -49,7 +49,7 @@ def test_a_batch_compiles_its_loop_once_and_opens_one_connection_per_task_in_fli
     real = _run.create_refine_graph
 
     def counting(*args: Any, **kwargs: Any) -> Any:
-        compiled.append(kwargs.get("target_score"))
+        compiled.append(kwargs["options"].target_score)  # refine builds its options once
         return real(*args, **kwargs)
 
     monkeypatch.setattr(_run, "create_refine_graph", counting)
