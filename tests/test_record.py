@@ -346,9 +346,9 @@ def test_each_choice_gets_the_other_runs_pooled_counts(monkeypatch: pytest.Monke
     seen: list[dict[str, MoveStats] | None] = []
     real = _round.choose_next
 
-    def spy(strategy: Any, attempts: Any, task: str, record: Any = None) -> Any:
+    def spy(strategy: Any, attempts: Any, task: str, record: Any = None, **kw: Any) -> Any:
         seen.append(None if record is None else dict(record))
-        return real(strategy, attempts, task, record=record)
+        return real(strategy, attempts, task, record=record, **kw)
 
     monkeypatch.setattr(_round, "choose_next", spy)
     store = InMemoryStore()
