@@ -337,7 +337,13 @@ def run(
 ) -> None:
     """Refine one task, showing each round's score, verdict and feedback."""
     from langgraph_refine.cli._review import TerminalReviewer
-    from langgraph_refine.cli._single import RunRequest, check_task, execute, result_json
+    from langgraph_refine.cli._single import (
+        RunRequest,
+        check_task,
+        execute,
+        result_json,
+        show_lost_work,
+    )
     from langgraph_refine.cli._view import RoundView, show_result
 
     check_task(task)
@@ -375,9 +381,9 @@ def run(
     except CliError:
         raise
     except Exception as exc:
-        raise CliError(
-            describe_error(exc, settings.describe_endpoint(), settings.timeout)
-        ) from None
+        message = describe_error(exc, settings.describe_endpoint(), settings.timeout)
+        show_lost_work(exc, message, out, json_output=json_output, show_reasoning=show_reasoning)
+        raise CliError(message) from None
     if json_output:
         sys.stdout.write(json.dumps(result_json(result), ensure_ascii=False) + "\n")
         sys.stdout.flush()

@@ -111,16 +111,20 @@ def _reasoning_text(reasoning: str) -> Text:
     return Text(f"  reasoning:\n{indented}", style="dim italic")
 
 
-def show_result(console: Console, result: RefineResult, *, show_reasoning: bool = False) -> None:
+def show_result(
+    console: Console, result: RefineResult, *, show_reasoning: bool = False, failed: bool = False
+) -> None:
     """Print the final response with its score and why the loop stopped.
 
     A typed result (`--schema`) is shown as its object, formatted JSON; with
-    `show_reasoning`, the best attempt's reasoning is printed above it.
+    `show_reasoning`, the best attempt's reasoning is printed above it. With `failed`,
+    the result is the best one of a run that ended with an error (printed after it).
     """
+    ended = "the run failed" if failed else f"stopped: {result.stop_reason}"
     title = (
-        f"best response — score {score_text(result.score)}"
+        f"best response{' so far' if failed else ''} — score {score_text(result.score)}"
         + (f", {result.verdict}" if result.verdict else "")
-        + f", stopped: {result.stop_reason}, {result.iterations} refinement round(s)"
+        + f", {ended}, {result.iterations} refinement round(s)"
     )
     best = next((a for a in result.attempts if a.index == result.best_index), None)
     if show_reasoning and best is not None and best.reasoning:
