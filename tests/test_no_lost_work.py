@@ -141,3 +141,51 @@ def test_a_batch_row_keeps_the_attempts_and_usage(
     assert "refused round 1" in row["error"]
     assert [a["response"] for a in row["attempts"]] == ["draft 0"]
     assert row["usage"]["calls"] == 2 and row["score"] == 0.4
+
+
+# -- an unpriced rung under max_cost is refused before the first call ---------------------
+
+
+def ladder_models(server: Any) -> list[Any]:
+    from langchain_openai import ChatOpenAI
+
+    return [
+        ChatOpenAI(model=name, base_url=server.base_url, api_key="unused", max_retries=0)
+        for name in ("cheap", "strong")
+    ]
+
+
+def test_an_unpriced_rung_is_refused_before_the_first_call(openai_server: Any) -> None:
+    from langgraph_refine import Budget, UnknownPriceError
+
+    server = openai_server(drafts_and_judge(SCORES))
+    budget = Budget(max_cost=1.0, prices={"cheap": {"input": 1, "output": 1}})
+    with pytest.raises(UnknownPriceError) as caught:
+        refine(ladder_models(server), "Write a poem.", budget=budget)
+    message = str(caught.value)
+    assert message.startswith("generator[1] of the ladder (rung 1): no price is known")
+    assert "'strong'" in message and "--price strong=0.15,0.6" in message
+    assert server.requests == []
+    priced = Budget(
+        max_cost=1.0,
+        prices={"cheap": {"input": 1, "output": 1}, "strong": {"input": 2, "output": 2}},
+    )
+    assert refine(ladder_models(server), "Write a poem.", budget=priced).usage.cost
+
+
+def test_the_cli_refuses_an_unpriced_rung_before_the_first_call(
+    cli: Any, openai_server: Any, tmp_path: Path
+) -> None:
+    from tests.test_cli_helpers import assert_one_line_error
+
+    server = openai_server(drafts_and_judge(SCORES))
+    ladder = ["--model", "cheap", "--model", "strong", "--base-url", server.base_url]
+    money = ["--max-cost", "0.01", "--price", "cheap=1,1"]
+    run = cli("run", "Write a poem.", *ladder, *money, "--json")
+    assert_one_line_error(run, "generator[1] of the ladder", "--price strong=")
+    assert run.out == "" and server.requests == []
+    src, out = write_jsonl(tmp_path / "in.jsonl", tasks(1)), tmp_path / "out.jsonl"
+    batch = cli("batch", str(src), "--out", str(out), *ladder, *money)
+    assert batch.code == 1 and server.requests == []
+    (row,) = read_jsonl(out)
+    assert "generator[1] of the ladder" in row["error"]

@@ -20,7 +20,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.types import RetryPolicy
 
 from langgraph_refine._adapters import GeneratorAdapter, GeneratorLike, adapt, adapt_ladder
-from langgraph_refine._budget import BudgetStop
+from langgraph_refine._budget import BudgetStop, check_rungs_priced
 from langgraph_refine._edits import asks_for_edits, edit_text, read_edits
 from langgraph_refine._errors import ContextLengthError
 from langgraph_refine._memory import select_attempts
@@ -179,6 +179,9 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
     def _begin(self, state: Mapping[str, Any], config: RunnableConfig | None) -> _Round:
         options = run_options(self.options)
         rung, adapter = self._rung(state, options)
+        if not state.get("attempts") and state.get("pending") is None:
+            # Before the loop's first call: every rung it may climb to must be priceable.
+            check_rungs_priced(options.budget, [r.generator for r in self.rungs_for(options)])
         if options.max_tokens is not None:
             adapter.check_max_tokens(options.max_tokens)
         parent = refined_attempt(state)  # found once a round

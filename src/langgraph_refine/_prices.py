@@ -17,6 +17,8 @@ from typing import Any
 
 import genai_prices
 
+from langgraph_refine._kinds import chat_model_of
+
 PRICE_KEYS = ("input", "output", "cache_read")
 """The keys of one model's price: USD per million input, output and cached-input tokens."""
 
@@ -117,6 +119,26 @@ def ref_from_metadata(metadata: Mapping[str, Any] | None, **kwargs: Any) -> Mode
         return None
     provider = metadata.get("ls_provider")
     return ModelRef(model, provider if isinstance(provider, str) and provider else None)
+
+
+def ref_of_model(generator: Any) -> ModelRef | None:
+    """The model a generator's calls will name, known before any call; None if unknown.
+
+    A chat model (or a runnable binding one) names its model and provider as its calls'
+    metadata will (`ls_model_name`, `ls_provider`); any other generator is unknown until
+    it calls.
+    """
+    model = chat_model_of(generator)
+    if model is None:
+        return None
+    try:
+        params = model._get_ls_params()
+    except Exception:  # a model whose tracing parameters cannot be built
+        return None
+    name, provider = params.get("ls_model_name"), params.get("ls_provider")
+    if not isinstance(name, str) or not name:
+        return None
+    return ModelRef(name, provider if isinstance(provider, str) and provider else None)
 
 
 def ref_from_reply(message: Any) -> ModelRef | None:
