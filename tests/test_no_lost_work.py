@@ -189,3 +189,49 @@ def test_the_cli_refuses_an_unpriced_rung_before_the_first_call(
     assert batch.code == 1 and server.requests == []
     (row,) = read_jsonl(out)
     assert "generator[1] of the ladder" in row["error"]
+
+
+# -- a comparer that fails: the choice falls back to the score ----------------------------
+
+
+def dead_comparer(task: str, first: str, second: str) -> str:
+    raise TimeoutError("the comparer's endpoint timed out")
+
+
+@pytest.mark.parametrize("mode", ["sync", "async", "async-budget"])
+def test_a_failing_comparer_falls_back_to_the_score(mode: str) -> None:
+    from langgraph_refine import Budget
+    from tests.test_select import TASK, evaluate, five_attempts, generate
+
+    options = five_attempts(select="pairwise", comparer=dead_comparer)
+    if mode == "async-budget":  # the comparisons run one after another
+        options["budget"] = Budget(max_calls=100)
+    if mode == "sync":
+        result = refine(generate, TASK, evaluate, **options)
+    else:
+        result = asyncio.run(arefine(generate, TASK, evaluate, **options))
+    assert result.value == "v1" and result.best_index == 1 and len(result.attempts) == 5
+    selection = result.metadata["selection"]
+    assert selection["method"] == "score" and selection["chosen"] == 1
+    assert selection["note"] == (
+        "the comparer failed (TimeoutError: the comparer's endpoint timed out); chosen by score"
+    )
+
+
+def test_cli_a_dead_comparer_keeps_the_run(cli: Any, openai_server: Any) -> None:
+    from tests.test_cli_helpers import last_user_text
+
+    drafts = drafts_and_judge(SCORES)
+
+    def script(body: dict[str, Any]) -> Reply | str:
+        if "Compare response A" in last_user_text(body):
+            return Reply(status=400, error="comparisons are switched off")
+        return drafts(body)
+
+    server = openai_server(script)
+    run = cli(*run_args(server, "--select", "pairwise", "--max-iterations", "2", "--json"))
+    assert run.code == 0, run.err
+    data = json.loads(run.out)
+    assert data["value"] == "draft 1" and data["selection"]["method"] == "score"
+    assert "the comparer failed" in data["selection"]["note"]
+    assert "comparisons are switched off" in data["selection"]["note"]

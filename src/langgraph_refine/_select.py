@@ -27,6 +27,7 @@ from typing import Any, get_args
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langgraph.errors import GraphBubbleUp
 
 from langgraph_refine._budget import BudgetStop, model_invocation
 from langgraph_refine._fences import json_objects
@@ -256,6 +257,21 @@ def by_score(attempts: Sequence[Attempt]) -> int | None:
     return best.index if best is not None else None
 
 
+def budget_ran_out(stop: BudgetStop) -> str:
+    """The selection's note when the budget stopped the comparisons."""
+    return f"the budget ran out during the comparisons ({stop}); chosen by score"
+
+
+def comparer_failed(exc: BaseException) -> str:
+    """The selection's note when the comparer failed (after its retries): chosen by score.
+
+    A comparer that fails (a timeout, an endpoint gone) is handled like a budget stop:
+    the run keeps its attempts and falls back to the score, saying why.
+    """
+    text = " ".join(str(exc).split())[:300] or "no message"
+    return f"the comparer failed ({type(exc).__name__}: {text}); chosen by score"
+
+
 @dataclass
 class Selection:
     """One loop's pairwise selection: the plan, the comparisons made, the choice.
@@ -332,9 +348,11 @@ class Selection:
                 backward = call(self.comparer.compare, self.task, second, first)
                 self.add((a, b), forward, backward)
         except BudgetStop as stop:
-            return self.record(
-                note=f"the budget ran out during the comparisons ({stop}); chosen by score"
-            )
+            return self.record(note=budget_ran_out(stop))
+        except GraphBubbleUp:
+            raise
+        except Exception as exc:  # the loop's attempts are worth more than the comparisons
+            return self.record(note=comparer_failed(exc))
         return self.record()
 
     async def arun(self, acall_: Callable[..., Any], *, concurrent: bool) -> dict[str, Any]:
@@ -348,14 +366,23 @@ class Selection:
 
         try:
             if concurrent:
-                verdicts = await asyncio.gather(*(pair(a, b) for a, b in self.pairs))
-                for (a, b), (forward, backward) in zip(self.pairs, verdicts, strict=True):
-                    self.add((a, b), forward, backward)
+                # Every comparison ends (none is left running) before a failure is raised.
+                verdicts = await asyncio.gather(
+                    *(pair(a, b) for a, b in self.pairs), return_exceptions=True
+                )
+                for (a, b), verdict in zip(self.pairs, verdicts, strict=True):
+                    if not isinstance(verdict, BaseException):
+                        self.add((a, b), *verdict)
+                failed = next((v for v in verdicts if isinstance(v, BaseException)), None)
+                if failed is not None:
+                    raise failed
             else:
                 for a, b in self.pairs:
                     self.add((a, b), *await pair(a, b))
         except BudgetStop as stop:
-            return self.record(
-                note=f"the budget ran out during the comparisons ({stop}); chosen by score"
-            )
+            return self.record(note=budget_ran_out(stop))
+        except GraphBubbleUp:
+            raise
+        except Exception as exc:  # the loop's attempts are worth more than the comparisons
+            return self.record(note=comparer_failed(exc))
         return self.record()
