@@ -3,8 +3,9 @@
 A call is priced from the model's name and provider as LangChain reports them
 (`ls_model_name` / `ls_provider` in the call's metadata, or `model_name` /
 `model_provider` in a reply's `response_metadata`) and from its token usage. Prices a user
-gives (`Budget(prices=...)`, in US dollars per million tokens) win over the data; without
-them the lookup uses `genai-prices`, which ships its price data (no network).
+gives (`Budget(prices=...)`, in US dollars per million tokens, keyed by the model's name
+or by `provider:model` as `Attempt.model` spells it) win over the data; without them the
+lookup uses `genai-prices`, which ships its price data (no network).
 """
 
 from __future__ import annotations
@@ -161,9 +162,20 @@ class Pricing:
     def __init__(self, prices: Mapping[str, Price] | None = None) -> None:
         self.prices = dict(prices or {})
 
+    def given(self, ref: ModelRef) -> Price | None:
+        """The user's price for `ref`, or None if the user gave none.
+
+        Keyed `provider:model` (as `Attempt.model` names it) wins over the model's name.
+        """
+        if ref.provider is not None:
+            found = self.prices.get(f"{ref.provider}:{ref.model}")
+            if found is not None:
+                return found
+        return self.prices.get(ref.model)
+
     def knows(self, ref: ModelRef | None) -> bool:
         """True if calls to `ref` can be priced."""
-        return ref is not None and (ref.model in self.prices or _data_knows(ref))
+        return ref is not None and (self.given(ref) is not None or _data_knows(ref))
 
     def cost(self, ref: ModelRef | None, usage: Mapping[str, Any]) -> float | None:
         """USD for one call with LangChain `usage_metadata`; None if the price is unknown."""
@@ -173,7 +185,7 @@ class Pricing:
         output_tokens = int(usage.get("output_tokens", 0) or 0)
         details = usage.get("input_token_details") or {}
         cached = min(int(details.get("cache_read", 0) or 0), input_tokens)
-        price = self.prices.get(ref.model)
+        price = self.given(ref)
         if price is not None:
             cache_price = price.input if price.cache_read is None else price.cache_read
             fresh = input_tokens - cached

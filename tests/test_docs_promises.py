@@ -1,0 +1,57 @@
+"""What the docs promise of the newest features: prices keyed `provider:model`, a batch
+whose lines name their own models, the strategy record's store, labels of members that
+gave no feedback, a ladder that names one model twice, tracing a failed round, and the
+smaller surfaces (the result box, ignored options, batch keys).
+"""
+
+# ruff: noqa: F811 - pytest fixtures are imported from the helper module
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from langgraph_refine import Budget, refine
+from tests.test_cli_helpers import (  # noqa: F401 - fixtures
+    cli,
+    drafts_and_judge,
+    openai_server,
+)
+
+SCORES = {"draft 0": 0.4, "draft 1": 0.7, "draft 2": 0.95}
+
+
+def chat(server: Any, name: str) -> Any:
+    from langchain_openai import ChatOpenAI
+
+    return ChatOpenAI(model=name, base_url=server.base_url, api_key="unused", max_retries=0)
+
+
+# -- prices keyed provider:model ----------------------------------------------------------
+
+
+def test_prices_keyed_provider_and_model_price_the_calls(openai_server: Any) -> None:
+    server = openai_server(drafts_and_judge(SCORES))
+    keyed = Budget(max_cost=1.0, prices={"openai:smollm2": {"input": 1.0, "output": 2.0}})
+    result = refine(chat(server, "smollm2"), "Write a poem.", budget=keyed)
+    usage = result.usage
+    assert usage.cost == pytest.approx((usage.input_tokens + usage.output_tokens * 2.0) / 1e6)
+    # The provider-qualified price wins over the bare name's; another provider's is no price.
+    both = {"openai:smollm2": {"input": 1.0, "output": 2.0}, "smollm2": {"input": 9, "output": 9}}
+    again = refine(chat(server, "smollm2"), "Write a poem.", budget=Budget(prices=both))
+    usage = again.usage
+    assert usage.cost == pytest.approx((usage.input_tokens + usage.output_tokens * 2.0) / 1e6)
+    other = Budget(prices={"anthropic:smollm2": {"input": 1.0, "output": 2.0}})
+    assert refine(chat(server, "smollm2"), "Write a poem.", budget=other).usage.cost is None
+
+
+def test_cli_price_keyed_provider_and_model(cli: Any, openai_server: Any) -> None:
+    server = openai_server(drafts_and_judge(SCORES))
+    run = cli(
+        "run", "Write a poem.", "--model", "smollm2", "--base-url", server.base_url,
+        "--max-cost", "0.01", "--price", "openai:smollm2=0.02,0.05", "--json",
+    )  # fmt: skip
+    assert run.code == 0, run.err
+    data = run.json()
+    assert data["usage"]["cost"] > 0 and list(data["models"]) == ["openai:smollm2"]
