@@ -8,6 +8,8 @@ smaller surfaces (the result box, ignored options, batch keys).
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -55,3 +57,32 @@ def test_cli_price_keyed_provider_and_model(cli: Any, openai_server: Any) -> Non
     assert run.code == 0, run.err
     data = run.json()
     assert data["usage"]["cost"] > 0 and list(data["models"]) == ["openai:smollm2"]
+
+
+# -- a batch whose every line names its model needs no --model ----------------------------
+
+
+def test_batch_lines_that_name_their_models_need_no_model_option(
+    cli: Any, openai_server: Any, tmp_path: Path
+) -> None:
+    from tests.test_cli_ladder import by_model
+
+    server = openai_server(by_model)
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    lines = [
+        {"id": "strong", "task": "one model", "model": "strong"},
+        {"id": "ladder", "task": "its own", "model": ["cheap", "strong"]},
+    ]
+    src.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    run = cli("batch", src, "--out", out, "--base-url", server.base_url, "-c", "1")
+    assert run.code == 0, run.err
+    rows = {row["id"]: row for row in map(json.loads, out.read_text().splitlines())}
+    assert [a["model"] for a in rows["strong"]["attempts"]] == ["openai:strong"]
+    assert [a["model"] for a in rows["ladder"]["attempts"]][-1] == "openai:strong"
+    # The judge runs on each line's first model (as `run` judges with its first rung).
+    assert {r["model"] for r in server.judge_requests} == {"strong", "cheap"}
+    # A line that relies on --model still needs one, before any output.
+    src.write_text(json.dumps({"id": "plain", "task": "no model"}) + "\n")
+    plain = cli("batch", src, "--out", tmp_path / "other.jsonl", "--base-url", server.base_url)
+    assert plain.code == 1 and "no model given" in plain.err
+    assert not (tmp_path / "other.jsonl").exists()

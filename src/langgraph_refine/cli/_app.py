@@ -529,7 +529,9 @@ def batch(
         stats = _batch_on_server(todo, server, assistant, out, concurrency, err, models)
     else:
         settings = _settings(model, base_url, judge_model, cache, timeout, max_tokens)
-        generator = settings.generator() if todo else None  # a bad model fails before output
+        from langgraph_refine.cli._batch import batch_generator
+
+        generator = batch_generator(todo, settings)  # a bad model fails before output
         writer = LineWriter(out)
         try:
             with RichProgress(err) as progress:

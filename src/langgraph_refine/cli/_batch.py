@@ -405,7 +405,7 @@ async def run_items(
     """
     if not items:
         return await drive(items, _never, writer, concurrency=concurrency, progress=progress)
-    loops = _Loops(generator or settings.generator(), settings, store)
+    loops = _Loops(generator or batch_generator(items, settings), settings, store)
 
     async def run_one(item: BatchItem) -> RefineResult:
         return await loops.get(item.options).arun(item.task)
@@ -423,6 +423,22 @@ async def run_items(
         await settings.http.aclose()
 
 
+def batch_generator(
+    items: list[BatchItem], settings: ModelSettings
+) -> BaseChatModel | list[BaseChatModel] | None:
+    """The batch's own generator (`--model`), built before any output; None when unused.
+
+    A line's `model` replaces `--model` for that line, so a batch whose every line names
+    its models needs no `--model`.
+
+    Raises:
+        CliError: If a line relies on `--model` and none is given (or it cannot be built).
+    """
+    if items and all(item.options.models for item in items) and not settings.model:
+        return None
+    return settings.generator() if items else None
+
+
 class _Loops:
     """The batch's compiled loops, one per `LoopOptions` object the tasks share.
 
@@ -437,7 +453,7 @@ class _Loops:
 
     def __init__(
         self,
-        model: BaseChatModel | list[BaseChatModel],
+        model: BaseChatModel | list[BaseChatModel] | None,
         settings: ModelSettings,
         store: BaseStore | None,
     ) -> None:
@@ -461,7 +477,13 @@ class _Loops:
         if found is not None:
             return found[1]
         generator = self.generators(options.models)
-        loop = CompiledLoop(generator, store=self.store, **options.graph_kwargs(self.judge_model))
+        judge = self.judge_model
+        if self.model is None and not self.settings.judge_model:
+            # No --model: the judge runs on the line's own first model (as `run` judges
+            # with its first rung).
+            first = generator[0] if isinstance(generator, list) else generator
+            judge = lambda: first  # noqa: E731 - a one-line factory
+        loop = CompiledLoop(generator, store=self.store, **options.graph_kwargs(judge))
         if len(self._loops) >= self.KEEP:
             del self._loops[next(iter(self._loops))]
         self._loops[id(options)] = (options, loop)
