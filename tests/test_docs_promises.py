@@ -86,3 +86,21 @@ def test_batch_lines_that_name_their_models_need_no_model_option(
     plain = cli("batch", src, "--out", tmp_path / "other.jsonl", "--base-url", server.base_url)
     assert plain.code == 1 and "no model given" in plain.err
     assert not (tmp_path / "other.jsonl").exists()
+
+
+# -- strategy_records needs a LangGraph store ---------------------------------------------
+
+
+@pytest.mark.parametrize("store", [None, "record.sqlite", Path("record.sqlite"), {}])
+def test_strategy_records_names_what_it_needs(store: Any) -> None:
+    import asyncio
+
+    from langgraph_refine import astrategy_records, strategy_records
+
+    with pytest.raises(ValueError, match="strategy_records needs a LangGraph store") as caught:
+        strategy_records(store)
+    assert type(store).__name__ in str(caught.value)
+    if isinstance(store, str | Path):
+        assert "--store" in str(caught.value)
+    with pytest.raises(ValueError, match="needs a LangGraph store"):
+        asyncio.run(astrategy_records(store))
