@@ -104,3 +104,37 @@ def test_strategy_records_names_what_it_needs(store: Any) -> None:
         assert "--store" in str(caught.value)
     with pytest.raises(ValueError, match="needs a LangGraph store"):
         asyncio.run(astrategy_records(store))
+
+
+# -- a ladder names each rung apart -------------------------------------------------------
+
+
+def test_the_same_model_spelled_two_ways_is_refused(openai_server: Any, cli: Any) -> None:
+    server = openai_server(drafts_and_judge(SCORES))
+    with pytest.raises(ValueError, match=r"generator\[0\] and generator\[1\] of the ladder"):
+        refine([chat(server, "smollm2"), chat(server, "smollm2")], "Write a poem.")
+    run = cli(
+        "run", "Write a poem.", "--model", "smollm2", "--model", "openai:smollm2",
+        "--base-url", server.base_url,
+    )  # fmt: skip
+    assert run.code == 1 and "both the model 'openai:smollm2'" in run.err
+    assert server.requests == []
+
+
+def test_a_run_context_ladder_of_one_model_spelled_two_ways_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from langgraph_refine._run_models import check_run_models
+
+    monkeypatch.setenv("OPENAI_API_KEY", "unused")  # the models are built, never called
+    with pytest.raises(ValueError, match="name the model 'openai:smollm2' twice"):
+        check_run_models(["smollm2", "openai:smollm2"], environ={})
+
+
+def test_rungs_of_another_kind_that_share_a_name_are_told_apart() -> None:
+    cheap = lambda state: "draft"  # noqa: E731 - two lambdas share the name "<lambda>"
+    strong = lambda state: "a good answer"  # noqa: E731
+    scores = iter([0.3, 0.3, 1.0])
+    result = refine([cheap, strong], "t", lambda r, s: next(scores), max_iterations=2)
+    assert [a.model for a in result.attempts] == ["<lambda>", "<lambda>", "<lambda>@rung1"]
+    assert result.value == "a good answer"
