@@ -138,3 +138,33 @@ def test_rungs_of_another_kind_that_share_a_name_are_told_apart() -> None:
     result = refine([cheap, strong], "t", lambda r, s: next(scores), max_iterations=2)
     assert [a.model for a in result.attempts] == ["<lambda>", "<lambda>", "<lambda>@rung1"]
     assert result.value == "a good answer"
+
+
+# -- a member that gave no feedback is labelled by what its score says --------------------
+
+
+def test_members_without_feedback_are_not_labelled_no_issues() -> None:
+    from langgraph_refine import Evaluation, evaluators
+
+    def zero(response: str, state: Any) -> float:
+        return 0.0
+
+    def partial(response: str, state: Any) -> float:
+        return 0.2
+
+    def failing(response: str, state: Any) -> Evaluation:
+        return Evaluation(score=0.0, verdict="FAIL")
+
+    def perfect(response: str, state: Any) -> float:
+        return 1.0
+
+    state = {"task": "t", "attempts": []}
+    combined = evaluators.combine(zero, partial, perfect).evaluate("x", state)
+    assert combined.feedback.splitlines() == [
+        "[zero] score 0.00: gave no reason for scoring 0.00 (below 1.00)",
+        "[partial] score 0.20: gave no reason for scoring 0.20 (below 1.00)",
+        "[perfect] score 1.00: no issues",
+    ]
+    jury = evaluators.panel(failing, perfect).evaluate("x", state)
+    assert "[failing] score 0.00 (FAIL): failed this check without saying why" in jury.feedback
+    assert "[perfect] score 1.00: no issues" in jury.feedback
