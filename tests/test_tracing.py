@@ -384,3 +384,24 @@ def test_a_ladders_rounds_name_their_model_and_rung(exporter: InMemorySpanExport
     ]
     assert seen == [(a.model, a.rung) for a in result.attempts]
     assert seen == [("cheap", 0), ("cheap", 0), ("strong", 1)]
+
+
+def test_a_round_that_fails_is_named_and_the_loop_keeps_its_best(
+    exporter: InMemorySpanExporter,
+) -> None:
+    def generate(state: Any) -> str:
+        if len(state["attempts"]) == 2:
+            raise RuntimeError("the model is down")
+        return f"draft {len(state['attempts'])}"
+
+    with pytest.raises(RuntimeError, match="the model is down"):
+        refine(generate, "Write.", scores(0.5, 0.7, 0.9), max_iterations=4, patience=None)
+    loop, rounds = tree(exporter.get_finished_spans())
+    assert [r.name for r in rounds] == ["round 0", "round 1", "round 2"]
+    failed = rounds[-1]
+    assert (failed.attributes or {})[P + "round"] == 2
+    assert failed.status.status_code is StatusCode.ERROR
+    attributes = loop.attributes or {}
+    assert attributes[P + "rounds"] == 2
+    assert attributes[P + "best_round"] == 1 and attributes[P + "score"] == 0.7
+    assert loop.status.status_code is StatusCode.ERROR
