@@ -168,3 +168,33 @@ def test_members_without_feedback_are_not_labelled_no_issues() -> None:
     jury = evaluators.panel(failing, perfect).evaluate("x", state)
     assert "[failing] score 0.00 (FAIL): failed this check without saying why" in jury.feedback
     assert "[perfect] score 1.00: no issues" in jury.feedback
+
+
+# -- the result box in an 80-column terminal -----------------------------------------------
+
+
+@pytest.mark.parametrize("width", [80, 60, 200])
+def test_the_result_box_title_is_never_cut_mid_word(width: int) -> None:
+    import io
+
+    from rich.console import Console
+
+    from langgraph_refine import Attempt, Evaluation, RefineResult
+    from langgraph_refine.cli._view import show_result
+
+    attempts = [
+        Attempt(
+            index=i, response="x", evaluation=Evaluation(score=0.95, verdict="NEEDS_IMPROVEMENT")
+        )
+        for i in range(5)
+    ]
+    state = {"task": "t", "attempts": attempts, "stop_reason": "max_iterations"}
+    result = RefineResult.from_state(state)
+    out = io.StringIO()
+    show_result(Console(file=out, width=width), result)
+    lines = out.getvalue().splitlines()
+    assert all(len(line) <= width for line in lines)
+    text = out.getvalue()
+    assert "best response — score 0.95, NEEDS_IMPROVEMENT" in text
+    assert "stopped: max_iterations, 4 refinement round(s)" in text  # whole, on a line
+    assert "…" not in text
