@@ -198,3 +198,30 @@ def test_the_result_box_title_is_never_cut_mid_word(width: int) -> None:
     assert "best response — score 0.95, NEEDS_IMPROVEMENT" in text
     assert "stopped: max_iterations, 4 refinement round(s)" in text  # whole, on a line
     assert "…" not in text
+
+
+# -- a batch line key that is a near-miss of an option is warned about ---------------------
+
+
+def test_a_misspelt_option_on_a_batch_line_is_warned_about(
+    cli: Any, openai_server: Any, tmp_path: Path
+) -> None:
+    from tests.test_cli_helpers import per_task
+
+    server = openai_server(per_task())
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    lines = [
+        {"id": 1, "task": "a", "selct": "pairwise", "category": "geography"},
+        {"id": 2, "task": "b", "max_iteration": 1, "difficulty": "hard"},
+    ]
+    src.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    run = cli("batch", src, "--out", out, "--model", "m", "--base-url", server.base_url)
+    assert run.code == 0, run.err  # a warning, not a failure: the lines run
+    warnings = [line for line in run.err.splitlines() if "is no option" in line]
+    assert len(warnings) == 2
+    assert (
+        f"{src}:1: key 'selct' is no option and is ignored; did you mean 'select'?" in warnings[0]
+    )
+    assert "did you mean 'max_iterations'?" in warnings[1]
+    assert "category" not in run.err and "difficulty" not in run.err  # a dataset's own fields
+    assert len(out.read_text().splitlines()) == 2

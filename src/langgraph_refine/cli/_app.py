@@ -509,7 +509,7 @@ def batch(
         from langgraph_refine.cli._remote import check_server_items
 
         found.items = check_server_items(found.items, found.errors, input_file)
-    for message in found.errors:
+    for message in found.errors + found.warnings:
         _error(err, message)
     done = done_ids(out, lambda message: _error(err, message))
     todo = [item for item in found.items if id_key(item.id) not in done]

@@ -15,6 +15,7 @@ compiled loop per distinct set of loop options.
 from __future__ import annotations
 
 import asyncio
+import difflib
 import json
 import os
 from collections.abc import Awaitable, Callable, Iterable
@@ -74,10 +75,14 @@ class BatchItem:
 
 @dataclass
 class BatchInput:
-    """What `read_input` found: runnable items and one message per bad line."""
+    """What `read_input` found: runnable items, one message per bad line, and warnings.
+
+    A warning (a key that looks like a misspelt option) does not stop its line.
+    """
 
     items: list[BatchItem] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 def id_key(value: Any) -> str:
@@ -136,6 +141,28 @@ def read_input(path: Path, defaults: LoopOptions) -> BatchInput:
             continue
         seen[key] = number
         found.items.append(item)
+        found.warnings += [f"{where}: {message}" for message in near_misses(data)]
+    return found
+
+
+def near_misses(line: dict[str, Any]) -> list[str]:
+    """A warning per key of a line that is no option but looks like a misspelt one.
+
+    A dataset's own fields are allowed (and kept out of the loop's options), so an
+    unknown key is not an error; one close to an option's name (`"selct"`) most likely
+    meant it, and would otherwise be ignored without a word.
+    """
+    known = (*PER_LINE_OPTIONS, "id", "task")
+    found = []
+    for key in line:
+        if key in known or not isinstance(key, str):
+            continue
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.8)
+        if close:
+            found.append(
+                f"key {key!r} is no option and is ignored; did you mean {close[0]!r}? "
+                f"(the options a line may set: {', '.join(PER_LINE_OPTIONS)})"
+            )
     return found
 
 
