@@ -225,3 +225,34 @@ def test_a_misspelt_option_on_a_batch_line_is_warned_about(
     assert "did you mean 'max_iterations'?" in warnings[1]
     assert "category" not in run.err and "difficulty" not in run.err  # a dataset's own fields
     assert len(out.read_text().splitlines()) == 2
+
+
+# -- select="pairwise" finds the judge inside a panel or combine ---------------------------
+
+
+@pytest.mark.parametrize("group", ["panel", "combine"])
+def test_pairwise_compares_with_the_judge_inside_a_panel_or_combine(group: str) -> None:
+    from langgraph_refine import evaluators
+    from tests.fakes import ScriptedChatModel, judge_reply
+
+    def reply(messages: Any) -> str:
+        text = str(messages[-1].content)
+        return "B" if "Compare response A" in text else judge_reply(0.5, feedback="more")
+
+    judge = ScriptedChatModel(replies=[reply])
+    drafts = iter(["v0", "v1", "v2"])
+
+    def write(state: Any) -> str:
+        return next(drafts)
+
+    def length(response: str, state: Any) -> float:
+        return 0.5
+
+    grouped = getattr(evaluators, group)(judge, length)
+    result = refine(
+        write, "t", grouped, select="pairwise", max_iterations=2, patience=None, strategy="chain"
+    )
+    selection = result.metadata["selection"]
+    assert selection["method"] == "pairwise" and selection["comparer"] == "ScriptedChatModel"
+    asked = [str(call[-1].content) for call in judge.calls]
+    assert sum("Compare response A" in text for text in asked) == 6  # 3 pairs, both orders

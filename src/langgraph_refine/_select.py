@@ -41,6 +41,7 @@ from langgraph_refine._state import (
     Preference,
 )
 from langgraph_refine.evaluators._base import acall, call_sync
+from langgraph_refine.evaluators._judge import LLMJudge
 from langgraph_refine.evaluators._tags import sandbox, strip_tags
 
 PREFERENCES: tuple[str, ...] = get_args(Preference)
@@ -146,6 +147,21 @@ def as_comparer(comparer: ComparerLike) -> Comparer:
         "comparer must be a chat model, a model string or a callable (task, first, second) -> "
         f"'first' | 'second' | 'tie'; got {type(comparer).__name__} ({comparer!r:.80})"
     )
+
+
+def judge_model_in(evaluator: Any) -> BaseChatModel | None:
+    """The model of the first LLM judge in `evaluator`, or None if it holds none.
+
+    The judge is `evaluator` itself, a member of a `panel` or a part of `combine` (at
+    any depth).
+    """
+    if isinstance(evaluator, LLMJudge):
+        return evaluator.model
+    for inner in getattr(evaluator, "members", None) or getattr(evaluator, "parts", None) or []:
+        found = judge_model_in(inner)
+        if found is not None:
+            return found
+    return None
 
 
 _WORDS: dict[str, Preference] = {
