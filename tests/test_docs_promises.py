@@ -256,3 +256,20 @@ def test_pairwise_compares_with_the_judge_inside_a_panel_or_combine(group: str) 
     assert selection["method"] == "pairwise" and selection["comparer"] == "ScriptedChatModel"
     asked = [str(call[-1].content) for call in judge.calls]
     assert sum("Compare response A" in text for text in asked) == 6  # 3 pairs, both orders
+
+
+# -- options of pairwise selection without it are refused ---------------------------------
+
+
+def test_comparer_and_select_top_without_pairwise_selection_are_refused() -> None:
+    def compare(task: str, first: str, second: str) -> str:
+        return "first"
+
+    with pytest.raises(ValueError, match=r"comparer= only apply with select='pairwise'"):
+        refine(lambda state: "x", "t", lambda r, s: 1.0, comparer=compare)
+    with pytest.raises(ValueError, match=r"select_top=, select_margin= only apply"):
+        refine(
+            lambda s: "x", "t", lambda r, s: 1.0, select="score", select_top=2, select_margin=0.1
+        )
+    result = refine(lambda s: "x", "t", lambda r, s: 1.0, select="pairwise", comparer=compare)
+    assert result.value == "x"

@@ -149,6 +149,31 @@ def as_comparer(comparer: ComparerLike) -> Comparer:
     )
 
 
+PAIRWISE_ONLY = ("comparer", "select_top", "select_margin")
+"""Options that mean something only with `select="pairwise"`."""
+
+
+def check_pairwise_only(options: Mapping[str, Any]) -> None:
+    """Refuse options a run would ignore: a comparer or its limits without pairwise selection.
+
+    For a run whose options are all known up front (`refine`, `arefine`); a graph built
+    once may still be asked for pairwise selection by a run's context.
+
+    Raises:
+        ValueError: Naming the options given and how to use them.
+    """
+    if options.get("select", "score") == "pairwise":
+        return
+    given = [name for name in PAIRWISE_ONLY if options.get(name) is not None]
+    if given:
+        names = ", ".join(f"{name}=" for name in given)
+        raise ValueError(
+            f"{names} only apply with select='pairwise' (the result is chosen by comparing "
+            f"attempts), but select={options.get('select', 'score')!r}: pass "
+            "select='pairwise', or drop them"
+        )
+
+
 def judge_model_in(evaluator: Any) -> BaseChatModel | None:
     """The model of the first LLM judge in `evaluator`, or None if it holds none.
 
