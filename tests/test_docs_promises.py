@@ -273,3 +273,26 @@ def test_comparer_and_select_top_without_pairwise_selection_are_refused() -> Non
         )
     result = refine(lambda s: "x", "t", lambda r, s: 1.0, select="pairwise", comparer=compare)
     assert result.value == "x"
+
+
+# -- review with pairwise selection: reject keeps what the reviewer saw -------------------
+
+
+def test_a_reject_keeps_the_attempt_the_reviewer_saw() -> None:
+    from tests.test_select import TASK, Oracle, evaluate, five_attempts, generate
+
+    shown: list[str] = []
+
+    def reviewer(payload: dict[str, Any]) -> dict[str, Any]:
+        shown.append(payload["response"])
+        return {"action": "reject"}
+
+    oracle = Oracle()  # would pick v2; the reviewer was shown v1, the best by score
+    result = refine(
+        generate, TASK, evaluate, human_review="final", reviewer=reviewer,
+        **five_attempts(select="pairwise", comparer=oracle),
+    )  # fmt: skip
+    assert shown == ["v1"] and result.stop_reason == "rejected"
+    assert result.value == "v1" and oracle.asked == []
+    selection = result.metadata["selection"]
+    assert selection["method"] == "score" and "reviewer rejected" in selection["note"]
