@@ -85,7 +85,8 @@ class RunnableEvaluator(BaseEvaluator):
         return {"messages": [HumanMessage(text)]}
 
     def evaluate(self, response: str, state: Mapping[str, Any]) -> Evaluation:
-        request, failures = self.request(response, state), []
+        request = self.request(response, state)
+        failures: list[str] = []
         for _ in range(_MAX_JUDGE_CALLS):
             output = self.runnable.invoke(_asking_again(request, failures))
             evaluation = self._reading(output, response, failures)
@@ -94,7 +95,8 @@ class RunnableEvaluator(BaseEvaluator):
         return self._failed(failures)
 
     async def aevaluate(self, response: str, state: Mapping[str, Any]) -> Evaluation:
-        request, failures = self.request(response, state), []
+        request = self.request(response, state)
+        failures: list[str] = []
         for _ in range(_MAX_JUDGE_CALLS):
             output = await self.runnable.ainvoke(_asking_again(request, failures))
             evaluation = self._reading(output, response, failures)
