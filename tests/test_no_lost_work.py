@@ -43,7 +43,19 @@ def test_a_generator_error_mid_run_carries_the_attempts_and_usage() -> None:
     assert isinstance(result, RefineResult)
     assert [a.response for a in result.attempts] == ["draft 0", "draft 1"]
     assert result.value == "draft 1" and result.score == 0.5
-    assert result.usage.calls == 2 and result.usage.total_tokens == 30
+    # The failed call was sent too: it counts (its reply brought no tokens).
+    assert result.usage.calls == 3 and result.usage.total_tokens == 30
+
+
+def test_a_graph_invoked_directly_raises_with_the_result_too() -> None:
+    from langgraph_refine import create_refine_graph
+
+    graph = create_refine_graph(failing_generator(), scores(0.3, 0.5), retry_policy=None)
+    with pytest.raises(ProviderDown) as caught:
+        graph.compile().invoke({"task": "Write."})
+    result = caught.value.result  # type: ignore[attr-defined]
+    assert [a.response for a in result.attempts] == ["draft 0", "draft 1"]
+    assert result.usage.calls == 3
 
 
 def test_an_evaluator_error_keeps_the_unjudged_attempt_too() -> None:
@@ -115,7 +127,8 @@ def test_run_shows_the_best_result_so_far_before_the_error(cli: Any, failing_ser
     run = cli(*run_args(failing_server))
     assert run.code == 1
     assert "best response so far — score 0.40" in run.out and "the run failed" in run.out
-    assert "draft 0" in run.out and "spent: 2 model calls" in run.out
+    # Three calls were sent: draft 0, its judgment, and the refused one.
+    assert "draft 0" in run.out and "spent: 3 model calls" in run.out
     lines = [line for line in run.err.splitlines() if line.strip()]
     assert lines[-1].startswith("langgraph-refine: ") and "refused round 1" in lines[-1]
     assert "Traceback" not in run.err + run.out
@@ -127,7 +140,7 @@ def test_run_json_writes_the_result_with_the_error(cli: Any, failing_server: Any
     data = json.loads(run.out)
     assert data["value"] == "draft 0" and data["score"] == 0.4
     assert [a["response"] for a in data["attempts"]] == ["draft 0"]
-    assert data["usage"]["calls"] == 2
+    assert data["usage"]["calls"] == 3
     assert "refused round 1" in data["error"] and "refused round 1" in run.err
 
 
@@ -140,7 +153,7 @@ def test_a_batch_row_keeps_the_attempts_and_usage(
     (row,) = read_jsonl(out)
     assert "refused round 1" in row["error"]
     assert [a["response"] for a in row["attempts"]] == ["draft 0"]
-    assert row["usage"]["calls"] == 2 and row["score"] == 0.4
+    assert row["usage"]["calls"] == 3 and row["score"] == 0.4
 
 
 # -- an unpriced rung under max_cost is refused before the first call ---------------------
