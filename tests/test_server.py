@@ -452,7 +452,7 @@ def test_batch_on_the_server_writes_a_failed_run_as_an_error_row_and_retries_it(
     assert rows["bad"]["attempts"] == []  # the first generation failed: nothing to keep
 
     report = cli("report", str(out), "--html", str(tmp_path / "report.html"))
-    assert report.code == 0, report.err
+    assert report.code == 1, report.err  # a failed task
     failures = [line for line in report.out.splitlines() if line.startswith("failed:")]
     assert failures == [f"failed: id 'bad': {rows['bad']['error']}"]
 
@@ -663,7 +663,7 @@ def test_user_errors_reach_the_row_and_the_report_with_their_own_message(
     assert not any("PYTHON" in json.dumps(body) for body in sent)
 
     report = cli("report", str(out), "--html", str(tmp_path / "report.html"))
-    assert report.code == 0, report.err
+    assert report.code == 1, report.err  # failed tasks
     for task_id, error in errors.items():
         assert f"failed: id {task_id!r}: {error}" in report.out.splitlines()
 

@@ -47,6 +47,7 @@ from langgraph_refine._calls._prices import (
     check_prices,
     ref_from_metadata,
     ref_from_reply,
+    ref_of_model,
     unknown_price_message,
 )
 from langgraph_refine._errors import UnknownPriceError
@@ -159,6 +160,29 @@ LIMITS = ("max_calls", "max_tokens", "max_seconds", "max_cost")
 """The limits a `Budget` sets (its fields besides `prices`)."""
 
 _NO_PRICES = Pricing()
+
+
+def check_rungs_priced(budget: Budget | None, generators: Sequence[Any]) -> None:
+    """Refuse, before the loop's first call, a generator `max_cost` cannot price.
+
+    Every rung of a ladder is known when the loop starts: an unpriced one would
+    otherwise be found only when the loop climbs to it, after the rounds below were paid.
+
+    Raises:
+        UnknownPriceError: With `max_cost` set, for the first chat model that neither
+            `Budget(prices=...)` nor the `genai-prices` data prices (the message names
+            the rung and shows how to price it).
+    """
+    if budget is None or budget.max_cost is None:
+        return
+    for position, generator in enumerate(generators):
+        ref = ref_of_model(generator)
+        if ref is None or budget.pricing.knows(ref):
+            continue  # a model named only by its calls is checked as it calls
+        message = unknown_price_message(ref, "generator")
+        if len(generators) > 1:
+            message = f"generator[{position}] of the ladder (rung {position}): {message}"
+        raise UnknownPriceError(message)
 
 
 class BudgetStop(Exception):

@@ -3,8 +3,9 @@
 A call is priced from the model's name and provider as LangChain reports them
 (`ls_model_name` / `ls_provider` in the call's metadata, or `model_name` /
 `model_provider` in a reply's `response_metadata`) and from its token usage. Prices a user
-gives (`Budget(prices=...)`, in US dollars per million tokens) win over the data; without
-them the lookup uses `genai-prices`, which ships its price data (no network).
+gives (`Budget(prices=...)`, in US dollars per million tokens, keyed by the model's name
+or by `provider:model` as `Attempt.model` spells it) win over the data; without them the
+lookup uses `genai-prices`, which ships its price data (no network).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import genai_prices
+
+from langgraph_refine._kinds import chat_model_of
 
 PRICE_KEYS = ("input", "output", "cache_read")
 """The keys of one model's price: USD per million input, output and cached-input tokens."""
@@ -119,6 +122,26 @@ def ref_from_metadata(metadata: Mapping[str, Any] | None, **kwargs: Any) -> Mode
     return ModelRef(model, provider if isinstance(provider, str) and provider else None)
 
 
+def ref_of_model(generator: Any) -> ModelRef | None:
+    """The model a generator's calls will name, known before any call; None if unknown.
+
+    A chat model (or a runnable binding one) names its model and provider as its calls'
+    metadata will (`ls_model_name`, `ls_provider`); any other generator is unknown until
+    it calls.
+    """
+    model = chat_model_of(generator)
+    if model is None:
+        return None
+    try:
+        params = model._get_ls_params()
+    except Exception:  # a model whose tracing parameters cannot be built
+        return None
+    name, provider = params.get("ls_model_name"), params.get("ls_provider")
+    if not isinstance(name, str) or not name:
+        return None
+    return ModelRef(name, provider if isinstance(provider, str) and provider else None)
+
+
 def ref_from_reply(message: Any) -> ModelRef | None:
     """The model a reply names in its `response_metadata` (`model_name`, `model_provider`)."""
     metadata = getattr(message, "response_metadata", None) or {}
@@ -139,9 +162,20 @@ class Pricing:
     def __init__(self, prices: Mapping[str, Price] | None = None) -> None:
         self.prices = dict(prices or {})
 
+    def given(self, ref: ModelRef) -> Price | None:
+        """The user's price for `ref`, or None if the user gave none.
+
+        Keyed `provider:model` (as `Attempt.model` names it) wins over the model's name.
+        """
+        if ref.provider is not None:
+            found = self.prices.get(f"{ref.provider}:{ref.model}")
+            if found is not None:
+                return found
+        return self.prices.get(ref.model)
+
     def knows(self, ref: ModelRef | None) -> bool:
         """True if calls to `ref` can be priced."""
-        return ref is not None and (ref.model in self.prices or _data_knows(ref))
+        return ref is not None and (self.given(ref) is not None or _data_knows(ref))
 
     def cost(self, ref: ModelRef | None, usage: Mapping[str, Any]) -> float | None:
         """USD for one call with LangChain `usage_metadata`; None if the price is unknown."""
@@ -151,7 +185,7 @@ class Pricing:
         output_tokens = int(usage.get("output_tokens", 0) or 0)
         details = usage.get("input_token_details") or {}
         cached = min(int(details.get("cache_read", 0) or 0), input_tokens)
-        price = self.prices.get(ref.model)
+        price = self.given(ref)
         if price is not None:
             cache_price = price.input if price.cache_read is None else price.cache_read
             fresh = input_tokens - cached

@@ -53,7 +53,13 @@ def check_run_models(value: object, environ: Mapping[str, str] | None = None) ->
         )
     for name in names:
         check_allowed_model(name, option="models:", listed_in=MODELS_ENV, environ=environ)
-    run_models(names)  # resolve now: a bad name fails before any model call
+    resolved = [model_name(model) for model in run_models(names)]  # a bad name fails now
+    same = sorted({name for name in resolved if resolved.count(name) > 1})
+    if same:  # one model spelled two ways ("smollm2", "openai:smollm2")
+        raise ValueError(
+            f"models {list(names)!r} name the model {same[0]!r} twice (spelled two ways); "
+            "each rung of a ladder of models is a different model, cheapest first"
+        )
     return names
 
 

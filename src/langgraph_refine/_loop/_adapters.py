@@ -21,7 +21,7 @@ from langchain_core.runnables import Runnable
 
 from langgraph_refine._decisions._options import LoopOptions
 from langgraph_refine._errors import RefineError
-from langgraph_refine._kinds import Kind, kind_of, model_name
+from langgraph_refine._kinds import Kind, chat_model_of, kind_of, model_name
 from langgraph_refine._reasoning import split_reasoning
 from langgraph_refine._state import PromptForm
 from langgraph_refine._typed import OutputSchema, Reply, structured_parts, untyped_reply
@@ -225,7 +225,34 @@ def adapt_ladder(generator: Any) -> list[GeneratorAdapter]:
             rungs.append(adapt(rung))
         except ValueError as exc:
             raise ValueError(f"generator[{position}] of the ladder: {exc}") from None
+    _check_distinct(rungs)
     return rungs
+
+
+def _check_distinct(rungs: list[GeneratorAdapter]) -> None:
+    """Keep the rungs' names apart: `Attempt.model` and the record tell rungs by them.
+
+    The same chat model twice (perhaps spelled two ways, `smollm2` and `openai:smollm2`)
+    is refused. Two generators of another kind that share a name (two graphs, two
+    lambdas) are told apart by their place: the later one is named `name@rung<i>`.
+
+    Raises:
+        ValueError: Naming both positions and the model they share.
+    """
+    first: dict[str, int] = {}
+    for position, rung in enumerate(rungs):
+        earlier = first.setdefault(rung.name, position)
+        if earlier == position:
+            continue
+        if chat_model_of(rung.generator) is None:
+            rung.name = f"{rung.name}@rung{position}"
+            first[rung.name] = position
+            continue
+        raise ValueError(
+            f"generator[{earlier}] and generator[{position}] of the ladder are both the model "
+            f"{rung.name!r} (given twice, perhaps spelled two ways); each rung of a ladder is "
+            "a different model, cheapest first: drop one of them"
+        )
 
 
 def _graph_answer(output: Any, index: int, schema: OutputSchema | None = None) -> Any:

@@ -10,6 +10,7 @@ result are written once.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import uuid
 from collections.abc import Awaitable, Callable, Generator, Mapping
@@ -21,8 +22,8 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
-from langgraph_refine._errors import ReviewInputError
-from langgraph_refine._result import FINISHED, RESULT_KEYS, RefineResult
+from langgraph_refine._errors import ReviewInputError, carry_result
+from langgraph_refine._result import FINISHED, RESULT_KEYS, RefineResult, loop_schema
 from langgraph_refine._typed import OutputSchema
 
 Graph = CompiledStateGraph[Any, Any, Any, Any]
@@ -161,6 +162,17 @@ class Driver:
             self.on_event(data)
         return values
 
+    def carry(self, exc: BaseException, values: Any) -> None:
+        """Attach the best result so far, read from the run's last `values`, to `exc`."""
+        if not isinstance(values, Mapping) or not (values.get("attempts") or values.get("pending")):
+            return
+        try:
+            state = {"attempts": [], **values}
+            result = RefineResult.from_state(state, output_schema=loop_schema(self.graph))
+        except Exception:  # never hide the run's own error behind this one
+            return
+        carry_result(exc, result)
+
     def _reviewer(self) -> Any:
         if self.reviewer is None:
             raise ReviewInputError(
@@ -179,8 +191,15 @@ def drive(flow: Generator[FlowStep, Any, RefineResult], driver: Driver) -> Refin
             step = flow.send(reply)
             if isinstance(step, Run):
                 reply = None
-                for chunk in driver.graph.stream(step.input, driver.config, **driver._kwargs()):
-                    reply = driver._take(chunk, reply)
+                try:
+                    for chunk in driver.graph.stream(step.input, driver.config, **driver._kwargs()):
+                        reply = driver._take(chunk, reply)
+                except Exception as exc:  # the work paid for so far goes with the error
+                    if reply is None and driver.graph.checkpointer is not None:
+                        with contextlib.suppress(Exception):
+                            reply = driver.graph.get_state(driver.config).values
+                    driver.carry(exc, reply)
+                    raise
             elif isinstance(step, ReadState):
                 reply = driver.graph.get_state(driver.config)
             else:
@@ -202,8 +221,15 @@ async def adrive(flow: Generator[FlowStep, Any, RefineResult], driver: Driver) -
             if isinstance(step, Run):
                 reply = None
                 stream = driver.graph.astream(step.input, driver.config, **driver._kwargs())
-                async for chunk in stream:
-                    reply = driver._take(chunk, reply)
+                try:
+                    async for chunk in stream:
+                        reply = driver._take(chunk, reply)
+                except Exception as exc:  # the work paid for so far goes with the error
+                    if reply is None and driver.graph.checkpointer is not None:
+                        with contextlib.suppress(Exception):
+                            reply = (await driver.graph.aget_state(driver.config)).values
+                    driver.carry(exc, reply)
+                    raise
             elif isinstance(step, ReadState):
                 reply = await driver.graph.aget_state(driver.config)
             else:

@@ -162,6 +162,10 @@ class FinalizeNode(Runnable[Any, Any]):
         if selection is None:
             return state, options, None, self._finish(state, options, None, None)
         note = selection.budget_note(_calls_left(self._step(state, options, config)))
+        if stop_reason_of(state) == "rejected":
+            # The reviewer was shown the best attempt by score and stopped the loop on it:
+            # a pairwise winner they never saw must not replace it.
+            note = REJECTED_NOTE
         if note is not None:  # the budget cannot pay for every comparison: by score
             return (
                 state,
@@ -240,6 +244,12 @@ class FinalizeNode(Runnable[Any, Any]):
         keep_finished(state.get("loop_id"), result)  # the driver returns it as it is
         return update
 
+
+REJECTED_NOTE = (
+    "the reviewer rejected further refinement of the attempt they were shown (the best by "
+    "score); chosen by score, not compared"
+)
+"""`metadata["selection"]["note"]` of a pairwise run stopped by a reviewer's reject."""
 
 NO_COMPARER = (
     "select='pairwise' needs a comparer: pass comparer= (a chat model, or a callable "

@@ -19,7 +19,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.types import RetryPolicy
 
-from langgraph_refine._calls._budget import BudgetStop
+from langgraph_refine._calls._budget import BudgetStop, check_rungs_priced
 from langgraph_refine._calls._retry import is_context_length_error
 from langgraph_refine._calls._run_models import run_models
 from langgraph_refine._decisions._edits import asks_for_edits, edit_text, read_edits
@@ -27,7 +27,12 @@ from langgraph_refine._decisions._memory import select_attempts
 from langgraph_refine._decisions._options import LoopOptions
 from langgraph_refine._decisions._prompts import guided_prompt, refinement_messages, smallest_prompt
 from langgraph_refine._errors import ContextLengthError
-from langgraph_refine._loop._adapters import GeneratorAdapter, OneGenerator, adapt, adapt_ladder
+from langgraph_refine._loop._adapters import (
+    GeneratorAdapter,
+    OneGenerator,
+    adapt,
+    adapt_ladder,
+)
 from langgraph_refine._loop._step import Step, run_options
 from langgraph_refine._result import RefineResult, best_feedback
 from langgraph_refine._state import (
@@ -179,6 +184,9 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
     def _begin(self, state: Mapping[str, Any], config: RunnableConfig | None) -> _Round:
         options = run_options(self.options)
         rung, adapter = self._rung(state, options)
+        if not state.get("attempts") and state.get("pending") is None:
+            # Before the loop's first call: every rung it may climb to must be priceable.
+            check_rungs_priced(options.budget, [r.generator for r in self.rungs_for(options)])
         if options.max_tokens is not None:
             adapter.check_max_tokens(options.max_tokens)
         parent = refined_attempt(state)  # found once a round

@@ -28,7 +28,7 @@ from langgraph_refine._loop._ends import NO_COMPARER, FinalizeNode, Prepare
 from langgraph_refine._loop._evaluate import EvaluatorNode
 from langgraph_refine._loop._generate import GeneratorNode
 from langgraph_refine._loop._review import ReviewNode, route_after_review
-from langgraph_refine._loop._select import Comparer, as_comparer
+from langgraph_refine._loop._select import Comparer, as_comparer, judge_model_in
 from langgraph_refine._state import (
     ComparerLike,
     RefineInput,
@@ -110,7 +110,12 @@ def create_refine_graph(
     )
     gen = rungs[0].generator  # the default judge's model: the ladder's first rung
     judge = _evaluator(gen, evaluator, judge_model)
-    compare = _comparer(comparer, judge, _judge_model(gen, judge_model))
+    compare = _comparer(
+        comparer,
+        judge,
+        _judge_model(None, judge_model) if judge_model is not None else None,
+        _judge_model(gen, None),
+    )
     if options.select == "pairwise" and compare is None:
         raise ValueError(NO_COMPARER)
 
@@ -201,12 +206,21 @@ def _evaluator(gen: Any, evaluator: EvaluatorLike, judge_model: BaseChatModel | 
 
 
 def _comparer(
-    comparer: ComparerLike, judge: Any, judge_model: BaseChatModel | None
+    comparer: ComparerLike,
+    judge: Any,
+    judge_model: BaseChatModel | None,
+    generator_model: BaseChatModel | None,
 ) -> Comparer | None:
-    """The pairwise comparer: the given one, else the judge's model, else the judge model."""
+    """The pairwise comparer, or None when no chat model can compare.
+
+    The given one, else the LLM judge's model, else `judge_model`, else the model of an
+    LLM judge inside a panel or `combine`, else the generator's.
+    """
     if comparer is not None:
         return as_comparer(comparer)
-    model = judge.model if isinstance(judge, LLMJudge) else judge_model
+    if isinstance(judge, LLMJudge):
+        return as_comparer(judge.model)
+    model = judge_model or judge_model_in(judge) or generator_model
     return as_comparer(model) if model is not None else None
 
 

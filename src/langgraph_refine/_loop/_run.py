@@ -24,6 +24,7 @@ from langgraph_refine._loop._driver import (
     strict_serde,
 )
 from langgraph_refine._loop._graph import GeneratorLike, create_refine_graph
+from langgraph_refine._loop._select import check_pairwise_only
 from langgraph_refine._loop._tracing import traced
 from langgraph_refine._result import RefineResult, loop_schema
 from langgraph_refine.evaluators._base import EvaluatorLike
@@ -52,6 +53,7 @@ def _driver(
             "human_review needs someone to answer the review: pass reviewer=callable(payload) -> "
             "{'action': ...}, or compile create_refine_graph(...) yourself and resume with Command"
         )
+    check_pairwise_only(options)  # nothing else could ask this run for pairwise selection
     if checkpointer is None and (thread_id is not None or reviewer is not None):
         checkpointer = InMemorySaver(serde=strict_serde())
     if store is not None and not isinstance(store, BaseStore):

@@ -27,9 +27,11 @@ from typing import Any, get_args
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langgraph.errors import GraphBubbleUp
 
 from langgraph_refine._calls._budget import BudgetStop, model_invocation
 from langgraph_refine._calls._models import message_text, resolve_chat_model
+from langgraph_refine._decisions._options import DEFAULTS, LoopOptions
 from langgraph_refine._decisions._prompts import PAIRWISE_INSTRUCTIONS, PAIRWISE_SYSTEM
 from langgraph_refine._fences import json_objects
 from langgraph_refine._internal import mark_internal
@@ -41,6 +43,7 @@ from langgraph_refine._state import (
     Preference,
 )
 from langgraph_refine.evaluators._base import acall, call_sync
+from langgraph_refine.evaluators._judge import LLMJudge
 from langgraph_refine.evaluators._tags import sandbox, strip_tags
 
 PREFERENCES: tuple[str, ...] = get_args(Preference)
@@ -155,6 +158,45 @@ def as_comparer(comparer: ComparerLike) -> Comparer:
     )
 
 
+PAIRWISE_ONLY = ("comparer", "select_top", "select_margin")
+"""Options that mean something only with `select="pairwise"`."""
+
+
+def check_pairwise_only(options: LoopOptions) -> None:
+    """Refuse options a run would ignore: a comparer or its limits without pairwise selection.
+
+    For a run whose options are all known up front (`refine`, `arefine`); a graph built
+    once may still be asked for pairwise selection by a run's context.
+
+    Raises:
+        ValueError: Naming the options given and how to use them.
+    """
+    if options.select == "pairwise":
+        return
+    given = [name for name in PAIRWISE_ONLY if getattr(options, name) != getattr(DEFAULTS, name)]
+    if given:
+        names = ", ".join(f"{name}=" for name in given)
+        raise ValueError(
+            f"{names} only apply with select='pairwise' (the result is chosen by comparing "
+            f"attempts), but select={options.select!r}: pass select='pairwise', or drop them"
+        )
+
+
+def judge_model_in(evaluator: Any) -> BaseChatModel | None:
+    """The model of the first LLM judge in `evaluator`, or None if it holds none.
+
+    The judge is `evaluator` itself, a member of a `panel` or a part of `combine` (at
+    any depth).
+    """
+    if isinstance(evaluator, LLMJudge):
+        return evaluator.model
+    for inner in getattr(evaluator, "members", None) or getattr(evaluator, "parts", None) or []:
+        found = judge_model_in(inner)
+        if found is not None:
+            return found
+    return None
+
+
 _WORDS: dict[str, Preference] = {
     "a": "first",
     "first": "first",
@@ -264,6 +306,21 @@ def by_score(attempts: Sequence[Attempt]) -> int | None:
     return best.index if best is not None else None
 
 
+def budget_ran_out(stop: BudgetStop) -> str:
+    """The selection's note when the budget stopped the comparisons."""
+    return f"the budget ran out during the comparisons ({stop}); chosen by score"
+
+
+def comparer_failed(exc: BaseException) -> str:
+    """The selection's note when the comparer failed (after its retries): chosen by score.
+
+    A comparer that fails (a timeout, an endpoint gone) is handled like a budget stop:
+    the run keeps its attempts and falls back to the score, saying why.
+    """
+    text = " ".join(str(exc).split())[:300] or "no message"
+    return f"the comparer failed ({type(exc).__name__}: {text}); chosen by score"
+
+
 @dataclass
 class Selection:
     """One loop's pairwise selection: the plan, the comparisons made, the choice.
@@ -340,9 +397,11 @@ class Selection:
                 backward = call(self.comparer.compare, self.task, second, first)
                 self.add((a, b), forward, backward)
         except BudgetStop as stop:
-            return self.record(
-                note=f"the budget ran out during the comparisons ({stop}); chosen by score"
-            )
+            return self.record(note=budget_ran_out(stop))
+        except GraphBubbleUp:
+            raise
+        except Exception as exc:  # the loop's attempts are worth more than the comparisons
+            return self.record(note=comparer_failed(exc))
         return self.record()
 
     async def arun(self, acall_: Callable[..., Any], *, concurrent: bool) -> dict[str, Any]:
@@ -356,14 +415,23 @@ class Selection:
 
         try:
             if concurrent:
-                verdicts = await asyncio.gather(*(pair(a, b) for a, b in self.pairs))
-                for (a, b), (forward, backward) in zip(self.pairs, verdicts, strict=True):
-                    self.add((a, b), forward, backward)
+                # Every comparison ends (none is left running) before a failure is raised.
+                verdicts = await asyncio.gather(
+                    *(pair(a, b) for a, b in self.pairs), return_exceptions=True
+                )
+                for (a, b), verdict in zip(self.pairs, verdicts, strict=True):
+                    if not isinstance(verdict, BaseException):
+                        self.add((a, b), *verdict)
+                failed = next((v for v in verdicts if isinstance(v, BaseException)), None)
+                if failed is not None:
+                    raise failed
             else:
                 for a, b in self.pairs:
                     self.add((a, b), *await pair(a, b))
         except BudgetStop as stop:
-            return self.record(
-                note=f"the budget ran out during the comparisons ({stop}); chosen by score"
-            )
+            return self.record(note=budget_ran_out(stop))
+        except GraphBubbleUp:
+            raise
+        except Exception as exc:  # the loop's attempts are worth more than the comparisons
+            return self.record(note=comparer_failed(exc))
         return self.record()

@@ -37,7 +37,8 @@ from langgraph_refine._calls._budget import (
 )
 from langgraph_refine._calls._retry import describe_status, retry_follows, retry_wait
 from langgraph_refine._decisions._options import LoopOptions
-from langgraph_refine._result import best_attempt
+from langgraph_refine._errors import carry_result
+from langgraph_refine._result import RefineResult, best_attempt
 from langgraph_refine._state import Usage
 
 logger = logging.getLogger("langgraph_refine")
@@ -139,6 +140,7 @@ class Step:
         pending_usage: Usage | None = None,
     ) -> None:
         self.options = options
+        self.state = state
         self.budget: Budget | None = options.budget
         # What failed executions of this step spent (they write nothing to state) counts.
         # (Only retries leave something here; the lookup is skipped when nothing is.)
@@ -289,12 +291,25 @@ class Step:
         """
         add_context(exc, what, self.index, self.node)
         policy = retry_follows(exc, self.retry_policy, _node_attempt())
-        if policy is None:
+        if policy is None:  # the error leaves the loop: with what the loop paid for so far
+            carry_result(exc, self.result_so_far())
             return 0.0
         task_id = _task_id()
         if task_id:
             _CARRIED[task_id] = self.meter.delta()
         return retry_wait(exc, policy)
+
+    def result_so_far(self) -> RefineResult | None:
+        """The best result before this step failed, its calls counted; None before attempt 0."""
+        if not self.state.get("attempts") and self.state.get("pending") is None:
+            return None
+        try:
+            result = RefineResult.from_state(
+                dict(self.state), output_schema=self.options.output_schema
+            )
+        except Exception:  # never hide the step's own error behind this one
+            return None
+        return result.model_copy(update={"usage": result.usage + self.meter.delta()})
 
     def on_error(self, exc: BaseException, what: str) -> None:
         """Handle a failed call: note its context; wait for `Retry-After` if a retry follows."""

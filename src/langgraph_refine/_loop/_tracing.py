@@ -102,6 +102,7 @@ class _Run:
     round: Any = None
     evaluate: UUID | None = None
     rounds: int = 0
+    evaluated: list[Attempt] = dataclasses.field(default_factory=list)
 
 
 class LoopTracer(BaseCallbackHandler):
@@ -150,7 +151,7 @@ class LoopTracer(BaseCallbackHandler):
             return
         node = (metadata or {}).get("langgraph_node")
         if node in ("generate", "evaluate") and self.run.round is None:
-            self._start_round(self.run)
+            self._start_round(self.run, _round_index(inputs))
         if node == "evaluate":
             self.run.evaluate = run_id
 
@@ -170,6 +171,7 @@ class LoopTracer(BaseCallbackHandler):
         if run is None:
             return
         if run_id == self.root:
+            _summarise(run.span, run.rounds, run.evaluated)  # what the loop did before it
             for span in (run.round, run.span):
                 if span is not None:
                     _record_error(span, error)
@@ -178,10 +180,14 @@ class LoopTracer(BaseCallbackHandler):
         elif run.round is not None:
             run.round.record_exception(error)  # the step may be retried: the round goes on
 
-    def _start_round(self, run: _Run) -> None:
+    def _start_round(self, run: _Run, index: int | None) -> None:
         from opentelemetry import trace
 
-        run.round = self.tracer.start_span("round", context=trace.set_span_in_context(run.span))
+        context = trace.set_span_in_context(run.span)
+        # Named and numbered from the start, so a round that fails is still `round <i>`.
+        name = "round" if index is None else f"round {index}"
+        run.round = self.tracer.start_span(name, context=context)
+        _set(run.round, "round", index)
 
     def _end_round(self, run: _Run, attempts: list[Attempt]) -> None:
         span, run.round, run.evaluate = run.round, None, None
@@ -199,6 +205,7 @@ class LoopTracer(BaseCallbackHandler):
             _set(span, "score", evaluation.score)
             _set(span, "verdict", evaluation.verdict)
             span.add_event(EVALUATION_EVENT, self._evaluation_attributes(attempt))
+            run.evaluated.append(attempt)
         if attempts:
             span.update_name(f"round {attempts[-1].index}")
         run.rounds += 1
@@ -221,14 +228,30 @@ class LoopTracer(BaseCallbackHandler):
         if run.round is not None:  # a round stopped before its evaluation
             run.round.end()
         values = outputs if isinstance(outputs, Mapping) else {}
-        _set(run.span, "rounds", run.rounds)
         _set(run.span, "stop_reason", values.get("stop_reason"))
-        best = best_attempt(_attempts(values.get("attempts")))
-        if best is not None:
-            _set(run.span, "best_round", best.index)
-            _set(run.span, "score", best.score)
+        _summarise(run.span, run.rounds, _attempts(values.get("attempts")) or run.evaluated)
         run.span.end()
         self.run = None
+
+
+def _summarise(span: Any, rounds: int, attempts: Sequence[Attempt]) -> None:
+    """The loop span's rounds and best attempt (its round and score), if one was evaluated."""
+    _set(span, "rounds", rounds)
+    best = best_attempt(attempts)
+    if best is not None:
+        _set(span, "best_round", best.index)
+        _set(span, "score", best.score)
+
+
+def _round_index(inputs: Any) -> int | None:
+    """The attempt a round starting with this node input works on (None if unknown)."""
+    if not isinstance(inputs, Mapping):
+        return None
+    pending = _attempts(inputs.get("pending"))
+    if pending:  # generated already (a round resumed at its evaluation)
+        return pending[0].index
+    attempts = _attempts(inputs.get("attempts"))
+    return max((a.index for a in attempts), default=-1) + 1
 
 
 def _set(span: Any, key: str, value: Any) -> None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -347,12 +348,33 @@ def strategy_records(store: BaseStore) -> dict[str, dict[str, Any]]:
         >>> strategy_records(store)["write|contains_all"]["states"]
         {'b0/start': {'refine': {'rounds': 1, 'raised': 1, 'fell': 0}}}
     """
-    return {key: record.to_dict() for key, record in read_records(store).items()}
+    return {key: record.to_dict() for key, record in read_records(_check_store(store)).items()}
 
 
 async def astrategy_records(store: BaseStore) -> dict[str, dict[str, Any]]:
     """Async twin of `strategy_records` (a store with only sync methods runs in a thread)."""
-    return {key: record.to_dict() for key, record in (await aread_records(store)).items()}
+    records = await aread_records(_check_store(store))
+    return {key: record.to_dict() for key, record in records.items()}
+
+
+def _check_store(store: object) -> BaseStore:
+    """`store`, if it is a LangGraph store (as `refine(store=...)` requires).
+
+    Raises:
+        ValueError: Naming what was passed and what to pass instead.
+    """
+    if isinstance(store, BaseStore):
+        return store
+    hint = (
+        " (a file a batch kept with --store: open it with langgraph's SqliteStore, or run "
+        "`langgraph-refine report ... --store PATH`)"
+        if isinstance(store, str | os.PathLike)
+        else ""
+    )
+    raise ValueError(
+        "strategy_records needs a LangGraph store, the BaseStore the runs were given "
+        f"(e.g. InMemoryStore()), got {type(store).__name__} {store!r:.80}{hint}"
+    )
 
 
 def _by_key(items: list[Item]) -> dict[str, StrategyRecord]:

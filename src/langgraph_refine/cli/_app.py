@@ -339,7 +339,13 @@ def run(
 ) -> None:
     """Refine one task, showing each round's score, verdict and feedback."""
     from langgraph_refine.cli._review import TerminalReviewer
-    from langgraph_refine.cli._single import RunRequest, check_task, execute, result_json
+    from langgraph_refine.cli._single import (
+        RunRequest,
+        check_task,
+        execute,
+        result_json,
+        show_lost_work,
+    )
     from langgraph_refine.cli._view import RoundView, show_result
 
     check_task(task)
@@ -377,9 +383,9 @@ def run(
     except CliError:
         raise
     except Exception as exc:
-        raise CliError(
-            describe_error(exc, settings.describe_endpoint(), settings.timeout)
-        ) from None
+        message = describe_error(exc, settings.describe_endpoint(), settings.timeout)
+        show_lost_work(exc, message, out, json_output=json_output, show_reasoning=show_reasoning)
+        raise CliError(message) from None
     if json_output:
         sys.stdout.write(json.dumps(result_json(result), ensure_ascii=False) + "\n")
         sys.stdout.flush()
@@ -505,7 +511,7 @@ def batch(
         from langgraph_refine.cli._remote import check_server_items
 
         found.items = check_server_items(found.items, found.errors, input_file)
-    for message in found.errors:
+    for message in found.errors + found.warnings:
         _error(err, message)
     done = done_ids(out, lambda message: _error(err, message))
     todo = [item for item in found.items if id_key(item.id) not in done]
@@ -525,7 +531,9 @@ def batch(
         stats = _batch_on_server(todo, server, assistant, out, concurrency, err, models)
     else:
         settings = _settings(model, base_url, judge_model, cache, timeout, max_tokens)
-        generator = settings.generator() if todo else None  # a bad model fails before output
+        from langgraph_refine.cli._batch import batch_generator
+
+        generator = batch_generator(todo, settings)  # a bad model fails before output
         writer = LineWriter(out)
         try:
             with RichProgress(err) as progress:
@@ -630,7 +638,7 @@ def report(
         out.print(Text(f"strategy record {key}: {describe_moves(record.moves)}"), soft_wrap=True)
     for line in failures:
         out.print(Text(line), soft_wrap=True)
-    return 1 if warnings else 0
+    return 1 if warnings or failures else 0  # docs/cli.md: a skipped line or a failed task
 
 
 def _error(console: Console, message: str) -> None:

@@ -15,6 +15,7 @@ compiled loop per distinct set of loop options.
 from __future__ import annotations
 
 import asyncio
+import difflib
 import json
 import os
 from collections.abc import Awaitable, Callable, Iterable
@@ -74,10 +75,14 @@ class BatchItem:
 
 @dataclass
 class BatchInput:
-    """What `read_input` found: runnable items and one message per bad line."""
+    """What `read_input` found: runnable items, one message per bad line, and warnings.
+
+    A warning (a key that looks like a misspelt option) does not stop its line.
+    """
 
     items: list[BatchItem] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 def id_key(value: Any) -> str:
@@ -136,6 +141,28 @@ def read_input(path: Path, defaults: CommandOptions) -> BatchInput:
             continue
         seen[key] = number
         found.items.append(item)
+        found.warnings += [f"{where}: {message}" for message in near_misses(data)]
+    return found
+
+
+def near_misses(line: dict[str, Any]) -> list[str]:
+    """A warning per key of a line that is no option but looks like a misspelt one.
+
+    A dataset's own fields are allowed (and kept out of the loop's options), so an
+    unknown key is not an error; one close to an option's name (`"selct"`) most likely
+    meant it, and would otherwise be ignored without a word.
+    """
+    known = (*PER_LINE_OPTIONS, "id", "task")
+    found = []
+    for key in line:
+        if key in known or not isinstance(key, str):
+            continue
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.8)
+        if close:
+            found.append(
+                f"key {key!r} is no option and is ignored; did you mean {close[0]!r}? "
+                f"(the options a line may set: {', '.join(PER_LINE_OPTIONS)})"
+            )
     return found
 
 
@@ -405,7 +432,7 @@ async def run_items(
     """
     if not items:
         return await drive(items, _never, writer, concurrency=concurrency, progress=progress)
-    loops = _Loops(generator or settings.generator(), settings, store)
+    loops = _Loops(generator or batch_generator(items, settings), settings, store)
 
     async def run_one(item: BatchItem) -> RefineResult:
         return await loops.get(item.options).arun(item.task)
@@ -423,6 +450,22 @@ async def run_items(
         await settings.http.aclose()
 
 
+def batch_generator(
+    items: list[BatchItem], settings: ModelSettings
+) -> BaseChatModel | list[BaseChatModel] | None:
+    """The batch's own generator (`--model`), built before any output; None when unused.
+
+    A line's `model` replaces `--model` for that line, so a batch whose every line names
+    its models needs no `--model`.
+
+    Raises:
+        CliError: If a line relies on `--model` and none is given (or it cannot be built).
+    """
+    if items and all(item.options.models for item in items) and not settings.model:
+        return None
+    return settings.generator() if items else None
+
+
 class _Loops:
     """The batch's compiled loops, one per `CommandOptions` object the tasks share.
 
@@ -437,7 +480,7 @@ class _Loops:
 
     def __init__(
         self,
-        model: BaseChatModel | list[BaseChatModel],
+        model: BaseChatModel | list[BaseChatModel] | None,
         settings: ModelSettings,
         store: BaseStore | None,
     ) -> None:
@@ -461,7 +504,13 @@ class _Loops:
         if found is not None:
             return found[1]
         generator = self.generators(options.models)
-        loop = CompiledLoop(generator, store=self.store, **options.graph_kwargs(self.judge_model))
+        judge = self.judge_model
+        if self.model is None and not self.settings.judge_model:
+            # No --model: the judge runs on the line's own first model (as `run` judges
+            # with its first rung).
+            first = generator[0] if isinstance(generator, list) else generator
+            judge = lambda: first  # noqa: E731 - a one-line factory
+        loop = CompiledLoop(generator, store=self.store, **options.graph_kwargs(judge))
         if len(self._loops) >= self.KEEP:
             del self._loops[next(iter(self._loops))]
         self._loops[id(options)] = (options, loop)

@@ -8,7 +8,9 @@ in-memory one, which the human review needs to pause and resume.
 from __future__ import annotations
 
 import contextlib
+import json
 import sqlite3
+import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,7 +34,7 @@ from langgraph_refine.cli._ladder_view import per_model
 from langgraph_refine.cli._models import ModelSettings
 from langgraph_refine.cli._options import CommandOptions
 from langgraph_refine.cli._review import Reviewer
-from langgraph_refine.cli._view import RoundView
+from langgraph_refine.cli._view import RoundView, show_result
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,31 @@ def result_json(result: RefineResult) -> dict[str, Any]:
     if result.metadata.get("selection"):
         data["selection"] = result.metadata["selection"]
     return data
+
+
+def show_lost_work(
+    exc: BaseException,
+    message: str,
+    out: Console,
+    *,
+    json_output: bool,
+    show_reasoning: bool = False,
+) -> None:
+    """Print the best result a failed run carries (`.result`) before its error line.
+
+    Whatever paid work the run did (its attempts and usage) is shown as a finished run's
+    result is; with `--json`, it is the result's JSON object with an `error` field (as a
+    batch's failed row). Nothing is printed when the error carries no result.
+    """
+    result = getattr(exc, "result", None)
+    if not isinstance(result, RefineResult):
+        return
+    if json_output:
+        data = {**result_json(result), "error": message}
+        sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
+        sys.stdout.flush()
+    else:
+        show_result(out, result, show_reasoning=show_reasoning, failed=True)
 
 
 @contextlib.contextmanager

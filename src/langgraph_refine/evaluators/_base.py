@@ -184,6 +184,23 @@ def to_evaluation(value: Any, *, source: str) -> Evaluation:
     )
 
 
+def member_feedback(evaluation: Evaluation) -> str:
+    """A member's feedback as `combine` and `panel` show it to the generator.
+
+    A member that gave no text is "no issues" only when it found none (a full score or a
+    PASS); below that, the line says the score had no reason given, so the generator is
+    not told that an attempt scored 0 has nothing to fix.
+    """
+    text = evaluation.feedback.strip()
+    if text:
+        return text
+    if evaluation.verdict == "PASS" or evaluation.score >= 1.0:
+        return "no issues"
+    if evaluation.verdict == "FAIL":
+        return "failed this check without saying why"
+    return f"gave no reason for scoring {evaluation.score:.2f} (below 1.00)"
+
+
 class CallableEvaluator(BaseEvaluator):
     """Adapts a user function `(response, state) -> float | Evaluation` (sync or async).
 

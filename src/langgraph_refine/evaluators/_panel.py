@@ -20,7 +20,7 @@ from typing import Any, get_args
 from langgraph_refine._calls._budget import BudgetStop
 from langgraph_refine._calls._retry import describe_status, is_transient, status_code
 from langgraph_refine._state import Evaluation, PanelRule, Verdict
-from langgraph_refine.evaluators._base import BaseEvaluator, EvaluatorLike
+from langgraph_refine.evaluators._base import BaseEvaluator, EvaluatorLike, member_feedback
 from langgraph_refine.evaluators._combine import as_evaluator, combined_verdict
 
 _ORDER: dict[Verdict, int] = {"FAIL": 0, "NEEDS_IMPROVEMENT": 1, "PASS": 2}
@@ -98,7 +98,7 @@ class PanelEvaluator(BaseEvaluator):
         lines = [
             f"[{label}] score {e.score:.2f}"
             + (f" ({e.verdict})" if e.verdict else "")
-            + f": {e.feedback.strip() or 'no issues'}"
+            + f": {member_feedback(e)}"
             for label, e in judged
         ]
         lines += [
