@@ -307,3 +307,19 @@ def test_the_graph_streams_its_drafts_by_default_each_tagged_with_its_attempt() 
 def test_the_graph_without_drafts_sends_only_its_answer() -> None:
     pairs = graph_chat(stream_drafts=False)
     assert list(by_message(pairs).values()) == ["better draft text"]
+
+
+def test_an_unpriced_rung_under_max_cost_is_refused_when_the_middleware_is_built() -> None:
+    from langgraph_refine import Budget, UnknownPriceError
+    from tests.test_ladder import Named
+
+    class Priced(Named, AgentModel):
+        """A named scripted model an agent can bind tools to."""
+
+    PRICE = {"input": 0.0, "output": 1.0}  # noqa: N806
+    budget = Budget(max_cost=1.0, prices={"test:cheap": PRICE})
+    rungs = [Priced(name_="cheap"), Priced(name_="strong")]
+    with pytest.raises(UnknownPriceError, match=r"models\[1\] of the ladder \(rung 1\): no price .*'strong'"):
+        RefineMiddleware(scores(1.0), models=rungs, budget=budget)
+    priced = Budget(max_cost=1.0, prices={"test:cheap": PRICE, "test:strong": PRICE})
+    RefineMiddleware(scores(1.0), models=rungs, budget=priced)  # every rung priced: built

@@ -64,7 +64,7 @@ from langgraph_refine._agents._agent_loop import (
     ladder_of,
     resolve_evaluator,
 )
-from langgraph_refine._calls._budget import BudgetMeter, BudgetStop, metered
+from langgraph_refine._calls._budget import BudgetMeter, BudgetStop, check_rungs_priced, metered
 from langgraph_refine._decisions._options import AGENT, AGENT_DEFAULTS, AgentOptions, LoopOptions
 from langgraph_refine._decisions._round import (
     Confirm,
@@ -167,6 +167,7 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
             )
         )
         self.rungs = ladder_of(models)
+        check_rungs_priced(built.budget, self.rungs, "models")  # before any call is paid
         judge = resolve_evaluator(evaluator, built.judge_model)  # None: the agent's model
         self.loop = AgentLoop(
             replace(built, name=LOOP_NAME),

@@ -162,11 +162,14 @@ LIMITS = ("max_calls", "max_tokens", "max_seconds", "max_cost")
 _NO_PRICES = Pricing()
 
 
-def check_rungs_priced(budget: Budget | None, generators: Sequence[Any]) -> None:
+def check_rungs_priced(
+    budget: Budget | None, generators: Sequence[Any], option: str = "generator"
+) -> None:
     """Refuse, before the loop's first call, a generator `max_cost` cannot price.
 
     Every rung of a ladder is known when the loop starts: an unpriced one would
     otherwise be found only when the loop climbs to it, after the rounds below were paid.
+    `option` names the ladder in the message (`"models"` for an agent's).
 
     Raises:
         UnknownPriceError: With `max_cost` set, for the first chat model that neither
@@ -181,7 +184,7 @@ def check_rungs_priced(budget: Budget | None, generators: Sequence[Any]) -> None
             continue  # a model named only by its calls is checked as it calls
         message = unknown_price_message(ref, "generator")
         if len(generators) > 1:
-            message = f"generator[{position}] of the ladder (rung {position}): {message}"
+            message = f"{option}[{position}] of the ladder (rung {position}): {message}"
         raise UnknownPriceError(message)
 
 
