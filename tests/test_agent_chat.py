@@ -316,7 +316,7 @@ def test_an_unpriced_rung_under_max_cost_is_refused_when_the_middleware_is_built
     class Priced(Named, AgentModel):
         """A named scripted model an agent can bind tools to."""
 
-    PRICE = {"input": 0.0, "output": 1.0}  # noqa: N806
+    PRICE = {"input": 0.0, "output": 1.0}
     budget = Budget(max_cost=1.0, prices={"test:cheap": PRICE})
     rungs = [Priced(name_="cheap"), Priced(name_="strong")]
     with pytest.raises(UnknownPriceError, match=r"models\[1\] of the ladder \(rung 1\): no price .*'strong'"):
