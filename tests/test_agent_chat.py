@@ -319,7 +319,8 @@ def test_an_unpriced_rung_under_max_cost_is_refused_when_the_middleware_is_built
     PRICE = {"input": 0.0, "output": 1.0}
     budget = Budget(max_cost=1.0, prices={"test:cheap": PRICE})
     rungs = [Priced(name_="cheap"), Priced(name_="strong")]
-    with pytest.raises(UnknownPriceError, match=r"models\[1\] of the ladder \(rung 1\): no price .*'strong'"):
+    refused = r"models\[1\] of the ladder \(rung 1\): no price .*'strong'"
+    with pytest.raises(UnknownPriceError, match=refused):
         RefineMiddleware(scores(1.0), models=rungs, budget=budget)
     priced = Budget(max_cost=1.0, prices={"test:cheap": PRICE, "test:strong": PRICE})
     RefineMiddleware(scores(1.0), models=rungs, budget=priced)  # every rung priced: built
