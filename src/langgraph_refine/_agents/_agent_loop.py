@@ -52,14 +52,19 @@ from langgraph_refine._decisions._strategy import Choice
 from langgraph_refine._errors import BudgetExhaustedError
 from langgraph_refine._events import stop_event
 from langgraph_refine._kinds import kind_of, model_name
-from langgraph_refine._loop._ends import NO_COMPARER
 from langgraph_refine._loop._review import ReviewNode
 from langgraph_refine._loop._review_schema import ask_review
-from langgraph_refine._loop._select import Comparer, Selection, as_comparer
+from langgraph_refine._loop._select import (
+    Comparer,
+    Selection,
+    as_comparer,
+    calls_left,
+    selection_for,
+)
 from langgraph_refine._loop._step import emit
 from langgraph_refine._reasoning import split_reasoning
 from langgraph_refine._records._record import compose_key
-from langgraph_refine._result import REVIEWED_REASONS, RefineResult, best_feedback
+from langgraph_refine._result import RefineResult, best_feedback
 from langgraph_refine._state import (
     Attempt,
     ComparerLike,
@@ -525,21 +530,12 @@ class AgentLoop:
 
     def ending(self, state: Mapping[str, Any], view: dict[str, Any]) -> dict[str, Any] | Finish:
         """The end, or with `select="pairwise"` the comparisons to make before it."""
-        options = self.options
-        if options.select != "pairwise" or view["stop_reason"] in REVIEWED_REASONS:
+        task, attempts = view["task"], view["attempts"]
+        selection = selection_for(self.options, view["stop_reason"], task, attempts, self.comparer)
+        if selection is None:
             return self.finish(state, view)
-        if self.comparer is None:
-            raise ValueError(NO_COMPARER)
-        attempts = list(view["attempts"])
-        selection = Selection(
-            view["task"], attempts, options.select_top, options.select_margin, self.comparer
-        )
         meter = self.meter(state, what="comparer")
-        budget = options.budget
-        calls_left = None
-        if budget is not None and budget.max_calls is not None:
-            calls_left = max(budget.max_calls - meter.total().calls, 0)
-        note = selection.budget_note(calls_left)
+        note = selection.budget_note(calls_left(self.options.budget, meter.total()))
         if note is not None:  # the budget cannot pay for every comparison: by score
             return self.finish(state, view | {"selection": selection.record(note=note)})
         return Finish(view, selection, meter)

@@ -16,9 +16,15 @@ from langgraph_refine._errors import BudgetExhaustedError
 from langgraph_refine._events import stop_event
 from langgraph_refine._loop._comparisons import ComparisonLedger
 from langgraph_refine._loop._review import require_checkpointer
-from langgraph_refine._loop._select import Comparer, Selection
+from langgraph_refine._loop._select import (
+    NO_COMPARER,
+    Comparer,
+    Selection,
+    calls_left,
+    selection_for,
+)
 from langgraph_refine._loop._step import Step, emit, run_options
-from langgraph_refine._result import REVIEWED_REASONS, RefineResult, keep_finished
+from langgraph_refine._result import RefineResult, keep_finished
 from langgraph_refine._state import RefineState, Usage, revive_state
 from langgraph_refine._stop_rules import BUDGET_STOP, stop_reason_of
 from langgraph_refine._typed import plain
@@ -161,7 +167,8 @@ class FinalizeNode(Runnable[Any, Any]):
         selection = self._selection(state, options)
         if selection is None:
             return state, options, None, self._finish(state, options, None, None)
-        note = selection.budget_note(_calls_left(self._step(state, options, config)))
+        step = self._step(state, options, config)
+        note = selection.budget_note(calls_left(step.budget, step.meter.total()))
         if stop_reason_of(state) == "rejected":
             # The reviewer was shown the best attempt by score and stopped the loop on it:
             # a pairwise winner they never saw must not replace it.
@@ -186,18 +193,9 @@ class FinalizeNode(Runnable[Any, Any]):
         )
 
     def _selection(self, state: Mapping[str, Any], options: LoopOptions) -> Selection | None:
-        """The pairwise selection to make, or None (select by score, or a reviewer chose)."""
-        if options.select != "pairwise" or stop_reason_of(state) in REVIEWED_REASONS:
-            return None
-        if self.comparer is None:  # Prepare refuses such a run; a direct call lands here
-            raise ValueError(NO_COMPARER)
-        return Selection(
-            state["task"],
-            list(state.get("attempts") or []),
-            options.select_top,
-            options.select_margin,
-            self.comparer,
-        )
+        """The pairwise selection to make, or None (see `selection_for`)."""
+        attempts = list(state.get("attempts") or [])
+        return selection_for(options, stop_reason_of(state), state["task"], attempts, self.comparer)
 
     def _step(
         self, state: Mapping[str, Any], options: LoopOptions, config: RunnableConfig | None
@@ -250,21 +248,3 @@ REJECTED_NOTE = (
     "score); chosen by score, not compared"
 )
 """`metadata["selection"]["note"]` of a pairwise run stopped by a reviewer's reject."""
-
-NO_COMPARER = (
-    "select='pairwise' needs a comparer: pass comparer= (a chat model, or a callable "
-    "(task, first, second) -> 'first' | 'second' | 'tie'), or judge_model=, or use a chat "
-    "model as the generator or judge"
-)
-
-
-def _calls_left(step: Step) -> int | None:
-    """Model calls the budget has left (0 when any limit is reached), or None for no call limit."""
-    budget = step.budget
-    if budget is None:
-        return None
-    if budget.exceeded(step.meter.total()) is not None:
-        return 0
-    if budget.max_calls is None:
-        return None
-    return budget.max_calls - step.meter.total().calls

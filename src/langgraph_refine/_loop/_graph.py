@@ -24,11 +24,11 @@ from langgraph_refine._decisions._options import (
 from langgraph_refine._inline import Inline
 from langgraph_refine._kinds import kind_of
 from langgraph_refine._loop._adapters import GeneratorLike, adapt_ladder
-from langgraph_refine._loop._ends import NO_COMPARER, FinalizeNode, Prepare
+from langgraph_refine._loop._ends import FinalizeNode, Prepare
 from langgraph_refine._loop._evaluate import EvaluatorNode
 from langgraph_refine._loop._generate import GeneratorNode
 from langgraph_refine._loop._review import ReviewNode, route_after_review
-from langgraph_refine._loop._select import Comparer, as_comparer, judge_model_in
+from langgraph_refine._loop._select import NO_COMPARER, Comparer, as_comparer, judge_model_in
 from langgraph_refine._state import (
     ComparerLike,
     RefineInput,

@@ -29,18 +29,19 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langgraph.errors import GraphBubbleUp
 
-from langgraph_refine._calls._budget import BudgetStop, model_invocation
+from langgraph_refine._calls._budget import Budget, BudgetStop, model_invocation
 from langgraph_refine._calls._models import message_text, resolve_chat_model
 from langgraph_refine._decisions._options import DEFAULTS, LoopOptions
 from langgraph_refine._decisions._prompts import PAIRWISE_INSTRUCTIONS, PAIRWISE_SYSTEM
 from langgraph_refine._fences import json_objects
 from langgraph_refine._internal import mark_internal
 from langgraph_refine._kinds import kind_of
-from langgraph_refine._result import best_attempt
+from langgraph_refine._result import REVIEWED_REASONS, best_attempt
 from langgraph_refine._state import (
     Attempt,
     ComparerLike,
     Preference,
+    Usage,
 )
 from langgraph_refine.evaluators._base import acall, call_sync
 from langgraph_refine.evaluators._judge import LLMJudge
@@ -435,3 +436,43 @@ class Selection:
         except Exception as exc:  # the loop's attempts are worth more than the comparisons
             return self.record(note=comparer_failed(exc))
         return self.record()
+
+
+NO_COMPARER = (
+    "select='pairwise' needs a comparer: pass comparer= (a chat model, or a callable "
+    "(task, first, second) -> 'first' | 'second' | 'tie'), or judge_model=, or use a chat "
+    "model as the generator or judge"
+)
+
+
+def selection_for(
+    options: LoopOptions,
+    stop_reason: str | None,
+    task: str,
+    attempts: Sequence[Attempt],
+    comparer: Comparer | None,
+) -> Selection | None:
+    """The selection the loop's end makes: pairwise, or None (by score, or a reviewer chose).
+
+    The one place that decides it, for the graph's finalize step and the agent's end.
+
+    Raises:
+        ValueError: If pairwise selection has no comparer.
+    """
+    if options.select != "pairwise" or stop_reason in REVIEWED_REASONS:
+        return None
+    if comparer is None:
+        raise ValueError(NO_COMPARER)
+    return Selection(task, list(attempts), options.select_top, options.select_margin, comparer)
+
+
+def calls_left(budget: Budget | None, spent: Usage) -> int | None:
+    """Model calls the budget has left (0 once any limit is reached), None for no call limit."""
+    if budget is None:
+        return None
+    if budget.exceeded(spent) is not None:
+        return 0
+    if budget.max_calls is None:
+        return None
+    left: int = budget.max_calls - spent.calls
+    return left
