@@ -32,7 +32,7 @@ class ComparisonLedger:
     Args:
         options: The run's options (budget, name).
         state: The loop's state (its `usage` so far, its attempts).
-        retry_policy: The finalize node's retry policy (for `Retry-After` waits).
+        retry_policy: The policy a failed comparison call is retried under.
     """
 
     def __init__(

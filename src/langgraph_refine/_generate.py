@@ -118,8 +118,9 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             `(state) -> str` (sync or async; it may return an `AIMessage`); or a
             ladder of them (a list, cheapest first: the state's `rung` picks one).
         options: The loop's options (memory, budget, prompt form, candidates, ...).
-        retry_policy: The retry policy the node runs under (a `Retry-After` wait
-            happens only when it retries).
+        retry_policy: The policy a failed generator call is retried under, inside the
+            node (`Step.call`), so the budget counts every call sent; give it here
+            rather than to `add_node`, which would retry the whole node as well.
         **settings: Shorthand for `LoopOptions` fields (`memory="last"`, ...).
 
     Example:

@@ -137,8 +137,10 @@ def create_refine_graph(
         candidates: Responses sampled per round (>= 1). Each is evaluated and the best
             becomes the round's attempt. Every candidate is a model call (and a judge
             call with an LLM judge).
-        retry_policy: Retry policy of the model-calling nodes; by default transient
-            provider errors are retried with backoff and other errors fail at once.
+        retry_policy: Retry policy of the model calls (generator, evaluator, comparer);
+            by default transient provider errors are retried with backoff and other
+            errors fail at once. A call is retried inside its step, so the budget
+            counts every call sent.
         record_key: The key of the strategy record `strategy="explore"` keeps when the
             graph runs with a store (`compile(store=...)`). By default it names the
             generator's model and the evaluator's kind, e.g.
@@ -237,10 +239,11 @@ def create_refine_graph(
             name="prepare",
         ),
     )
+    # The model-calling nodes retry their calls themselves (`Step.call`), under the
+    # step's meter: no LangGraph retry policy on them, which would retry twice.
     builder.add_node(
         "generate",
         GeneratorNode[RefineState](rungs, options, retry_policy=retry_policy),
-        retry_policy=retry_policy,
         metadata={"refine_loop": name},
     )
     # The evaluate node routes the loop itself (a `Command`): one route per round, and
@@ -258,14 +261,12 @@ def create_refine_graph(
             record_model=">".join(rung.name for rung in rungs),
             ladder=[rung.name for rung in rungs] if len(rungs) > 1 else (),
         ),
-        retry_policy=retry_policy,
         metadata={"refine_loop": name},
         destinations=() if after_evaluation else ("generate", stop),
     )
     builder.add_node(
         "finalize",
         FinalizeNode(options, compare, retry_policy=retry_policy),
-        retry_policy=retry_policy,
     )
 
     builder.add_edge(START, "prepare")

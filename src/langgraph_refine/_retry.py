@@ -66,15 +66,15 @@ def retry_follows(
     policy: RetryPolicy | Sequence[RetryPolicy] | None,
     attempt: int | None,
 ) -> RetryPolicy | None:
-    """The policy that will retry the step after `exc`, or None if no retry follows.
+    """The policy that will retry the call after `exc`, or None if no retry follows.
 
     As in LangGraph, the first policy that retries the error applies, and it retries
-    while `attempt` (this execution's number, 1 = first) is below its `max_attempts`.
+    while `attempt` (this try's number, 1 = first) is below its `max_attempts`.
 
     Args:
-        exc: The error the step failed with.
-        policy: The node's retry policy or policies (None: no retry follows).
-        attempt: This execution's attempt number, or None if unknown (no retry known).
+        exc: The error the call failed with.
+        policy: The retry policy or policies (None: no retry follows).
+        attempt: This try's number, or None if unknown (no retry known).
     """
     policies = [policy] if isinstance(policy, RetryPolicy) else list(policy or [])
     chosen = next((p for p in policies if _retries(p, exc)), None)
@@ -84,10 +84,11 @@ def retry_follows(
 
 
 def retry_wait(exc: BaseException, policy: RetryPolicy | None) -> float:
-    """Seconds to wait for the server's `Retry-After` before `policy` retries the step.
+    """Seconds to wait for the server's `Retry-After` before `policy` retries the call.
 
     Only called when a retry follows (see `retry_follows`); capped by the policy's
-    `max_interval`, so a server cannot park the loop. LangGraph's own backoff comes on top.
+    `max_interval`, so a server cannot park the loop. The policy's backoff comes on top
+    (`Step.call`).
     """
     if policy is None:
         return 0.0
