@@ -11,7 +11,12 @@ import pytest
 from langgraph.types import RetryPolicy
 
 from langgraph_refine import Budget, GeneratorNode, arefine, refine
-from langgraph_refine._retry import DEFAULT_RETRY_POLICY, is_transient, retry_after_seconds
+from langgraph_refine._retry import (
+    DEFAULT_RETRY_POLICY,
+    is_transient,
+    retry_after_seconds,
+    retry_wait,
+)
 from tests.fakes import scores
 
 
@@ -213,3 +218,13 @@ def test_a_failed_comparison_is_retried_in_its_step_and_counted() -> None:
     comparisons = len(result.metadata["selection"]["comparisons"])
     assert len(asked) == 2 * comparisons + 1  # each pair in both orders, and the failure
     assert result.usage.calls == 2 + len(asked)  # two generations, every comparer call
+
+
+def test_the_wait_before_a_retry_is_the_backoff_and_the_servers_retry_after() -> None:
+    policy = RetryPolicy(initial_interval=0.5, backoff_factor=2.0, max_interval=3.0, jitter=False)
+    error = HTTPError(503)
+    assert [retry_wait(error, policy, tries) for tries in (1, 2, 3, 4)] == [0.5, 1.0, 2.0, 3.0]
+    assert retry_wait(HTTPError(429, {"retry-after": "2"}), policy, 1) == 2.5
+    assert retry_wait(HTTPError(429, {"retry-after": "30"}), policy, 1) == 3.5  # capped
+    jittered = retry_wait(error, policy._replace(jitter=True), 1)
+    assert 0.5 <= jittered <= 1.5

@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import contextvars
 import logging
-import random
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -281,22 +280,16 @@ class Step:
         """Seconds to wait before trying the call again after `exc`; None: no retry follows.
 
         As LangGraph retries a node: the first policy whose `retry_on` takes the error
-        applies while `tries` is below its `max_attempts`, after its exponential backoff
-        (with jitter when asked); a server's `Retry-After` is waited for on top (capped
-        by the policy's `max_interval`). A budget stop and LangGraph's own signals
-        (interrupts, commands) are never retried.
+        applies while `tries` is below its `max_attempts` (`retry_follows`), after its
+        backoff and the server's `Retry-After` (`retry_wait`). A budget stop and
+        LangGraph's own signals (interrupts, commands) are never retried.
         """
         if isinstance(exc, BudgetStop | GraphBubbleUp):
             return None
         policy = retry_follows(exc, self.retry_policy, tries)
         if policy is None:
             return None
-        backoff = min(
-            policy.max_interval, policy.initial_interval * policy.backoff_factor ** (tries - 1)
-        )
-        if policy.jitter:
-            backoff += random.uniform(0, 1)
-        wait = retry_wait(exc, policy) + backoff
+        wait = retry_wait(exc, policy, tries)
         logger.info(
             "%s: retrying the %s call of attempt %d in %.2f s (try %d) after %s: %s",
             self.options.name,
