@@ -14,7 +14,7 @@ from langgraph.types import Overwrite, RetryPolicy
 from langgraph_refine._comparisons import ComparisonLedger
 from langgraph_refine._errors import BudgetExhaustedError
 from langgraph_refine._options import LoopOptions
-from langgraph_refine._result import REVIEWED_REASONS, RefineResult, keep_finished
+from langgraph_refine._result import REVIEWED_REASONS, RefineResult
 from langgraph_refine._review import require_checkpointer
 from langgraph_refine._select import Comparer, Selection
 from langgraph_refine._state import RefineState, Usage, revive_state
@@ -96,6 +96,9 @@ def prepare(state: RefineState) -> dict[str, Any]:
 class FinalizeNode(Runnable[Any, Any]):
     """Ends the loop: chooses the result, sets `response` (and `messages`), emits the stop event.
 
+    What it writes completes the state the result is built from (`RefineResult.from_state`):
+    the driver builds the same result from the final state.
+
     With `select="pairwise"` the result is chosen by comparing the best attempts in pairs
     (see `_select`); the comparisons run here, each a durable task under a `Step` of its
     own (see `_comparisons`), so they count against the budget and a resumed run does not
@@ -106,7 +109,8 @@ class FinalizeNode(Runnable[Any, Any]):
         options: The loop's options (`on_budget_exhausted`, `name`, `select`, ...).
         comparer: Who compares attempts with `select="pairwise"` (None: no comparer, and
             then a run asking for pairwise selection is refused at its start).
-        retry_policy: The node's retry policy (comparisons call a model).
+        retry_policy: The policy a failed comparison call is retried under (inside
+            its step, see `Step.call`).
 
     Raises:
         BudgetExhaustedError: On a budget stop with `on_budget_exhausted="raise"`.
@@ -236,7 +240,6 @@ class FinalizeNode(Runnable[Any, Any]):
             result.score,
         )
         emit(stop_event(options.name, result))
-        keep_finished(state.get("loop_id"), result)  # the driver returns it as it is
         return update
 
 
