@@ -365,8 +365,8 @@ is larger, so the same work is a smaller share.
 
 Fifth round (the sync goals set to 1.1x per round and 1.3x for the whole run): the
 channels take back the model a node just dumped instead of validating its dict again
-(`_state.dumped`: recognised by the dict's identity, once, in a bounded table; writes
-and checkpoints stay plain data, and any other dict is validated as before); explore
+(`_state.dumped`: the dump is a dict that carries its model, so nothing beside it is
+kept; writes and checkpoints stay plain data, and any other dict is validated as before); explore
 finds the best attempt, whether the latest raised it and each kind's wins in one pass
 (it searched for the best three times and counted in a fourth pass), and
 `best_attempt` ranks each attempt once; the generate step finds the attempt it refines

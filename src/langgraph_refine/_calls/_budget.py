@@ -219,8 +219,6 @@ class BudgetMeter(BaseCallbackHandler):
         budget: The limits, or None to count only.
         spent_before: Usage recorded in state before this step, or a function giving it
             when first read (only limits read it: a step without a budget never sums it).
-        carried: Usage of earlier failed executions of this step (retries), which
-            wrote nothing to state but whose calls were sent.
         what: Who calls the models (`"generator"`, `"evaluator"`), for error messages.
         parent: The meter of the loop step this one runs inside (a nested loop), which
             counts its calls too and whose budget it also obeys; None for an outermost
@@ -235,21 +233,19 @@ class BudgetMeter(BaseCallbackHandler):
         budget: Budget | None,
         spent_before: Usage | Callable[[], Usage],
         *,
-        carried: Usage | None = None,
         what: str = "loop",
         parent: BudgetMeter | None = None,
     ) -> None:
-        carried = carried or _NOTHING_SPENT
         self.budget = budget
         self.parent = parent
         self._spent_before = spent_before
         self.what = what
-        self.calls = carried.calls
-        self.input_tokens = carried.input_tokens
-        self.output_tokens = carried.output_tokens
-        self.total_tokens = carried.total_tokens
-        self.cost: float | None = carried.cost
-        self.started = time.perf_counter() - carried.seconds
+        self.calls = 0
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.total_tokens = 0
+        self.cost: float | None = 0.0
+        self.started = time.perf_counter()
         self._runs: dict[UUID, ModelRef | None] = {}  # calls started, not yet ended
         self._pricing = budget.pricing if budget is not None else _NO_PRICES
 
@@ -449,7 +445,6 @@ class BudgetMeter(BaseCallbackHandler):
             self._add_cost(ref, usage)
 
 
-_NOTHING_SPENT = Usage()
 """No usage (models are frozen: one instance serves every meter)."""
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Sequence
 from email.utils import parsedate_to_datetime
@@ -66,15 +67,15 @@ def retry_follows(
     policy: RetryPolicy | Sequence[RetryPolicy] | None,
     attempt: int | None,
 ) -> RetryPolicy | None:
-    """The policy that will retry the step after `exc`, or None if no retry follows.
+    """The policy that will retry the call after `exc`, or None if no retry follows.
 
     As in LangGraph, the first policy that retries the error applies, and it retries
-    while `attempt` (this execution's number, 1 = first) is below its `max_attempts`.
+    while `attempt` (this try's number, 1 = first) is below its `max_attempts`.
 
     Args:
-        exc: The error the step failed with.
-        policy: The node's retry policy or policies (None: no retry follows).
-        attempt: This execution's attempt number, or None if unknown (no retry known).
+        exc: The error the call failed with.
+        policy: The retry policy or policies (None: no retry follows).
+        attempt: This try's number, or None if unknown (no retry known).
     """
     policies = [policy] if isinstance(policy, RetryPolicy) else list(policy or [])
     chosen = next((p for p in policies if _retries(p, exc)), None)
@@ -83,16 +84,21 @@ def retry_follows(
     return chosen
 
 
-def retry_wait(exc: BaseException, policy: RetryPolicy | None) -> float:
-    """Seconds to wait for the server's `Retry-After` before `policy` retries the step.
+def retry_wait(exc: BaseException, policy: RetryPolicy, tries: int) -> float:
+    """Seconds to wait before `policy` retries a call that failed `tries` times with `exc`.
 
-    Only called when a retry follows (see `retry_follows`); capped by the policy's
-    `max_interval`, so a server cannot park the loop. LangGraph's own backoff comes on top.
+    Only called when a retry follows (see `retry_follows`). The policy's exponential
+    backoff, as LangGraph computes it for a node (`initial_interval` times
+    `backoff_factor` per earlier failure, capped by `max_interval`, plus up to a second
+    of jitter when asked), and on top the server's `Retry-After`, capped by
+    `max_interval` too, so a server cannot park the loop.
     """
-    if policy is None:
-        return 0.0
-    delay = retry_after_seconds(exc) or 0.0
-    return min(delay, policy.max_interval)
+    backoff = min(
+        policy.max_interval, policy.initial_interval * policy.backoff_factor ** (tries - 1)
+    )
+    if policy.jitter:
+        backoff += random.uniform(0, 1)
+    return backoff + min(retry_after_seconds(exc) or 0.0, policy.max_interval)
 
 
 def _retries(policy: RetryPolicy, exc: BaseException) -> bool:

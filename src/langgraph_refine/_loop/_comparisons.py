@@ -32,7 +32,7 @@ class ComparisonLedger:
     Args:
         options: The run's options (budget, name).
         state: The loop's state (its `usage` so far, its attempts).
-        retry_policy: The finalize node's retry policy (for `Retry-After` waits).
+        retry_policy: The policy a failed comparison call is retried under.
     """
 
     def __init__(
@@ -102,7 +102,7 @@ async def _acompare_now(
     try:
         verdict = await step.acall(fn, *args)
     except Exception as exc:
-        await step.aon_error(exc, "comparer")
+        step.on_error(exc, "comparer")
         raise
     return verdict, step.meter.delta().model_dump()
 

@@ -23,7 +23,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
 from langgraph_refine._errors import ReviewInputError, carry_result
-from langgraph_refine._result import FINISHED, RESULT_KEYS, RefineResult, loop_schema
+from langgraph_refine._result import RESULT_KEYS, RefineResult, loop_schema
 from langgraph_refine._typed import OutputSchema
 
 Graph = CompiledStateGraph[Any, Any, Any, Any]
@@ -61,6 +61,9 @@ def run_flow(
 ) -> Generator[FlowStep, Any, RefineResult]:
     """The steps of one run, from the first invocation to the result.
 
+    The result is built from the loop's final state (the run's values, or the thread's),
+    which the finalize step completed: nothing else passes from the graph to the driver.
+
     With a checkpointer (`durable`), an unfinished run of the same task on the thread is
     continued rather than restarted (a pending review too: the reviewer is asked again
     and no model call is repeated), and every review is answered until the loop ends.
@@ -79,7 +82,7 @@ def run_flow(
     """
     if not durable:
         values = yield Run({"task": task})
-        return _result(values, output_schema)
+        return RefineResult.from_state(values, output_schema=output_schema)
     snapshot = yield ReadState()
     unfinished = bool(snapshot.next) and snapshot.values.get("task") == task
     yield Run(None if unfinished else {"task": task})
@@ -87,7 +90,7 @@ def run_flow(
     while True:
         snapshot = yield ReadState()
         if not snapshot.interrupts:
-            return _result(snapshot.values, output_schema)
+            return RefineResult.from_state(snapshot.values, output_schema=output_schema)
         payload = snapshot.interrupts[0].value
         if answered and payload.get("error"):
             # The last answer was rejected: asking the same reviewer again would loop.
@@ -98,14 +101,6 @@ def run_flow(
         answer = yield AskReviewer(payload)
         yield Run(Command(resume=review_answer(answer)))
         answered = True
-
-
-def _result(values: dict[str, Any], output_schema: OutputSchema | None) -> RefineResult:
-    """The run's result: the one its finalize step built (see `FINISHED`), else from state."""
-    found = (FINISHED.get() or {}).get(values.get("loop_id") or "")
-    if found is not None:
-        return found
-    return RefineResult.from_state(values, output_schema=output_schema)
 
 
 def review_answer(answer: object) -> dict[str, Any]:
@@ -185,7 +180,6 @@ class Driver:
 def drive(flow: Generator[FlowStep, Any, RefineResult], driver: Driver) -> RefineResult:
     """Carry out a flow's steps synchronously and return its result."""
     reply: Any = None
-    token = FINISHED.set({})  # the finalize step leaves its result here
     try:
         while True:
             step = flow.send(reply)
@@ -207,14 +201,11 @@ def drive(flow: Generator[FlowStep, Any, RefineResult], driver: Driver) -> Refin
     except StopIteration as stop:
         result: RefineResult = stop.value
         return result
-    finally:
-        FINISHED.reset(token)
 
 
 async def adrive(flow: Generator[FlowStep, Any, RefineResult], driver: Driver) -> RefineResult:
     """Carry out a flow's steps asynchronously (the reviewer may be async too)."""
     reply: Any = None
-    token = FINISHED.set({})  # the finalize step leaves its result here
     try:
         while True:
             step = flow.send(reply)
@@ -239,8 +230,6 @@ async def adrive(flow: Generator[FlowStep, Any, RefineResult], driver: Driver) -
     except StopIteration as stop:
         result: RefineResult = stop.value
         return result
-    finally:
-        FINISHED.reset(token)
 
 
 def run_config(

@@ -24,7 +24,7 @@ from langgraph_refine._loop._select import (
     selection_for,
 )
 from langgraph_refine._loop._step import Step, emit, run_options
-from langgraph_refine._result import RefineResult, keep_finished
+from langgraph_refine._result import RefineResult
 from langgraph_refine._state import RefineState, Usage, revive_state
 from langgraph_refine._stop_rules import BUDGET_STOP, stop_reason_of
 from langgraph_refine._typed import plain
@@ -103,6 +103,9 @@ def prepare(state: RefineState) -> dict[str, Any]:
 class FinalizeNode(Runnable[Any, Any]):
     """Ends the loop: chooses the result, sets `response` (and `messages`), emits the stop event.
 
+    What it writes completes the state the result is built from (`RefineResult.from_state`):
+    the driver builds the same result from the final state.
+
     With `select="pairwise"` the result is chosen by comparing the best attempts in pairs
     (see `_select`); the comparisons run here, each a durable task under a `Step` of its
     own (see `_comparisons`), so they count against the budget and a resumed run does not
@@ -113,7 +116,8 @@ class FinalizeNode(Runnable[Any, Any]):
         options: The loop's options (`on_budget_exhausted`, `name`, `select`, ...).
         comparer: Who compares attempts with `select="pairwise"` (None: no comparer, and
             then a run asking for pairwise selection is refused at its start).
-        retry_policy: The node's retry policy (comparisons call a model).
+        retry_policy: The policy a failed comparison call is retried under (inside
+            its step, see `Step.call`).
 
     Raises:
         BudgetExhaustedError: On a budget stop with `on_budget_exhausted="raise"`.
@@ -239,7 +243,6 @@ class FinalizeNode(Runnable[Any, Any]):
             result.score,
         )
         emit(stop_event(options.name, result))
-        keep_finished(state.get("loop_id"), result)  # the driver returns it as it is
         return update
 
 

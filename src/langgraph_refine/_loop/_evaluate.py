@@ -325,7 +325,7 @@ class _Calls:
         except BudgetStop:
             return stop_with
         except Exception as exc:
-            await self.step.aon_error(exc, "evaluator")
+            self.step.on_error(exc, "evaluator")
             raise
 
     async def _ajudge(self, response: str) -> Evaluation:

@@ -123,8 +123,9 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             `(state) -> str` (sync or async; it may return an `AIMessage`); or a
             ladder of them (a list, cheapest first: the state's `rung` picks one).
         options: The loop's options (memory, budget, prompt form, candidates, ...).
-        retry_policy: The retry policy the node runs under (a `Retry-After` wait
-            happens only when it retries).
+        retry_policy: The policy a failed generator call is retried under, inside the
+            node (`Step.call`), so the budget counts every call sent; give it here
+            rather than to `add_node`, which would retry the whole node as well.
         **settings: Shorthand for `LoopOptions` fields (`memory="last"`, ...).
 
     Example:
@@ -255,7 +256,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         except Exception as exc:
             small = self._shrink(state, turn, exc)
             if small is None:
-                await step.aon_error(exc, "generator")
+                step.on_error(exc, "generator")
                 raise
             try:
                 outputs = [await step.acall(call, small, state, step)]

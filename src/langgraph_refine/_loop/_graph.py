@@ -133,10 +133,11 @@ def create_refine_graph(
             name="prepare",
         ),
     )
+    # The model-calling nodes retry their calls themselves (`Step.call`), under the
+    # step's meter: no LangGraph retry policy on them, which would retry twice.
     builder.add_node(
         "generate",
         GeneratorNode[RefineState](rungs, options, retry_policy=retry_policy),
-        retry_policy=retry_policy,
         metadata={"refine_loop": name},
     )
     # The evaluate node routes the loop itself (a `Command`): one route per round, and
@@ -154,14 +155,12 @@ def create_refine_graph(
             record_model=">".join(rung.name for rung in rungs),
             ladder=[rung.name for rung in rungs] if len(rungs) > 1 else (),
         ),
-        retry_policy=retry_policy,
         metadata={"refine_loop": name},
         destinations=() if after_evaluation else ("generate", stop),
     )
     builder.add_node(
         "finalize",
         FinalizeNode(options, compare, retry_policy=retry_policy),
-        retry_policy=retry_policy,
     )
 
     builder.add_edge(START, "prepare")

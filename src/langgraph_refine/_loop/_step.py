@@ -3,9 +3,11 @@
 A model-calling node runs its calls through a `Step`: the step attaches a `BudgetMeter`
 to the node's config (so every model call under it is counted and checked), cuts off a
 call still running when `Budget.max_seconds` runs out, and adds the attempt, node and
-HTTP status to errors (as notes: the error keeps its type and message). A loop run
-inside another loop's step finds that step's meter in its config and spends from its
-budget too (see `_budget`).
+HTTP status to errors (as notes: the error keeps its type and message), and retries a
+call that failed with an error its retry policy retries. The retries happen inside the
+step, under its meter, so what a failed call spent is counted with the rest of the step
+and reaches the state in the step's own update. A loop run inside another loop's step
+finds that step's meter in its config and spends from its budget too (see `_budget`).
 """
 
 from __future__ import annotations
@@ -123,7 +125,7 @@ class Step:
         config: The node's config; the meter is added to its callbacks.
         node: The node's name (`"generate"` or `"evaluate"`), for run names and errors.
         index: The attempt this step works on.
-        retry_policy: The node's retry policy, to tell whether a retry follows an error.
+        retry_policy: The policy a failed call is retried under (see `call`); None: no retry.
         pending_usage: Usage of the pending attempt's generation, which the state's total
             does not hold yet (the evaluate step adds it).
     """
@@ -142,10 +144,6 @@ class Step:
         self.options = options
         self.state = state
         self.budget: Budget | None = options.budget
-        # What failed executions of this step spent (they write nothing to state) counts.
-        # (Only retries leave something here; the lookup is skipped when nothing is.)
-        task_id = _task_id() if _CARRIED else None
-        carried = _CARRIED.pop(task_id, None) if task_id else None
         what = "generator" if node == "generate" else "evaluator"
         # In a loop run inside another loop's step, that step's meter (inherited with the
         # config) is the parent: the outer budget counts and can stop this loop's calls.
@@ -153,7 +151,6 @@ class Step:
         self.meter = BudgetMeter(
             options.budget,
             lambda: _spent(state, pending_usage),  # summed only if a limit reads it
-            carried=carried,
             what=what,
             parent=parent,
         )
@@ -194,7 +191,10 @@ class Step:
         """Call `fn(*args)` (sync) under the meter, cut off when the time budget runs out.
 
         Model calls inside `fn` that pass no config of their own inherit this step's
-        config (and so its meter) from the context.
+        config (and so its meter) from the context. A call that fails with an error the
+        retry policy retries is made again after the policy's backoff (and the server's
+        `Retry-After`), under the same meter: the budget counts every call sent and can
+        refuse the retry.
 
         Args:
             fn: The function to call.
@@ -206,8 +206,42 @@ class Step:
                 and counted as they start.
 
         Raises:
-            BudgetStop: If a limit is reached before or during the call.
+            BudgetStop: If a limit is reached before or during the call (or a retry).
         """
+        tries = 1
+        while True:
+            try:
+                return self._call_once(fn, args, model_call)
+            except Exception as exc:
+                wait = self._retry_wait(exc, tries)
+                if wait is None:
+                    raise
+            time.sleep(wait)
+            tries += 1
+
+    async def acall(
+        self, fn: Callable[..., Awaitable[T]], *args: Any, model_call: bool = True
+    ) -> T:
+        """Await `fn(*args)` under the meter, cancelled when the time budget runs out.
+
+        Runs in the caller's task (no task per round) unless there is a time limit; a
+        failed call is retried as in `call`.
+
+        Raises:
+            BudgetStop: If a limit is reached before or during the call (or a retry).
+        """
+        tries = 1
+        while True:
+            try:
+                return await self._acall_once(fn, args, model_call)
+            except Exception as exc:
+                wait = self._retry_wait(exc, tries)
+                if wait is None:
+                    raise
+            await asyncio.sleep(wait)
+            tries += 1
+
+    def _call_once(self, fn: Callable[..., T], args: tuple[Any, ...], model_call: bool) -> T:
         left = self._seconds_left()
         token = var_child_runnable_config.set(self.config)
         try:
@@ -221,16 +255,9 @@ class Step:
         finally:
             var_child_runnable_config.reset(token)
 
-    async def acall(
-        self, fn: Callable[..., Awaitable[T]], *args: Any, model_call: bool = True
+    async def _acall_once(
+        self, fn: Callable[..., Awaitable[T]], args: tuple[Any, ...], model_call: bool
     ) -> T:
-        """Await `fn(*args)` under the meter, cancelled when the time budget runs out.
-
-        Runs in the caller's task (no task per round) unless there is a time limit.
-
-        Raises:
-            BudgetStop: If a limit is reached before or during the call.
-        """
         left = self._seconds_left()
         token = var_child_runnable_config.set(self.config)
         try:
@@ -245,6 +272,32 @@ class Step:
             raise self._timed_out() from None
         finally:
             var_child_runnable_config.reset(token)
+
+    def _retry_wait(self, exc: Exception, tries: int) -> float | None:
+        """Seconds to wait before trying the call again after `exc`; None: no retry follows.
+
+        As LangGraph retries a node: the first policy whose `retry_on` takes the error
+        applies while `tries` is below its `max_attempts` (`retry_follows`), after its
+        backoff and the server's `Retry-After` (`retry_wait`). A budget stop and
+        LangGraph's own signals (interrupts, commands) are never retried.
+        """
+        if isinstance(exc, BudgetStop | GraphBubbleUp):
+            return None
+        policy = retry_follows(exc, self.retry_policy, tries)
+        if policy is None:
+            return None
+        wait = retry_wait(exc, policy, tries)
+        logger.info(
+            "%s: retrying the %s call of attempt %d in %.2f s (try %d) after %s: %s",
+            self.options.name,
+            self.node,
+            self.index,
+            wait,
+            tries + 1,
+            type(exc).__name__,
+            exc,
+        )
+        return wait
 
     def _seconds_left(self) -> float | None:
         """The seconds left before the time limit; None for no deadline."""
@@ -283,21 +336,14 @@ class Step:
             f"on attempt {self.index}"
         )
 
-    def failed(self, exc: BaseException, what: str) -> float:
-        """Note the error's context; return the `Retry-After` wait due before a retry.
+    def on_error(self, exc: BaseException, what: str) -> None:
+        """A failed call's error, as it leaves the step (retries already happened in `call`).
 
-        When a retry follows, what this execution spent is carried over to it, so the
-        budget counts every call that was sent.
+        Notes which attempt, node (and HTTP status) it came from, and carries the best
+        result so far (`.result`), what this step spent included, so no paid work is lost.
         """
         add_context(exc, what, self.index, self.node)
-        policy = retry_follows(exc, self.retry_policy, _node_attempt())
-        if policy is None:  # the error leaves the loop: with what the loop paid for so far
-            carry_result(exc, self.result_so_far())
-            return 0.0
-        task_id = _task_id()
-        if task_id:
-            _CARRIED[task_id] = self.meter.delta()
-        return retry_wait(exc, policy)
+        carry_result(exc, self.result_so_far())
 
     def result_so_far(self) -> RefineResult | None:
         """The best result before this step failed, its calls counted; None before attempt 0."""
@@ -311,18 +357,6 @@ class Step:
             return None
         return result.model_copy(update={"usage": result.usage + self.meter.delta()})
 
-    def on_error(self, exc: BaseException, what: str) -> None:
-        """Handle a failed call: note its context; wait for `Retry-After` if a retry follows."""
-        wait = self.failed(exc, what)
-        if wait:
-            time.sleep(wait)
-
-    async def aon_error(self, exc: BaseException, what: str) -> None:
-        """Async twin of `on_error`."""
-        wait = self.failed(exc, what)
-        if wait:
-            await asyncio.sleep(wait)
-
 
 def _spent(state: Mapping[str, Any], pending_usage: Usage | None) -> Usage:
     """The loop's usage before a step: the state's total, and a pending generation's."""
@@ -334,25 +368,3 @@ def _spent(state: Mapping[str, Any], pending_usage: Usage | None) -> Usage:
 
 class _DeadlinePassed(Exception):
     """`max_seconds` ran out during a call (counted as sent, then a `BudgetStop`)."""
-
-
-_CARRIED: dict[str, Usage] = {}
-"""Usage of failed executions, by task id, until the retry that follows picks it up."""
-
-
-def _task_id() -> str | None:
-    """The running task's id (the same across its retries), or None outside a graph."""
-    try:
-        info = get_runtime().execution_info
-    except RuntimeError:
-        return None
-    return info.task_id if info is not None else None
-
-
-def _node_attempt() -> int | None:
-    """This node execution's attempt number (1 = first), or None outside a graph."""
-    try:
-        info = get_runtime().execution_info
-    except RuntimeError:
-        return None
-    return info.node_attempt if info is not None else None
