@@ -445,9 +445,6 @@ class BudgetMeter(BaseCallbackHandler):
             self._add_cost(ref, usage)
 
 
-"""No usage (models are frozen: one instance serves every meter)."""
-
-
 def _settle(meter: BudgetMeter, seen: bool, failed: bool, reply: list[Any]) -> None:
     """Count an invocation that made no call a callback saw; tell the one around it."""
     outer = _SEEN.get()
