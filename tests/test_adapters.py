@@ -205,7 +205,8 @@ def test_a_reviewed_durable_run_returns_the_result_of_the_threads_final_state() 
 
 
 def test_no_context_variable_carries_a_result_between_the_steps_and_the_driver() -> None:
-    from langgraph_refine._loop import _driver, _ends, _result, _run
+    from langgraph_refine import _result
+    from langgraph_refine._loop import _driver, _ends, _run
 
     for module in (_driver, _ends, _result, _run):
         held = [n for n, v in vars(module).items() if isinstance(v, contextvars.ContextVar)]

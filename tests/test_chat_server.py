@@ -113,13 +113,17 @@ class Chat:
 
 
 @pytest.fixture(scope="module")
-def chat(chat_server: str) -> Chat:
-    return Chat(chat_server)
+def chat(chat_server: str) -> Iterator[Chat]:
+    chat = Chat(chat_server)
+    yield chat
+    chat.client.close()  # its connections, closed here rather than by a later collection
 
 
 @pytest.fixture(scope="module")
-def drafts_chat(chat_server: str) -> Chat:
-    return Chat(chat_server, "chat_agent_drafts")
+def drafts_chat(chat_server: str) -> Iterator[Chat]:
+    chat = Chat(chat_server, "chat_agent_drafts")
+    yield chat
+    chat.client.close()
 
 
 def test_the_chat_never_shows_a_judge_reply(chat: Chat, chat_model_server: Any) -> None:
