@@ -72,7 +72,6 @@ from langgraph_refine._decisions._round import (
     Flow,
     Outcome,
     Request,
-    Spent,
     adrive,
     drive,
     evaluate_round,
@@ -408,38 +407,36 @@ class _Calls:
         return self.store, RecordUpdate(key, request.loop_id, request.attempts)
 
     def answer(self, request: Request) -> Any:
-        if isinstance(request, Spent):
-            return self.meter.delta()
         if isinstance(request, Exchange):
             found = self._update(request)
             return exchange(*found) if found is not None else None
         evaluator = self.loop.judge()
         if isinstance(request, Confirm):
+            again: Evaluation | None = None
             with metered(self.meter), suppress(BudgetStop):
-                return evaluator.evaluate(request.response, self.view)
-            return None
+                again = evaluator.evaluate(request.response, self.view)
+            return again, self.meter.delta()
         made: list[Evaluation] = []
-        with metered(self.meter), suppress(BudgetStop):
+        with metered(self.meter), suppress(BudgetStop):  # a refused judgment is not made
             for response in request.responses:
                 made.append(evaluator.evaluate(response, self.view))
-        return made
+        return made, self.meter.delta()
 
     async def aanswer(self, request: Request) -> Any:
-        if isinstance(request, Spent):
-            return self.meter.delta()
         if isinstance(request, Exchange):
             found = self._update(request)
             return await aexchange(*found) if found is not None else None
         evaluator = self.loop.judge()
         if isinstance(request, Confirm):
+            again: Evaluation | None = None
             with metered(self.meter), suppress(BudgetStop):
-                return await evaluator.aevaluate(request.response, self.view)
-            return None
+                again = await evaluator.aevaluate(request.response, self.view)
+            return again, self.meter.delta()
         made: list[Evaluation] = []
         with metered(self.meter), suppress(BudgetStop):
             for response in request.responses:
                 made.append(await evaluator.aevaluate(response, self.view))
-        return made
+        return made, self.meter.delta()
 
 
 __all__ = ["RefineAgentState", "RefineMiddleware"]

@@ -3,8 +3,8 @@
 `evaluate_round` is a flow: a generator that yields the calls it needs and returns the
 round's update, the pattern of `_driver.run_flow` (and of httpx's auth flows). It asks
 for the judgments of the pending attempt (`Judge`), a confirming judgment
-(`Confirm`, with `confirm_pass`), what the step has spent so far (`Spent`) and the
-strategy record (`Exchange`); it decides the evaluated attempt (the best candidate),
+(`Confirm`, with `confirm_pass`), each answered with what the round has spent so far,
+and the strategy record (`Exchange`); it decides the evaluated attempt (the best candidate),
 the stop reason (the only call to the stop rules), the next move and rung, and the
 round event. Its drivers carry the calls out: `EvaluatorNode.invoke` / `ainvoke`
 (`_evaluate`) and `RefineMiddleware.after_model` / `aafter_model`, each through
@@ -31,9 +31,11 @@ logger = logging.getLogger("langgraph_refine")
 
 @dataclass(frozen=True)
 class Judge:
-    """Judge these responses, in order: answered with the evaluations made.
+    """Judge these responses, in order.
 
-    Fewer evaluations than responses means the budget ran out after the last one.
+    Answered with `(evaluations, spent)`: the evaluations made (fewer than the responses
+    when the budget ran out after the last one) and the `Usage` the round's own calls
+    have spent so far.
     """
 
     responses: tuple[str, ...]
@@ -41,14 +43,13 @@ class Judge:
 
 @dataclass(frozen=True)
 class Confirm:
-    """Judge this response once more: answered with the `Evaluation`, or None (no budget)."""
+    """Judge this response once more.
+
+    Answered with `(evaluation, spent)`: the `Evaluation`, or None when the budget
+    refused it, and the round's `Usage` so far.
+    """
 
     response: str
-
-
-@dataclass(frozen=True)
-class Spent:
-    """Answered with the `Usage` the round's own calls have spent so far."""
 
 
 @dataclass(frozen=True)
@@ -62,10 +63,8 @@ class Exchange:
     attempts: tuple[Attempt, ...]
 
 
-Request = Judge | Confirm | Spent | Exchange
+Request = Judge | Confirm | Exchange
 """A call the round's flow needs carried out."""
-
-SPENT = Spent()
 
 
 @dataclass
@@ -111,14 +110,14 @@ def evaluate_round(
     """
     replies = responses(pending)
     asked = tuple(response for response, preset in replies if preset is None)
-    made: list[Evaluation] = list((yield Judge(asked))) if asked else []
-    evaluations = _in_order(replies, made)
+    made, spent = (yield Judge(asked)) if asked else ([], Usage())
+    evaluations = _in_order(replies, list(made))
     if not evaluations:  # the budget ran out before the first judgment
-        return unevaluated(state, pending, (yield SPENT))
-    judged = judged_round(state, pending, evaluations, (yield SPENT), options)
+        return unevaluated(state, pending, spent)
+    judged = judged_round(state, pending, evaluations, spent, options)
     if needs_confirmation(judged.stop_reason, options.confirm_pass):
-        again = yield Confirm(judged.attempt.response)
-        judged = confirmed(pending, judged, again, (yield SPENT), options)
+        again, spent = yield Confirm(judged.attempt.response)
+        judged = confirmed(pending, judged, again, spent, options)
     record = None
     if not is_edit(pending):  # a reviewer's edit is not a model's move
         record = yield Exchange(state.get("loop_id"), tuple(judged.attempts))

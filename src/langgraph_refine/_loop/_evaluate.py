@@ -26,7 +26,6 @@ from langgraph_refine._decisions._round import (
     Flow,
     Outcome,
     Request,
-    Spent,
     adrive,
     drive,
     evaluate_round,
@@ -266,32 +265,28 @@ class _Calls:
     # -- sync ------------------------------------------------------------------------------
 
     def answer(self, request: Request) -> Any:
-        if isinstance(request, Spent):
-            return self.step.meter.delta()
         if isinstance(request, Exchange):
             found = self._found(request)
             return exchange(*found) if found else None
         if isinstance(request, Confirm):
-            return self._judged(request.response, stop_with=None)
+            return self._judge(request.response), self.step.meter.delta()
         made: list[Evaluation] = []
         for response in request.responses:
-            evaluation = self._judged(response, stop_with=made)
-            if evaluation is made:  # the budget ran out
+            evaluation = self._judge(response)
+            if evaluation is None:  # the budget ran out
                 break
             made.append(evaluation)
-        return made
+        return made, self.step.meter.delta()
 
-    def _judged(self, response: str, stop_with: Any) -> Any:
-        """One judgment, or `stop_with` when the budget refuses it."""
-        step = self.step
+    def _judge(self, response: str) -> Evaluation | None:
+        """One judgment, or None when the budget refuses it."""
+        step, judge = self.step, self.judge
         try:
             if self.traced is None:
-                return step.call(
-                    self.evaluator.evaluate, response, self.state, model_call=self.judge
-                )
-            return step.call(self.traced.invoke, response, step.config, model_call=self.judge)
+                return step.call(self.evaluator.evaluate, response, self.state, model_call=judge)
+            return step.call(self.traced.invoke, response, step.config, model_call=judge)
         except BudgetStop:
-            return stop_with
+            return None
         except Exception as exc:
             step.on_error(exc, "evaluator")
             raise
@@ -299,42 +294,38 @@ class _Calls:
     # -- async -----------------------------------------------------------------------------
 
     async def aanswer(self, request: Request) -> Any:
-        if isinstance(request, Spent):
-            return self.step.meter.delta()
         if isinstance(request, Exchange):
             found = self._found(request)
             return await aexchange(*found) if found else None
         if isinstance(request, Confirm):
-            return await self._ajudged(request.response, stop_with=None)
-        made: list[Evaluation] = []
+            return await self._ajudge(request.response), self.step.meter.delta()
         if len(request.responses) > 1 and self.options.budget is None:
             # Candidates are judged concurrently unless a budget must be checked between
-            # the judge calls.
-            return list(await asyncio.gather(*(self._ajudge(r) for r in request.responses)))
+            # the judge calls (without one, none is refused).
+            judged = await asyncio.gather(*(self._ajudge(r) for r in request.responses))
+            return [e for e in judged if e is not None], self.step.meter.delta()
+        made: list[Evaluation] = []
         for response in request.responses:
-            evaluation = await self._ajudged(response, stop_with=made)
-            if evaluation is made:  # the budget ran out
+            evaluation = await self._ajudge(response)
+            if evaluation is None:  # the budget ran out
                 break
             made.append(evaluation)
-        return made
+        return made, self.step.meter.delta()
 
-    async def _ajudged(self, response: str, stop_with: Any) -> Any:
-        """One judgment, or `stop_with` when the budget refuses it."""
+    async def _ajudge(self, response: str) -> Evaluation | None:
+        """Async twin of `_judge`."""
+        step, judge = self.step, self.judge
         try:
-            return await self._ajudge(response)
+            if self.traced is None:
+                return await step.acall(
+                    self.evaluator.aevaluate, response, self.state, model_call=judge
+                )
+            return await step.acall(self.traced.ainvoke, response, step.config, model_call=judge)
         except BudgetStop:
-            return stop_with
+            return None
         except Exception as exc:
-            self.step.on_error(exc, "evaluator")
+            step.on_error(exc, "evaluator")
             raise
-
-    async def _ajudge(self, response: str) -> Evaluation:
-        step = self.step
-        if self.traced is None:
-            return await step.acall(
-                self.evaluator.aevaluate, response, self.state, model_call=self.judge
-            )
-        return await step.acall(self.traced.ainvoke, response, step.config, model_call=self.judge)
 
     def _found(self, request: Exchange) -> tuple[Any, RecordUpdate] | None:
         """The store and this round's record update, when the run keeps a record."""
