@@ -34,7 +34,9 @@ ORDER = (
     "selection",
     "edits",
     "ladder",
+    "agent_ladder",
     "pairwise_local",
+    "demo",
 )
 NEEDS_LOCAL_MODEL = (
     "quality",
@@ -44,6 +46,7 @@ NEEDS_LOCAL_MODEL = (
     "judge_contradictions",
     "edits",
     "pairwise_local",
+    "demo",
 )
 
 

@@ -254,7 +254,8 @@ async def cli_and_floor_runs(
     """The command-line runs (1 task, each of `SIZES` and `NO_STORE`) and the in-process
     floor's batches (`_model_floor`), interleaved: each repetition runs every command and
     then every floor path, each in a rotated order, so drift in the machine's speed
-    reaches all of them alike."""
+    reaches all of them alike.
+    """
     sizes: list[Size] = [(1, 1, True), *((t, c, True) for t, c in SIZES), NO_STORE]
     runs: dict[Size, list[CliRun]] = {size: [] for size in sizes}
     floor: dict[str, list[tuple[float, float]]] = {path: [] for path in _model_floor.PATHS}

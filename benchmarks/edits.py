@@ -45,7 +45,7 @@ from benchmarks._harness import BenchResult, Figure, md_table, run_async
 from benchmarks.quality import MAX_TOKENS, PARALLEL, TEMPERATURE, load_tasks, task_text
 from benchmarks.strategies import bootstrap_interval
 from langgraph_refine import Evaluation, create_refine_graph, evaluators
-from langgraph_refine._edits import EDITS_AUTO_MIN_CHARS
+from langgraph_refine._decisions._edits import EDITS_AUTO_MIN_CHARS
 
 WORDS = 1500
 DEFECTS = 8

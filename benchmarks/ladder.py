@@ -1,239 +1,408 @@
-"""A ladder of models against one model, at equal call caps (scripted models, priced per call).
+"""A ladder of models against one model and a fixed rule, over random task mixes (scripted).
 
-Two scripted chat models: a cheap one ($0.002 a call) and a strong one ($0.04 a call).
-The tasks come in the exact shares of `MIX` (40% easy, 30% medium, 30% hard). Each task
-has a hidden difficulty: the cheap model's k-th answer on it reaches a quality
-that grows with k only on easy and medium tasks (it passes an easy task at once, a medium
-one after one or two refinements, never a hard one); the strong model passes easy and
-medium tasks at once and a hard task after one refinement. The evaluator reads the
-quality the reply carries (a scripted judge without noise), target 0.9, at most 4
-generations a task. Arms: cheap alone, strong alone, a fixed rule (climb after the first
-round that did not pass, written as a callable ladder of one step), the ladder cold and
-warm (explore with one store over all tasks, after a first pass over them), and a
-three-rung ladder with a middle model ($0.01) that never helps where the cheap one
-stalls, cold and warm. Quality is
-the final best score (1 = passed); cost is the sum of the calls' prices. Intervals are
-95% bootstrap intervals over tasks, differences paired by task.
+Each mix is drawn from its seed (`MIXES` seeds from `FIRST_SEED`, printed in the table):
+the share of easy tasks (0.2-0.8), the cheap model's fix rate on easy tasks (0.3-0.9), the
+strong model's price as a multiple of the cheap one's $0.002 a call (5x-50x, log-uniform),
+and how much of a task each model's first answer holds (`_mixes`: 8 words a task, target
+every word). On a hard task the cheap model's first answer holds less (0.1-0.35 of the
+words against 0.5-0.8 on an easy one) and its refinements add next to nothing (fix 0-0.05);
+the strong model's first answer holds 0.75-0.95 of an easy task and 0.6-0.85 of a hard one,
+and its refinements add each missing word with probability 0.9 (easy) or 0.7-0.9 (hard).
+At most `CALLS` generations a task; quality is the share of words of the best answer;
+cost is the calls' prices.
 
-Rules tried and dropped by this bench: climbing after a round that raised the best by
-any amount (a cheap model creeping up 0.05 a round never handed over: quality 0.27 below
-strong alone), and keeping a stalled rung while its pooled raise rate per dollar beat the
-next one's (a cheap rung always wins per dollar: it was never left on hard tasks, 0.18
-below strong alone). Per dollar now only chooses among the rungs above.
+Arms, on the same `TASKS` tasks of each mix (paired by task): cheap alone and strong alone
+(`strategy="chain"`), the fixed rule (cheap once, then the strong model refines its answer),
+the ladder cold (`strategy="explore"`, no record) and warm (explore with a record filled
+by a first pass over `TASKS` other tasks of the same mix, and still learning while
+measured). The runs drive the library's `choose_next` and `next_rung` directly (`_mixes`),
+each round choosing the rung first and then the move, explore told the rung that moves
+(`choose_next(..., rung=)`).
+
+The floor knows each task's difficulty: per difficulty it may use any of cheap alone,
+strong alone, the fixed rule and the cold ladder (or mix them over tasks); `floor at q`
+is the least cost per task such a chooser pays for mean quality q (a linear programme over
+the measured arms). Two such arms are shown by name: cheap alone on easy tasks and strong
+alone on hard ones; the cold ladder on easy tasks and strong alone on hard ones.
+
+Goals per mix (the issue's "done when"): (Q) the warm ladder's quality within 0.03 of
+strong alone's; (C) its cost at most 1.25x the floor at its own quality; (D) not dominated
+by the cold ladder or the fixed rule (dominated: both of the paired 95% intervals, quality
+and cost, say the other arm is better). Intervals are paired over tasks, normal
+approximation (mean +- 1.96 standard errors).
 """
 
 from __future__ import annotations
 
+import math
 import random
-from collections.abc import Callable, Sequence
-from typing import Any
-
-from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
-from langgraph.store.memory import InMemoryStore
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from benchmarks._harness import BenchResult, Figure, md_table
-from langgraph_refine import Budget, refine
+from benchmarks._mixes import (
+    WORDS,
+    Counts,
+    Model,
+    Outcome,
+    Skill,
+    cheapest_mix,
+    drive,
+    fmt_interval,
+    mean,
+    paired,
+)
 
 CHEAP_PRICE = 0.002
-STRONG_PRICE = 0.04
-MAX_ITERATIONS = 3
-TASKS = 60
-MIX = {"easy": 0.4, "medium": 0.3, "hard": 0.3}
-CHEAP_QUALITY = {"easy": [1.0], "medium": [0.5, 0.7, 1.0], "hard": [0.3, 0.35, 0.4]}
-MID_PRICE = 0.01
-MID_QUALITY = {"easy": [1.0], "medium": [0.5, 0.55, 0.6], "hard": [0.3, 0.32, 0.34]}
-"""A middle rung that never helps where the cheap one stalls (the warm record learns it)."""
-STRONG_QUALITY = {"easy": [1.0], "medium": [1.0], "hard": [0.6, 1.0]}
+CALLS = 4
+TASKS = 120
+MIXES = 40
+FIRST_SEED = 1000
+QUALITY_GAP = 0.03
+COST_OVER_FLOOR = 1.25
+ARMS = ("cheap alone", "strong alone", "fixed rule", "ladder cold", "ladder warm")
+FLOOR_ARMS = ("cheap alone", "strong alone", "fixed rule", "ladder cold")
 
 
-class Priced(BaseChatModel):
-    """A scripted model: its k-th reply to a task carries the quality its table gives."""
+@dataclass(frozen=True)
+class Mix:
+    """One drawn mix: its seed, shares and models."""
 
-    name_: str
-    quality: dict[str, list[float]]
-    tokens_out: int = 100
-    calls_by_kind: dict[str, int] = {}
+    seed: int
+    easy: float
+    fix: float
+    ratio: float
+    cheap: Model
+    strong: Model
 
-    @property
-    def _llm_type(self) -> str:
-        return "priced"
 
-    def _get_ls_params(self, **kwargs: Any) -> Any:
-        return {"ls_provider": "bench", "ls_model_name": self.name_}
+def draw_mix(seed: int) -> Mix:
+    rng = random.Random(seed)
+    easy = rng.uniform(0.2, 0.8)
+    fix = rng.uniform(0.3, 0.9)
+    ratio = math.exp(rng.uniform(math.log(5), math.log(50)))
+    cheap = Model(
+        "cheap",
+        CHEAP_PRICE,
+        {
+            "easy": Skill(rng.uniform(0.5, 0.8), fix, 0.03),
+            "hard": Skill(rng.uniform(0.1, 0.35), rng.uniform(0.0, 0.05), 0.03),
+        },
+    )
+    strong = Model(
+        "strong",
+        CHEAP_PRICE * ratio,
+        {
+            "easy": Skill(rng.uniform(0.75, 0.95), 0.9, 0.01),
+            "hard": Skill(rng.uniform(0.6, 0.85), rng.uniform(0.7, 0.9), 0.01),
+        },
+    )
+    return Mix(seed, easy, fix, ratio, cheap, strong)
 
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        text = " ".join(str(m.content) for m in messages)
-        kind = next(k for k in MIX if f"{k}: task" in text)
-        own = self.calls_by_kind.get(kind, 0)  # one instance per run: its k-th answer
-        self.calls_by_kind[kind] = own + 1
-        table = self.quality[kind]
-        q = table[min(own, len(table) - 1)]
-        reply = AIMessage(
-            f"{self.name_} answer q={q}",
-            usage_metadata={"input_tokens": 0, "output_tokens": self.tokens_out, "total_tokens": 100},
+
+def kinds(mix: Mix, n: int, salt: str) -> list[str]:
+    """`n` task difficulties in the mix's shares (stratified), shuffled."""
+    easy = round(n * mix.easy)
+    out = ["easy"] * easy + ["hard"] * (n - easy)
+    random.Random(f"{mix.seed}:{salt}").shuffle(out)
+    return out
+
+
+def fixed_rule(mix: Mix, kind: str, rng: random.Random) -> Outcome:
+    """Cheap once; if that did not pass, the strong model refines the best answer so far."""
+    words = mix.cheap.skills[kind].answer(rng, None)
+    cost, best = mix.cheap.price, words
+    calls = 1
+    while len(best) < WORDS and calls < CALLS:
+        words = mix.strong.skills[kind].answer(rng, words)
+        cost, calls = cost + mix.strong.price, calls + 1
+        best = max(best, words, key=len)
+    return Outcome(len(best) / WORDS, cost, calls)
+
+
+def run_mix(mix: Mix, tasks: int) -> dict[str, list[Outcome]]:
+    work = kinds(mix, tasks, "measure")
+    ladder = [mix.cheap, mix.strong]
+
+    def arm(run: Callable[[str, str, random.Random], Outcome]) -> list[Outcome]:
+        return [run(k, f"task {t}", random.Random(f"{mix.seed}:{t}")) for t, k in enumerate(work)]
+
+    out = {
+        "cheap alone": arm(
+            lambda k, t, r: drive([mix.cheap], k, t, r, strategy="chain", calls=CALLS, record=None)
+        ),
+        "strong alone": arm(
+            lambda k, t, r: drive([mix.strong], k, t, r, strategy="chain", calls=CALLS, record=None)
+        ),
+        "fixed rule": arm(lambda k, t, r: fixed_rule(mix, k, r)),
+        "ladder cold": arm(
+            lambda k, t, r: drive(ladder, k, t, r, strategy="explore", calls=CALLS, record=None)
+        ),
+    }
+    record: Counts = {}
+    for t, k in enumerate(kinds(mix, tasks, "warm-up")):
+        drive(
+            ladder,
+            k,
+            f"warm-up {t}",
+            random.Random(f"{mix.seed}:w{t}"),
+            strategy="explore",
+            calls=CALLS,
+            record=record,
         )
-        return ChatResult(generations=[ChatGeneration(message=reply)])
+    out["ladder warm"] = arm(
+        lambda k, t, r: drive(ladder, k, t, r, strategy="explore", calls=CALLS, record=record)
+    )
+    out["_kinds"] = [Outcome(float(k == "easy"), 0.0, 0) for k in work]  # the difficulties
+    return out
 
 
-def quality(response: str, state: Any) -> float:
-    return float(response.rsplit("q=", 1)[1])
+@dataclass
+class Verdict:
+    """One mix's reading."""
+
+    mix: Mix
+    q: dict[str, float]
+    c: dict[str, float]
+    gap: tuple[float, float, float]  # warm minus strong, quality, paired
+    floor: float  # the floor's cost at the warm ladder's quality
+    named: dict[str, tuple[float, float]]  # difficulty-knowing arms: (quality, cost)
+    quality_ok: bool
+    cost_ok: bool
+    undominated: bool
+    cold_ok: tuple[bool, bool, float]  # the cold ladder's (Q, C) and its floor
 
 
-def prices() -> dict[str, dict[str, float]]:
-    # USD per million tokens; 100 output tokens a call.
-    return {
-        "cheap": {"input": 0.0, "output": CHEAP_PRICE * 1e4},
-        "strong": {"input": 0.0, "output": STRONG_PRICE * 1e4},
-        "mid": {"input": 0.0, "output": MID_PRICE * 1e4},
+def read_mix(mix: Mix, out: dict[str, list[Outcome]]) -> Verdict:
+    easy = [o.score == 1.0 for o in out["_kinds"]]
+    q = {a: mean([o.score for o in out[a]]) for a in ARMS}
+    c = {a: mean([o.cost for o in out[a]]) for a in ARMS}
+
+    def by_class(arm: str, want_easy: bool) -> tuple[float, float]:
+        runs = [o for o, e in zip(out[arm], easy, strict=True) if e == want_easy]
+        return mean([o.score for o in runs]), mean([o.cost for o in runs])
+
+    share = sum(easy) / len(easy)
+    classes = {
+        "easy": (share, {a: by_class(a, True) for a in FLOOR_ARMS}),
+        "hard": (1 - share, {a: by_class(a, False) for a in FLOOR_ARMS}),
     }
 
+    def combo(on_easy: str, on_hard: str) -> tuple[float, float]:
+        (qe, ce), (qh, ch) = classes["easy"][1][on_easy], classes["hard"][1][on_hard]
+        return share * qe + (1 - share) * qh, share * ce + (1 - share) * ch
 
-def tasks(n: int, seed: int = 0) -> list[str]:
-    """`n` tasks in the exact proportions of `MIX` (stratified), in a shuffled order."""
-    kinds = [kind for kind, share in MIX.items() for _ in range(round(n * share))]
-    random.Random(seed).shuffle(kinds)
-    return [f"{kind}: task {i}" for i, kind in enumerate(kinds)]
-
-
-def floor_cost(kind: str) -> float:
-    """The least any ladder can pay on a task: the cheap model's calls up to its pass,
-    or one cheap call and then the strong model's calls to its pass."""
-    cheap_passes = next((k + 1 for k, q in enumerate(CHEAP_QUALITY[kind]) if q >= 0.9), None)
-    strong_calls = next(k + 1 for k, q in enumerate(STRONG_QUALITY[kind]) if q >= 0.9)
-    if cheap_passes is not None:
-        return cheap_passes * CHEAP_PRICE
-    return CHEAP_PRICE + strong_calls * STRONG_PRICE
-
-
-def models() -> tuple[Priced, Priced]:
-    return (
-        Priced(name_="cheap", quality=CHEAP_QUALITY, calls_by_kind={}),
-        Priced(name_="strong", quality=STRONG_QUALITY, calls_by_kind={}),
+    warm = out["ladder warm"]
+    floor = cheapest_mix(classes, q["ladder warm"])
+    undominated = True
+    for other in ("ladder cold", "fixed rule"):
+        better_q = paired([o.score for o in out[other]], [o.score for o in warm])
+        cheaper = paired([o.cost for o in warm], [o.cost for o in out[other]])
+        if better_q[1] > 0 and cheaper[1] > 0:
+            undominated = False
+    cold_floor = cheapest_mix(classes, q["ladder cold"])
+    return Verdict(
+        mix,
+        q,
+        c,
+        paired([o.score for o in warm], [o.score for o in out["strong alone"]]),
+        floor,
+        {
+            "cheap on easy, strong on hard": combo("cheap alone", "strong alone"),
+            "cold ladder on easy, strong on hard": combo("ladder cold", "strong alone"),
+        },
+        q["ladder warm"] >= q["strong alone"] - QUALITY_GAP,
+        c["ladder warm"] <= COST_OVER_FLOOR * floor + 1e-12,
+        undominated,
+        (
+            q["ladder cold"] >= q["strong alone"] - QUALITY_GAP,
+            c["ladder cold"] <= COST_OVER_FLOOR * cold_floor + 1e-12,
+            cold_floor,
+        ),
     )
 
 
-def three_rungs() -> list[Priced]:
-    cheap, strong = models()
-    return [cheap, Priced(name_="mid", quality=MID_QUALITY, calls_by_kind={}), strong]
+def _x(cost: float, strong: float) -> str:
+    return f"{cost / strong:.2f}x"
 
 
-def run_arm(generator: Any, task: str, **kwargs: Any) -> tuple[float, float]:
-    kwargs.setdefault("max_iterations", MAX_ITERATIONS)
-    result = refine(
-        generator,
-        task,
-        quality,
-        target_score=0.9,
-        patience=None,
-        budget=Budget(max_cost=10.0, prices=prices()),
-        **kwargs,
+def row(v: Verdict) -> list[str]:
+    s = v.c["strong alone"]
+    named = v.named["cold ladder on easy, strong on hard"]
+    marks = "".join(
+        m if ok else "-" for m, ok in (("Q", v.quality_ok), ("C", v.cost_ok), ("D", v.undominated))
     )
-    return float(result.score or 0.0), float(result.usage.cost or 0.0)
+    return [
+        str(v.mix.seed),
+        f"{v.mix.easy:.2f}",
+        f"{v.mix.fix:.2f}",
+        f"{v.mix.ratio:.0f}x",
+        *(f"{v.q[a]:.3f} / {_x(v.c[a], s)}" for a in ARMS if a != "strong alone"),
+        f"{v.q['strong alone']:.3f}",
+        fmt_interval(v.gap),
+        f"{named[0]:.3f} / {_x(named[1], s)}",
+        f"{_x(v.floor, s)} ({v.c['ladder warm'] / v.floor:.2f})",
+        marks,
+    ]
 
 
-def fixed_rule(task: str) -> tuple[float, float]:
-    """Climb after the first round that did not pass: cheap once, then strong."""
-    cheap, strong = models()
-    score, cost = run_arm(cheap, task, max_iterations=0, strategy="chain")
-    if score >= 0.9:
-        return score, cost
-    s2, c2 = run_arm(strong, task, strategy="chain", max_iterations=MAX_ITERATIONS - 1)
-    return max(score, s2), cost + c2
+HEADER = [
+    "seed",
+    "easy",
+    "cheap fix",
+    "price ratio",
+    "cheap alone q / cost",
+    "fixed rule",
+    "ladder cold",
+    "ladder warm",
+    "strong alone q",
+    "warm - strong q [95%]",
+    "cold ladder on easy + strong on hard",
+    "floor at warm's q (warm / floor)",
+    "goals met",
+]
 
 
-def bootstrap(values: Sequence[float], seed: int = 1) -> tuple[float, float]:
-    rng = random.Random(seed)
-    means = sorted(
-        sum(rng.choice(values) for _ in values) / len(values) for _ in range(2000)
-    )
-    return means[50], means[1949]
+WHY_NOTE = """**What the record by state changed, and why some mixes still miss.** With the
+record pooled over every state (before), the warm ladder learned one raise rate per rung:
+on a mix of easy and hard tasks the cheap rung's rate was low, so warm runs left it after
+attempt 0 on every task, easy ones included (the issue's mix: 0.84x strong alone's cost
+against the cold ladder's 0.50x). Counted by state, the cheap rung's rounds from a low
+first score (hard tasks) rarely raise the best and are left at once, while from a high one
+(easy tasks) it stays. Two details were needed, each found on these mixes and kept because
+it is a rule about evidence, not about a mix: a rung's round counts as a raise, by state,
+only when it raised the best by a band's width (or to 1.0) -- a cheap model adding one word
+of eight to a hard task raised the best half the time and looked worth staying on; and a
+record that counts by state does not apply the pooled rule "a rung that rarely raises is
+left after attempt 0" to a state it has not seen (three hard tasks first had poisoned the
+cheap rung for every easy task after them, lasting, since a rung never tried from a state
+gathers no counts there). A state's rate decides only after `STATE_ROUNDS` (5) rounds and is
+smoothed, `(raised + 1) / (rounds + 2)`.
+
+A third detail: explore's counts per kind of move, pooled over the rungs, credited a
+strong rung's fresh answers (which raise the best from a low score every time) to
+"sample" and debited the cheap rung's failed refinements to "refine", so warm explore
+sampled afresh on the strong rung where refining the cheap answer would have finished
+sooner. A ladder's round now also counts its move under the state joined with the rung
+that made it (`"b0/start|strong"`), and explore, told which rung moves next
+(`choose_next(..., rung=)`; this drive picks the rung first, as `next_rung` does not
+depend on the move), weighs that rung's rounds first: every goal together went from 85%
+of the mixes (worst cost 1.61x the floor, seed 1007; the fixed rule dominating on seeds
+1006, 1026 and 1038 in earlier runs) to the figure above.
+
+What still misses: where the cheap model's first answers to easy and hard tasks overlap
+in score (the bands of `run_state` then mix both kinds), the state cannot tell them apart,
+so the warm ladder spends a cheap round on some hard tasks and, at 4 calls, has fewer
+strong rounds left (quality 0.03-0.05 below strong alone). The floor knows each task's
+kind, which no rule reading scores can."""
 
 
-def _mean(values: Sequence[float]) -> float:
-    return sum(values) / len(values)
+def misses(verdicts: list[Verdict]) -> str:
+    """The mixes that missed a goal, with the figures that decide it."""
+    lines = ["**Mixes that missed a goal.**"]
+    for v in verdicts:
+        if v.quality_ok and v.cost_ok and v.undominated:
+            continue
+        what = []
+        if not v.quality_ok:
+            what.append(f"quality {v.gap[0]:+.3f} against strong alone")
+        if not v.cost_ok:
+            what.append(f"cost {v.c['ladder warm'] / v.floor:.2f}x the floor")
+        if not v.undominated:
+            what.append(
+                "dominated (fixed rule "
+                f"{v.q['fixed rule']:.3f} at {v.c['fixed rule'] / v.c['strong alone']:.2f}x, cold "
+                f"ladder {v.q['ladder cold']:.3f} at "
+                f"{v.c['ladder cold'] / v.c['strong alone']:.2f}x; "
+                f"warm {v.q['ladder warm']:.3f} at {v.c['ladder warm'] / v.c['strong alone']:.2f}x)"
+            )
+        lines.append(
+            f"Seed {v.mix.seed} (easy {v.mix.easy:.2f}, cheap fix {v.mix.fix:.2f}, "
+            f"{v.mix.ratio:.0f}x): {'; '.join(what)}."
+        )
+    return " ".join(lines) if len(lines) > 1 else "Every mix met every goal."
+
+
+def share(flags: list[bool]) -> float:
+    return sum(flags) / len(flags)
 
 
 def run(quick: bool = False) -> BenchResult:
-    result = BenchResult(name="ladder", title="A ladder of models at equal call caps (scripted)")
-    work = tasks(20 if quick else TASKS)
-    arms: dict[str, Callable[[str], tuple[float, float]]] = {
-        "cheap alone": lambda t: run_arm(models()[0], t, strategy="chain"),
-        "strong alone": lambda t: run_arm(models()[1], t, strategy="chain"),
-        "fixed rule": fixed_rule,
-        "ladder cold (chain)": lambda t: run_arm(list(models()), t, strategy="chain"),
-        "ladder cold (explore)": lambda t: run_arm(list(models()), t, strategy="explore"),
-    }
-    outcomes: dict[str, list[tuple[float, float]]] = {
-        name: [arm(t) for t in work] for name, arm in arms.items()
-    }
-    store = InMemoryStore()
-    for t in work:  # a first pass fills the record; the warm arm is measured on a second
-        run_arm(list(models()), t, strategy="explore", store=store)
-    outcomes["ladder warm (explore)"] = [
-        run_arm(list(models()), t, strategy="explore", store=store) for t in work
-    ]
-    three = InMemoryStore()
-    outcomes["3 rungs cold (explore)"] = [
-        run_arm(three_rungs(), t, strategy="explore") for t in work
-    ]
-    for t in work:
-        run_arm(three_rungs(), t, strategy="explore", store=three)
-    outcomes["3 rungs warm (explore)"] = [
-        run_arm(three_rungs(), t, strategy="explore", store=three) for t in work
-    ]
-    strong_q = [q for q, _ in outcomes["strong alone"]]
-    strong_c = _mean([c for _, c in outcomes["strong alone"]])
-    rows = []
-    for name, pairs in outcomes.items():
-        qs, cs = [q for q, _ in pairs], [c for _, c in pairs]
-        lo, hi = bootstrap(qs)
-        clo, chi = bootstrap(cs)
-        gap = [s - q for s, q in zip(strong_q, qs, strict=True)]
-        glo, ghi = bootstrap(gap)
-        rows.append(
-            [name, f"{_mean(qs):.3f} ({lo:.3f}-{hi:.3f})", f"{_mean(cs):.4f} ({clo:.4f}-{chi:.4f})",
-             f"{_mean(cs) / strong_c:.2f}x", f"{_mean(gap):+.3f} ({glo:+.3f}-{ghi:+.3f})"]
-        )
-    result.tables.append(
-        md_table(["arm", "quality (95% CI)", "mean cost $ (95% CI)", "cost / strong", "strong - arm quality (paired)"], rows)
+    result = BenchResult(
+        name="ladder", title="A ladder of models over random task mixes (scripted)"
     )
-    floor = _mean([floor_cost(t.split(":")[0]) for t in work])
-    rows.append(["floor: any ladder (cheap first, climbs at once)", "1.000", f"{floor:.4f}",
-                 f"{floor / strong_c:.2f}x", "+0.000"])
-    warm = outcomes["ladder warm (explore)"]
-    warm_gap = _mean(strong_q) - _mean([q for q, _ in warm])
-    warm_cost = _mean([c for _, c in warm]) / strong_c
-    fixed_cost = _mean([c for _, c in outcomes["fixed rule"]])
+    mixes, tasks = (6, 40) if quick else (MIXES, TASKS)
+    started = time.perf_counter()
+    verdicts = []
+    for seed in range(FIRST_SEED, FIRST_SEED + mixes):
+        mix = draw_mix(seed)
+        verdicts.append(read_mix(mix, run_mix(mix, tasks)))
+        print(f"   mix {seed}: {row(verdicts[-1])[-1]}", flush=True)
+    seconds = time.perf_counter() - started
+    q = share([v.quality_ok for v in verdicts])
+    c = share([v.cost_ok for v in verdicts])
+    d = share([v.undominated for v in verdicts])
+    every = share([v.quality_ok and v.cost_ok and v.undominated for v in verdicts])
+    cold_q = share([v.cold_ok[0] for v in verdicts])
+    cold_c = share([v.cold_ok[1] for v in verdicts])
+    gaps = [v.gap[0] for v in verdicts]
+    over_floor = [v.c["ladder warm"] / v.floor for v in verdicts]
     result.figures += [
-        Figure("warm ladder: strong alone's quality minus the ladder's", warm_gap, unit="",
-               target="<= 0.03", passed=warm_gap <= 0.03),
-        Figure("warm ladder: cost / strong alone's cost", warm_cost, target="<= 0.6x",
-               passed=warm_cost <= 0.6),
-        Figure("warm ladder: cost / fixed rule's cost", _mean([c for _, c in warm]) / fixed_cost,
-               target="< 1x at equal quality",
-               passed=_mean([c for _, c in warm]) < fixed_cost),
-    ]
-    result.figures.append(
-        Figure("floor: the least any cheap-first ladder pays / strong alone", floor / strong_c)
-    )
-    cold3, warm3 = outcomes["3 rungs cold (explore)"], outcomes["3 rungs warm (explore)"]
-    result.figures.append(
         Figure(
-            "3 rungs (a useless middle one): warm quality minus cold",
-            _mean([q for q, _ in warm3]) - _mean([q for q, _ in cold3]),
-            unit="",
-            target="> 0 (the record skips the useless rung)",
-            passed=_mean([q for q, _ in warm3]) > _mean([q for q, _ in cold3]),
-        )
+            "share of mixes meeting every ladder goal (Q, C and D)",
+            every * 100,
+            unit="%",
+            target=">= 90%",
+            passed=every >= 0.9,
+        ),
+        Figure(
+            f"share of mixes: warm ladder within {QUALITY_GAP} of strong alone (Q)",
+            q * 100,
+            unit="%",
+            target=">= 90%",
+            passed=q >= 0.9,
+            spread=f"warm - strong: median {sorted(gaps)[len(gaps) // 2]:+.3f}, "
+            f"worst {min(gaps):+.3f}",
+        ),
+        Figure(
+            f"share of mixes: warm ladder's cost <= {COST_OVER_FLOOR}x the floor at its "
+            "quality (C)",
+            c * 100,
+            unit="%",
+            target=">= 90%",
+            passed=c >= 0.9,
+            spread=f"warm / floor: median {sorted(over_floor)[len(over_floor) // 2]:.2f}, "
+            f"worst {max(over_floor):.2f}",
+        ),
+        Figure(
+            "share of mixes: warm ladder not dominated by the cold ladder or the fixed rule (D)",
+            d * 100,
+            unit="%",
+            target=">= 90%",
+            passed=d >= 0.9,
+        ),
+        Figure(
+            "share of mixes: the cold ladder meets Q / C (for comparison)",
+            cold_q * 100,
+            unit="%",
+            spread=f"cold C {cold_c * 100:.0f}%",
+        ),
+        Figure(
+            "warm ladder cost / strong alone's, median over mixes",
+            sorted(v.c["ladder warm"] / v.c["strong alone"] for v in verdicts)[len(verdicts) // 2],
+        ),
+    ]
+    result.tables.append(
+        f"**Per mix** ({tasks} tasks each, {CALLS} calls, cost as a multiple of strong alone's; "
+        "goals met: Q quality, C cost against the floor, D not dominated)\n\n"
+        + md_table(HEADER, [row(v) for v in verdicts])
     )
     result.notes.append(__doc__ or "")
+    result.notes.append(misses(verdicts))
+    result.notes.append(WHY_NOTE)
+    result.notes.append(
+        f"Scripted drive: {seconds:.1f} s for {mixes} mixes x {len(ARMS)} arms (+ a warm-up pass) "
+        f"x {tasks} tasks."
+    )
     return result

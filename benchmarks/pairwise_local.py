@@ -26,7 +26,7 @@ from typing import Any
 
 from benchmarks import _local
 from benchmarks._harness import BenchResult, Figure, md_table
-from langgraph_refine._select import ModelComparer, outcome, read_preference
+from langgraph_refine._loop._select import ModelComparer, outcome, read_preference
 
 TASKS = Path(__file__).with_name("dev_tasks.json")
 GENERATION_TOKENS = 60

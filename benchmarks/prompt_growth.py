@@ -19,7 +19,7 @@ from pydantic import PrivateAttr
 
 from benchmarks._harness import BenchResult, Figure, md_table
 from langgraph_refine import Evaluation, create_refine_graph
-from langgraph_refine._memory import DEFAULT_MEMORY
+from langgraph_refine._decisions._memory import DEFAULT_MEMORY
 
 TARGET = 1.2
 EARLY, LATE = 2, 10

@@ -40,7 +40,7 @@ from typing import Any
 from benchmarks import _local
 from benchmarks._harness import BenchResult, Figure, md_table, run_async
 from langgraph_refine import create_refine_graph, evaluators
-from langgraph_refine._options import DEFAULT_PROMPT_FORM, DEFAULT_STRATEGY
+from langgraph_refine._decisions._options import DEFAULT_PROMPT_FORM, DEFAULT_STRATEGY
 
 TASKS_FILE = Path(__file__).resolve().parent / "dev_tasks.json"
 CALLS = 4

@@ -4,7 +4,7 @@ A run's round exchanges with the record once: it reads the record (the other run
 pooled counts) and writes its own counts. The earlier layout kept one item per record
 key, updated by `get` + `put` (read-modify-write, which loses rounds across processes);
 the current one keeps an item per run and a fold item in a namespace per key, read by
-one `search` and written by one `batch` (see `langgraph_refine._record_items`). Both are
+one `search` and written by one `batch` (see `langgraph_refine._records._record_items`). Both are
 measured on a record already holding 1, 100 and 1000 runs, in SQLite and PostgreSQL
 stores: the time of one round's exchange (median of interleaved repetitions, the two
 layouts alternating), the time of reading the record alone (what `strategy_records`
@@ -37,8 +37,8 @@ from langgraph.store.base import BaseStore
 
 from benchmarks._harness import BenchResult, Figure, md_table, median, spread_text
 from langgraph_refine import Attempt, Evaluation
-from langgraph_refine._record import RecordUpdate, StrategyRecord, _search_all, exchange
-from langgraph_refine._record_items import read_items, record_namespace
+from langgraph_refine._records._record import RecordUpdate, StrategyRecord, _search_all, exchange
+from langgraph_refine._records._record_items import read_items, record_namespace
 
 POSTGRES_URI_ENV = "LANGGRAPH_REFINE_TEST_POSTGRES_URI"
 DEFAULT_POSTGRES_URI = "postgresql://postgres@127.0.0.1:5432/test"

@@ -34,7 +34,7 @@ from typing import Any
 
 from benchmarks._harness import BenchResult, Figure, md_table
 from langgraph_refine import Attempt, Evaluation, refine
-from langgraph_refine._select import (
+from langgraph_refine._loop._select import (
     DEFAULT_SELECT_MARGIN,
     DEFAULT_SELECT_TOP,
     CallableComparer,

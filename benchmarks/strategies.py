@@ -28,6 +28,14 @@ repeated `SCRIPTED_REPEATS` times. These runs drive the library's own `choose_ne
 take seconds; one warm pass per strength also runs through the real loop with an
 `InMemoryStore` (`refine(..., store=...)`), as a check that both give the same figure.
 
+(c) Random refiners (see the note below): many refiners drawn at random from weak to
+strong, with seeds printed, the arms side by side per refiner, and the share of refiners
+on which each goal holds, beside a floor that knows the refiner.
+
+Part (a) runs only with `BENCH_STRATEGIES_REAL=1` (it needs the local model and most of an
+hour on a shared machine); otherwise the SmolLM2 figures of the last run that measured
+them are kept, marked with that run's date.
+
 Loops stop early once every word is present (`target_score=1.0`) and never on a plateau.
 Intervals are 95% bootstrap intervals of the mean over the paired units (tasks x
 repetitions); win/tie/loss counts each unit's score against best-of-N's.
@@ -37,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import random
 import statistics
@@ -48,9 +57,15 @@ from typing import Any
 from benchmarks import _local
 from benchmarks._harness import BenchResult, Figure, md_table, run_async
 from benchmarks.quality import MAX_TOKENS, PARALLEL, TEMPERATURE, load_tasks, task_text
-from langgraph_refine import Attempt, Evaluation, _strategy, arefine, evaluators, refine
+from langgraph_refine import Attempt, Evaluation, arefine, evaluators, refine
+from langgraph_refine._decisions import _strategy
 from langgraph_refine._state import Strategy
-from langgraph_refine._strategy import MoveStats, choose_next, latest_round_stats
+from langgraph_refine._decisions._strategy import (
+    MoveStats,
+    choose_next,
+    latest_round_stats,
+    latest_state_stats,
+)
 
 BUDGETS = (4, 8)
 SCRIPTED = {
@@ -88,6 +103,41 @@ class Run:
 
 Arms = dict[str, list[Run]]
 """Each arm's runs, in the same order of (repetition, task) for every arm."""
+
+
+MIXES_NOTE = """**Random refiners (c).** `MIXES` refiners drawn from seeds (`draw_refiner`):
+strength uniform, fix 0.05-0.9 rising with it, drop 0.45 falling to 0.02 with it (times
+0.6-1.4 at random), a fresh answer holding each word with probability 0.3-0.6. Per refiner
+the arms run `MIX_TASKS` tasks x `MIX_REPEATS` repetitions (the warm record starts empty
+at each repetition), paired by unit; intervals are 95% normal intervals of the paired mean.
+The floor knows the refiner: of the fixed rules "k fresh samples, then refine the best"
+(k = 1-4; k = 4 is best-of-4), the one that scored best on this refiner, chosen after the
+fact. Its gap to the better of chain and best-of-4 is what any rule may gain. At 720 units
+a refiner's paired difference has a standard error near 0.01, so the 0.01 goal is read
+at the edge of the noise: the figures give the share a rule exactly as good as the
+better fixed one would show (the better of two noisy means is also biased upwards).
+
+Where warm explore misses, the refiner is weak (fix under 0.4) and best-of-4 is the
+better rule: warm explore ends 0.01-0.04 below it, and refines more, not less, as its
+record grows (seed 2012: 59 of 118 moves over a repetition's first 10 tasks, 231 of 358
+over its last 30). Raise counts ignore how far a round raised the best: from a middle band
+a weak refiner's refinement and a fresh sample raise it about as often (seed 2012, state
+`b2/flat`: 1 of 17 refinements, 0 of 16 samples), but a fresh answer that raises it jumps
+further, and later fresh answers are independent draws where refinements of the best are
+not. A record that kept the size of each raise could tell them apart; its counters are
+whole numbers of rounds today.
+
+Counting by state changed little here, and could not: every task of one refiner is
+alike, so the state mostly repeats what the pooled counts say. Measured once on these 40
+refiners (6 repetitions each) while choosing the rule: with the pooled counts alone (the
+rule before states) warm explore was within 0.01 of the better fixed rule on 72.5% of
+them and above both on 36% of the medium ones (worst -0.063); acting on a state's counts
+from 8 rounds there, crediting kept rounds 0.3, 65% and 0% on the first 20 refiners
+(against 65% and 50% for the pooled rule on the same 20); from 20 rounds, crediting
+raises alone (the default), 75% and 36% (worst -0.050). On the medium refiners the floor
+itself is above both only by about 0.01 (see the figures): the best split knowing the
+refiner gains about that over chain there, as the design table's dynamic-programming
+optimum did (0.850 against chain's 0.841)."""
 
 
 DESIGN_NOTE = """**How the rule was chosen (simulation, before this benchmark existed).** Candidate
@@ -218,8 +268,10 @@ def arm_settings(arm: str) -> tuple[Strategy, bool, tuple[Any, ...]]:
 class ScriptedTask:
     """One keyword task of `WORDS` words for a scripted refiner of strength (fix, drop)."""
 
-    def __init__(self, fix: float, drop: float, rng: random.Random) -> None:
-        self.fix, self.drop, self.rng = fix, drop, rng
+    def __init__(
+        self, fix: float, drop: float, rng: random.Random, p_word: float = P_WORD
+    ) -> None:
+        self.fix, self.drop, self.rng, self.p_word = fix, drop, rng, p_word
 
     def answer(self, move: str, start: frozenset[int], named: frozenset[int]) -> frozenset[int]:
         """The words (indices) of a new answer made by `move` from `start`."""
@@ -235,9 +287,9 @@ class ScriptedTask:
             return frozenset(
                 w
                 for w in words
-                if rng.random() < P_WORD or (w in named and rng.random() < self.fix)
+                if rng.random() < self.p_word or (w in named and rng.random() < self.fix)
             )
-        return frozenset(w for w in words if rng.random() < P_WORD)
+        return frozenset(w for w in words if rng.random() < self.p_word)
 
 
 def scripted_run(
@@ -274,7 +326,8 @@ def scripted_run(
             )
         )
         if record is not None:
-            for kind, stats in latest_round_stats(attempts).items():
+            latest = {**latest_round_stats(attempts), **latest_state_stats(attempts)}
+            for kind, stats in latest.items():
                 record[kind] = record.get(kind, MoveStats()) + stats
                 own[kind] = own.get(kind, MoveStats()) + stats
         if len(words) == WORDS:
@@ -341,6 +394,200 @@ def scripted_through_the_loop(fix: float, drop: float, calls: int, tasks: int) -
         )
         scores.append(result.score or 0.0)
     return statistics.fmean(scores)
+
+
+# -- (c) random refiners: the share of mixes meeting each goal -------------------------------------
+
+MIXES = 40
+FIRST_SEED = 2000
+MIX_TASKS = 60
+MIX_REPEATS = 12
+MIX_CALLS = 4
+MIX_ARMS = ("best-of-N", "chain", "explore, cold", "explore, warm")
+MEDIUM = (0.35, 0.55)
+"""Fix rates counted as medium refiners (the goal there: warm explore above both fixed ones)."""
+
+
+@dataclass(frozen=True)
+class RefinerMix:
+    """One drawn refiner: how it fixes and drops words, and how much a fresh answer holds."""
+
+    seed: int
+    fix: float
+    drop: float
+    p_word: float
+
+    @property
+    def medium(self) -> bool:
+        """Whether the refiner counts as medium (`MEDIUM`)."""
+        return MEDIUM[0] <= self.fix <= MEDIUM[1]
+
+
+def draw_refiner(seed: int) -> RefinerMix:
+    """A refiner from weak to strong: fix 0.05-0.9, drop falling with it (jittered), p 0.3-0.6."""
+    rng = random.Random(seed)
+    strength = rng.random()
+    fix = 0.05 + 0.85 * strength
+    drop = min(0.6, max(0.0, (0.45 - 0.43 * strength) * rng.uniform(0.6, 1.4)))
+    return RefinerMix(seed, fix, drop, rng.uniform(0.3, 0.6))
+
+
+def split_run(task: ScriptedTask, calls: int, samples: int) -> Run:
+    """A fixed rule that knows the refiner: `samples` fresh answers, then refine the best."""
+    answers: list[frozenset[int]] = []
+    for index in range(calls):
+        if index < samples:
+            words = task.answer("sample", frozenset(), frozenset())
+        else:
+            words = task.answer("refine", max(answers, key=len), frozenset())
+        answers.append(words)
+        if len(words) == WORDS:
+            break
+    return Run(max(len(a) for a in answers) / WORDS, len(answers))
+
+
+def run_refiner_mix(mix: RefinerMix, calls: int, repeats: int, tasks: int) -> Arms:
+    """Every arm of `MIX_ARMS` on the mix's tasks, and the floor: the best split for this mix."""
+    out: Arms = {arm: [] for arm in MIX_ARMS}
+    for arm in MIX_ARMS:
+        strategy, warm, _ = arm_settings(arm)
+        for repeat in range(repeats):
+            rng = random.Random(f"{mix.seed}:{repeat}")
+            record: dict[str, MoveStats] | None = {} if warm else None
+            task = ScriptedTask(mix.fix, mix.drop, rng, mix.p_word)
+            for t in range(tasks):
+                name = f"scripted task {repeat}.{t}"
+                out[arm].append(scripted_run(strategy, task, calls, name, record))
+    splits = {}
+    for samples in range(1, calls + 1):
+        runs = []
+        for repeat in range(repeats):
+            rng = random.Random(f"{mix.seed}:{repeat}")
+            task = ScriptedTask(mix.fix, mix.drop, rng, mix.p_word)
+            runs += [split_run(task, calls, samples) for _ in range(tasks)]
+        splits[samples] = runs
+    best = max(splits, key=lambda k: mean(splits[k]))
+    out[f"floor: {best} sample(s), then refine the best"] = splits[best]
+    return out
+
+
+def paired_interval(a: Sequence[Run], b: Sequence[Run]) -> tuple[float, float, float]:
+    """Mean of a - b over paired units and its 95% interval (normal approximation)."""
+    diffs = [x.score - y.score for x, y in zip(a, b, strict=True)]
+    m = statistics.fmean(diffs)
+    half = 1.96 * statistics.stdev(diffs) / len(diffs) ** 0.5
+    return m, m - half, m + half
+
+
+@dataclass
+class MixReading:
+    """One random refiner's reading: the arms' means, the floor, the gap and the goals."""
+
+    mix: RefinerMix
+    means: dict[str, float]
+    floor: tuple[str, float]
+    gap: tuple[float, float, float]  # warm minus the better of chain and best-of-N
+    within: bool
+    above_both: bool
+
+
+def read_refiner_mix(mix: RefinerMix, arms: Arms) -> MixReading:
+    means = {arm: mean(runs) for arm, runs in arms.items()}
+    better = "chain" if means["chain"] >= means[BASELINE] else BASELINE
+    warm = means[DEFAULT_ARM]
+    floor = next((a, m) for a, m in means.items() if a.startswith("floor"))
+    return MixReading(
+        mix,
+        means,
+        floor,
+        paired_interval(arms[DEFAULT_ARM], arms[better]),
+        warm >= means[better] - 0.01,
+        warm > means["chain"] and warm > means[BASELINE],
+    )
+
+
+MIX_HEADER = [
+    "seed", "fix", "drop", "p(word)", "best-of-4", "chain", "explore cold", "explore warm",
+    "warm - better of chain, best-of-4 [95%]", "floor (best split knowing the refiner)", "goals",
+]
+
+
+def mix_row(r: MixReading) -> list[str]:
+    m = r.means
+    gap, low, high = r.gap
+    goals = ("W" if r.within else "-") + (("M" if r.above_both else "m") if r.mix.medium else "")
+    return [
+        str(r.mix.seed), f"{r.mix.fix:.2f}", f"{r.mix.drop:.2f}", f"{r.mix.p_word:.2f}",
+        *(f"{m[a]:.3f}" for a in MIX_ARMS),
+        f"{gap:+.3f} [{low:+.3f}, {high:+.3f}]",
+        f"{r.floor[1]:.3f} ({r.floor[0].split(': ')[1].split(',')[0]})",
+        goals,
+    ]
+
+
+def run_mixes(quick: bool) -> tuple[list[MixReading], float]:
+    started = time.perf_counter()
+    count, repeats = (6, 2) if quick else (MIXES, MIX_REPEATS)
+    readings = []
+    for seed in range(FIRST_SEED, FIRST_SEED + count):
+        mix = draw_refiner(seed)
+        readings.append(read_refiner_mix(mix, run_refiner_mix(mix, MIX_CALLS, repeats, MIX_TASKS)))
+        print(f"   refiner {seed}: {mix_row(readings[-1])[-1]}", flush=True)
+    return readings, time.perf_counter() - started
+
+
+def mix_figures(readings: list[MixReading]) -> list[Figure]:
+    within = [r.within for r in readings]
+    medium = [r.above_both for r in readings if r.mix.medium]
+    gaps = sorted(r.gap[0] for r in readings)
+    # If warm explore scored exactly the better fixed rule on every refiner, how often
+    # would the measured gap still fall below -0.01? (The noise of the paired mean.)
+    noise_pass = [
+        0.5 * (1 + math.erf(0.01 / max(1e-9, (r.gap[2] - r.gap[1]) / (2 * 1.96)) / math.sqrt(2)))
+        for r in readings
+    ]
+    floor_gap = sorted(r.means[DEFAULT_ARM] - r.floor[1] for r in readings)
+    cold = [
+        r.means["explore, cold"] >= max(r.means["chain"], r.means[BASELINE]) - 0.01
+        for r in readings
+    ]
+    floor_above = [
+        r.floor[1] > max(r.means["chain"], r.means[BASELINE]) for r in readings if r.mix.medium
+    ]
+    return [
+        Figure(
+            f"share of random refiners: warm explore within 0.01 of the better of chain and "
+            f"best-of-{MIX_CALLS}",
+            100 * sum(within) / len(within), unit="%", target=">= 90%",
+            passed=sum(within) >= 0.9 * len(within),
+            spread=f"{len(within)} refiners; warm - better: median {gaps[len(gaps) // 2]:+.3f}, "
+            f"worst {gaps[0]:+.3f}",
+        ),
+        Figure(
+            "share of refiners expected within 0.01 if warm explore equalled the better exactly "
+            "(the noise floor of the figure above)",
+            100 * statistics.fmean(noise_pass), unit="%",
+        ),
+        Figure(
+            "share of medium refiners (fix 0.35-0.55): warm explore above both",
+            100 * sum(medium) / max(1, len(medium)), unit="%", target=">= 90%",
+            passed=bool(medium) and sum(medium) >= 0.9 * len(medium),
+            spread=f"{len(medium)} medium refiners",
+        ),
+        Figure(
+            "share of medium refiners where the floor itself is above both (what is reachable)",
+            100 * sum(floor_above) / max(1, len(floor_above)), unit="%",
+        ),
+        Figure(
+            "share of random refiners: cold explore within 0.01 of the better (for comparison)",
+            100 * sum(cold) / len(cold), unit="%",
+        ),
+        Figure(
+            "warm explore minus the floor (the best split knowing the refiner), median",
+            floor_gap[len(floor_gap) // 2], unit="",
+            spread=f"worst {floor_gap[0]:+.3f}",
+        ),
+    ]
 
 
 # -- (a) the real local model --------------------------------------------------------------------
@@ -414,11 +661,16 @@ def run_real(tasks: list[list[str]], calls: int, passes: int) -> Arms:
 # -- the report ------------------------------------------------------------------------------------
 
 
+REAL_ENV = "BENCH_STRATEGIES_REAL"
+"""Set to 1 to run the SmolLM2 arms (the local model); otherwise their last figures are kept."""
+
+
 def run(quick: bool = False) -> BenchResult:
     result = BenchResult(
         name="strategies",
         title="Strategies at equal generator calls, cold and warm (the strategy record)",
     )
+    readings, mixes_seconds = run_mixes(quick)
     repeats = 2 if quick else SCRIPTED_REPEATS
     scripted: dict[tuple[str, int], Arms] = {}
     started = time.perf_counter()
@@ -430,22 +682,34 @@ def run(quick: bool = False) -> BenchResult:
         label: scripted_through_the_loop(fix, drop, BUDGETS[0], SCRIPTED_TASKS)
         for label, (fix, drop) in SCRIPTED.items()
     }
-    tasks = load_tasks()[: 4 if quick else None]
-    passes = {calls: 1 if quick else REAL_PASSES[calls] for calls in BUDGETS}
-    real = {calls: run_real(tasks, calls, passes[calls]) for calls in BUDGETS}
-
-    for calls in BUDGETS:
-        result.figures.append(real_figure(real[calls], calls))
+    result.figures += mix_figures(readings)
+    real: dict[int, Arms] | None = None
+    if os.environ.get(REAL_ENV) == "1":
+        tasks = load_tasks()[: 4 if quick else None]
+        passes = {calls: 1 if quick else REAL_PASSES[calls] for calls in BUDGETS}
+        real = {calls: run_real(tasks, calls, passes[calls]) for calls in BUDGETS}
+        for calls in BUDGETS:
+            result.figures.append(real_figure(real[calls], calls))
+            rows = [
+                summary_row(a, runs, real[calls][BASELINE], True)
+                for a, runs in real[calls].items()
+            ]
+            result.tables.append(
+                f"**SmolLM2 (real), {calls} calls** ({len(tasks)} tasks x {passes[calls]} passes)"
+                "\n\n" + md_table(HEADER, rows)
+            )
+    else:
+        result.figures += _kept_real_figures()
+        result.tables += _kept_real_tables()
     for label in SCRIPTED:
         result.figures.append(scripted_figure(label, scripted[label, BUDGETS[0]]))
-    for calls in BUDGETS:
-        rows = [
-            summary_row(a, runs, real[calls][BASELINE], True) for a, runs in real[calls].items()
-        ]
-        result.tables.append(
-            f"**SmolLM2 (real), {calls} calls** ({len(tasks)} tasks x {passes[calls]} passes)\n\n"
-            + md_table(HEADER, rows)
-        )
+    result.tables.append(
+        f"**Random refiners, {MIX_CALLS} calls** "
+        f"(seeds {FIRST_SEED}-{FIRST_SEED + len(readings) - 1}; "
+        f"{MIX_TASKS} tasks x {2 if quick else MIX_REPEATS} repetitions each; goals: W within "
+        "0.01 of the better of chain and best-of-4, M above both (medium refiners only; m: "
+        "missed))\n\n" + md_table(MIX_HEADER, [mix_row(r) for r in readings])
+    )
     for label in SCRIPTED:
         for calls in BUDGETS:
             arms = scripted[label, calls]
@@ -464,16 +728,51 @@ def run(quick: bool = False) -> BenchResult:
         + md_table(["refiner", "direct drive (mean)", "through the loop (one pass)"], check_rows)
     )
     result.notes.append(__doc__ or "")
-    result.notes.append(verdict(real, scripted))
+    if real is not None:
+        result.notes.append(verdict(real, scripted))
+    result.notes.append(MIXES_NOTE)
     result.notes.append(DESIGN_NOTE)
     result.notes.append(GUIDED_NOTE)
     result.notes.append(
-        f"Scripted part: {scripted_seconds:.1f} s for {len(SCRIPTED) * len(BUDGETS)} settings x "
-        f"{len(ARMS)} arms x {SCRIPTED_TASKS * repeats} runs. Real model: temperature "
-        f"{TEMPERATURE}, at most {MAX_TOKENS} tokens per answer; tokens are per task "
-        "(prompt and answer, as the server reports them)."
+        f"Random refiners: {mixes_seconds:.1f} s. Named refiners: {scripted_seconds:.1f} s for "
+        f"{len(SCRIPTED) * len(BUDGETS)} settings x {len(ARMS)} arms x "
+        f"{SCRIPTED_TASKS * repeats} runs. Real model (when run): temperature {TEMPERATURE}, at "
+        f"most {MAX_TOKENS} tokens per answer; tokens are per task."
     )
     return result
+
+
+def _kept_real_tables() -> list[str]:
+    """The SmolLM2 tables of the last run that measured them."""
+    from benchmarks import _harness
+
+    previous = _harness.load_results().get("strategies")
+    return [t for t in (previous.tables if previous else []) if t.startswith("**SmolLM2")]
+
+
+def _kept_real_figures() -> list[Figure]:
+    """The SmolLM2 figures of the last run that measured them (their date in the name)."""
+    from benchmarks import _harness
+
+    previous = _harness.load_results().get("strategies")
+    if previous is None:
+        return []
+    kept = []
+    for figure in previous.figures:
+        if figure.name.startswith("SmolLM2"):
+            name, _, tail = figure.name.partition(" (kept from ")
+            measured = tail[:10] if tail else previous.date[:10]  # the date it was measured
+            kept.append(
+                Figure(
+                    f"{name} (kept from {measured}; {REAL_ENV}=1 measures again)",
+                    figure.value,
+                    figure.unit,
+                    figure.target,
+                    figure.passed,
+                    figure.spread,
+                )
+            )
+    return kept
 
 
 def real_figure(arms: Arms, calls: int) -> Figure:

@@ -119,12 +119,18 @@ def _rows(path: Path) -> list[dict[str, Any]]:
 
 @contextmanager
 def serve(
-    base_url: str, model: str, *, logs: Path, settings: dict[str, str] | None = None
+    base_url: str,
+    model: str,
+    *,
+    logs: Path,
+    settings: dict[str, str] | None = None,
+    config: str = "langgraph.json",
 ) -> Iterator[str]:
     """Run `langgraph dev` on a free loopback port for the duration; yield its URL.
 
     `settings` adds deployment settings to its environment (such as
-    `LANGGRAPH_REFINE_ALLOW_CODE_CHECKS`).
+    `LANGGRAPH_REFINE_ALLOW_CODE_CHECKS`); `config` is the configuration file to serve,
+    relative to the repository root (such as `examples/chat_server/langgraph.json`).
     """
     port = _free_port()
     env = {
@@ -147,7 +153,7 @@ def serve(
         "--port",
         str(port),
         "--config",
-        "langgraph.json",
+        config,
     ]
     url = f"http://127.0.0.1:{port}"
     # The log goes outside the project: the dev server watches the project folder.

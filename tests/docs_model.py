@@ -11,7 +11,8 @@ the request, so concurrent examples get the same answers in any order:
 - the LLM judge passes a response that gives an example (score 0.95) and asks for one
   otherwise (0.6, NEEDS_IMPROVEMENT);
 - an agent with tools first calls its first tool, then answers from what it returned (an
-  agent asked to rate a response answers like the judge, in JSON);
+  agent asked to rate a response answers like the judge, in JSON, also when it asks for
+  its `response_format`'s object);
 - a generation asked for an object (`output_schema=`) answers with one that misses a
   field, and its refinement with the complete object.
 """
@@ -89,14 +90,15 @@ def _typed(body: dict[str, Any]) -> bool:
 def reply(request: Received, number: int) -> str | dict[str, Any]:
     """The scripted model's answer to one chat-completion request."""
     messages: list[dict[str, Any]] = request.body.get("messages") or []
-    if _typed(request.body):
-        if _schema_name(request.body) == "score":  # openevals' create_llm_as_judge
-            return json.dumps({"reasoning": "Short and to the point.", "score": True})
+    tools = request.body.get("tools") or []
+    rating = "<response_to_rate>" in "\n".join(_text(m) for m in messages)
+    if _schema_name(request.body) == "score":  # openevals' create_llm_as_judge
+        return json.dumps({"reasoning": "Short and to the point.", "score": True})
+    if _typed(request.body) and not (tools and rating):
         return _object(messages)
-    if request.is_judge:
+    if request.is_judge and not tools:
         rated = _rated(messages)
         return json.dumps(PASS if "example" in rated.lower() else NEEDS_EXAMPLE)
-    tools = request.body.get("tools") or []
     if tools and not any(m.get("role") == "tool" for m in messages):
         name = tools[0]["function"]["name"]
         arguments = {
@@ -113,9 +115,9 @@ def reply(request: Received, number: int) -> str | dict[str, Any]:
                 }
             ],
         }
-    if tools and "<response_to_rate>" in "\n".join(_text(m) for m in messages):
+    if tools and rating:
         # An agent used as the judge (a graph evaluator), after its tool: it answers like
-        # the LLM judge, in JSON.
+        # the LLM judge, in JSON (its `response_format`'s object, when it has one).
         return json.dumps(PASS if "example" in _rated(messages).lower() else NEEDS_EXAMPLE)
     return _answer(messages)
 

@@ -21,7 +21,8 @@ from typing import Any
 
 from langgraph.store.base import BaseStore
 
-from langgraph_refine import Evaluation, _record_items, arefine, refine
+from langgraph_refine import Evaluation, arefine, refine
+from langgraph_refine._records import _record_items
 
 SCORE = re.compile(r"score=([0-9.]+)")
 

@@ -163,3 +163,44 @@ def test_edits_benchmark_documents_and_scripted_arms() -> None:
     assert set(rewrite.outcomes) == {"rewrite"} and edited.outcomes["applied"] >= 4
     per_round = sum(edited.round_tokens) / len(edited.round_tokens)
     assert per_round / (sum(rewrite.round_tokens) / len(rewrite.round_tokens)) < 0.15
+
+
+# -- random mixes: the floor and the draws ------------------------------------------------------
+
+
+def test_the_floor_mixes_arms_per_class_at_the_least_cost_for_a_quality() -> None:
+    from benchmarks._mixes import cheapest_mix
+
+    classes = {
+        "easy": (0.5, {"cheap": (1.0, 1.0), "strong": (1.0, 10.0)}),
+        "hard": (0.5, {"cheap": (0.2, 1.0), "strong": (1.0, 10.0), "worse": (0.1, 5.0)}),
+    }
+    # Cheap on easy tasks, strong on hard ones reaches 1.0 at (1 + 10) / 2.
+    assert cheapest_mix(classes, 1.0) == pytest.approx(5.5)
+    # Half way from 0.6 (cheap everywhere) to 1.0: strong on half the hard tasks.
+    assert cheapest_mix(classes, 0.8) == pytest.approx(0.5 * 1.0 + 0.5 * (1.0 + 9.0 / 2))
+    assert cheapest_mix(classes, 0.3) == pytest.approx(1.0)  # the cheapest already reaches it
+    assert cheapest_mix(classes, 2.0) == pytest.approx(5.5)  # capped at the best reachable
+
+
+def test_random_mixes_are_drawn_from_their_seed_within_the_stated_ranges() -> None:
+    from benchmarks import ladder, strategies
+
+    assert ladder.draw_mix(7) == ladder.draw_mix(7) != ladder.draw_mix(8)
+    for seed in range(50):
+        mix = ladder.draw_mix(seed)
+        assert 0.2 <= mix.easy <= 0.8 and 0.3 <= mix.fix <= 0.9 and 5 <= mix.ratio <= 50
+        refiner = strategies.draw_refiner(seed)
+        assert 0.05 <= refiner.fix <= 0.9 and 0.3 <= refiner.p_word <= 0.6
+
+
+def test_the_ladder_bench_reads_each_mix_against_its_goals() -> None:
+    from benchmarks import ladder
+
+    mix = ladder.draw_mix(ladder.FIRST_SEED)
+    verdict = ladder.read_mix(mix, ladder.run_mix(mix, 30))
+    assert verdict.q["strong alone"] >= verdict.q["cheap alone"]
+    assert verdict.c["cheap alone"] < verdict.c["strong alone"]
+    # The floor at the warm ladder's quality is never above strong alone's cost.
+    assert verdict.floor <= verdict.c["strong alone"] + 1e-12
+    assert len(ladder.row(verdict)) == len(ladder.HEADER)

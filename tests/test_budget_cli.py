@@ -18,10 +18,10 @@ import genai_prices
 import pytest
 
 from langgraph_refine import Budget
+from langgraph_refine._calls._prices import Price
 from langgraph_refine._display import shorten
-from langgraph_refine._prices import Price
 from langgraph_refine.cli._errors import CliError
-from langgraph_refine.cli._options import LoopOptions, budget_dict, parse_prices, with_prices
+from langgraph_refine.cli._options import CommandOptions, budget_dict, parse_prices, with_prices
 from langgraph_refine.server import build_graph
 from tests.fault_server import FaultServer
 from tests.test_cli_batch import batch_args, read_jsonl, write_jsonl
@@ -122,7 +122,7 @@ def test_bad_max_cost_is_a_one_line_error(cli: Any, value: str) -> None:
 
 
 def test_prices_join_the_budget_and_travel_in_the_context() -> None:
-    options = LoopOptions.from_cli(
+    options = CommandOptions.from_cli(
         None, 0.9, 4, 2, "last", max_cost=0.5, prices=["a=1,2", "b=0,0.5"]
     )
     budget = options.run_budget()

@@ -28,12 +28,11 @@ from langgraph_refine import (
     RefineResult,
     UnknownPriceError,
     Usage,
-    _budget,
-    _prices,
     arefine,
     create_refine_graph,
     refine,
 )
+from langgraph_refine._calls import _budget, _prices
 from tests.fakes import ScriptedChatModel
 from tests.fault_server import FaultServer
 

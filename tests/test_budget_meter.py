@@ -12,7 +12,7 @@ from langchain_openai import ChatOpenAI
 from langgraph.types import RetryPolicy
 
 from langgraph_refine import Budget, BudgetExhaustedError, Evaluation, arefine, refine
-from langgraph_refine._retry import is_transient
+from langgraph_refine._calls._retry import is_transient
 from tests import test_faults as faults
 from tests.fakes import ScriptedChatModel
 from tests.fault_server import FaultServer, error, hang, ok
@@ -151,7 +151,7 @@ def test_retry_after_is_capped_by_the_policy_and_skipped_on_the_last_attempt(
 
 def test_usage_before_the_step_is_summed_when_a_limit_first_reads_it() -> None:
     from langgraph_refine import Usage
-    from langgraph_refine._budget import BudgetMeter
+    from langgraph_refine._calls._budget import BudgetMeter
 
     sums: list[int] = []
 

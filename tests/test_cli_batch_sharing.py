@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from langgraph_refine import _run
+from langgraph_refine._loop import _run
 from langgraph_refine.cli._batch import LineWriter
 from langgraph_refine.cli._models import ModelSettings
 from tests.test_cli_batch import batch_args, read_jsonl, tasks, write_jsonl
@@ -49,7 +49,7 @@ def test_a_batch_compiles_its_loop_once_and_opens_one_connection_per_task_in_fli
     real = _run.create_refine_graph
 
     def counting(*args: Any, **kwargs: Any) -> Any:
-        compiled.append(kwargs.get("target_score"))
+        compiled.append(kwargs["options"].target_score)  # refine builds its options once
         return real(*args, **kwargs)
 
     monkeypatch.setattr(_run, "create_refine_graph", counting)

@@ -12,8 +12,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from langgraph_refine._prompts import EDIT_INSTRUCTIONS
-from langgraph_refine.cli._options import LoopOptions
+from langgraph_refine._decisions._prompts import EDIT_INSTRUCTIONS
+from langgraph_refine.cli._options import CommandOptions
 from tests.test_cli_helpers import (  # noqa: F401 - fixtures
     assert_one_line_error,
     cli,
@@ -98,9 +98,9 @@ def test_a_batch_line_sets_its_own_edits(cli: Any, openai_server: Any, tmp_path:
 
 
 def test_cli_edits_values() -> None:
-    plain = LoopOptions.from_cli(["words:1-5"], 0.9, 2, 2, "last")
+    plain = CommandOptions.from_cli(["words:1-5"], 0.9, 2, 2, "last")
     assert "edits" not in plain.graph_kwargs(lambda: None)  # type: ignore[arg-type,return-value]
-    auto = LoopOptions.from_cli(["words:1-5"], 0.9, 2, 2, "last", edits="Auto")
+    auto = CommandOptions.from_cli(["words:1-5"], 0.9, 2, 2, "last", edits="Auto")
     assert auto.graph_kwargs(lambda: None)["edits"] == "auto"  # type: ignore[arg-type,return-value]
     assert plain.override({"edits": "on"}).edits is True
     assert auto.override({"edits": False}).edits is False
@@ -110,8 +110,8 @@ def test_a_served_run_gets_the_lines_edits_in_its_context() -> None:
     from langgraph_refine.cli._batch import BatchItem
     from langgraph_refine.cli._remote import run_context
 
-    options = LoopOptions().override({"edits": "auto"})
+    options = CommandOptions().override({"edits": "auto"})
     item = BatchItem(line=1, id="x", task="t", options=options, given=frozenset({"edits"}))
     assert run_context(item)["edits"] == "auto"
-    plain = BatchItem(line=2, id="y", task="t", options=LoopOptions())
+    plain = BatchItem(line=2, id="y", task="t", options=CommandOptions())
     assert "edits" not in run_context(plain)

@@ -175,7 +175,7 @@ def test_batch_ladders_per_line_models_summary_rows_and_report(
 
 def test_on_a_server_the_models_go_in_each_runs_context(tmp_path: Path) -> None:
     from langgraph_refine.cli._batch import read_input
-    from langgraph_refine.cli._options import LoopOptions
+    from langgraph_refine.cli._options import CommandOptions
     from langgraph_refine.cli._remote import run_context
 
     src = tmp_path / "in.jsonl"
@@ -185,7 +185,7 @@ def test_on_a_server_the_models_go_in_each_runs_context(tmp_path: Path) -> None:
         + json.dumps({"id": 2, "task": "t"})
         + "\n"
     )
-    items = read_input(src, LoopOptions()).items
+    items = read_input(src, CommandOptions()).items
     batch_wide = {"models": ["a", "b"]}  # --model a --model b
     assert run_context(items[0], batch_wide)["models"] == ["cheap", "strong"]
     assert run_context(items[1], batch_wide)["models"] == ["a", "b"]

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from langchain_openai import ChatOpenAI
 
-from langgraph_refine._models import (
+from langgraph_refine._calls._models import (
     DEFAULT_MAX_TOKENS,
     PROVIDERS,
     max_tokens_setting,

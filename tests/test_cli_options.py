@@ -9,14 +9,14 @@ from typing import Any, get_args
 
 import pytest
 
-from langgraph_refine._budget import Budget
+from langgraph_refine._calls._budget import Budget
 from langgraph_refine._state import Strategy
 from langgraph_refine.cli._errors import CliError
 from langgraph_refine.cli._options import (
     MEMORY_CHOICES,
     ON_BUDGET_CHOICES,
     STRATEGY_CHOICES,
-    LoopOptions,
+    CommandOptions,
     budget_dict,
 )
 from tests.test_cli_helpers import assert_one_line_error, cli  # noqa: F401
@@ -29,9 +29,9 @@ def test_choices_come_from_the_literals() -> None:
 
 
 def test_strategy_is_passed_only_when_given() -> None:
-    plain = LoopOptions.from_cli(["words:1-5"], 0.9, 2, 2, "last")
+    plain = CommandOptions.from_cli(["words:1-5"], 0.9, 2, 2, "last")
     assert "strategy" not in plain.graph_kwargs(lambda: None)  # type: ignore[arg-type,return-value]
-    chosen = LoopOptions.from_cli(["words:1-5"], 0.9, 2, 2, "last", strategy="Explore")
+    chosen = CommandOptions.from_cli(["words:1-5"], 0.9, 2, 2, "last", strategy="Explore")
     assert chosen.graph_kwargs(lambda: None)["strategy"] == "explore"  # type: ignore[arg-type,return-value]
     line = plain.override({"strategy": "sample", "budget": {"max_calls": 4}, "min_delta": 0.1})
     kwargs = line.graph_kwargs(lambda: None)  # type: ignore[arg-type,return-value]
@@ -46,12 +46,12 @@ def test_strategy_is_passed_only_when_given() -> None:
         ({"on_budget_exhausted": "explode"}, "must be one of stop, raise"),
         ({"budget": {"calls": 3}}, "'budget' must be null or an object with keys among"),
         ({"budget": {"max_calls": -1}}, "budget:"),
-        ({"min_delta": -0.5}, "min delta must be >= 0"),
+        ({"min_delta": -0.5}, "min_delta must be a number >= 0"),
     ],
 )
 def test_bad_per_line_values_name_the_key(line: dict[str, Any], message: str) -> None:
     with pytest.raises(CliError, match=message.replace("(", r"\(")):
-        LoopOptions().override(line)
+        CommandOptions().override(line)
 
 
 def test_bad_strategy_option_is_one_line(cli: Any, tmp_path: Path) -> None:

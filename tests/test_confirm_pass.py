@@ -131,9 +131,9 @@ def test_the_run_context_turns_confirmation_on_and_bad_values_are_refused() -> N
 
 
 def test_cli_confirm_pass_is_passed_to_the_loop() -> None:
-    from langgraph_refine.cli._options import LoopOptions
+    from langgraph_refine.cli._options import CommandOptions
 
-    options = LoopOptions.from_cli(["words:1-5"], 0.9, 2, 2, "last", confirm_pass=True)
+    options = CommandOptions.from_cli(["words:1-5"], 0.9, 2, 2, "last", confirm_pass=True)
     kwargs = options.graph_kwargs(lambda: None)  # type: ignore[arg-type,return-value]
     assert kwargs["confirm_pass"] is True
     assert json.dumps(kwargs["target_score"]) == "0.9"

@@ -13,7 +13,7 @@ from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langgraph_refine import ContextLengthError, Evaluation, refine
-from langgraph_refine._retry import is_context_length_error
+from langgraph_refine._calls._retry import is_context_length_error
 from tests.fault_server import FaultServer, Received, Reply, ok
 
 LONG = "word " * 3000  # 15,000 characters

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from langgraph_refine._models import DEFAULT_MAX_TOKENS, MAX_TOKENS_ENV
+from langgraph_refine._calls._models import DEFAULT_MAX_TOKENS, MAX_TOKENS_ENV
 from tests.test_cli_helpers import MODEL_ENV, openai_server
 from tools import demo
 

@@ -15,14 +15,14 @@ from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import BaseModel
 
 from langgraph_refine import Attempt, Evaluation, create_refine_graph, refine
-from langgraph_refine._edits import (
+from langgraph_refine._decisions._edits import (
     EDITS_AUTO_MIN_CHARS,
     Block,
     apply_blocks,
     asks_for_edits,
     parse_blocks,
 )
-from langgraph_refine._prompts import EDIT_INSTRUCTIONS, REFINE_INSTRUCTIONS
+from langgraph_refine._decisions._prompts import EDIT_INSTRUCTIONS, REFINE_INSTRUCTIONS
 from langgraph_refine._state import Candidate
 from tests.fakes import ScriptedChatModel, scores
 

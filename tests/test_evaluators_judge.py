@@ -11,7 +11,7 @@ from langchain_core.exceptions import OutputParserException
 from langchain_core.messages import BaseMessage
 
 from langgraph_refine import Budget, refine
-from langgraph_refine._prompts import JUDGE_INSTRUCTIONS, JUDGE_SYSTEM
+from langgraph_refine._decisions._prompts import JUDGE_INSTRUCTIONS, JUDGE_SYSTEM
 from langgraph_refine.evaluators import LLMJudge, llm_judge, strip_tags
 from langgraph_refine.evaluators._judge import normalise_score, read_reply
 from langgraph_refine.evaluators._tags import CLOSE_TAG, OPEN_TAG, sandbox

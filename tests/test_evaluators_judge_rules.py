@@ -14,8 +14,8 @@ import pytest
 from langchain_openai import ChatOpenAI
 
 from langgraph_refine import refine
-from langgraph_refine._budget import BudgetStop
-from langgraph_refine._prompts import (
+from langgraph_refine._calls._budget import BudgetStop
+from langgraph_refine._decisions._prompts import (
     JUDGE_CONTRADICTION_NOTE,
     JUDGE_INSTRUCTIONS,
     JUDGE_UNREADABLE_NOTE,

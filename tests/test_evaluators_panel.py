@@ -181,10 +181,28 @@ def test_an_agent_without_a_response_format_is_read_from_its_last_message() -> N
     assert result.details["scale"] == "0-10"
 
 
-def test_an_agent_that_gives_no_evaluation_is_a_clear_error() -> None:
-    agent = create_agent(AgentModel(replies=["I like it."]), [lookup])
+def test_an_agent_that_gives_no_evaluation_is_asked_again_then_counted_as_failed() -> None:
+    # As an unreadable llm_judge reply: asked once more (told why), then FAIL with score 0.
+    model = AgentModel(replies=["I like it."])
+    agent = evaluators.RunnableEvaluator(create_agent(model, [lookup]), name="fact_checker")
+    result = agent.evaluate("x", STATE)
+    assert (result.score, result.verdict) == (0.0, "FAIL")
+    assert "'fact_checker' gave no readable evaluation twice" in result.feedback
+    assert "response_format" in result.feedback and result.details["judge_calls"] == 2
+    assert len(model.calls) == 2 and "could not be read" in model.calls[1][-1].text
+    # Read on the second asking: the evaluation counts, and says what went wrong first.
+    again = AgentModel(replies=["I like it.", grade(0.8, "PASS", "fine")])
+    judge = evaluators.RunnableEvaluator(create_agent(again, [lookup], response_format=Grade))
+    result = asyncio.run(judge.aevaluate("x", STATE))
+    assert (result.score, result.verdict) == (0.8, "PASS") and result.details["judge_errors"]
     with pytest.raises(ValueError, match="gave no evaluation: its output has no structured_resp"):
-        evaluators.panel(agent, fixed(1.0)).evaluate("x", STATE)
+        agent.read({"messages": []})
+
+
+def test_a_loop_with_an_unreadable_agent_judge_runs_on() -> None:
+    agent = create_agent(AgentModel(replies=["I like it."]), [lookup], name="vague")
+    result = refine(lambda state: "It was built in 1889.", STATE["task"], agent, max_iterations=1)
+    assert result.score_history == [0.0, 0.0] and result.stop_reason == "max_iterations"
 
 
 def test_an_agent_judge_sits_on_a_panel_beside_an_llm_judge() -> None:
@@ -199,7 +217,7 @@ def test_an_agent_judge_sits_on_a_panel_beside_an_llm_judge() -> None:
 
 
 def test_the_spec_language_has_a_panel_form() -> None:
-    from langgraph_refine._specs import SpecError, parse_spec
+    from langgraph_refine._calls._specs import SpecError, parse_spec
     from langgraph_refine.evaluators._from_specs import build_evaluator
 
     spec = parse_spec("panel-majority:words:1-3; contains:owl,lamp ;regex:owl")

@@ -424,7 +424,7 @@ def test_batch_on_server(
     replays them (tests/recording.py)."""
     from examples import batch_on_server as example
 
-    from langgraph_refine._specs import parse_specs
+    from langgraph_refine._calls._specs import parse_specs
     from langgraph_refine.evaluators._combine import as_evaluator
     from langgraph_refine.evaluators._from_specs import build_evaluators
 
@@ -491,7 +491,7 @@ def test_structured_extraction(model: BaseChatModel, cassette: Any) -> None:
     from examples import structured_extraction as example
 
     from langgraph_refine.cli._batch import BatchItem, output_record
-    from langgraph_refine.cli._options import LoopOptions
+    from langgraph_refine.cli._options import CommandOptions
     from langgraph_refine.cli._report import TaskRecord, render_report
 
     result = example.main(model)
@@ -518,7 +518,7 @@ def test_structured_extraction(model: BaseChatModel, cassette: Any) -> None:
             book = example.Book.model_validate(attempt.output)
             assert attempt.evaluation == example.fields(book, {})
     # The batch row and the report show the object, as formatted JSON.
-    item = BatchItem(line=1, id="book", task=example.TASK, options=LoopOptions())
+    item = BatchItem(line=1, id="book", task=example.TASK, options=CommandOptions())
     row = output_record(item, result)
     assert row["output"] == result.output.model_dump()
     page = render_report([TaskRecord.from_json(json.loads(json.dumps(row)))], source="rows")

@@ -22,7 +22,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import RetryPolicy
 
 from langgraph_refine import Evaluation, create_refine_graph, refine
-from langgraph_refine._retry import DEFAULT_RETRY_POLICY, is_transient
+from langgraph_refine._calls._retry import DEFAULT_RETRY_POLICY, is_transient
 from langgraph_refine.evaluators import llm_judge
 from tests.fault_server import FaultServer, error, hang, malformed, ok
 

@@ -97,7 +97,7 @@ def test_several_candidates_still_run_concurrently() -> None:
 def test_listeners_are_detected_from_the_callbacks() -> None:
     from langchain_core.callbacks import BaseCallbackHandler, CallbackManager
 
-    from langgraph_refine._step import has_listeners as _has_listeners
+    from langgraph_refine._loop._step import has_listeners as _has_listeners
 
     assert _has_listeners(None)  # unknown: keep the traced run
     assert not _has_listeners({"callbacks": CallbackManager(handlers=[])})
@@ -106,13 +106,24 @@ def test_listeners_are_detected_from_the_callbacks() -> None:
     assert not _has_listeners({"callbacks": []})
 
 
-def test_judge_tokens_still_stream_without_user_callbacks() -> None:
+def test_the_judge_is_run_and_seen_by_callbacks_but_kept_out_of_messages_streams() -> None:
+    from langchain_core.callbacks import BaseCallbackHandler
+
     from tests.fakes import ScriptedChatModel, judge_reply
+
+    class Seen(BaseCallbackHandler):
+        def __init__(self) -> None:
+            self.tags: list[list[str]] = []
+
+        def on_chat_model_start(self, *args: Any, tags: Any = None, **kwargs: Any) -> None:
+            self.tags.append(list(tags or []))
 
     generator = ScriptedChatModel(replies=["draft"])
     judge = ScriptedChatModel(replies=[judge_reply(0.95, "PASS", "good")])
     graph = create_refine_graph(generator, judge_model=judge).compile()
-    chunks = list(graph.stream({"task": "t"}, stream_mode="messages"))
+    seen = Seen()
+    chunks = list(graph.stream({"task": "t"}, {"callbacks": [seen]}, stream_mode="messages"))
     nodes = [metadata["langgraph_node"] for _, metadata in chunks]
-    # LangGraph's own stream handler is a listener: the judge call is seen under evaluate.
-    assert "generate" in nodes and "evaluate" in nodes
+    # The draft streams; the judge's call is the loop's own: traced, never streamed.
+    assert "generate" in nodes and "evaluate" not in nodes
+    assert len(judge.calls) == 1 and any("nostream" in tags for tags in seen.tags)

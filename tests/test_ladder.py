@@ -8,8 +8,8 @@ import pytest
 from langgraph.store.memory import InMemoryStore
 
 from langgraph_refine import Attempt, Budget, Evaluation, Usage, arefine, refine
-from langgraph_refine._ladder import next_rung, rung_kind
-from langgraph_refine._strategy import MoveStats
+from langgraph_refine._decisions._ladder import next_rung, rung_kind
+from langgraph_refine._decisions._strategy import MoveStats
 from tests.fakes import ScriptedChatModel
 
 
@@ -75,7 +75,7 @@ def test_bad_ladders_fail_before_any_model_call(generator: Any, message: str) ->
 def test_a_warm_record_skips_a_rung_that_never_raises_the_best() -> None:
     store = InMemoryStore()
     mid = Named(name_="mid", replies=["weak"])
-    for _ in range(4):  # cold runs: cheap and mid rounds never raise, strong does
+    for _ in range(5):  # cold runs: cheap and mid rounds never raise, strong does
         refine(
             [Named(name_="cheap", replies=["weak"]), mid, Named(name_="strong", replies=["good"])],
             "t",
@@ -88,7 +88,8 @@ def test_a_warm_record_skips_a_rung_that_never_raises_the_best() -> None:
     cheap = Named(name_="cheap", replies=["weak"])
     strong = Named(name_="strong", replies=["good"])
     result = refine([cheap, mid, strong], "t", good, strategy="explore", store=store)
-    # Warm: cheap rarely raises, so it is left after attempt 0, and mid is skipped.
+    # Warm: from where attempt 0 leaves the run, cheap never raised the best in five
+    # rounds (`STATE_ROUNDS`), so it is left at once, and mid is skipped.
     assert [a.model for a in result.attempts] == ["test:cheap", "test:strong"]
     assert len(mid.calls) == mid_calls and len(cheap.calls) == 1
 
@@ -103,7 +104,7 @@ def test_the_record_counts_each_rungs_rounds() -> None:
             index=2, response="c", parent=1, evaluation=Evaluation(score=1.0), model="s", rung=1
         ),
     ]
-    from langgraph_refine._strategy import round_stats
+    from langgraph_refine._decisions._strategy import round_stats
 
     stats = round_stats(attempts)
     assert stats[rung_kind("c")] == MoveStats(rounds=1, raised=0, fell=0)
@@ -199,3 +200,57 @@ def test_a_warm_climb_goes_to_the_rung_that_raises_most_per_dollar_never_staying
     assert next_rung(stalled, ["c", "m", "s"], record=record, prices=prices) == 2
     assert next_rung(stalled, ["c", "m", "s"], record=record) == 1  # prices unknown: one up
     assert next_rung(stalled, ["c", "s"], record=record, prices=prices) == 1
+
+
+def _cheap_first(score: float) -> list[Attempt]:
+    return [Attempt(index=0, response="a", evaluation=Evaluation(score=score), model="c", rung=0)]
+
+
+def _cheap_round(score: float) -> Attempt:
+    """The cheap rung's refinement of attempt 0."""
+    evaluation = Evaluation(score=score)
+    return Attempt(index=1, response="b", parent=0, evaluation=evaluation, model="c", rung=0)
+
+
+def test_a_warm_ladder_leaves_the_cheap_rung_only_from_the_states_where_it_stalls() -> None:
+    from langgraph_refine._decisions._strategy import state_kind
+
+    # Pooled over every state the cheap rung raises half the time: from a low first
+    # score it never raised the best by a band, from a high one it mostly did.
+    record = {
+        rung_kind("c"): MoveStats(rounds=20, raised=10),
+        state_kind(rung_kind("c"), "b0/start"): MoveStats(rounds=10, raised=0),
+        state_kind(rung_kind("c"), "b3/start"): MoveStats(rounds=10, raised=10),
+    }
+    prices = {"c": 0.002, "s": 0.04}
+    assert next_rung(_cheap_first(0.1), ["c", "s"], record=record, prices=prices) == 1
+    assert next_rung(_cheap_first(0.8), ["c", "s"], record=record, prices=prices) == 0
+    # A state the record has not seen: the cold rule (attempt 0 raised the best: stay).
+    assert next_rung(_cheap_first(0.4), ["c", "s"], record=record, prices=prices) == 0
+    # Cold (no record) every first rung stays after attempt 0.
+    assert next_rung(_cheap_first(0.1), ["c", "s"], prices=prices) == 0
+
+
+def test_a_warm_ladder_stays_from_a_state_where_its_rung_raises_even_after_a_flat_round() -> None:
+    from langgraph_refine._decisions._strategy import state_kind
+
+    flat = [*_cheap_first(0.8), _cheap_round(0.8)]
+    record = {state_kind(rung_kind("c"), "b3/flat"): MoveStats(rounds=10, raised=6)}
+    assert next_rung(flat, ["c", "s"]) == 1  # cold: a flat round climbs
+    assert next_rung(flat, ["c", "s"], record=record) == 0
+    # Per dollar: the rung above raising far more often for its price is climbed to.
+    record[state_kind(rung_kind("s"), "b3/flat")] = MoveStats(rounds=10, raised=10)
+    assert next_rung(flat, ["c", "s"], record=record, prices={"c": 0.03, "s": 0.04}) == 1
+    assert next_rung(flat, ["c", "s"], record=record, prices={"c": 0.002, "s": 0.04}) == 0
+
+
+def test_a_rungs_round_counts_as_raising_by_state_only_when_it_gained_a_band() -> None:
+    from langgraph_refine._decisions._strategy import latest_state_stats
+
+    def two(second: float) -> list[Attempt]:
+        return [*_cheap_first(0.1), _cheap_round(second)]
+
+    creeping = latest_state_stats(two(0.2))
+    assert creeping["rung:c@b0/start"] == MoveStats(rounds=1, raised=0)
+    assert creeping["refine@b0/start"] == MoveStats(rounds=1, raised=1)  # moves count any raise
+    assert latest_state_stats(two(0.4))["rung:c@b0/start"] == MoveStats(rounds=1, raised=1)

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from langgraph_refine import Budget, refine
-from langgraph_refine._ladder import MIN_GAIN
+from langgraph_refine._decisions._ladder import MIN_GAIN
 from langgraph_refine.evaluators import contains_all
 from tests import recording
 from tests.test_ladder import Named

@@ -12,7 +12,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
 from langgraph_refine import RefineResult, create_refine_graph, strategy_records
-from langgraph_refine._run_models import MODELS_ENV, _model
+from langgraph_refine._calls._run_models import MODELS_ENV, _model
 from tests.test_cli_helpers import openai_server  # noqa: F401 - fixture
 from tests.test_cli_ladder import by_model
 from tests.test_ladder import Named, good
@@ -94,7 +94,7 @@ async def test_one_model_in_models_replaces_the_generator_async(
 ) -> None:
     import httpx
 
-    from langgraph_refine import _run_models
+    from langgraph_refine._calls import _run_models
 
     # LangChain's default async client is one per process, and its pool may hold a
     # connection an earlier test's (closed) event loop opened: this run gets its own.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from langgraph_refine import Attempt, Evaluation, GeneratorNode
-from langgraph_refine._memory import select_attempts, validate_memory
+from langgraph_refine._decisions._memory import select_attempts, validate_memory
 
 
 def attempts(*score_values: float) -> list[Attempt]:

@@ -22,7 +22,7 @@ from langgraph_refine import (
     ReviewNode,
     create_refine_graph,
 )
-from langgraph_refine._review_schema import review_answer_schema
+from langgraph_refine._loop._review_schema import review_answer_schema
 from tests.fakes import (
     LOOKUPS,
     AgentModel,
@@ -441,7 +441,6 @@ def test_round_and_stop_events_match_the_graphs() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({}, "judge_model"),
         ({"evaluator": lambda r, s: 1.0, "judge_model": ScriptedChatModel()}, "judge_model"),
         ({"evaluator": lambda r, s: 1.0, "target_score": 1.5}, "target_score"),
         ({"evaluator": lambda r, s: 1.0, "patience": 0}, "patience"),

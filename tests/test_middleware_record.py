@@ -17,10 +17,10 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.store.memory import InMemoryStore
 
 from langgraph_refine import Attempt, Evaluation, RefineMiddleware
-from langgraph_refine._agent_loop import move as _move
-from langgraph_refine._prompts import AGENT_REFINE_EARLIER as REFINE_EARLIER_PROMPT
-from langgraph_refine._record import RECORD_NAMESPACE, StrategyRecord, read_records
-from langgraph_refine._strategy import Choice
+from langgraph_refine._agents._agent_loop import move as _move
+from langgraph_refine._decisions._prompts import AGENT_REFINE_EARLIER as REFINE_EARLIER_PROMPT
+from langgraph_refine._decisions._strategy import Choice
+from langgraph_refine._records._record import RECORD_NAMESPACE, StrategyRecord, read_records
 from tests.fakes import AgentModel, lookup
 
 SCORE = re.compile(r"score=([0-9.]+)")
@@ -133,11 +133,17 @@ def test_refining_an_earlier_answer_shows_it_with_its_feedback() -> None:
         Attempt(index=0, response="first", evaluation=Evaluation(score=0.6, feedback="f0")),
         Attempt(index=1, response="second", evaluation=Evaluation(score=0.2, feedback="f1")),
     ]
-    state = {"messages": [HumanMessage(REQUEST), AIMessage("first"), AIMessage("second")]}
-    update = _move(state, Choice("refine", 0), attempts)
-    assert update["refine_hidden_to"] == 3 and update["refine_next"] == ["refine", 0]
-    [message] = update["messages"]
-    assert message.text == REFINE_EARLIER_PROMPT.format(
+    state = {"messages": [HumanMessage(REQUEST, id="request")]}
+    turns = [["request", "ai", "first", "a0"], ["request", "ai", "second", "a1"]]
+    update = _move(state, Choice("refine", 0), attempts, turns)
+    # The model no longer sees the two answers (the turns so far) nor the run's messages.
+    assert update["refine_hidden_to"] == [2, "request"]
+    assert update["refine_next"] == ["refine", 0]
+    # The earlier answer comes back in one new loop turn; the conversation is untouched.
+    assert "messages" not in update
+    anchor, kind, text, _ = update["refine_turns"][-1]
+    assert (anchor, kind) == ("request", "human")
+    assert text == REFINE_EARLIER_PROMPT.format(
         answer="first", score=" (score 0.60)", feedback="f0"
     )
 

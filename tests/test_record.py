@@ -32,7 +32,8 @@ from langgraph_refine import (
     refine,
     strategy_records,
 )
-from langgraph_refine._record import (
+from langgraph_refine._decisions._strategy import MoveStats, round_stats, state_kind, state_stats
+from langgraph_refine._records._record import (
     RECORD_NAMESPACE,
     StrategyRecord,
     evaluator_kind,
@@ -40,8 +41,7 @@ from langgraph_refine._record import (
     read_records,
     record_key,
 )
-from langgraph_refine._record_items import record_namespace
-from langgraph_refine._strategy import MoveStats, round_stats
+from langgraph_refine._records._record_items import record_namespace
 from langgraph_refine.evaluators import combine, contains_all, word_count
 from tests.conftest import POSTGRES_URI_ENV, postgres_uri
 from tests.fakes import ScriptedChatModel
@@ -145,12 +145,20 @@ def test_a_run_is_one_item_in_its_records_namespace_keyed_by_model_and_evaluator
     loop_id = item.value["run"]
     assert item.key == f"run:{loop_id}:3" and item.value["n"] == 3
     assert item.value["moves"] == {k: v.to_dict() for k, v in round_stats(first.attempts).items()}
+    # Beside the totals, each round counted under the state it started from.
+    states = {
+        s: {k: v.to_dict() for k, v in kinds.items()}
+        for s, kinds in state_stats(first.attempts).items()
+    }
+    assert item.value["states"] == states
     records = strategy_records(store)
     assert list(records) == ["ScriptedChatModel|judge"]
-    for stats in records["ScriptedChatModel|judge"].values():
+    record = records["ScriptedChatModel|judge"]
+    assert record.pop("states") == states
+    for stats in record.values():
         assert set(stats) == {"rounds", "raised", "fell"}
         assert all(isinstance(n, int) for n in stats.values())
-    assert sum(s["rounds"] for s in records["ScriptedChatModel|judge"].values()) == 3
+    assert sum(s["rounds"] for s in record.values()) == 3
 
 
 def test_a_record_key_with_dots_and_stars_gets_a_namespace_of_its_own() -> None:
@@ -333,14 +341,14 @@ def test_a_compiled_graph_learns_through_its_store() -> None:
 
 
 def test_each_choice_gets_the_other_runs_pooled_counts(monkeypatch: pytest.MonkeyPatch) -> None:
-    from langgraph_refine import _round
+    from langgraph_refine._decisions import _round
 
     seen: list[dict[str, MoveStats] | None] = []
     real = _round.choose_next
 
-    def spy(strategy: Any, attempts: Any, task: str, record: Any = None) -> Any:
+    def spy(strategy: Any, attempts: Any, task: str, record: Any = None, **kw: Any) -> Any:
         seen.append(None if record is None else dict(record))
-        return real(strategy, attempts, task, record=record)
+        return real(strategy, attempts, task, record=record, **kw)
 
     monkeypatch.setattr(_round, "choose_next", spy)
     store = InMemoryStore()
@@ -348,8 +356,14 @@ def test_each_choice_gets_the_other_runs_pooled_counts(monkeypatch: pytest.Monke
     assert seen[:3] == [{}, {}, {}]  # the first run: nothing pooled (its own rounds excluded)
     seen.clear()
     refine(falling(), TASK, judge, store=store, **LOOP)
-    # Every choice of the second run, round 1's included, sees the first run's counts.
-    assert seen == [round_stats(first.attempts)] * 3
+    # Every choice of the second run, round 1's included, sees the first run's counts,
+    # pooled and by the state each round started from.
+    by_state = {
+        state_kind(kind, state): stats
+        for state, kinds in state_stats(first.attempts).items()
+        for kind, stats in kinds.items()
+    }
+    assert by_state and seen == [{**round_stats(first.attempts), **by_state}] * 3
     seen.clear()
     refine(falling(), TASK, judge, **LOOP)  # no store: no record
     assert seen == [None] * 3
@@ -513,5 +527,10 @@ def test_read_records_lists_every_record() -> None:
     records = read_records(store)
     assert list(records) == ["a", "b"]
     assert records["a"].moves["refine"].raised == 3
-    assert strategy_records(store)["a"] == {"refine": {"rounds": 3, "raised": 3, "fell": 0}}
+    record = strategy_records(store)["a"]
+    assert record.pop("states") == {
+        state: {"refine": {"rounds": 1, "raised": 1, "fell": 0}}
+        for state in ("b1/start", "b1/up", "b2/up")
+    }
+    assert record == {"refine": {"rounds": 3, "raised": 3, "fell": 0}}
     assert asyncio.run(astrategy_records(store)) == strategy_records(store)

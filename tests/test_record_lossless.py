@@ -23,8 +23,9 @@ from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
 
 from langgraph_refine import Attempt, Evaluation, strategy_records
-from langgraph_refine._record import RecordUpdate, exchange, read_records
-from langgraph_refine._record_items import COMPACT_AT, record_namespace
+from langgraph_refine._decisions._strategy import MoveStats
+from langgraph_refine._records._record import RecordUpdate, exchange, read_records
+from langgraph_refine._records._record_items import COMPACT_AT, record_namespace
 from tests.conftest import POSTGRES_URI_ENV, postgres_uri
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,7 +34,12 @@ RUNS = 30  # per process: 4 x 30 runs of 1-4 rounds
 
 
 def total_rounds(store: BaseStore, key: str) -> int:
-    return sum(stats["rounds"] for stats in strategy_records(store)[key].values())
+    """The record's rounds, checked to be the same counted by kind and by state."""
+    record = strategy_records(store)[key]
+    by_state = record.pop("states", {})
+    total = sum(stats["rounds"] for stats in record.values())
+    assert sum(s["rounds"] for kinds in by_state.values() for s in kinds.values()) == total
+    return total
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -65,7 +71,7 @@ def test_processes_sharing_a_store_lose_no_round(
     key = f"procs-{uuid.uuid4().hex}"
     command = [sys.executable, "-m", "tests.record_worker", "--store", spec, "--key", key]
     command += ["--runs", str(RUNS), "--compact-at", str(compact_at)]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
     workers = [
         subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         for _ in range(PROCESSES)
@@ -113,7 +119,9 @@ def test_a_run_keeps_one_item_holding_its_latest_counts() -> None:
     assert list(items(store, key)) == ["run:run1:3"]
     exchange(store, RecordUpdate(key, "run1", attempts([0.1, 0.2, 0.3, 0.4])))  # a replay
     assert list(items(store, key)) == ["run:run1:3"]
-    assert strategy_records(store)[key] == {"refine": {"rounds": 3, "raised": 3, "fell": 0}}
+    record = strategy_records(store)[key]
+    assert set(record.pop("states")) == {"b0/start", "b0/up", "b1/up"}
+    assert record == {"refine": {"rounds": 3, "raised": 3, "fell": 0}}
 
 
 def test_each_run_reads_the_others_counts_without_its_own() -> None:
@@ -155,7 +163,7 @@ def test_overlapping_folds_and_a_run_both_folded_and_present_count_once() -> Non
 def test_a_level_beside_moves_is_summed_per_run_the_same_way() -> None:
     # The documented place for a ladder's per-rung counts: summed leaf by leaf, a run's
     # larger entry kept, `cost` allowed to be a fraction.
-    from langgraph_refine._record_items import read_items
+    from langgraph_refine._records._record_items import read_items
 
     store, key = InMemoryStore(), "k"
     namespace = record_namespace(key)
@@ -196,7 +204,7 @@ def brute_total(items: list[Any], without: str | None) -> dict[str, dict[str, in
 def test_totals_read_from_a_folds_sum_equal_the_run_by_run_rule(folds: int) -> None:
     import random
 
-    from langgraph_refine._record_items import read_items
+    from langgraph_refine._records._record_items import read_items
 
     rng = random.Random(folds)
     for trial in range(30):
@@ -224,7 +232,7 @@ def test_totals_read_from_a_folds_sum_equal_the_run_by_run_rule(folds: int) -> N
 
 
 def test_an_item_is_parsed_once_per_process_and_again_if_rewritten() -> None:
-    from langgraph_refine._record_items import Fold, Live, _parsed
+    from langgraph_refine._records._record_items import Fold, Live, _parsed
 
     store, namespace = InMemoryStore(), record_namespace("k")
     value = {"fold": {"a": {"n": 1, "moves": {"refine": {"rounds": 1, "raised": 1, "fell": 0}}}}}
@@ -249,7 +257,7 @@ def test_items_without_a_namespace_or_time_are_read_all_the_same() -> None:
     # As read through LangGraph Server's HTTP API: only key and value.
     from types import SimpleNamespace
 
-    from langgraph_refine._record_items import read_items
+    from langgraph_refine._records._record_items import read_items
 
     moves = {"refine": {"rounds": 2, "raised": 1, "fell": 0}}
     items = [
@@ -263,7 +271,7 @@ def test_items_without_a_namespace_or_time_are_read_all_the_same() -> None:
 
 def test_a_cached_item_that_is_unreadable_stays_unreadable() -> None:
     # A bad item raises on every read (never cached), so each read logs and leaves it out.
-    from langgraph_refine._record_items import read_items
+    from langgraph_refine._records._record_items import read_items
 
     store, namespace = InMemoryStore(), record_namespace("k")
     store.put(namespace, "run:c:1", {"run": "c", "n": 1, "moves": {"refine": {"rounds": -1}}})
@@ -273,8 +281,28 @@ def test_a_cached_item_that_is_unreadable_stays_unreadable() -> None:
 
 
 def test_flat_counters_round_trip() -> None:
-    from langgraph_refine._record_items import flatten, unflatten
+    from langgraph_refine._records._record_items import flatten, unflatten
 
     nested = {"moves": {"refine": {"rounds": 2, "raised": 1}}, "rungs": {"m": {"cost": 0.5}}}
     assert unflatten(flatten(nested)) == nested
     assert flatten(nested, flatten(nested), sign=-1) == {path: 0 for path in flatten(nested)}
+
+
+def test_counts_by_state_survive_a_compaction_and_an_older_record_still_reads() -> None:
+    from langgraph_refine._decisions._strategy import state_kind
+
+    store, key = InMemoryStore(), "k"
+    namespace = record_namespace(key)
+    old = {"refine": {"rounds": 2, "raised": 1, "fell": 0}}
+    store.put(namespace, "run:old:2", {"run": "old", "n": 2, "moves": old, "version": 2})
+    for run in range(COMPACT_AT + 1):
+        exchange(store, RecordUpdate(key, f"r{run}", attempts([0.1, 0.6])))
+    others = exchange(store, RecordUpdate(key, "last", attempts([0.1, 0.6])))
+    assert any(k.startswith("fold:") for k in items(store, key))
+    assert others is not None
+    assert others["refine"] == MoveStats(rounds=COMPACT_AT + 3, raised=COMPACT_AT + 2)
+    # Every new run's round started from b0/start and raised; the old run has no states.
+    assert others[state_kind("refine", "b0/start")] == MoveStats(COMPACT_AT + 1, COMPACT_AT + 1)
+    assert strategy_records(store)[key]["states"] == {
+        "b0/start": {"refine": {"rounds": COMPACT_AT + 2, "raised": COMPACT_AT + 2, "fell": 0}}
+    }

@@ -230,8 +230,8 @@ def test_edits_on_the_real_model_apply_whole_or_not_at_all(record_mode: str, vcr
     # SmolLM2 asked for SEARCH/REPLACE blocks: whatever it replies, each refinement is a
     # rewrite (no block), its blocks applied whole, or FAIL with its parent's text; the
     # round is never lost to an error and nothing is applied partly.
-    from langgraph_refine._edits import apply_blocks, parse_blocks
-    from langgraph_refine._prompts import EDIT_INSTRUCTIONS
+    from langgraph_refine._decisions._edits import apply_blocks, parse_blocks
+    from langgraph_refine._decisions._prompts import EDIT_INSTRUCTIONS
     from langgraph_refine.evaluators import contains_all
 
     model = recording.recorded_model(record_mode, temperature=0.7, seed=3, max_tokens=120)

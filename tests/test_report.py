@@ -343,7 +343,8 @@ def test_report_lists_failed_tasks_and_counts_the_last_row_of_each_id(
     source.write_text("\n".join([json.dumps(retried_error), *lines, json.dumps(failed)]) + "\n")
     target = tmp_path / "r.html"
     run = cli("report", str(source), "--html", str(target))
-    assert run.code == 0, run.err
+    assert run.code == 1, run.err  # docs/cli.md: a failed task makes the exit code 1
+    assert target.exists() and run.err == ""
     out = run.out.splitlines()
     assert out[0].endswith("(5 task(s), 1 failed)")
     assert out[1].startswith("moves in this batch: refine ")
@@ -363,6 +364,22 @@ def test_report_lists_failed_tasks_and_counts_the_last_row_of_each_id(
     clean = tmp_path / "clean.html"
     assert cli("report", str(batch_output), "--html", str(clean)).code == 0
     assert 'id="failed"' not in clean.read_text()
+
+
+def test_a_batch_input_file_is_no_report(cli: Any, batch_output: Path, tmp_path: Path) -> None:
+    tasks = [{"id": i, "task": f"task {i}", "select": "pairwise"} for i in range(4)]
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(json.dumps(t) + "\n" for t in tasks))
+    target = tmp_path / "r.html"
+    run = cli("report", str(source), "--html", str(target))
+    assert_one_line_error(run, f"{source} holds no results", "batch's input file")
+    assert not target.exists() and run.out == ""
+    # An input line among results is skipped with its line number (and the exit code is 1).
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text(batch_output.read_text() + json.dumps(tasks[0]) + "\n")
+    run = cli("report", str(mixed), "--html", str(target))
+    assert run.code == 1 and "a task without a result" in run.err
+    assert f"{mixed}:{len(batch_output.read_text().splitlines()) + 1}:" in run.err
 
 
 def test_report_draws_which_attempt_refined_which(

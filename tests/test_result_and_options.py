@@ -18,8 +18,8 @@ from langgraph_refine import (
     create_refine_graph,
     refine,
 )
-from langgraph_refine._memory import MemoryMode
-from langgraph_refine._options import HumanReview, OnBudgetExhausted
+from langgraph_refine._decisions._memory import MemoryMode
+from langgraph_refine._decisions._options import HumanReview, OnBudgetExhausted
 from langgraph_refine._state import PromptForm, Strategy
 from tests.fakes import ScriptedChatModel, scores
 

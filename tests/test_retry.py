@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
 from typing import Any
 
 import pytest
 from langgraph.types import RetryPolicy
 
-from langgraph_refine import refine
-from langgraph_refine._retry import DEFAULT_RETRY_POLICY, is_transient, retry_after_seconds
+from langgraph_refine import Budget, GeneratorNode, arefine, refine
+from langgraph_refine._calls._retry import (
+    DEFAULT_RETRY_POLICY,
+    is_transient,
+    retry_after_seconds,
+    retry_wait,
+)
 from tests.fakes import scores
 
 
@@ -118,3 +125,106 @@ def test_evaluator_is_retried_too() -> None:
     fast = RetryPolicy(initial_interval=0.01, jitter=False, retry_on=is_transient)
     assert refine(lambda s: "x", "t", ev, retry_policy=fast).score == 1.0
     assert len(calls) == 2
+
+
+FAST = RetryPolicy(initial_interval=0.01, jitter=False, retry_on=is_transient)
+
+
+def test_a_node_retries_its_own_call_and_its_update_counts_the_failed_one() -> None:
+    # Outside any graph (no task, no runtime): the retry happens inside the node's step,
+    # so the failed call is counted in the update the node returns, and nowhere else.
+    gen = flaky([HTTPError(503)])
+    update = GeneratorNode(gen, retry_policy=FAST).invoke({"task": "t", "attempts": []})
+    assert len(gen.calls) == 2
+    assert update["pending"]["usage"]["calls"] == 2
+
+
+def test_only_the_failed_candidate_call_is_sent_again() -> None:
+    invocations: list[int] = []
+
+    def gen(state: Any) -> str:
+        invocations.append(1)
+        if len(invocations) == 2:  # the second candidate's first try
+            raise HTTPError(502)
+        return f"draft {len(invocations)}"
+
+    result = refine(gen, "t", scores(0.5), max_iterations=0, candidates=2, retry_policy=FAST)
+    assert len(invocations) == 3  # the first candidate is not sampled again
+    assert result.usage.calls == 3
+    assert [c.response for c in result.attempts[0].candidates] == ["draft 1", "draft 3"]
+
+
+def test_a_retry_under_a_time_limit_runs_in_a_worker_thread_and_is_counted() -> None:
+    # With `max_seconds` a sync call runs in a thread of its own; its retry is counted by
+    # the same step's meter, whatever thread it ran in.
+    threads: list[int] = []
+    gen = flaky([HTTPError(500)])
+
+    def in_thread(state: Any) -> str:
+        threads.append(threading.get_ident())
+        return str(gen(state))
+
+    result = refine(
+        in_thread,
+        "t",
+        scores(0.5),
+        max_iterations=1,
+        patience=None,
+        budget=Budget(max_seconds=60),
+        retry_policy=FAST,
+    )
+    assert threading.get_ident() not in threads and len(threads) == 3
+    assert result.usage.calls == 3  # round 0: the failed call and its retry; round 1
+
+
+async def test_concurrent_loops_each_count_their_own_failed_calls() -> None:
+    async def loop(failures: int) -> Any:
+        sent: list[int] = []
+
+        async def gen(state: Any) -> str:
+            sent.append(1)
+            await asyncio.sleep(0)  # let the other loop run between the calls
+            if len(sent) <= failures:
+                raise HTTPError(503)
+            return "ok"
+
+        policy = RetryPolicy(initial_interval=0.01, jitter=False, retry_on=is_transient)
+        result = await arefine(gen, "t", scores(0.5), max_iterations=0, retry_policy=policy)
+        return result.usage.calls, len(sent)
+
+    counted = await asyncio.gather(loop(0), loop(1), loop(2))
+    assert counted == [(1, 1), (2, 2), (3, 3)]
+
+
+def test_a_failed_comparison_is_retried_in_its_step_and_counted() -> None:
+    asked: list[int] = []
+
+    def comparer(task: str, first: str, second: str) -> str:
+        asked.append(1)
+        if len(asked) == 1:
+            raise HTTPError(429)
+        return "first"
+
+    result = refine(
+        lambda s: f"draft {len(s['attempts'])}",
+        "t",
+        scores(0.5, 0.5),
+        max_iterations=1,
+        patience=None,
+        select="pairwise",
+        comparer=comparer,
+        retry_policy=FAST,
+    )
+    comparisons = len(result.metadata["selection"]["comparisons"])
+    assert len(asked) == 2 * comparisons + 1  # each pair in both orders, and the failure
+    assert result.usage.calls == 2 + len(asked)  # two generations, every comparer call
+
+
+def test_the_wait_before_a_retry_is_the_backoff_and_the_servers_retry_after() -> None:
+    policy = RetryPolicy(initial_interval=0.5, backoff_factor=2.0, max_interval=3.0, jitter=False)
+    error = HTTPError(503)
+    assert [retry_wait(error, policy, tries) for tries in (1, 2, 3, 4)] == [0.5, 1.0, 2.0, 3.0]
+    assert retry_wait(HTTPError(429, {"retry-after": "2"}), policy, 1) == 2.5
+    assert retry_wait(HTTPError(429, {"retry-after": "30"}), policy, 1) == 3.5  # capped
+    jittered = retry_wait(error, policy._replace(jitter=True), 1)
+    assert 0.5 <= jittered <= 1.5

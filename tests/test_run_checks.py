@@ -1,6 +1,6 @@
 """A run's check in its context: `context={"evaluator": ..., "judge_model": ..., ...}`.
 
-The spec language is the CLI's (`langgraph_refine._specs`); checks that read files or run
+The spec language is the CLI's (`langgraph_refine._calls._specs`); checks that read files or run
 code are refused from a run's context unless the deployment allows them.
 """
 
@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 
 from langgraph_refine import RefineContext, create_refine_graph
-from langgraph_refine._result import RESULT_KEYS
-from langgraph_refine._specs import (
+from langgraph_refine._calls._specs import (
     ALLOW_CODE_CHECKS_ENV,
     EvaluatorSpec,
     SpecError,
     code_checks_allowed,
     parse_spec,
 )
+from langgraph_refine._result import RESULT_KEYS
 from tests.fakes import ScriptedChatModel, judge_reply, scores
 
 TASK = "Name two fruits."
@@ -211,7 +211,7 @@ def test_an_edited_check_file_counts_from_the_next_run(
 def test_a_deployment_may_bound_the_judge_models_a_run_names(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from langgraph_refine._specs import JUDGE_MODELS_ENV, check_judge_model
+    from langgraph_refine._calls._specs import JUDGE_MODELS_ENV, check_judge_model
 
     env = {JUDGE_MODELS_ENV: "small-judge, openai:gpt-4o-mini", "REFINE_MODEL": "served"}
     check_judge_model("small-judge", env)

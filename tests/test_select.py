@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 
 from langgraph_refine import Attempt, Budget, Evaluation, arefine, create_refine_graph, refine
-from langgraph_refine._select import (
+from langgraph_refine._loop._select import (
     choose,
     outcome,
     read_preference,
     select_candidates,
 )
 from langgraph_refine.cli._errors import CliError
-from langgraph_refine.cli._options import SELECT_CHOICES, LoopOptions
+from langgraph_refine.cli._options import SELECT_CHOICES, CommandOptions
 from langgraph_refine.cli._report import selection_section
 from tests.fakes import ScriptedChatModel, judge_reply
 from tests.test_cli_helpers import (  # noqa: F401
@@ -333,10 +333,10 @@ def test_cli_select_pairwise_runs_the_judge_as_comparer(
 def test_cli_options_carry_select_and_the_judge_as_comparer() -> None:
     assert SELECT_CHOICES == ("score", "pairwise")
     judge = object()
-    options = LoopOptions.from_cli(["words:1-5"], 0.9, 2, 2, "last", select="Pairwise")
+    options = CommandOptions.from_cli(["words:1-5"], 0.9, 2, 2, "last", select="Pairwise")
     kwargs = options.graph_kwargs(lambda: judge)  # type: ignore[arg-type,return-value]
     assert kwargs["select"] == "pairwise" and kwargs["comparer"] is judge
-    plain = LoopOptions.from_cli(["words:1-5"], 0.9, 2, 2, "last").graph_kwargs(lambda: judge)  # type: ignore[arg-type,return-value]
+    plain = CommandOptions.from_cli(["words:1-5"], 0.9, 2, 2, "last").graph_kwargs(lambda: judge)  # type: ignore[arg-type,return-value]
     assert "select" not in plain and "comparer" not in plain
 
 
@@ -390,12 +390,12 @@ def test_a_model_string_comparer_and_batch_lines_setting_select(
         generate, TASK, evaluate, **five_attempts(select="pairwise", comparer="openai:scripted")
     )
     assert result.value == "v2" and len(server.requests) == 6
-    line = LoopOptions().override({"select": "pairwise", "confirm_pass": True})
+    line = CommandOptions().override({"select": "pairwise", "confirm_pass": True})
     assert (line.select, line.confirm_pass) == ("pairwise", True)
     with pytest.raises(CliError, match="'confirm_pass' must be true or false, got 'yes'"):
-        LoopOptions().override({"confirm_pass": "yes"})
+        CommandOptions().override({"confirm_pass": "yes"})
     with pytest.raises(CliError, match="'select' must be one of score, pairwise; got 'best'"):
-        LoopOptions().override({"select": "best"})
+        CommandOptions().override({"select": "best"})
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])

@@ -10,16 +10,21 @@ warning; and threads written by release 0.1.0 (models in checkpoints) still load
 
 from __future__ import annotations
 
+import copy
+import gc
 import os
+import pickle
 import shutil
 import subprocess
 import sys
+import weakref
 from pathlib import Path
 from typing import Any
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.event_hooks import register_serde_event_listener
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.types import Command, Overwrite
 from pydantic import BaseModel, ValidationError
 
@@ -166,10 +171,10 @@ def test_a_nodes_own_dump_is_taken_back_as_its_model() -> None:
     assert pending.get() is attempt
     assert merge_attempts([], update["attempts"])[0] is attempt
     assert add_usage(Usage(), update["usage"]) == attempt.usage
-    # Taken back once: the same dict again (a replay) is validated.
+    # The same dump handed again (an in-process replay) still holds its model.
     again = PlainDataChannel(Attempt | None, lambda left, right: right)
     again.update([update["pending"]])
-    assert again.get() == attempt and again.get() is not attempt
+    assert again.get() is attempt
 
 
 def test_a_dict_that_is_not_the_dump_is_validated() -> None:
@@ -181,18 +186,37 @@ def test_a_dict_that_is_not_the_dump_is_validated() -> None:
     assert channel.get() == [attempt.model_copy(update={"response": "changed"})]
     with pytest.raises(ValidationError):
         merge_attempts([], [{**plain, "index": "not a number"}])
+    # A dump of another model is no `Attempt`: its dict is validated (and fails here).
+    with pytest.raises(ValidationError):
+        merge_attempts([], [dumped(Usage())])
 
 
-def test_the_dump_table_stays_bounded_and_an_evicted_dump_is_validated() -> None:
-    from langgraph_refine import _state
-
+def test_a_dump_that_left_the_process_is_a_plain_dict() -> None:
+    # Through a serializer, pickle or a deep copy a dump is plain data again, so what a
+    # saver replays is validated; the model never reaches the serializer.
     attempt = Attempt(index=0, response="r")
-    first = dumped(attempt)
-    for _ in range(_state._DUMPS_KEPT):  # writes nobody reads back (nodes called directly)
-        dumped(Usage())
-    assert len(_state._DUMPS) <= _state._DUMPS_KEPT
-    revived = merge_attempts([], [first])[0]
-    assert revived == attempt and revived is not attempt
+    data = dumped(attempt)
+    serde = JsonPlusSerializer()
+    for copied in (
+        serde.loads_typed(serde.dumps_typed(data)),
+        pickle.loads(pickle.dumps(data)),
+        copy.deepcopy(data),
+    ):
+        assert type(copied) is dict and copied == attempt.model_dump()
+        revived = merge_attempts([], [copied])[0]
+        assert revived == attempt and revived is not attempt
+
+
+def test_nothing_outside_a_dump_keeps_its_model() -> None:
+    # The model travels in its dump alone (no table beside it): once the dump is gone,
+    # so is every reference the loop held to the model.
+    attempt = Attempt(index=0, response="r")
+    alive = weakref.ref(attempt)
+    data = dumped(attempt)
+    assert data.model is attempt
+    del attempt, data
+    gc.collect()
+    assert alive() is None
 
 
 def test_a_checkpointed_run_stores_plain_writes_and_values() -> None:

@@ -47,7 +47,7 @@ class ScriptedOpenAI(BaseHTTPRequestHandler):
             message = "request (5000 tokens) exceeds the available context size (2048 tokens)"
             self._json(400, {"error": {"message": message, "type": "exceed_context_size_error"}})
             return
-        text = reply_for(body)
+        text = getattr(self.server, "script", reply_for)(body)  # a server's own script
         usage = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
         if body.get("stream"):
             self._stream(body, text, usage)
@@ -360,8 +360,8 @@ def served_record(client: Any, key: str) -> Any:
     """
     from types import SimpleNamespace
 
-    from langgraph_refine._record import StrategyRecord
-    from langgraph_refine._record_items import read_items, record_namespace
+    from langgraph_refine._records._record import StrategyRecord
+    from langgraph_refine._records._record_items import read_items, record_namespace
 
     found = client.store.search_items(list(record_namespace(key)), limit=1000)["items"]
     items = [SimpleNamespace(key=i["key"], value=i["value"]) for i in found]
@@ -452,7 +452,7 @@ def test_batch_on_the_server_writes_a_failed_run_as_an_error_row_and_retries_it(
     assert rows["bad"]["attempts"] == []  # the first generation failed: nothing to keep
 
     report = cli("report", str(out), "--html", str(tmp_path / "report.html"))
-    assert report.code == 0, report.err
+    assert report.code == 1, report.err  # a failed task
     failures = [line for line in report.out.splitlines() if line.startswith("failed:")]
     assert failures == [f"failed: id 'bad': {rows['bad']['error']}"]
 
@@ -528,7 +528,7 @@ for _line in CHECKED_LINES:
 
 def check_score(line: dict[str, Any], value: str) -> float:
     """The score the line's own check gives `value`, computed here with the library."""
-    from langgraph_refine._specs import parse_specs
+    from langgraph_refine._calls._specs import parse_specs
     from langgraph_refine.evaluators._combine import as_evaluator
     from langgraph_refine.evaluators._from_specs import build_evaluators
 
@@ -663,7 +663,7 @@ def test_user_errors_reach_the_row_and_the_report_with_their_own_message(
     assert not any("PYTHON" in json.dumps(body) for body in sent)
 
     report = cli("report", str(out), "--html", str(tmp_path / "report.html"))
-    assert report.code == 0, report.err
+    assert report.code == 1, report.err  # failed tasks
     for task_id, error in errors.items():
         assert f"failed: id {task_id!r}: {error}" in report.out.splitlines()
 
@@ -753,7 +753,7 @@ def test_a_served_graph_keys_its_record_by_model_and_evaluator(
     client = get_sync_client(url=langgraph_server)
     thread_id = client.threads.create()["thread_id"]
     client.runs.wait(thread_id, "refine", input={"task": "Name a lake."})
-    from langgraph_refine._record_items import key_of
+    from langgraph_refine._records._record_items import key_of
 
     found = client.store.search_items(["langgraph_refine", "strategy"], limit=1000)
     keys = {key_of(tuple(item["namespace"])) for item in found["items"]}
@@ -791,15 +791,15 @@ def test_batch_on_the_server_learns_in_the_servers_store(
 
 def test_run_context_carries_the_lines_check_and_the_command_lines_models() -> None:
     from langgraph_refine.cli._batch import BatchItem
-    from langgraph_refine.cli._options import LoopOptions
+    from langgraph_refine.cli._options import CommandOptions
     from langgraph_refine.cli._remote import run_context
 
-    options = LoopOptions().override({"evaluator": ["contains:a,b", "no-repetition"]})
+    options = CommandOptions().override({"evaluator": ["contains:a,b", "no-repetition"]})
     item = BatchItem(line=1, id="x", task="t", options=options, given=frozenset({"evaluator"}))
     context = run_context(item, {"judge_model": "judge-model", "max_tokens": 64})
     assert context["evaluator"] == ["contains:a,b", "no-repetition"]
     assert context["judge_model"] == "judge-model" and context["max_tokens"] == 64
-    plain = BatchItem(line=2, id="y", task="t", options=LoopOptions())
+    plain = BatchItem(line=2, id="y", task="t", options=CommandOptions())
     assert "evaluator" not in run_context(plain) and "judge_model" not in run_context(plain)
 
 

@@ -20,8 +20,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from langgraph_refine import Attempt, Evaluation, GeneratorNode, create_refine_graph, refine
-from langgraph_refine._state import Strategy
-from langgraph_refine._strategy import (
+from langgraph_refine._decisions._strategy import (
     FRESH_MOVES,
     Choice,
     MoveStats,
@@ -29,6 +28,7 @@ from langgraph_refine._strategy import (
     latest_round_stats,
     round_stats,
 )
+from langgraph_refine._state import Strategy
 from tests.fakes import ScriptedChatModel
 
 TASK = "Write a haiku about rain."
@@ -230,7 +230,7 @@ def test_choose_next_explore_refines_high_scores_and_spares_attempts_refined_in_
     rng_tasks = [f"t{i}" for i in range(2000)]
     import random
 
-    from langgraph_refine._strategy import _draw
+    from langgraph_refine._decisions._strategy import _draw
 
     fresh = sum(_draw(random.Random(t), 0.6, 0) for t in rng_tasks)
     tired = sum(_draw(random.Random(t), 0.6, 8) for t in rng_tasks)
@@ -595,19 +595,20 @@ def test_a_guided_sample_without_feedback_is_the_task_alone() -> None:
 
 
 def test_the_agent_middleware_asks_a_guided_answer_with_the_feedback_alone() -> None:
-    from langgraph_refine._agent_loop import move as _move
+    from langgraph_refine._agents._agent_loop import move as _move
 
     first = Attempt(
         index=0, response="DRAFT", evaluation=Evaluation(score=0.4, feedback="Name the tower.")
     )
-    state = {"messages": [HumanMessage(TASK), AIMessage("DRAFT")]}
-    update = _move(state, Choice("guided"), [first])
+    state = {"messages": [HumanMessage(TASK, id="task")]}
+    turns = [["task", "ai", "DRAFT", "d0"]]
+    update = _move(state, Choice("guided"), [first], turns)
     assert update["refine_next"] == ["guided", None]
-    assert update["refine_hidden_to"] == 2  # the earlier turns are hidden from the model
-    [asked] = update["messages"]
-    assert "Name the tower." in asked.text and "DRAFT" not in asked.text
-    # A plain fresh sample adds no message.
-    assert "messages" not in _move(state, Choice("sample"), [first])
+    assert update["refine_hidden_to"] == [1, "task"]  # the earlier turns are hidden
+    _, kind, asked, _ = update["refine_turns"][-1]
+    assert kind == "human" and "Name the tower." in asked and "DRAFT" not in asked
+    # A plain fresh sample adds no turn.
+    assert _move(state, Choice("sample"), [first], turns)["refine_turns"] == turns
 
 
 def test_explores_menu_leaves_the_guided_move_out() -> None:
@@ -621,9 +622,99 @@ def test_explores_menu_leaves_the_guided_move_out() -> None:
 def test_with_guided_in_the_menu_a_second_draw_picks_the_kind_of_fresh_answer(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from langgraph_refine import _strategy
+    from langgraph_refine._decisions import _strategy
 
     monkeypatch.setattr(_strategy, "FRESH_MOVES", ("sample", "guided"))
     record = {**FALLING, "sample": MoveStats(60, 5, 40), "guided": MoveStats(60, 40, 5)}
     moves = [choose_next("explore", [attempt(0, 0.5)], t, record).move for t in TASKS]
     assert moves.count("guided") >= 0.9 * len(TASKS) and "refine" not in moves
+
+
+# -- the record by state ---------------------------------------------------------------------
+
+
+def test_a_runs_state_is_its_best_scores_band_and_whether_the_last_round_raised_it() -> None:
+    from langgraph_refine._decisions._strategy import run_state
+
+    assert run_state([]) is None
+    assert run_state([attempt(0, 0.1)]) == "b0/start"
+    assert run_state([attempt(0, 0.1), attempt(1, 0.6, parent=0)]) == "b2/up"
+    assert run_state([attempt(0, 0.6), attempt(1, 0.3, parent=0)]) == "b2/flat"
+    assert run_state([attempt(0, 1.0)]) == "b3/start"  # the top band holds 1.0
+    assert run_state([attempt(0, 0.2, verdict="PASS")]) == "b3/start"  # a PASS counts as 1.0
+
+
+def test_state_stats_count_each_round_under_the_state_it_started_from() -> None:
+    from langgraph_refine._decisions._strategy import state_kind, state_stats
+
+    run = [attempt(0, 0.1), attempt(1, 0.6, parent=0), attempt(2, 0.5), attempt(3, 0.9, parent=1)]
+    assert state_stats(run) == {
+        "b0/start": {"refine": MoveStats(1, 1, 0)},
+        "b2/up": {"sample": MoveStats(1, 0, 0)},
+        "b2/flat": {"refine": MoveStats(1, 1, 0)},
+    }
+    # The same rounds as `round_stats`, only split by state.
+    totals: dict[str, MoveStats] = {}
+    for kinds in state_stats(run).values():
+        for kind, stats in kinds.items():
+            totals[kind] = totals.get(kind, MoveStats()) + stats
+    assert totals == round_stats(run)
+    assert state_kind("refine", "b2/up") == "refine@b2/up"
+
+
+def test_without_counts_by_state_explore_chooses_as_before() -> None:
+    # A record written before states (or thin in this state) is read as the pooled counts.
+    thin_here = {**FALLING, "refine@b2/start": MoveStats(5, 5, 0)}  # under 20 rounds: ignored
+    for task in TASKS:
+        run = [attempt(0, 0.5)]
+        assert choose_next("explore", run, task, thin_here) == choose_next(
+            "explore", run, task, FALLING
+        )
+
+
+def test_a_warm_run_acts_on_the_counts_of_the_state_it_is_in() -> None:
+    # Pooled over every state, refinements fall; from a high first score they raise the
+    # best, from a low one fresh samples do.
+    record = {
+        **FALLING,
+        "refine@b3/start": MoveStats(60, 50, 2),
+        "sample@b3/start": MoveStats(30, 1, 10),
+        "refine@b0/start": MoveStats(40, 0, 30),
+        "sample@b0/start": MoveStats(40, 30, 0),
+    }
+    for task in TASKS:
+        assert choose_next("explore", [attempt(0, 0.8)], task, record) == Choice("refine", 0)
+        assert choose_next("explore", [attempt(0, 0.1)], task, record).parent is None
+
+
+def test_a_ladder_round_counts_its_move_also_under_the_rung_that_made_it() -> None:
+    from langgraph_refine._decisions._strategy import latest_state_stats
+
+    run = [
+        Attempt(index=0, response="a", evaluation=Evaluation(score=0.1), model="c", rung=0),
+        Attempt(index=1, response="b", evaluation=Evaluation(score=0.7), model="s", rung=1),
+    ]
+    assert latest_state_stats(run) == {
+        "sample@b0/start": MoveStats(1, 1, 0),
+        "rung:s@b0/start": MoveStats(1, 1, 0),  # raised by two bands
+        "sample@b0/start|s": MoveStats(1, 1, 0),
+    }
+
+
+def test_told_the_rung_that_moves_explore_weighs_that_rungs_rounds_first() -> None:
+    # From a low score, fresh answers raised the best (they were the strong rung's); the
+    # strong rung's own refinements raised it more often still.
+    record = {
+        **FALLING,
+        "sample@b0/start": MoveStats(40, 40, 0),
+        "refine@b0/start": MoveStats(40, 5, 10),
+        "sample@b0/start|s": MoveStats(20, 12, 0),
+        "refine@b0/start|s": MoveStats(20, 20, 0),
+    }
+    for task in TASKS:
+        assert choose_next("explore", [attempt(0, 0.1)], task, record).parent is None
+        assert choose_next("explore", [attempt(0, 0.1)], task, record, rung="s") == Choice(
+            "refine", 0
+        )
+        # A rung with too few rounds of its own there: any rung's rounds decide.
+        assert choose_next("explore", [attempt(0, 0.1)], task, record, rung="c").parent is None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -22,8 +23,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from langgraph_refine import Evaluation, arefine, refine
-from langgraph_refine import _tracing as tracing
-from langgraph_refine._driver import Driver
+from langgraph_refine._loop import _tracing as tracing
+from langgraph_refine._loop._driver import Driver
 from langgraph_refine.evaluators import combine, contains_all, word_count
 from tests.fakes import ScriptedChatModel
 from tests.test_cli_helpers import openai_server, per_task  # noqa: F401 - fixtures
@@ -306,11 +307,11 @@ async def test_each_task_of_a_batch_is_a_trace(
 ) -> None:
     from langgraph_refine.cli._batch import BatchItem, LineWriter, Progress, run_items
     from langgraph_refine.cli._models import ModelSettings
-    from langgraph_refine.cli._options import LoopOptions
+    from langgraph_refine.cli._options import CommandOptions
     from langgraph_refine.cli._specs import parse_specs
 
     server = openai_server(per_task())
-    options = LoopOptions(specs=parse_specs(["contains:v1"]), target_score=1.0, max_iterations=2)
+    options = CommandOptions(specs=parse_specs(["contains:v1"]), target_score=1.0, max_iterations=2)
     items = [
         BatchItem(line=i + 1, id=i, task=f"task number {i}", options=options) for i in range(3)
     ]
@@ -384,3 +385,61 @@ def test_a_ladders_rounds_name_their_model_and_rung(exporter: InMemorySpanExport
     ]
     assert seen == [(a.model, a.rung) for a in result.attempts]
     assert seen == [("cheap", 0), ("cheap", 0), ("strong", 1)]
+
+
+def test_a_round_that_fails_is_named_and_the_loop_keeps_its_best(
+    exporter: InMemorySpanExporter,
+) -> None:
+    def generate(state: Any) -> str:
+        if len(state["attempts"]) == 2:
+            raise RuntimeError("the model is down")
+        return f"draft {len(state['attempts'])}"
+
+    with pytest.raises(RuntimeError, match="the model is down"):
+        refine(generate, "Write.", scores(0.5, 0.7, 0.9), max_iterations=4, patience=None)
+    loop, rounds = tree(exporter.get_finished_spans())
+    assert [r.name for r in rounds] == ["round 0", "round 1", "round 2"]
+    failed = rounds[-1]
+    assert (failed.attributes or {})[P + "round"] == 2
+    assert failed.status.status_code is StatusCode.ERROR
+    attributes = loop.attributes or {}
+    assert attributes[P + "rounds"] == 2
+    assert attributes[P + "best_round"] == 1 and attributes[P + "score"] == 0.7
+    assert loop.status.status_code is StatusCode.ERROR
+
+
+def _launcher() -> str | None:
+    """`opentelemetry-instrument` (from `opentelemetry-distro`, a test dependency), if installed."""
+    beside = Path(sys.executable).parent / "opentelemetry-instrument"
+    return str(beside) if beside.exists() else shutil.which("opentelemetry-instrument")
+
+
+def test_the_docs_trace_a_command_line_run_with_opentelemetry_instrument(
+    openai_server: Any, tmp_path: Path
+) -> None:
+    launcher = _launcher()
+    if launcher is None:
+        pytest.skip("opentelemetry-instrument is not installed: pip install opentelemetry-distro")
+    page = (ROOT / "docs" / "tracing.md").read_text()
+    block = next(b for b in re.findall(r"^```bash\n(.*?)^```", page, re.S | re.M) if
+                 "opentelemetry-instrument" in b)  # fmt: skip
+    script = "\n".join(line for line in block.splitlines() if not line.startswith("pip "))
+    server = openai_server(per_task())
+    bin_dirs = [str(Path(launcher).parent), str(Path(sys.executable).parent)]
+    done = subprocess.run(
+        ["bash", "-e", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=tmp_path,
+        env={
+            **os.environ,
+            "PATH": os.pathsep.join([*bin_dirs, os.environ.get("PATH", "")]),
+            "OPENAI_BASE_URL": server.base_url,
+            "OPENAI_API_KEY": "unused",
+        },
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert '"name": "refine refine"' in done.stdout and '"name": "round 0"' in done.stdout
+    assert '"name": "gen_ai.evaluation.result"' in done.stdout
+    assert "Traceback" not in done.stderr

@@ -30,7 +30,7 @@ from langgraph_refine import (
     refine,
 )
 from langgraph_refine import _typed as typed_module
-from langgraph_refine._driver import strict_serde
+from langgraph_refine._loop._driver import strict_serde
 from langgraph_refine._result import RESULT_KEYS
 from tests.fakes import AgentModel, ScriptedChatModel, judge_reply, scores
 

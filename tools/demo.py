@@ -23,9 +23,9 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 
 from langgraph_refine import Attempt, RefineResult, create_refine_graph
+from langgraph_refine._calls._models import max_tokens_setting, resolve_chat_model
 from langgraph_refine._display import shorten, usage_text
-from langgraph_refine._driver import Driver, drive, run_config, run_flow
-from langgraph_refine._models import max_tokens_setting, resolve_chat_model
+from langgraph_refine._loop._driver import Driver, drive, run_config, run_flow
 from langgraph_refine.evaluators import combine, contains_all, no_repetition, word_count
 
 TASK = (

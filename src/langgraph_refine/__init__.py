@@ -1,7 +1,9 @@
 """langgraph-refine: the evaluator-optimizer (self-refine) loop as reusable LangGraph subgraphs.
 
 Build the loop with `create_refine_graph` (an uncompiled `StateGraph`: compile it with
-your own checkpointer), or run it in one call with `refine` / `arefine`. For custom
+your own checkpointer), or run it in one call with `refine` / `arefine`. The loop's
+options are declared once, in `LoopOptions`: build them once and pass them as `options=`
+to either, or to `RefineMiddleware`. For custom
 topologies, `GeneratorNode`, `EvaluatorNode`, `ReviewNode` and `route_after_evaluation`
 are the building blocks. Inside a LangChain agent (`create_agent`), use
 `RefineMiddleware` (needs the `agents` extra).
@@ -10,7 +12,8 @@ are the building blocks. Inside a LangChain agent (`create_agent`), use
 from typing import TYPE_CHECKING, Any
 
 from langgraph_refine import evaluators
-from langgraph_refine._budget import Budget
+from langgraph_refine._calls._budget import Budget
+from langgraph_refine._decisions._options import LoopOptions, RefineContext, RefineOptions
 from langgraph_refine._errors import (
     BudgetExhaustedError,
     ContextLengthError,
@@ -19,22 +22,21 @@ from langgraph_refine._errors import (
     ReviewInputError,
     UnknownPriceError,
 )
-from langgraph_refine._evaluate import EvaluatorNode
 from langgraph_refine._events import ReviewPayload, RoundEvent, StopEvent
-from langgraph_refine._generate import GeneratorNode
-from langgraph_refine._graph import create_refine_graph
-from langgraph_refine._options import RefineContext, RefineOptions
-from langgraph_refine._record import astrategy_records, strategy_records
+from langgraph_refine._loop._evaluate import EvaluatorNode
+from langgraph_refine._loop._generate import GeneratorNode
+from langgraph_refine._loop._graph import create_refine_graph
+from langgraph_refine._loop._review import ReviewNode
+from langgraph_refine._loop._router import route_after_evaluation
+from langgraph_refine._loop._run import arefine, refine
+from langgraph_refine._records._record import astrategy_records, strategy_records
 from langgraph_refine._result import RefineResult, best_attempt
-from langgraph_refine._review import ReviewNode
-from langgraph_refine._router import route_after_evaluation
-from langgraph_refine._run import arefine, refine
 from langgraph_refine._state import Attempt, Evaluation, RefineState, Usage
 from langgraph_refine._stop_rules import StopRules
 from langgraph_refine._version import __version__ as __version__
 
 if TYPE_CHECKING:
-    from langgraph_refine._middleware import RefineMiddleware as RefineMiddleware
+    from langgraph_refine._agents._middleware import RefineMiddleware as RefineMiddleware
 
 __all__ = [
     "Attempt",
@@ -44,6 +46,7 @@ __all__ = [
     "Evaluation",
     "EvaluatorNode",
     "GeneratorNode",
+    "LoopOptions",
     "ProviderError",
     "RefineContext",
     "RefineError",
@@ -74,7 +77,7 @@ def __getattr__(name: str) -> Any:
     # on first use, so `import langgraph_refine` works without `langchain` installed.
     # (Not in __all__, so `from langgraph_refine import *` needs no `langchain` either.)
     if name == "RefineMiddleware":
-        from langgraph_refine._middleware import RefineMiddleware
+        from langgraph_refine._agents._middleware import RefineMiddleware
 
         return RefineMiddleware
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -70,3 +71,17 @@ class UnknownPriceError(RefineError, ValueError):
     not see beforehand (a plain callable's, a client outside LangChain) returns without
     naming a priced model. The message names the model and shows how to give its price.
     """
+
+
+def carry_result(exc: BaseException, result: RefineResult | None) -> None:
+    """Give `exc` the best result so far as `.result`, unless it already carries one.
+
+    Every error a loop raises after its first model call carries what that call and the
+    ones after it bought (the attempts and the usage), whatever the error's type: a
+    caller (the command line, a batch row) keeps the paid work and shows it before the
+    error. Nothing is attached when no attempt was generated.
+    """
+    if result is None or not result.attempts or getattr(exc, "result", None) is not None:
+        return
+    with contextlib.suppress(AttributeError):  # an exception type with __slots__
+        exc.result = result  # type: ignore[attr-defined]

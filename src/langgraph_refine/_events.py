@@ -8,11 +8,15 @@ as LangGraph Server sends them); these types let editors and type checkers read 
 
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired
+from typing import TYPE_CHECKING, Any, Literal, NotRequired
 
 from typing_extensions import TypedDict
 
-from langgraph_refine._state import MoveKind, StopReason, Verdict
+from langgraph_refine._state import Attempt, MoveKind, StopReason, Verdict
+from langgraph_refine._typed import plain
+
+if TYPE_CHECKING:
+    from langgraph_refine._result import RefineResult
 
 
 class RoundEvent(TypedDict):
@@ -76,6 +80,32 @@ class StopEvent(TypedDict):
     output: Any
 
 
+class ReviewActionRequest(TypedDict):
+    """The reviewed answer as a LangChain human-in-the-loop action (`ActionRequest`).
+
+    Attributes:
+        name: The loop's name.
+        args: `response` (the answer under review), `score`, `verdict`, `feedback`.
+        description: What the reviewer is asked, and what each decision does.
+    """
+
+    name: str
+    args: dict[str, Any]
+    description: str
+
+
+class ReviewDecisions(TypedDict):
+    """The decisions a chat client may send (LangChain's `ReviewConfig`).
+
+    Attributes:
+        action_name: The action's name (the loop's).
+        allowed_decisions: `["approve", "edit", "reject"]`.
+    """
+
+    action_name: str
+    allowed_decisions: list[str]
+
+
 class ReviewPayload(TypedDict):
     """What a human review shows (the interrupt's value); answer with `Command(resume=...)`.
 
@@ -94,6 +124,10 @@ class ReviewPayload(TypedDict):
         best_score: The best score so far.
         stop_reason: Why the loop would stop (None mid-loop in `"every_round"` mode).
         actions: The answers accepted here (`"approve"`, `"edit"`, ...).
+        action_requests: The same review as a LangChain human-in-the-loop request
+            (`HumanInTheLoopMiddleware`'s `HITLRequest`), which chat clients render: one
+            action, the reviewed answer in its `args`.
+        review_configs: Its decisions: answer with `{"decisions": [{"type": ...}]}`.
         error: Only after a malformed answer: what was wrong with it.
     """
 
@@ -110,7 +144,45 @@ class ReviewPayload(TypedDict):
     best_score: float | None
     stop_reason: StopReason | None
     actions: list[str]
+    action_requests: list[ReviewActionRequest]
+    review_configs: list[ReviewDecisions]
     error: NotRequired[str]
 
 
-__all__ = ["ReviewPayload", "RoundEvent", "StopEvent"]
+__all__ = ["ReviewActionRequest", "ReviewDecisions", "ReviewPayload", "RoundEvent", "StopEvent"]
+
+
+def round_event(name: str, attempt: Attempt, best: Attempt | None) -> RoundEvent:
+    """The custom stream event of one evaluated attempt (graph and middleware alike)."""
+    evaluation = attempt.evaluation
+    assert evaluation is not None
+    return {
+        "type": "round",
+        "name": name,
+        "iteration": attempt.index,
+        "parent": attempt.parent,
+        "move": attempt.move,
+        "score": evaluation.score,
+        "verdict": evaluation.verdict,
+        "feedback": evaluation.feedback,
+        "best_score": best.score if best is not None else None,
+        "response": attempt.response,
+        "output": attempt.output,
+        "reasoning": attempt.reasoning,
+        "edits": attempt.edits,
+        "model": attempt.model,
+        "rung": attempt.rung,
+    }
+
+
+def stop_event(name: str, result: RefineResult) -> StopEvent:
+    """The custom stream event of the loop's end."""
+    return {
+        "type": "stop",
+        "name": name,
+        "stop_reason": result.stop_reason,
+        "score": result.score,
+        "iterations": result.iterations,
+        "response": result.value,
+        "output": plain(result.output),
+    }

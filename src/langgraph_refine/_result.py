@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextvars
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -346,22 +345,3 @@ def _no_run(node: str, config: RunnableConfig) -> str:
         f"no run of node {node!r} on thread {thread!r}: pass the name the refine loop was "
         "added under (builder.add_node(name, loop)) and a thread it ran on"
     )
-
-
-FINISHED: contextvars.ContextVar[dict[str, RefineResult] | None] = contextvars.ContextVar(
-    "langgraph_refine_finished", default=None
-)
-"""Where a run's finalize step leaves the result it built, for the driver that runs it.
-
-The driver (`_driver.drive`) sets a dict before it runs the graph; the finalize step,
-which runs in a copy of the driver's context, leaves its result under the run's
-`loop_id`; the driver then returns the result of its own loop (a loop nested inside
-leaves its own under another id) instead of building it again from the final state.
-Unset (a graph invoked directly, a server), nothing is kept."""
-
-
-def keep_finished(loop_id: str | None, result: RefineResult) -> None:
-    """Hand `result` to the driver running loop `loop_id`, if one listens (`FINISHED`)."""
-    finished = FINISHED.get()
-    if finished is not None and loop_id:
-        finished[loop_id] = result

@@ -402,28 +402,34 @@ def _shape(typ: Any) -> tuple[type[BaseModel], bool] | None:
     return None
 
 
-_DUMPS_KEPT = 256
-"""The most dumps `dumped` remembers. A channel takes each back within its step, so the
-table holds only the writes of steps still running (many, with many loops in one event
-loop) and writes nobody reads back (a node called directly); past this it is emptied."""
+class Dump(dict[str, Any]):
+    """A model's dump that keeps the model it was made from (`model`).
 
-_DUMPS: dict[int, tuple[dict[str, Any], BaseModel]] = {}
-"""What `dumped` made, by the dict's id (the entry keeps the dict alive: no id reuse)."""
+    To every serializer it is a plain dict (msgpack and JSON write it as a map, and read
+    it back as a plain dict), so a node's writes and the checkpoints stay plain data. A
+    channel handed this very object in the process that made it takes `model` instead
+    of validating the dict again (`_known`); a replayed write, a checkpoint or a
+    caller's dict is a plain dict again and is validated.
+    """
+
+    __slots__ = ("model",)
+
+    model: BaseModel
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled or deep-copied, a dump leaves as the plain dict (never with its model).
+        return (dict, (dict(self),))
 
 
-def dumped(model: BaseModel) -> dict[str, Any]:
-    """`model.model_dump()`, remembered so that the channel receiving it takes the model back.
+def dumped(model: BaseModel) -> Dump:
+    """`model.model_dump()` as a `Dump`, so that the channel receiving it takes the model back.
 
     A node's writes must be plain data (they are checkpointed as written), and a channel
     turns them back into models: validating a dict the node just dumped would rebuild the
-    very model it came from. The channel takes the model instead (`_known`), once; only
-    that same dict object is recognised, so a saver's replayed or a caller's dicts are
-    validated as before.
+    very model it came from. The dump carries its model, so nothing outside it is kept.
     """
-    data = model.model_dump()
-    if len(_DUMPS) >= _DUMPS_KEPT:
-        _DUMPS.clear()  # an unread dump costs only a validation later, never a wrong value
-    _DUMPS[id(data)] = (data, model)
+    data = Dump(model.model_dump())
+    data.model = model
     return data
 
 
@@ -431,14 +437,10 @@ M = TypeVar("M", bound=BaseModel)
 
 
 def _known(value: Any, model: type[M]) -> M | None:
-    """`value` as a `model` without validation: itself, or the model it was dumped from."""
-    if type(value) is not dict:  # a dump is a plain dict (checked first: it is the cheap test)
-        return value if isinstance(value, model) else None
-    entry = _DUMPS.pop(id(value), None)
-    if entry is None:
-        return None
-    data, source = entry
-    return source if data is value and isinstance(source, model) else None
+    """`value` as a `model` without validation: itself, or the model its `Dump` carries."""
+    if type(value) is Dump:  # checked first: a node's own write is the common case
+        value = value.model
+    return value if isinstance(value, model) else None
 
 
 STATE_MODEL_KEYS = ("attempts", "pending", "usage")

@@ -46,11 +46,11 @@ from typing import Any, cast
 from langgraph.errors import NodeError
 from langgraph.graph.state import CompiledStateGraph
 
+from langgraph_refine._calls._models import MAX_TOKENS_ENV, max_tokens_setting, resolve_chat_model
+from langgraph_refine._calls._retry import describe_status, is_transient, status_code
+from langgraph_refine._decisions._options import HumanReview
 from langgraph_refine._errors import ProviderError, RefineError
-from langgraph_refine._graph import create_refine_graph
-from langgraph_refine._models import MAX_TOKENS_ENV, max_tokens_setting, resolve_chat_model
-from langgraph_refine._options import HumanReview
-from langgraph_refine._retry import describe_status, is_transient, status_code
+from langgraph_refine._loop._graph import create_refine_graph
 
 __all__ = [
     "MAX_TOKENS_ENV",

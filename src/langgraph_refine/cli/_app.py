@@ -19,8 +19,9 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from langgraph_refine._edits import EDITS_AUTO_MIN_CHARS
-from langgraph_refine._models import DEFAULT_MAX_TOKENS, MAX_TOKENS_ENV
+from langgraph_refine._calls._models import DEFAULT_MAX_TOKENS, MAX_TOKENS_ENV
+from langgraph_refine._decisions._edits import EDITS_AUTO_MIN_CHARS
+from langgraph_refine._decisions._options import DEFAULTS
 from langgraph_refine.cli._errors import CliError, describe_error, one_line
 from langgraph_refine.cli._ladder_view import parse_models
 from langgraph_refine.cli._models import ModelSettings
@@ -29,7 +30,7 @@ from langgraph_refine.cli._options import (
     ON_BUDGET_CHOICES,
     SELECT_CHOICES,
     STRATEGY_CHOICES,
-    LoopOptions,
+    CommandOptions,
 )
 from langgraph_refine.cli._specs import SPEC_FORMS
 
@@ -45,7 +46,8 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-# Options shared by `run` and `batch`, declared once.
+# Flags shared by `run` and `batch`. The loop's options are declared in `LoopOptions`, whose
+# defaults the flags take (`DEFAULTS`); a test checks each flag against the declaration.
 ModelOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -284,20 +286,20 @@ def run(
     base_url: BaseUrlOpt = None,
     judge_model: JudgeOpt = None,
     evaluator: EvaluatorOpt = None,
-    target_score: TargetOpt = 0.9,
-    max_iterations: MaxIterOpt = 4,
-    patience: PatienceOpt = 2,
-    memory: MemoryOpt = "best_and_last",
+    target_score: TargetOpt = DEFAULTS.target_score,
+    max_iterations: MaxIterOpt = DEFAULTS.max_iterations,
+    patience: PatienceOpt = DEFAULTS.patience or 0,
+    memory: MemoryOpt = str(DEFAULTS.memory),
     strategy: StrategyOpt = None,
     select: SelectOpt = None,
-    confirm_pass: ConfirmPassOpt = False,
-    min_delta: MinDeltaOpt = 0.0,
+    confirm_pass: ConfirmPassOpt = DEFAULTS.confirm_pass,
+    min_delta: MinDeltaOpt = DEFAULTS.min_delta,
     budget_calls: BudgetCallsOpt = None,
     budget_tokens: BudgetTokensOpt = None,
     budget_seconds: BudgetSecondsOpt = None,
     max_cost: MaxCostOpt = None,
     price: PriceOpt = None,
-    on_budget_exhausted: OnBudgetOpt = "stop",
+    on_budget_exhausted: OnBudgetOpt = DEFAULTS.on_budget_exhausted,
     checkpoint: Annotated[
         Path | None,
         typer.Option(
@@ -337,11 +339,17 @@ def run(
 ) -> None:
     """Refine one task, showing each round's score, verdict and feedback."""
     from langgraph_refine.cli._review import TerminalReviewer
-    from langgraph_refine.cli._single import RunRequest, check_task, execute, result_json
+    from langgraph_refine.cli._single import (
+        RunRequest,
+        check_task,
+        execute,
+        result_json,
+        show_lost_work,
+    )
     from langgraph_refine.cli._view import RoundView, show_result
 
     check_task(task)
-    options = LoopOptions.from_cli(
+    options = CommandOptions.from_cli(
         evaluator,
         target_score,
         max_iterations,
@@ -375,9 +383,9 @@ def run(
     except CliError:
         raise
     except Exception as exc:
-        raise CliError(
-            describe_error(exc, settings.describe_endpoint(), settings.timeout)
-        ) from None
+        message = describe_error(exc, settings.describe_endpoint(), settings.timeout)
+        show_lost_work(exc, message, out, json_output=json_output, show_reasoning=show_reasoning)
+        raise CliError(message) from None
     if json_output:
         sys.stdout.write(json.dumps(result_json(result), ensure_ascii=False) + "\n")
         sys.stdout.flush()
@@ -425,20 +433,20 @@ def batch(
     base_url: BaseUrlOpt = None,
     judge_model: JudgeOpt = None,
     evaluator: EvaluatorOpt = None,
-    target_score: TargetOpt = 0.9,
-    max_iterations: MaxIterOpt = 4,
-    patience: PatienceOpt = 2,
-    memory: MemoryOpt = "best_and_last",
+    target_score: TargetOpt = DEFAULTS.target_score,
+    max_iterations: MaxIterOpt = DEFAULTS.max_iterations,
+    patience: PatienceOpt = DEFAULTS.patience or 0,
+    memory: MemoryOpt = str(DEFAULTS.memory),
     strategy: StrategyOpt = None,
     select: SelectOpt = None,
-    confirm_pass: ConfirmPassOpt = False,
-    min_delta: MinDeltaOpt = 0.0,
+    confirm_pass: ConfirmPassOpt = DEFAULTS.confirm_pass,
+    min_delta: MinDeltaOpt = DEFAULTS.min_delta,
     budget_calls: BudgetCallsOpt = None,
     budget_tokens: BudgetTokensOpt = None,
     budget_seconds: BudgetSecondsOpt = None,
     max_cost: MaxCostOpt = None,
     price: PriceOpt = None,
-    on_budget_exhausted: OnBudgetOpt = "stop",
+    on_budget_exhausted: OnBudgetOpt = DEFAULTS.on_budget_exhausted,
     cache: CacheOpt = None,
     timeout: TimeoutOpt = 120.0,
     max_tokens: MaxTokensOpt = None,
@@ -478,7 +486,7 @@ def batch(
     if concurrency < 1:
         raise CliError(f"--concurrency must be >= 1, got {concurrency}")
     kept = StoreChoice.from_cli(store, no_store, server)
-    defaults = LoopOptions.from_cli(
+    defaults = CommandOptions.from_cli(
         evaluator,
         target_score,
         max_iterations,
@@ -503,7 +511,7 @@ def batch(
         from langgraph_refine.cli._remote import check_server_items
 
         found.items = check_server_items(found.items, found.errors, input_file)
-    for message in found.errors:
+    for message in found.errors + found.warnings:
         _error(err, message)
     done = done_ids(out, lambda message: _error(err, message))
     todo = [item for item in found.items if id_key(item.id) not in done]
@@ -523,7 +531,9 @@ def batch(
         stats = _batch_on_server(todo, server, assistant, out, concurrency, err, models)
     else:
         settings = _settings(model, base_url, judge_model, cache, timeout, max_tokens)
-        generator = settings.generator() if todo else None  # a bad model fails before output
+        from langgraph_refine.cli._batch import batch_generator
+
+        generator = batch_generator(todo, settings)  # a bad model fails before output
         writer = LineWriter(out)
         try:
             with RichProgress(err) as progress:
@@ -628,7 +638,7 @@ def report(
         out.print(Text(f"strategy record {key}: {describe_moves(record.moves)}"), soft_wrap=True)
     for line in failures:
         out.print(Text(line), soft_wrap=True)
-    return 1 if warnings else 0
+    return 1 if warnings or failures else 0  # docs/cli.md: a skipped line or a failed task
 
 
 def _error(console: Console, message: str) -> None:

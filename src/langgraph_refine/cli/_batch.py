@@ -15,6 +15,7 @@ compiled loop per distinct set of loop options.
 from __future__ import annotations
 
 import asyncio
+import difflib
 import json
 import os
 from collections.abc import Awaitable, Callable, Iterable
@@ -30,13 +31,13 @@ from rich.progress import Progress as RichProgressBar
 from rich.text import Text
 
 from langgraph_refine._display import cost_text
+from langgraph_refine._loop._run import CompiledLoop
 from langgraph_refine._result import RefineResult
-from langgraph_refine._run import CompiledLoop
 from langgraph_refine.cli._errors import CliError, describe_error, is_unreachable, one_line
 from langgraph_refine.cli._http import LANE
 from langgraph_refine.cli._ladder_view import LineGenerators, merge, models_text, per_model
 from langgraph_refine.cli._models import ModelSettings
-from langgraph_refine.cli._options import PER_LINE_OPTIONS, LoopOptions
+from langgraph_refine.cli._options import PER_LINE_OPTIONS, CommandOptions
 from langgraph_refine.cli._single import result_json
 
 OUTPUT_KEYS = (
@@ -68,16 +69,20 @@ class BatchItem:
     line: int
     id: str | int
     task: str
-    options: LoopOptions
+    options: CommandOptions
     given: frozenset[str] = frozenset()
 
 
 @dataclass
 class BatchInput:
-    """What `read_input` found: runnable items and one message per bad line."""
+    """What `read_input` found: runnable items, one message per bad line, and warnings.
+
+    A warning (a key that looks like a misspelt option) does not stop its line.
+    """
 
     items: list[BatchItem] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 def id_key(value: Any) -> str:
@@ -106,7 +111,7 @@ def read_jsonl(path: Path, *, what: str) -> Iterable[tuple[int, str]]:
             yield number, line
 
 
-def read_input(path: Path, defaults: LoopOptions) -> BatchInput:
+def read_input(path: Path, defaults: CommandOptions) -> BatchInput:
     """Read and check every input line; a bad line is reported and skipped.
 
     Raises:
@@ -136,10 +141,32 @@ def read_input(path: Path, defaults: LoopOptions) -> BatchInput:
             continue
         seen[key] = number
         found.items.append(item)
+        found.warnings += [f"{where}: {message}" for message in near_misses(data)]
     return found
 
 
-def _item(data: Any, number: int, defaults: LoopOptions) -> BatchItem:
+def near_misses(line: dict[str, Any]) -> list[str]:
+    """A warning per key of a line that is no option but looks like a misspelt one.
+
+    A dataset's own fields are allowed (and kept out of the loop's options), so an
+    unknown key is not an error; one close to an option's name (`"selct"`) most likely
+    meant it, and would otherwise be ignored without a word.
+    """
+    known = (*PER_LINE_OPTIONS, "id", "task")
+    found = []
+    for key in line:
+        if key in known or not isinstance(key, str):
+            continue
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.8)
+        if close:
+            found.append(
+                f"key {key!r} is no option and is ignored; did you mean {close[0]!r}? "
+                f"(the options a line may set: {', '.join(PER_LINE_OPTIONS)})"
+            )
+    return found
+
+
+def _item(data: Any, number: int, defaults: CommandOptions) -> BatchItem:
     if not isinstance(data, dict):
         raise CliError(
             f'expected a JSON object like {{"id": "1", "task": "..."}}, got {type(data).__name__}'
@@ -405,7 +432,7 @@ async def run_items(
     """
     if not items:
         return await drive(items, _never, writer, concurrency=concurrency, progress=progress)
-    loops = _Loops(generator or settings.generator(), settings, store)
+    loops = _Loops(generator or batch_generator(items, settings), settings, store)
 
     async def run_one(item: BatchItem) -> RefineResult:
         return await loops.get(item.options).arun(item.task)
@@ -423,8 +450,24 @@ async def run_items(
         await settings.http.aclose()
 
 
+def batch_generator(
+    items: list[BatchItem], settings: ModelSettings
+) -> BaseChatModel | list[BaseChatModel] | None:
+    """The batch's own generator (`--model`), built before any output; None when unused.
+
+    A line's `model` replaces `--model` for that line, so a batch whose every line names
+    its models needs no `--model`.
+
+    Raises:
+        CliError: If a line relies on `--model` and none is given (or it cannot be built).
+    """
+    if items and all(item.options.models for item in items) and not settings.model:
+        return None
+    return settings.generator() if items else None
+
+
 class _Loops:
-    """The batch's compiled loops, one per `LoopOptions` object the tasks share.
+    """The batch's compiled loops, one per `CommandOptions` object the tasks share.
 
     Building and compiling a loop costs about as much CPU as a model call. Every line
     without options of its own shares the batch's defaults (one object), so a batch
@@ -437,7 +480,7 @@ class _Loops:
 
     def __init__(
         self,
-        model: BaseChatModel | list[BaseChatModel],
+        model: BaseChatModel | list[BaseChatModel] | None,
         settings: ModelSettings,
         store: BaseStore | None,
     ) -> None:
@@ -447,7 +490,7 @@ class _Loops:
         self.store = store
         self._judge: BaseChatModel | None = None
         # By the options object's id; the object is kept with its loop, so the id stays its.
-        self._loops: dict[int, tuple[LoopOptions, CompiledLoop]] = {}
+        self._loops: dict[int, tuple[CommandOptions, CompiledLoop]] = {}
 
     def judge_model(self) -> BaseChatModel:
         """The judge's model, built on first use and shared."""
@@ -455,13 +498,19 @@ class _Loops:
             self._judge = self.settings.judge()
         return self._judge
 
-    def get(self, options: LoopOptions) -> CompiledLoop:
+    def get(self, options: CommandOptions) -> CompiledLoop:
         """The compiled loop for `options` (compiled on first use)."""
         found = self._loops.get(id(options))
         if found is not None:
             return found[1]
         generator = self.generators(options.models)
-        loop = CompiledLoop(generator, store=self.store, **options.graph_kwargs(self.judge_model))
+        judge = self.judge_model
+        if self.model is None and not self.settings.judge_model:
+            # No --model: the judge runs on the line's own first model (as `run` judges
+            # with its first rung).
+            first = generator[0] if isinstance(generator, list) else generator
+            judge = lambda: first  # noqa: E731 - a one-line factory
+        loop = CompiledLoop(generator, store=self.store, **options.graph_kwargs(judge))
         if len(self._loops) >= self.KEEP:
             del self._loops[next(iter(self._loops))]
         self._loops[id(options)] = (options, loop)

@@ -20,7 +20,7 @@ from typing import Any
 from langchain_core.caches import BaseCache
 from langchain_core.language_models import BaseChatModel
 
-from langgraph_refine._models import (
+from langgraph_refine._calls._models import (
     DEFAULT_MAX_TOKENS,
     OPENAI,
     max_tokens_setting,

@@ -1,4 +1,9 @@
-"""Loop options shared by `run` and `batch`, and how they become `create_refine_graph` arguments."""
+"""The loop's options as `run` and `batch` take them, and how they become the library's.
+
+The options themselves are declared once, in the library's `LoopOptions`: their defaults
+and allowed values come from there (`DEFAULTS`, the `Literal` types); this module parses
+what a command line or a batch line gives.
+"""
 
 from __future__ import annotations
 
@@ -6,16 +11,16 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin, get_type_hints
+from typing import Any, Literal, get_args, get_origin
 
 from langchain_core.language_models import BaseChatModel
 from langgraph.types import RetryPolicy
 
-from langgraph_refine._budget import LIMITS, Budget
-from langgraph_refine._graph import create_refine_graph
-from langgraph_refine._memory import MemoryPolicy
-from langgraph_refine._prices import Price
-from langgraph_refine._retry import DEFAULT_RETRY_POLICY
+from langgraph_refine._calls._budget import LIMITS, Budget
+from langgraph_refine._calls._prices import Price
+from langgraph_refine._calls._retry import DEFAULT_RETRY_POLICY
+from langgraph_refine._decisions._memory import MemoryPolicy
+from langgraph_refine._decisions._options import DEFAULTS, LoopOptions, OnBudgetExhausted
 from langgraph_refine._state import Select, Strategy
 from langgraph_refine._typed import OutputSchema
 from langgraph_refine.cli._errors import CliError
@@ -31,9 +36,7 @@ MEMORY_CHOICES: tuple[str, ...] = tuple(
 )
 STRATEGY_CHOICES: tuple[str, ...] = get_args(Strategy)
 SELECT_CHOICES: tuple[str, ...] = get_args(Select)
-ON_BUDGET_CHOICES: tuple[str, ...] = get_args(
-    get_type_hints(create_refine_graph)["on_budget_exhausted"]
-)
+ON_BUDGET_CHOICES: tuple[str, ...] = get_args(OnBudgetExhausted)
 BUDGET_KEYS = LIMITS
 """The limits a batch line's `budget` (and the `--budget-*` / `--max-cost` flags) set."""
 PER_LINE_OPTIONS = (
@@ -241,8 +244,11 @@ def parse_patience(value: int | None) -> int | None:
 
 
 @dataclass(frozen=True)
-class LoopOptions:
-    """The loop's settings, as given on the command line (or a batch line).
+class CommandOptions:
+    """The loop's options as given on the command line (or a batch line), parsed.
+
+    Each is a `LoopOptions` field (its default comes from there) or what the command
+    line turns into one: `specs` are the run's checks, `prices` add to the budget.
 
     Attributes:
         specs: Parsed evaluator specs; empty means the default LLM judge.
@@ -264,20 +270,20 @@ class LoopOptions:
     """
 
     specs: list[EvaluatorSpec] = field(default_factory=list)
-    target_score: float = 0.9
-    max_iterations: int = 4
-    patience: int | None = 2
-    memory: str | int = "best_and_last"
-    min_delta: float = 0.0
+    target_score: float = DEFAULTS.target_score
+    max_iterations: int = DEFAULTS.max_iterations
+    patience: int | None = DEFAULTS.patience
+    memory: str | int = DEFAULTS.memory
+    min_delta: float = DEFAULTS.min_delta
     strategy: str | None = None
-    budget: Budget | None = None
-    on_budget_exhausted: str = "stop"
+    budget: Budget | None = DEFAULTS.budget
+    on_budget_exhausted: str = DEFAULTS.on_budget_exhausted
     prices: Mapping[str, Price] = field(default_factory=dict)
     output_schema: dict[str, Any] | None = None
     select: str | None = None
-    confirm_pass: bool = False
-    edits: bool | str = False
-    models: tuple[str, ...] | None = None
+    confirm_pass: bool = DEFAULTS.confirm_pass
+    edits: bool | str = DEFAULTS.edits
+    models: tuple[str, ...] | None = DEFAULTS.models
 
     @classmethod
     def from_cli(
@@ -288,7 +294,7 @@ class LoopOptions:
         patience: int | None,
         memory: str,
         **extra: Any,
-    ) -> LoopOptions:
+    ) -> CommandOptions:
         """Parse and check the command-line values (before any model is built).
 
         Args:
@@ -310,14 +316,14 @@ class LoopOptions:
             max_iterations=max_iterations,
             patience=parse_patience(patience),
             memory=parse_memory(memory),
-            min_delta=extra.get("min_delta", 0.0),
+            min_delta=extra.get("min_delta", DEFAULTS.min_delta),
             strategy=None
             if strategy is None
             else parse_choice(strategy, STRATEGY_CHOICES, option="--strategy"),
             budget=make_budget(*(extra.get(key) for key in BUDGET_KEYS)),
             prices=parse_prices(extra.get("prices")),
             on_budget_exhausted=parse_choice(
-                extra.get("on_budget_exhausted", "stop"),
+                extra.get("on_budget_exhausted", DEFAULTS.on_budget_exhausted),
                 ON_BUDGET_CHOICES,
                 option="--on-budget-exhausted",
             ),
@@ -327,26 +333,29 @@ class LoopOptions:
             select=None
             if select is None
             else parse_choice(select, SELECT_CHOICES, option="--select"),
-            confirm_pass=bool(extra.get("confirm_pass", False)),
+            confirm_pass=bool(extra.get("confirm_pass", DEFAULTS.confirm_pass)),
             edits=parse_edits(extra.get("edits", "off"), option="--edits"),
         )
         options.check()
         return options
 
     def check(self) -> None:
-        """Reject values outside their ranges with the option's name.
+        """Reject values outside their ranges, by the library's own checks (`LoopOptions`).
 
         Raises:
-            CliError: For a value the loop would refuse.
+            CliError: For a value the loop would refuse (the message names the option).
         """
-        if not 0.0 <= self.target_score <= 1.0:
-            raise CliError(f"target score must be in [0, 1], got {self.target_score}")
-        if self.max_iterations < 0:
-            raise CliError(f"max iterations must be >= 0, got {self.max_iterations}")
-        if self.min_delta < 0:
-            raise CliError(f"min delta must be >= 0, got {self.min_delta}")
+        try:
+            LoopOptions(
+                target_score=self.target_score,
+                max_iterations=self.max_iterations,
+                patience=self.patience,
+                min_delta=self.min_delta,
+            )
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
 
-    def override(self, line: Mapping[str, Any]) -> LoopOptions:
+    def override(self, line: Mapping[str, Any]) -> CommandOptions:
         """These options with a batch line's own values on top.
 
         Raises:
@@ -402,6 +411,40 @@ class LoopOptions:
         updated = replace(self, **changes)
         updated.check()
         return updated
+
+    def run_context(self, models: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """These options as a run's `context` on a server (`RefineContext`).
+
+        The check, the stop rules, and the options that are set (the others are left to
+        the server's assistant).
+
+        Args:
+            models: `judge_model` / `max_tokens` given on the command line, for every run.
+        """
+        context: dict[str, Any] = {
+            **({"evaluator": [spec.text for spec in self.specs]} if self.specs else {}),
+            **(models or {}),
+            "target_score": self.target_score,
+            "max_iterations": self.max_iterations,
+            "patience": self.patience,
+            "min_delta": self.min_delta,
+        }
+        budget = budget_dict(self.run_budget())
+        if budget:
+            context["budget"] = budget
+        if self.strategy is not None:
+            context["strategy"] = self.strategy
+        if self.select is not None:
+            context["select"] = self.select
+        if self.confirm_pass:
+            context["confirm_pass"] = True
+        if self.output_schema is not None:  # the line's "schema" (or --schema): typed answers
+            context["output_schema"] = self.output_schema
+        if self.edits:  # the line's "edits" (or --edits): refinements by SEARCH/REPLACE
+            context["edits"] = self.edits
+        if self.models is not None:  # the line's own model(s) win over --model
+            context["models"] = list(self.models)
+        return context
 
     def run_budget(self) -> Budget | None:
         """The budget a task runs with: its limits, priced with the `--price` values."""

@@ -26,7 +26,6 @@ from typing import Any
 from langgraph_refine._result import RefineResult
 from langgraph_refine.cli._batch import BatchItem, BatchStats, LineWriter, Progress, drive, id_key
 from langgraph_refine.cli._errors import CliError, is_unreachable, one_line
-from langgraph_refine.cli._options import budget_dict
 
 RUN_CONTEXT_KEYS = (
     "evaluator",
@@ -60,31 +59,7 @@ def run_context(item: BatchItem, models: dict[str, Any] | None = None) -> dict[s
         item: The task.
         models: `judge_model` / `max_tokens` given on the command line, for every run.
     """
-    options = item.options
-    context: dict[str, Any] = {
-        **({"evaluator": [spec.text for spec in options.specs]} if options.specs else {}),
-        **(models or {}),
-        "target_score": options.target_score,
-        "max_iterations": options.max_iterations,
-        "patience": options.patience,
-        "min_delta": options.min_delta,
-    }
-    budget = budget_dict(options.run_budget())
-    if budget:
-        context["budget"] = budget
-    if options.strategy is not None:
-        context["strategy"] = options.strategy
-    if options.select is not None:
-        context["select"] = options.select
-    if options.confirm_pass:
-        context["confirm_pass"] = True
-    if options.output_schema is not None:  # the line's "schema" (or --schema): typed answers
-        context["output_schema"] = options.output_schema
-    if options.edits:  # the line's "edits" (or --edits): refinements by SEARCH/REPLACE
-        context["edits"] = options.edits
-    if options.models is not None:  # the line's own model(s) win over --model
-        context["models"] = list(options.models)
-    return context
+    return item.options.run_context(models)
 
 
 class RunFailedError(CliError):

@@ -16,10 +16,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from langgraph_refine._decisions._strategy import MoveStats, round_stats
 from langgraph_refine._display import cost_text
-from langgraph_refine._record import StrategyRecord
+from langgraph_refine._records._record import StrategyRecord
 from langgraph_refine._state import Attempt
-from langgraph_refine._strategy import MoveStats, round_stats
 from langgraph_refine.cli._batch import read_jsonl
 from langgraph_refine.cli._errors import CliError, one_line
 from langgraph_refine.cli._ladder_view import (
@@ -155,6 +155,12 @@ def cost_summary(records: Sequence[TaskRecord]) -> str:
     return text + (f" + {unknown} task(s) with an unknown cost" if unknown else "")
 
 
+RESULT_FIELDS = frozenset(
+    {"value", "score", "attempts", "error", "score_history", "stop_reason", "usage"}
+)
+"""A batch row holds at least one of these; an input line (`id`, `task`, options) none."""
+
+
 def read_records(path: Path, warn: Callable[[str], None]) -> list[TaskRecord]:
     """Read a batch output file; a bad line is warned about (with its number) and skipped.
 
@@ -165,21 +171,33 @@ def read_records(path: Path, warn: Callable[[str], None]) -> list[TaskRecord]:
         CliError: If the file cannot be read or holds no usable line.
     """
     records: dict[str, TaskRecord] = {}
+    inputs: list[int] = []  # lines that hold a task but no result: a batch's input lines
     for number, text in read_jsonl(path, what="output file"):
         try:
             data = json.loads(text)
             if not isinstance(data, dict):
                 raise ValueError(f"expected a JSON object, got {type(data).__name__}")
+            if not RESULT_FIELDS & data.keys():
+                inputs.append(number)
+                continue
             record = TaskRecord.from_json(data)
             records[json.dumps(record.id)] = record
         except json.JSONDecodeError as exc:
             warn(f"{path}:{number}: malformed JSON line ({exc.msg} at column {exc.colno}); skipped")
         except (ValueError, TypeError, KeyError) as exc:
             warn(f"{path}:{number}: {exc}; skipped")
+    if not records and inputs:
+        raise CliError(
+            f"{path} holds no results: its lines are tasks without a value, attempts or "
+            "error (a batch's input file?); pass the file `langgraph-refine batch` wrote "
+            "with --out"
+        )
     if not records:
         raise CliError(
             f"{path} holds no task results; write one with langgraph-refine batch ... --out {path}"
         )
+    for number in inputs:
+        warn(f"{path}:{number}: a task without a result (no value, attempts or error); skipped")
     return list(records.values())
 
 

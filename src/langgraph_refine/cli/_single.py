@@ -8,7 +8,9 @@ in-memory one, which the human review needs to pause and resume.
 from __future__ import annotations
 
 import contextlib
+import json
 import sqlite3
+import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,17 +24,17 @@ from langgraph.graph.state import CompiledStateGraph
 from rich.console import Console
 from rich.text import Text
 
-from langgraph_refine._driver import Driver, drive, run_config, run_flow, strict_serde
-from langgraph_refine._graph import create_refine_graph
+from langgraph_refine._loop._driver import Driver, drive, run_config, run_flow, strict_serde
+from langgraph_refine._loop._graph import create_refine_graph
+from langgraph_refine._loop._tracing import traced
 from langgraph_refine._result import RefineResult, loop_schema
-from langgraph_refine._tracing import traced
 from langgraph_refine._typed import plain
 from langgraph_refine.cli._errors import CliError
 from langgraph_refine.cli._ladder_view import per_model
 from langgraph_refine.cli._models import ModelSettings
-from langgraph_refine.cli._options import LoopOptions
+from langgraph_refine.cli._options import CommandOptions
 from langgraph_refine.cli._review import Reviewer
-from langgraph_refine.cli._view import RoundView
+from langgraph_refine.cli._view import RoundView, show_result
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,7 @@ class RunRequest:
     """
 
     task: str
-    options: LoopOptions
+    options: CommandOptions
     checkpoint: Path | None = None
     thread: str | None = None
     review: bool = False
@@ -90,6 +92,31 @@ def result_json(result: RefineResult) -> dict[str, Any]:
     if result.metadata.get("selection"):
         data["selection"] = result.metadata["selection"]
     return data
+
+
+def show_lost_work(
+    exc: BaseException,
+    message: str,
+    out: Console,
+    *,
+    json_output: bool,
+    show_reasoning: bool = False,
+) -> None:
+    """Print the best result a failed run carries (`.result`) before its error line.
+
+    Whatever paid work the run did (its attempts and usage) is shown as a finished run's
+    result is; with `--json`, it is the result's JSON object with an `error` field (as a
+    batch's failed row). Nothing is printed when the error carries no result.
+    """
+    result = getattr(exc, "result", None)
+    if not isinstance(result, RefineResult):
+        return
+    if json_output:
+        data = {**result_json(result), "error": message}
+        sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
+        sys.stdout.flush()
+    else:
+        show_result(out, result, show_reasoning=show_reasoning, failed=True)
 
 
 @contextlib.contextmanager

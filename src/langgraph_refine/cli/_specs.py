@@ -1,6 +1,6 @@
 """Evaluator specs on the command line: the library's spec language, with one-line errors.
 
-The language itself (forms, parsing, building) lives in `langgraph_refine._specs`, which
+The language itself (forms, parsing, building) lives in `langgraph_refine._calls._specs`, which
 the served graphs use for a run's context too; here its errors become `CliError`s.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from langgraph_refine._specs import SPEC_FORMS, EvaluatorSpec, SpecError
-from langgraph_refine._specs import parse_specs as _parse_specs
+from langgraph_refine._calls._specs import SPEC_FORMS, EvaluatorSpec, SpecError
+from langgraph_refine._calls._specs import parse_specs as _parse_specs
 from langgraph_refine.cli._errors import CliError
 from langgraph_refine.evaluators._from_specs import build_evaluators as _build_evaluators
 

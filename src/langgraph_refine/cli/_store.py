@@ -1,7 +1,7 @@
 """Where a local batch keeps the strategy record: in memory (default), a SQLite file, or nowhere.
 
 `batch` shares one LangGraph store over its tasks, so explore learns from the tasks
-before (see `langgraph_refine._record`). By default the store lives in memory for one
+before (see `langgraph_refine._records._record`). By default the store lives in memory for one
 batch; `--store PATH` keeps it in a SQLite file (`langgraph.store.sqlite`), so the next
 batch starts from what this one learned; `--no-store` runs every task on its own. With
 `--server` the server's own store is used, so neither option applies.
@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
 
-from langgraph_refine._record import StrategyRecord, aread_records, read_records
-from langgraph_refine._strategy import MoveStats
+from langgraph_refine._decisions._strategy import MoveStats
+from langgraph_refine._records._record import StrategyRecord, aread_records, read_records
 from langgraph_refine.cli._errors import CliError
 
 if TYPE_CHECKING:

@@ -21,6 +21,8 @@ from langgraph_refine._typed import plain
 from langgraph_refine.cli._ladder_view import models_text, per_model
 
 FEEDBACK_CHARS = 100
+TITLE_MARGIN = 6
+"""Columns of the box's top border around its title (corners, dashes, spaces)."""
 
 _VERDICT_STYLES = {"PASS": "green", "NEEDS_IMPROVEMENT": "yellow", "FAIL": "red"}
 
@@ -111,17 +113,25 @@ def _reasoning_text(reasoning: str) -> Text:
     return Text(f"  reasoning:\n{indented}", style="dim italic")
 
 
-def show_result(console: Console, result: RefineResult, *, show_reasoning: bool = False) -> None:
+def show_result(
+    console: Console, result: RefineResult, *, show_reasoning: bool = False, failed: bool = False
+) -> None:
     """Print the final response with its score and why the loop stopped.
 
     A typed result (`--schema`) is shown as its object, formatted JSON; with
-    `show_reasoning`, the best attempt's reasoning is printed above it.
+    `show_reasoning`, the best attempt's reasoning is printed above it. With `failed`,
+    the result is the best one of a run that ended with an error (printed after it).
     """
-    title = (
-        f"best response — score {score_text(result.score)}"
-        + (f", {result.verdict}" if result.verdict else "")
-        + f", stopped: {result.stop_reason}, {result.iterations} refinement round(s)"
+    ended = "the run failed" if failed else f"stopped: {result.stop_reason}"
+    title = f"best response{' so far' if failed else ''} — score {score_text(result.score)}" + (
+        f", {result.verdict}" if result.verdict else ""
     )
+    how = f"{ended}, {result.iterations} refinement round(s)"
+    # The title sits in the box's top border: one too wide for the terminal would be cut
+    # mid-word, so then how the loop ended goes on a line of its own below the box.
+    below = len(title) + len(how) + 2 > console.width - TITLE_MARGIN
+    if not below:
+        title = f"{title}, {how}"
     best = next((a for a in result.attempts if a.index == result.best_index), None)
     if show_reasoning and best is not None and best.reasoning:
         console.print(_reasoning_text(best.reasoning), soft_wrap=True)
@@ -129,6 +139,8 @@ def show_result(console: Console, result: RefineResult, *, show_reasoning: bool 
     if result.output is not None:
         shown = json.dumps(plain(result.output), ensure_ascii=False, indent=2)
     console.print(Panel(Text(shown), title=title, title_align="left"))
+    if below:
+        console.print(Text(how, style="dim"), soft_wrap=True)
     if result.feedback:
         console.print(Text("feedback: " + short(result.feedback, 300), style="dim"))
     if result.metadata.get("selection"):

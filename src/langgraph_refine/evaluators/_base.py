@@ -25,6 +25,7 @@ from typing import Any, TypeAlias
 from langchain_core.runnables.config import run_in_executor
 from pydantic import BaseModel
 
+from langgraph_refine._internal import mark_internal
 from langgraph_refine._state import Evaluation
 from langgraph_refine._typed import OutputSchema
 
@@ -121,12 +122,21 @@ class BaseEvaluator(ABC):
             `aevaluate` calls `evaluate` in the caller's thread. Pure-Python work in a
             worker thread holds the interpreter's lock all the same, so the thread
             would only add a hop to it and back for every evaluation.
+
+    Every subclass's `evaluate` and `aevaluate` run as the loop's own calls: a model
+    called in them (without a config of its own) is kept out of `messages` streams and
+    still traced (see `langgraph_refine._internal`).
     """
 
     name: str = "evaluator"
     calls_model: bool = False
     is_async: bool = False
     inline: bool = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # A judge's reply is not the chat's: the one place evaluations are marked.
+        mark_internal(cls, "evaluate", "aevaluate")
 
     @abstractmethod
     def evaluate(self, response: str, state: Mapping[str, Any]) -> Evaluation:
@@ -172,6 +182,23 @@ def to_evaluation(value: Any, *, source: str) -> Evaluation:
         f"{source} returned {type(value).__name__} ({value!r:.80}); "
         "return a float in [0, 1] or an Evaluation"
     )
+
+
+def member_feedback(evaluation: Evaluation) -> str:
+    """A member's feedback as `combine` and `panel` show it to the generator.
+
+    A member that gave no text is "no issues" only when it found none (a full score or a
+    PASS); below that, the line says the score had no reason given, so the generator is
+    not told that an attempt scored 0 has nothing to fix.
+    """
+    text = evaluation.feedback.strip()
+    if text:
+        return text
+    if evaluation.verdict == "PASS" or evaluation.score >= 1.0:
+        return "no issues"
+    if evaluation.verdict == "FAIL":
+        return "failed this check without saying why"
+    return f"gave no reason for scoring {evaluation.score:.2f} (below 1.00)"
 
 
 class CallableEvaluator(BaseEvaluator):

@@ -15,7 +15,12 @@ from typing import Any
 
 from langgraph_refine._kinds import kind_of
 from langgraph_refine._state import Evaluation, Verdict
-from langgraph_refine.evaluators._base import BaseEvaluator, CallableEvaluator, EvaluatorLike
+from langgraph_refine.evaluators._base import (
+    BaseEvaluator,
+    CallableEvaluator,
+    EvaluatorLike,
+    member_feedback,
+)
 from langgraph_refine.evaluators._judge import llm_judge
 from langgraph_refine.evaluators._openevals import OpenEvalsEvaluator, is_openevals_evaluator
 from langgraph_refine.evaluators._runnable import RunnableEvaluator
@@ -54,7 +59,7 @@ class CombinedEvaluator(BaseEvaluator):
         score = sum(w * r.score for w, r in zip(self.weights, results, strict=True)) / total
         labels = _labels(self.parts)
         feedback = "\n".join(
-            f"[{label}] score {r.score:.2f}: {r.feedback.strip() or 'no issues'}"
+            f"[{label}] score {r.score:.2f}: {member_feedback(r)}"
             for label, r in zip(labels, results, strict=True)
         )
         parts = [

@@ -1,6 +1,6 @@
 """Evaluators built from specs: what the spec language (`_specs`) names, made real.
 
-Parsing a spec (`langgraph_refine._specs`) needs no evaluator; building one does, so the
+Parsing a spec (`langgraph_refine._calls._specs`) needs no evaluator; building one does, so the
 building lives here, beside the evaluators, and the loop's options stay below this package.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from langgraph_refine._specs import EvaluatorSpec, SpecError, spec_forms
+from langgraph_refine._calls._specs import EvaluatorSpec, SpecError, spec_forms
 from langgraph_refine.evaluators._judge import llm_judge
 from langgraph_refine.evaluators._panel import panel
 from langgraph_refine.evaluators._python_tests import python_tests

@@ -29,16 +29,16 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
-from langgraph_refine._budget import model_invocation
-from langgraph_refine._fences import json_objects
-from langgraph_refine._models import message_text, resolve_chat_model
-from langgraph_refine._prompts import (
+from langgraph_refine._calls._budget import model_invocation
+from langgraph_refine._calls._models import message_text, resolve_chat_model
+from langgraph_refine._calls._retry import is_context_length_error
+from langgraph_refine._decisions._prompts import (
     JUDGE_CONTRADICTION_NOTE,
     JUDGE_INSTRUCTIONS,
     JUDGE_SYSTEM,
     JUDGE_UNREADABLE_NOTE,
 )
-from langgraph_refine._retry import is_context_length_error
+from langgraph_refine._fences import json_objects
 from langgraph_refine._state import Evaluation, Verdict
 from langgraph_refine._typed import pretty_json, structured_parts
 from langgraph_refine.evaluators._base import BaseEvaluator

@@ -4,7 +4,7 @@ A jury of different judges agrees with people more often than one judge does (Po
 Verga et al. 2024). The panel runs its members at once; the score is their mean (or
 their minimum); the verdict is decided by a rule; each member's feedback is labelled
 with its name. A member that fails with a provider or connection error (an HTTP status,
-a timeout, a dropped connection: see `langgraph_refine._retry`) is left out of the rule
+a timeout, a dropped connection: see `langgraph_refine._calls._retry`) is left out of the rule
 and the feedback says so; it never counts as a FAIL. When every member fails, the error
 is raised.
 """
@@ -17,10 +17,10 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, get_args
 
-from langgraph_refine._budget import BudgetStop
-from langgraph_refine._retry import describe_status, is_transient, status_code
+from langgraph_refine._calls._budget import BudgetStop
+from langgraph_refine._calls._retry import describe_status, is_transient, status_code
 from langgraph_refine._state import Evaluation, PanelRule, Verdict
-from langgraph_refine.evaluators._base import BaseEvaluator, EvaluatorLike
+from langgraph_refine.evaluators._base import BaseEvaluator, EvaluatorLike, member_feedback
 from langgraph_refine.evaluators._combine import as_evaluator, combined_verdict
 
 _ORDER: dict[Verdict, int] = {"FAIL": 0, "NEEDS_IMPROVEMENT": 1, "PASS": 2}
@@ -98,7 +98,7 @@ class PanelEvaluator(BaseEvaluator):
         lines = [
             f"[{label}] score {e.score:.2f}"
             + (f" ({e.verdict})" if e.verdict else "")
-            + f": {e.feedback.strip() or 'no issues'}"
+            + f": {member_feedback(e)}"
             for label, e in judged
         ]
         lines += [

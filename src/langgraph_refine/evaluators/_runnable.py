@@ -4,9 +4,11 @@
 an agent from `langchain.agents.create_agent(model, tools, response_format=...)`. It
 receives the task and the response as one user message; its `structured_response`
 (fields `score`, `verdict`, `feedback`), else the JSON (or "Score: ..." lines) of its
-last message, is the evaluation, read like an LLM judge's reply. Run inside the loop's
-evaluate step, it inherits the step's config, so every model call it makes counts
-against the budget.
+last message, is the evaluation, read like an LLM judge's reply. An output with no
+readable evaluation is handled as the LLM judge handles an unreadable reply: the
+runnable is asked once more (told why), then the attempt counts as failed (FAIL, score
+0). Run inside the loop's evaluate step, it inherits the step's config, so every model
+call it makes counts against the budget.
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ from typing import Any
 from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.runnables import Runnable
 
-from langgraph_refine._models import message_text
+from langgraph_refine._calls._models import message_text
+from langgraph_refine._decisions._prompts import JUDGE_UNREADABLE_NOTE
 from langgraph_refine._state import Evaluation
 from langgraph_refine.evaluators._base import BaseEvaluator
 from langgraph_refine.evaluators._judge import (
+    _MAX_JUDGE_CALLS,
     _from_mapping,
     _Scored,
     _scored,
@@ -46,8 +50,10 @@ class RunnableEvaluator(BaseEvaluator):
         name: Label in panels and combined feedback (default: the runnable's name).
         max_eval_chars: The response is cut to this many characters.
 
-    Evaluating raises `ValueError` when the runnable's output holds no readable evaluation
-    (no structured response, and no score or verdict in its last message).
+    When the runnable's output holds no readable evaluation (no structured response, and
+    no score or verdict in its last message), it is asked once more, told why; if that
+    output is unreadable too, the attempt counts as failed (FAIL, score 0, the reasons
+    in `details["judge_errors"]`), as with `llm_judge`.
     """
 
     calls_model = True  # counts as one call if no model call is seen inside it
@@ -79,10 +85,24 @@ class RunnableEvaluator(BaseEvaluator):
         return {"messages": [HumanMessage(text)]}
 
     def evaluate(self, response: str, state: Mapping[str, Any]) -> Evaluation:
-        return self.read(self.runnable.invoke(self.request(response, state)), response)
+        request = self.request(response, state)
+        failures: list[str] = []
+        for _ in range(_MAX_JUDGE_CALLS):
+            output = self.runnable.invoke(_asking_again(request, failures))
+            evaluation = self._reading(output, response, failures)
+            if evaluation is not None:
+                return evaluation
+        return self._failed(failures)
 
     async def aevaluate(self, response: str, state: Mapping[str, Any]) -> Evaluation:
-        return self.read(await self.runnable.ainvoke(self.request(response, state)), response)
+        request = self.request(response, state)
+        failures: list[str] = []
+        for _ in range(_MAX_JUDGE_CALLS):
+            output = await self.runnable.ainvoke(_asking_again(request, failures))
+            evaluation = self._reading(output, response, failures)
+            if evaluation is not None:
+                return evaluation
+        return self._failed(failures)
 
     def read(self, output: Any, response: str = "") -> Evaluation:
         """The evaluation in the runnable's output.
@@ -90,25 +110,47 @@ class RunnableEvaluator(BaseEvaluator):
         Raises:
             ValueError: If it holds none.
         """
+        failures: list[str] = []
+        evaluation = self._reading(output, response, failures)
+        if evaluation is None:
+            raise ValueError(f"the evaluator {self.name!r} gave no evaluation: {failures[-1]}")
+        return evaluation
+
+    def _reading(self, output: Any, response: str, failures: list[str]) -> Evaluation | None:
+        """The evaluation in `output`, or None (why is appended to `failures`)."""
         structured = output.get("structured_response") if isinstance(output, Mapping) else None
         if structured is not None:
             data = structured.model_dump() if hasattr(structured, "model_dump") else structured
             reading = _from_mapping(data) if isinstance(data, Mapping) else None
             if reading is not None:
-                return self._evaluation(_scored(reading, "structured"))
+                return self._evaluation(_scored(reading, "structured"), failures)
         messages = output.get("messages") if isinstance(output, Mapping) else None
         last = messages[-1] if messages else output
-        reading, error = read_reply(message_text(last), response)
+        text = message_text(last) if isinstance(last, str | BaseMessage) else ""
+        reading, error = read_reply(text, response)
         if reading is None:
-            raise ValueError(
-                f"the evaluator {self.name!r} gave no evaluation: its output has no "
-                "structured_response with score, verdict and feedback, and its last "
-                f"message could not be read ({error}); give it a response_format with "
-                "those fields, or have it answer with a JSON object holding them"
+            failures.append(
+                "its output has no structured_response with score, verdict and feedback, "
+                f"and its last message could not be read ({error}); give it a "
+                "response_format with those fields, or have it answer with a JSON object "
+                "holding them"
             )
-        return self._evaluation(_scored(reading, "text"))
+            return None
+        return self._evaluation(_scored(reading, "text"), failures)
 
-    def _evaluation(self, scored: _Scored) -> Evaluation:
+    def _failed(self, failures: list[str]) -> Evaluation:
+        """FAIL with score 0: no output could be read (as `llm_judge` counts it)."""
+        return Evaluation(
+            score=0.0,
+            verdict="FAIL",
+            feedback=(
+                f"The evaluator {self.name!r} gave no readable evaluation twice, so this "
+                f"attempt counts as failed (score 0): {failures[-1]}."
+            ),
+            details={"judge_errors": list(failures), "judge_calls": len(failures)},
+        )
+
+    def _evaluation(self, scored: _Scored, failures: list[str]) -> Evaluation:
         # The LLM judge's reading rules: scales normalised, a self-contradiction flagged.
         reading = scored.reading
         conflict = contradiction(reading.verdict, scored.score)
@@ -117,6 +159,8 @@ class RunnableEvaluator(BaseEvaluator):
             "scale": scored.scale,
             "parsed_from": scored.how,
         }
+        if failures:  # read on the second asking
+            details["judge_errors"] = list(failures)
         if scored.notes:
             details["note"] = "; ".join(scored.notes)
         if conflict is not None:
@@ -127,3 +171,14 @@ class RunnableEvaluator(BaseEvaluator):
             verdict=None if conflict is not None else reading.verdict,
             details=details,
         )
+
+
+def _asking_again(
+    request: dict[str, list[BaseMessage]], failures: list[str]
+) -> dict[str, list[BaseMessage]]:
+    """The request, with a note on why the last output could not be read (if it could not)."""
+    if not failures:
+        return request
+    (message,) = request["messages"]
+    note = JUDGE_UNREADABLE_NOTE.format(reason="it held no score, verdict and feedback")
+    return {"messages": [HumanMessage(message.text + note)]}

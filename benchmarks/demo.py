@@ -1,0 +1,98 @@
+"""`make demo` on the local model: how often a refinement raises the best score.
+
+The demo is there to show what refinement is for, so its task and evaluator must be ones
+on which refining helps the local SmolLM2: this runs the demo's own loop (`tools.demo`:
+task, evaluator, options, reply limit) several times, and counts the runs in which a
+refinement (an attempt with a parent) scored above every attempt before it. It also
+reports the first attempt's score against the best, and the winner of each run, to
+read: a loop that raises a score into text nobody would want is a failure here too.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from typing import Any
+
+from benchmarks import _local
+from benchmarks._harness import BenchResult, Figure, md_table
+from langgraph_refine import Attempt, RefineResult
+
+RUNS = 10
+GOAL = 0.5
+"""A refinement raises the best score in more than this share of runs ("most runs")."""
+
+
+def refinement_raised(attempts: list[Attempt]) -> bool:
+    """True when some refinement scored above every attempt before it."""
+    best: float | None = None
+    for attempt in attempts:
+        score = attempt.score
+        if score is None:
+            continue
+        if attempt.parent is not None and best is not None and score > best:
+            return True
+        best = score if best is None else max(best, score)
+    return False
+
+
+def run(quick: bool = False) -> BenchResult:
+    from tools.demo import TASK, run_demo
+
+    result = BenchResult(
+        name="demo", title="The demo on SmolLM2: how often a refinement raises the best score"
+    )
+    server = _local.server(threads=os.cpu_count() or 2)  # quality, not timing
+    from langgraph_refine._calls._models import max_tokens_setting
+
+    model = server.chat_model(temperature=0.7, max_tokens=max_tokens_setting(None), max_retries=0)
+    runs: list[RefineResult] = []
+    for _ in range(3 if quick else RUNS):
+        runs.append(run_demo(model))
+    raised = [refinement_raised(list(r.attempts)) for r in runs]
+    rate = sum(raised) / len(runs)
+    firsts = [r.attempts[0].score or 0.0 for r in runs]
+    bests = [r.score or 0.0 for r in runs]
+    result.figures += [
+        Figure(
+            "runs in which a refinement raised the best score",
+            rate * 100,
+            unit="%",
+            target=f"> {GOAL * 100:.0f}%",
+            passed=rate > GOAL,
+        ),
+        Figure("mean first-attempt score", statistics.mean(firsts), unit=""),
+        Figure("mean best score", statistics.mean(bests), unit=""),
+    ]
+    rows: list[list[Any]] = []
+    for i, (r, up) in enumerate(zip(runs, raised, strict=True)):
+        winner = " ".join(r.value.split())
+        rows.append(
+            [
+                i,
+                " ".join(f"{a.score:.2f}" if a.score is not None else "-" for a in r.attempts),
+                "yes" if up else "no",
+                r.stop_reason,
+                winner[:160] + ("..." if len(winner) > 160 else ""),
+            ]
+        )
+    result.tables.append(
+        md_table(["run", "scores by attempt", "a refinement raised the best", "stop", "winner"], rows)
+    )
+    result.notes.append(f"Task: {TASK}")
+    result.notes.append(
+        "**A miss, and its floor.** On SmolLM2-135M a refinement rarely beats the attempt "
+        "it refines (`refine_outcomes` measures one refinement against one fresh sample "
+        "from the same attempt 0; `quality` has chain at 0.719 against best-of-4's 0.849): "
+        "the loop's best score rises in these runs through explore's fresh samples, not "
+        "its refinements. Other demo tasks were tried, 10 runs each, and none reached the "
+        "goal either: one sentence with four given words (`contains_all` with "
+        "`no_repetition`, with or without a word count; chain or explore; `single` or "
+        "`messages` prompts; temperature 0.2 or 0.7; 60 or 256 tokens) raised the best "
+        "by a refinement in 0-20% of runs, and its refinements often turned into the "
+        "model explaining its changes (the `single` form) or dropping words it had used. "
+        "The demo keeps the Turing-test paragraph, whose winner reads well; a model that "
+        "follows feedback (any hosted chat model, through `OPENAI_API_KEY`) shows "
+        "refinement raising the score."
+    )
+    return result

@@ -1,0 +1,1 @@
+"""The loop inside a LangChain agent: `RefineMiddleware` and its state."""

@@ -1,0 +1,664 @@
+"""The loop inside an agent, without I/O: `RefineMiddleware`'s state keys, turns and decisions.
+
+`AgentLoop` decides what the middleware's hooks write around the round (which is
+`_round.evaluate_round`, the graph's): the attempt an answer becomes (edits applied), how
+the round's outcome becomes the agent's next turn, the review's outcome, a pairwise
+selection to make, the end. The functions below it read the agent's state (and a model
+request or response): what the middleware writes back, which messages the model is shown
+(`_transcript`), and how a round's choice becomes a turn. The hooks themselves, with the
+evaluator's, the comparer's and the store's calls, are in `_middleware`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, Literal, NamedTuple, NotRequired
+
+from langchain.agents.middleware import (
+    AgentState,
+    ExtendedModelResponse,
+    ModelRequest,
+    ModelResponse,
+)
+from langchain.agents.middleware.types import OmitFromInput, PrivateStateAttr
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.types import Command
+
+from langgraph_refine._agents._transcript import (
+    Turn,
+    answer_turn,
+    draft_ids,
+    hidden_from,
+    model_view,
+    prompt_turn,
+    woven,
+)
+from langgraph_refine._calls._budget import BudgetMeter, active_meter
+from langgraph_refine._calls._models import resolve_chat_model
+from langgraph_refine._decisions._edits import asks_for_edits, read_edits
+from langgraph_refine._decisions._memory import MemoryPolicy
+from langgraph_refine._decisions._options import LoopOptions
+from langgraph_refine._decisions._prompts import (
+    EDIT_INSTRUCTIONS,
+    agent_feedback,
+    agent_refine_earlier,
+    agent_review,
+    guided_request,
+)
+from langgraph_refine._decisions._round import Outcome
+from langgraph_refine._decisions._strategy import Choice
+from langgraph_refine._errors import BudgetExhaustedError
+from langgraph_refine._events import stop_event
+from langgraph_refine._kinds import kind_of, model_name
+from langgraph_refine._loop._review import ReviewNode
+from langgraph_refine._loop._review_schema import ask_review
+from langgraph_refine._loop._select import (
+    Comparer,
+    Selection,
+    as_comparer,
+    calls_left,
+    selection_for,
+)
+from langgraph_refine._loop._step import emit
+from langgraph_refine._reasoning import split_reasoning
+from langgraph_refine._records._record import compose_key
+from langgraph_refine._result import RefineResult, best_feedback
+from langgraph_refine._state import (
+    Attempt,
+    ComparerLike,
+    MoveKind,
+    PlainDataChannel,
+    StopReason,
+    Usage,
+    keep_latest,
+    revive_state,
+    to_plain,
+)
+from langgraph_refine._typed import Reply
+from langgraph_refine.evaluators import llm_judge
+from langgraph_refine.evaluators._base import BaseEvaluator, EvaluatorLike
+from langgraph_refine.evaluators._combine import as_evaluator
+from langgraph_refine.evaluators._judge import LLMJudge
+
+LOOP_NAME = "refine"
+"""The loop's name in stream events and review payloads."""
+
+Phase = Literal["running", "deciding", "done"]
+
+
+class RefineAgentState(AgentState[Any]):
+    """The agent state keys `RefineMiddleware` adds (all prefixed `refine_`).
+
+    Attributes:
+        refine_task: The request being answered: the last human message of the run's input.
+        refine_attempts: Every final answer of this run, in order, with its evaluation
+            (models in the state, plain data in checkpoints: see `PlainDataChannel`).
+        refine_usage: Model calls (the agent's and the judge's), tokens and seconds spent.
+        refine_stop_reason: Why the loop stopped (None while it runs).
+        refine_response: The loop's answer, set when it stops.
+        refine_selection: With `select="pairwise"`, the selection's record (as the
+            graph's `selection`: `metadata["selection"]` of the result).
+        refine_phase: `running`, `deciding` (an answer awaits review or the end), `done`.
+        refine_instruction: A reviewer's request, recorded on the next attempt.
+        refine_base: How many messages came before this run's loop (its conversation).
+        refine_turns: The loop's own turns (answers, feedback, requests), kept beside
+            the conversation and woven into the model's view (see `_transcript`).
+        refine_hidden_to: After a fresh start (explore): the turns and this run's
+            messages the model no longer sees (`[turns, last message id]`); None: it
+            sees them all.
+        refine_draft: The answer the model just gave, awaiting its evaluation (an
+            `AIMessage` as plain data).
+        refine_next: The next answer's move and the attempt it refines (`[move, parent]`).
+        refine_rung: With a ladder (`models`), the rung of the next answer's model calls.
+        refine_loop_id: Identifies this run's loop in the strategy record.
+        refine_model: The model of the latest call, as the record and `Attempt.model` name it.
+    """
+
+    refine_task: NotRequired[Annotated[str, OmitFromInput]]
+    refine_attempts: NotRequired[
+        Annotated[list[Attempt], OmitFromInput, PlainDataChannel(list[Attempt], keep_latest)]
+    ]
+    refine_usage: NotRequired[Annotated[Usage, OmitFromInput, PlainDataChannel(Usage, keep_latest)]]
+    refine_stop_reason: NotRequired[Annotated[StopReason | None, OmitFromInput]]
+    refine_response: NotRequired[Annotated[str | None, OmitFromInput]]
+    refine_selection: NotRequired[Annotated[dict[str, Any] | None, OmitFromInput]]
+    refine_phase: NotRequired[Annotated[Phase, PrivateStateAttr]]
+    refine_instruction: NotRequired[Annotated[str | None, PrivateStateAttr]]
+    refine_base: NotRequired[Annotated[int, PrivateStateAttr]]
+    refine_turns: NotRequired[Annotated[list[list[Any]], PrivateStateAttr]]
+    refine_hidden_to: NotRequired[Annotated[list[Any] | None, PrivateStateAttr]]
+    refine_draft: NotRequired[Annotated[dict[str, Any] | None, PrivateStateAttr]]
+    refine_next: NotRequired[Annotated[list[Any] | None, PrivateStateAttr]]
+    refine_rung: NotRequired[Annotated[int, PrivateStateAttr]]
+    refine_loop_id: NotRequired[Annotated[str, PrivateStateAttr]]
+    refine_model: NotRequired[Annotated[str | None, PrivateStateAttr]]
+
+
+def loop_view(state: Mapping[str, Any]) -> dict[str, Any]:
+    """The loop's state in the graph's terms, for evaluators, stop rules and review."""
+    return dict(
+        revive_state(
+            {
+                "task": state.get("refine_task", ""),
+                "attempts": list(state.get("refine_attempts") or []),
+                "usage": state.get("refine_usage"),
+                "stop_reason": state.get("refine_stop_reason"),
+                "response": state.get("refine_response"),
+                "messages": state.get("messages") or [],
+                "loop_id": state.get("refine_loop_id"),
+                "selection": state.get("refine_selection"),
+            }
+        )
+    )
+
+
+def spent(state: Mapping[str, Any]) -> Usage:
+    usage = state.get("refine_usage")
+    if usage is None:
+        return Usage()
+    return usage if isinstance(usage, Usage) else Usage.model_validate(usage)
+
+
+def minus(total: Usage, earlier: Usage) -> Usage:
+    return Usage(
+        calls=total.calls - earlier.calls,
+        input_tokens=total.input_tokens - earlier.input_tokens,
+        output_tokens=total.output_tokens - earlier.output_tokens,
+        total_tokens=total.total_tokens - earlier.total_tokens,
+        seconds=max(total.seconds - earlier.seconds, 0.0),
+        cost=None if total.cost is None or earlier.cost is None else total.cost - earlier.cost,
+    )
+
+
+def counted(
+    response: ModelResponse[Any], meter: BudgetMeter, model: str | None
+) -> ExtendedModelResponse[Any]:
+    """The model's response, counted: a final answer is kept aside as the draft.
+
+    The answer (an AI message without tool calls) does not join the conversation: it
+    waits in `refine_draft` for its evaluation, and the conversation gets the best
+    answer once, when the loop ends. Tool calls join it as usual.
+    """
+    spent = meter.spent_before + meter.delta()
+    update: dict[str, Any] = {"refine_usage": to_plain(spent)}
+    if model is not None:
+        update["refine_model"] = model
+    messages = list(response.result)
+    last = messages[-1] if messages else None
+    if isinstance(last, AIMessage) and not last.tool_calls:
+        # Plain data: a message anywhere in a node's update reaches `messages` streams.
+        update["refine_draft"] = last.model_dump()
+        response = ModelResponse(
+            result=messages[:-1], structured_response=response.structured_response
+        )
+    return ExtendedModelResponse(model_response=response, command=Command(update=update))
+
+
+def carry(request: ModelRequest[Any], meter: BudgetMeter) -> None:
+    """Keep what a failed call of `request` spent in the request's state, for its retry.
+
+    A retry middleware (`ModelRetryMiddleware`) calls the model again with the same
+    request within the model step; the retry's meter starts from `refine_usage`, so the
+    failed call's usage is counted (and budgeted) with it. The step's own update, when
+    the retry succeeds, writes the total.
+    """
+    state: dict[str, Any] = request.state  # type: ignore[assignment]  # the agent's own keys
+    state["refine_usage"] = to_plain(meter.spent_before + meter.delta())
+
+
+def refused(meter: BudgetMeter) -> ExtendedModelResponse[Any]:
+    """The model call the budget refused (a limit reached since `before_model` checked).
+
+    The agent ends its turn without an answer (`after_model` ends it); the loop stops
+    with `budget_exhausted` and its best answer.
+    """
+    update = {
+        "refine_usage": to_plain(meter.spent_before + meter.delta()),
+        "refine_stop_reason": "budget_exhausted",
+        "refine_phase": "deciding",
+    }
+    empty: ModelResponse[Any] = ModelResponse(result=[])
+    return ExtendedModelResponse(model_response=empty, command=Command(update=update))
+
+
+def model_of(request: ModelRequest[Any]) -> str | None:
+    """The agent's model as the record key names it (the hooks after the model cannot see it)."""
+    model = getattr(request, "model", None)
+    return model_name(model) if model is not None else None
+
+
+def shown(request: ModelRequest[Any], memory: MemoryPolicy = "all") -> ModelRequest[Any]:
+    """The request with the loop's turns woven in, as this round's move shows them."""
+    turns = request.state.get("refine_turns")
+    if not turns and not request.state.get("refine_hidden_to"):
+        return request
+    return request.override(messages=model_view(request.state, request.messages, memory))
+
+
+def next_move(state: Mapping[str, Any], attempts: list[Attempt]) -> tuple[MoveKind, int | None]:
+    """The move and parent of the answer just given: what was chosen for it, else the chain's."""
+    chosen = state.get("refine_next")
+    if chosen:
+        return chosen[0], chosen[1]
+    if not attempts:
+        return "sample", None
+    return "refine", attempts[-1].index
+
+
+def move(
+    state: Mapping[str, Any],
+    choice: Choice,
+    attempts: list[Attempt],
+    turns: list[Turn],
+    options: LoopOptions | None = None,
+) -> dict[str, Any]:
+    """The update that sends the agent back to its model for the chosen move.
+
+    Refining the latest answer continues the conversation with the feedback (what the
+    chain strategy always does). A fresh sample hides this loop's turns so far from the
+    model, which then answers the request as if first asked. Refining an earlier answer
+    hides them too, and shows that answer with its feedback in one new turn.
+
+    Args:
+        state: The agent's state.
+        choice: The strategy's next move.
+        attempts: The attempts so far.
+        turns: The loop's turns so far, the latest answer's included.
+        options: The loop's options (`edits`: a refinement may ask for edit blocks).
+    """
+    latest = attempts[-1]
+    chosen: dict[str, Any] = {"refine_next": [choice.move, choice.parent]}
+    edited = None if options is None else edit_target(options, attempts, choice.parent)
+    closing = "" if edited is None else "\n\n" + EDIT_INSTRUCTIONS
+    if choice.parent == latest.index:
+        return again(state, turns, agent_feedback(latest.evaluation) + closing) | chosen
+    chosen["refine_hidden_to"] = hidden_from(state, turns)
+    if choice.parent is None:
+        feedback = best_feedback(attempts) if choice.move == "guided" else ""
+        if feedback.strip():  # a fresh answer told what the best one's feedback asked
+            return again(state, turns, guided_request(feedback)) | chosen
+        return {"refine_turns": turns, "refine_phase": "running", "jump_to": "model"} | chosen
+    refined = next(a for a in attempts if a.index == choice.parent)
+    return again(state, turns, agent_refine_earlier(refined) + closing) | chosen
+
+
+def again(state: Mapping[str, Any], turns: list[Turn], text: str) -> dict[str, Any]:
+    """The update that sends the agent back to its model with one more loop turn."""
+    return {
+        "refine_turns": [*turns, prompt_turn(state, text)],
+        "refine_phase": "running",
+        "jump_to": "model",
+    }
+
+
+def best_message(state: Mapping[str, Any], result: RefineResult, drafts: bool) -> AIMessage:
+    """The answer's message; with streamed drafts, under the id its draft streamed with.
+
+    A chat client then keeps the draft it showed instead of showing the answer twice.
+    """
+    ids = draft_ids(state.get("refine_turns") or [])
+    index = result.best_index
+    if not drafts or index is None or index >= len(ids) or ids[index] is None:
+        return AIMessage(result.value)
+    if result.attempts[index].response != result.value:  # a reviewer's text
+        return AIMessage(result.value)
+    return AIMessage(result.value, id=ids[index])
+
+
+def edit_target(
+    options: LoopOptions, attempts: Sequence[Attempt], parent: int | None
+) -> Attempt | None:
+    """The attempt an answer refining `parent` was asked to edit (`edits=`), or None."""
+    refined = next((a for a in attempts if a.index == parent), None)
+    if refined is None or not asks_for_edits(options.edits, refined, None):
+        return None
+    return refined
+
+
+def draft_metadata(state: Mapping[str, Any]) -> dict[str, Any]:
+    """What the agent's model calls carry: the attempt they draft, for a chat UI."""
+    return {"refine_attempt": len(state.get("refine_attempts") or [])}
+
+
+class Answer(NamedTuple):
+    """A final answer to evaluate: its text and reasoning (split once), the loop's view."""
+
+    answer: str
+    reasoning: str | None
+    view: dict[str, Any]
+    meter: BudgetMeter
+    draft: AIMessage
+
+
+class Finish(NamedTuple):
+    """The end, after a pairwise selection still to make (its comparisons are calls)."""
+
+    view: dict[str, Any]
+    selection: Selection
+    meter: BudgetMeter
+
+
+class Edit(NamedTuple):
+    """A reviewer's edit, still to evaluate: the loop's view, the attempt, the meter."""
+
+    view: dict[str, Any]
+    attempt: Attempt
+    meter: BudgetMeter
+
+
+class AgentLoop:
+    """The loop's decisions inside an agent, without I/O.
+
+    What `RefineMiddleware`'s hooks do between their calls (the evaluator's and the
+    store's), sync and async alike; the round itself is `_round.evaluate_round`, as in
+    the graph.
+
+    Args:
+        options: The loop's options, validated once.
+        evaluator: The evaluator of every final answer.
+        review: The human review, or None.
+        keep_evaluation_turns: Keep the answers and feedback turns in the conversation.
+        ladder: With `models`, the rungs' model names, cheapest first.
+        comparer: Who compares answers with `select="pairwise"` (None: the agent's own
+            model, known at its first call).
+    """
+
+    def __init__(
+        self,
+        options: LoopOptions,
+        evaluator: BaseEvaluator | None,
+        review: ReviewNode | None,
+        keep_evaluation_turns: bool,
+        ladder: Sequence[str] = (),
+        comparer: Comparer | None = None,
+    ) -> None:
+        self.options = options
+        self.evaluator = evaluator
+        self.comparer = comparer
+        self.review = review
+        self.keep_evaluation_turns = keep_evaluation_turns
+        self.ladder = list(ladder)
+
+    def start(self, state: Mapping[str, Any]) -> dict[str, Any]:
+        """A new loop for this run: the task is the last human message."""
+        human = [m for m in state["messages"] if isinstance(m, HumanMessage)]
+        return {
+            "refine_task": human[-1].text if human else "",
+            "refine_attempts": [],
+            "refine_usage": to_plain(Usage()),
+            "refine_stop_reason": None,
+            "refine_response": None,
+            "refine_phase": "running",
+            "refine_instruction": None,
+            "refine_base": len(state["messages"]),
+            "refine_turns": [],
+            "refine_hidden_to": None,
+            "refine_draft": None,
+            "refine_next": None,
+            "refine_rung": 0,
+            "refine_loop_id": uuid.uuid4().hex,
+        }
+
+    def budget_stop(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The update that ends the loop before a model call past the budget, else None."""
+        budget = self.options.budget
+        if budget is None or budget.exceeded(spent(state)) is None:
+            return None
+        return {
+            "refine_stop_reason": "budget_exhausted",
+            "refine_phase": "deciding",
+            "jump_to": "end",
+        }
+
+    def meter(self, state: Mapping[str, Any], what: str = "agent") -> BudgetMeter:
+        """The one place that counts: a meter over what the loop has spent so far.
+
+        Both the agent's model calls and the judge's go through it; it refuses a call
+        (`BudgetStop`) once a limit is reached.
+        """
+        # In an agent run inside a loop's step, that step's meter is its parent (a nested
+        # loop spends from the outer budget too).
+        return BudgetMeter(self.options.budget, spent(state), what=what, parent=active_meter())
+
+    def judge(self) -> BaseEvaluator:
+        """The evaluator (the agent's own model's judge is set at its first call)."""
+        assert self.evaluator is not None, "the agent's model is known once it is called"
+        return self.evaluator
+
+    def unanswered(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
+        """After a model call that gave no answer: end the turn if the budget refused it."""
+        if state.get("refine_phase") == "deciding" and state.get("refine_draft") is None:
+            return {"jump_to": "end"}
+        return None
+
+    def turn(self, state: Mapping[str, Any]) -> Answer | None:
+        """The agent's final answer to evaluate, or None if there is none (tool calls)."""
+        data = state.get("refine_draft")
+        if state.get("refine_phase", "running") != "running" or data is None:
+            return None
+        draft = AIMessage.model_validate(data)
+        answer, reasoning = split_reasoning(draft)  # the answer only is ever judged
+        view = loop_view(state)
+        return Answer(answer, reasoning, view, self.meter(state, what="evaluator"), draft)
+
+    def pending(self, state: Mapping[str, Any], turn: Answer) -> Attempt:
+        """The answer as the loop's next attempt, before its evaluation.
+
+        Its usage is what the agent spent on it since the last attempt (its model and
+        tool turns); the round adds the evaluation's.
+        """
+        attempts: list[Attempt] = list(turn.view["attempts"])
+        move, parent = next_move(state, attempts)
+        reply = Reply(turn.answer, reasoning=turn.reasoning)
+        edited = edit_target(self.options, attempts, parent)
+        if edited is not None:  # the answer was asked as edits to `edited`
+            reply = read_edits(turn.draft, edited, None, lambda _: reply)
+        return Attempt(
+            index=len(attempts),
+            response=reply.response,
+            evaluation=reply.evaluation,  # blocks that did not apply: FAIL, not judged
+            edits=reply.edits,
+            reasoning=reply.reasoning,
+            instruction=state.get("refine_instruction"),
+            parent=parent,
+            move=move,
+            model=state.get("refine_model"),
+            rung=state.get("refine_rung", 0) if self.ladder else None,
+            usage=minus(turn.meter.spent_before, sum((a.usage for a in attempts), Usage())),
+        )
+
+    def record_key(self, state: Mapping[str, Any]) -> str | None:
+        """The strategy record's key: `record_key`, else the models and the evaluator."""
+        model = ">".join(self.ladder) or state.get("refine_model")
+        return compose_key(model, self.evaluator, self.options.record_key)
+
+    def after_round(
+        self, state: Mapping[str, Any], turn: Answer, outcome: Outcome
+    ) -> dict[str, Any]:
+        """The agent's update after a round (see `_round.evaluate_round`).
+
+        The loop goes on: back to the model with the chosen move. It stops, or an
+        every-round review follows: the agent ends its turn and `after_agent` decides.
+        """
+        turns = [*(state.get("refine_turns") or []), answer_turn(state, turn.draft)]
+        # Plain data in the agent's state: its checkpoints never hold the loop's models.
+        update: dict[str, Any] = {
+            "refine_attempts": to_plain(outcome.attempts),
+            "refine_usage": to_plain(turn.meter.spent_before + turn.meter.delta()),
+            "refine_instruction": None,
+            "refine_next": None,
+            "refine_draft": None,
+        }
+        if "rung" in outcome.update:
+            update["refine_rung"] = outcome.update["rung"]
+        if outcome.choice is not None and (self.review is None or self.review.mode == "final"):
+            return update | move(state, outcome.choice, outcome.attempts, turns, self.options)
+        return update | {
+            "refine_turns": turns,
+            "refine_stop_reason": outcome.stop_reason,
+            "refine_phase": "deciding",
+            "jump_to": "end",
+        }
+
+    def review_outcome(self, state: Mapping[str, Any]) -> dict[str, Any] | Edit | Finish | None:
+        """The review and its decision: an update, or an edit still to evaluate."""
+        if state.get("refine_phase") != "deciding":
+            return None  # the agent ended for another reason (e.g. another middleware)
+        view = loop_view(state)
+        stop_reason: StopReason | None = view["stop_reason"]
+        response: str | None = None
+        turns: list[Turn] = list(state.get("refine_turns") or [])
+        raising = stop_reason == "budget_exhausted" and self.options.on_budget_exhausted == "raise"
+        if self.review is not None and not raising:
+            decision = ask_review(self.review.payload(view), self.review.apply, self.review.actions)
+            if decision.get("reviewer_feedback"):
+                feedback = decision["reviewer_feedback"]
+                return again(state, turns, agent_review(feedback)) | {
+                    "refine_stop_reason": None,
+                    "refine_instruction": feedback,
+                }
+            if decision.get("pending") is not None:  # an edit: evaluated, as in the graph
+                attempt = Attempt.model_validate(decision["pending"])
+                return Edit(view, attempt, self.meter(state, what="evaluator"))
+            stop_reason = decision.get("stop_reason", stop_reason)
+            response = decision.get("response")
+        if stop_reason is None:  # an every-round review said "continue" mid-loop
+            return again(state, turns, agent_feedback(view["attempts"][-1].evaluation))
+        return self.ending(state, view | {"stop_reason": stop_reason, "response": response})
+
+    def ending(self, state: Mapping[str, Any], view: dict[str, Any]) -> dict[str, Any] | Finish:
+        """The end, or with `select="pairwise"` the comparisons to make before it."""
+        task, attempts = view["task"], view["attempts"]
+        selection = selection_for(self.options, view["stop_reason"], task, attempts, self.comparer)
+        if selection is None:
+            return self.finish(state, view)
+        meter = self.meter(state, what="comparer")
+        note = selection.budget_note(calls_left(self.options.budget, meter.total()))
+        if note is not None:  # the budget cannot pay for every comparison: by score
+            return self.finish(state, view | {"selection": selection.record(note=note)})
+        return Finish(view, selection, meter)
+
+    def selected(
+        self, state: Mapping[str, Any], end: Finish, record: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The end after the comparisons: their record and what they spent kept."""
+        spent = end.meter.spent_before + end.meter.delta()
+        view = end.view | {"selection": record, "usage": spent}
+        return self.finish(state, view) | {"refine_usage": to_plain(spent)}
+
+    def end_with_edit(
+        self, state: Mapping[str, Any], edit: Edit, outcome: Outcome
+    ) -> dict[str, Any]:
+        """End the loop with the reviewer's text, evaluated (unscored past the budget)."""
+        spent = edit.meter.spent_before + edit.meter.delta()
+        view = edit.view | {
+            "attempts": outcome.attempts,
+            "usage": spent,
+            "stop_reason": outcome.stop_reason,
+            "response": edit.attempt.response,
+        }
+        return self.finish(state, view) | {
+            "refine_attempts": to_plain(outcome.attempts),
+            "refine_usage": to_plain(spent),
+        }
+
+    def finish(self, state: Mapping[str, Any], view: dict[str, Any]) -> dict[str, Any]:
+        """End the loop: the best answer joins the conversation once, as its last message."""
+        result = RefineResult.from_state(view)
+        if result.stop_reason == "budget_exhausted" and self.options.on_budget_exhausted == "raise":
+            raise BudgetExhaustedError(
+                f"budget exhausted after {len(result.attempts)} answer(s); best score "
+                f"{result.score}; the best result so far is in this error's .result",
+                result,
+            )
+        emit(stop_event(LOOP_NAME, result))
+        update: dict[str, Any] = {
+            "refine_stop_reason": result.stop_reason,
+            "refine_response": result.value,
+            "refine_phase": "done",
+            "refine_draft": None,
+            "refine_selection": view.get("selection"),
+        }
+        best = best_message(state, result, self.options.stream_drafts) if result.value else None
+        if self.keep_evaluation_turns:
+            return update | {"messages": woven(state, best)}
+        return update | ({"messages": [best]} if best is not None else {})
+
+    def result(self, state: Mapping[str, Any]) -> RefineResult:
+        """The loop's outcome from the agent's state."""
+        return RefineResult.from_state(loop_view(state))
+
+
+def resolve_evaluator(
+    evaluator: EvaluatorLike, judge_model: BaseChatModel | str | None
+) -> BaseEvaluator | None:
+    """The middleware's evaluator: the one given, an LLM judge on `judge_model`, or None.
+
+    None means the agent's own model judges, as the graph's judge falls back to the
+    generator's model; the middleware sees it at the first model call.
+
+    Raises:
+        ValueError: If both an evaluator and `judge_model` are given.
+    """
+    if evaluator is None:
+        return None if judge_model is None else llm_judge(judge_model)
+    if judge_model is not None:
+        raise ValueError("judge_model is only used when evaluator is None; pass one or the other")
+    return as_evaluator(evaluator)
+
+
+def default_comparer(comparer: ComparerLike, judge: BaseEvaluator | None) -> Comparer | None:
+    """The comparer of `select="pairwise"`: the one given, else the LLM judge's model.
+
+    None: the agent's own model compares, as it judges (set at the first model call).
+    """
+    if comparer is not None:
+        return as_comparer(comparer)
+    return as_comparer(judge.model) if isinstance(judge, LLMJudge) else None
+
+
+def ladder_of(models: Sequence[BaseChatModel | str] | None) -> list[BaseChatModel]:
+    """The ladder's chat models, cheapest first (model strings resolved), or none.
+
+    Raises:
+        ValueError: If `models` is not a list of chat models or model strings, is empty,
+            or names one model twice.
+    """
+    if models is None:
+        return []
+    one = isinstance(models, str) or kind_of(models) in ("chat", "runnable")
+    if one or not isinstance(models, Sequence) or not models:
+        raise ValueError(
+            f"models must be a non-empty list of chat models or 'provider:model' strings, "
+            f"cheapest first, got {models!r}"
+        )
+    rungs = [resolve_chat_model(model, option=f"models[{i}]") for i, model in enumerate(models)]
+    names = [model_name(rung) for rung in rungs]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ValueError(
+            f"models names {twice} more than once: each rung of the ladder must be a "
+            "different model (Attempt.model and the strategy record tell rungs apart by name)"
+        )
+    return rungs
+
+
+def check_binds(rungs: Sequence[BaseChatModel], tools: Sequence[Any]) -> None:
+    """Refuse a ladder whose rung cannot call the agent's tools, before any model call.
+
+    Raises:
+        ValueError: Naming the rung and what failed.
+    """
+    if not tools:
+        return
+    for i, rung in enumerate(rungs):
+        try:
+            rung.bind_tools(list(tools))
+        except Exception as exc:  # NotImplementedError, a provider's own refusal
+            raise ValueError(
+                f"models[{i}] ({model_name(rung)}) cannot bind the agent's tools: "
+                f"{type(exc).__name__}: {exc}; use a chat model that supports tool calling "
+                "for every rung, or an agent without tools"
+            ) from exc

@@ -1,0 +1,442 @@
+"""`RefineMiddleware`: the refine loop inside a LangChain agent built with `create_agent`.
+
+The agent keeps its own loop (model, tools, model, ...). When it gives a final answer (an
+AI message without tool calls), this middleware evaluates it and either sends the agent
+back to its model with the feedback or ends the run with the best answer as the last
+message. The round is the graph's (`_round.evaluate_round`, driven here by the hooks), as
+are the options, the stop rules, the budget, the record, the prompts, selection and the
+human review; the agent's state keys and decisions are in `_agent_loop`, the loop's turns
+kept beside the conversation in `_transcript`.
+
+The hooks, in the agent's graph:
+
+- `before_agent`: starts a loop for this run (the task is the last human message);
+- `before_model`: checks the budget before every model call;
+- `wrap_model_call`: the round's rung makes the call, which sees the conversation with
+  the loop's turns woven in; counts the call and its tokens; keeps a final answer aside;
+- `after_model`: evaluates a final answer and decides (refine, or stop);
+- `after_agent`: the human review (its own step, so resuming it repeats no model call),
+  a pairwise selection, and the end of the loop.
+
+`before_agent` and `before_model` make no call, so their sync hooks serve async runs
+too; the other async hooks drive the same round as their sync twins (`_round.drive` /
+`adrive`): only the evaluator's and the store's calls differ.
+
+Needs the `agents` extra: `pip install 'langgraph-refine[agents]'`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, suppress
+from dataclasses import replace
+from typing import Any, Unpack
+
+try:
+    from langchain.agents.middleware import (
+        AgentMiddleware,
+        ExtendedModelResponse,
+        ModelRequest,
+        ModelResponse,
+        hook_config,
+    )
+    from langchain.agents.middleware.internal_call_transformer import InternalCallTransformer
+except ImportError as exc:  # the optional dependency is missing
+    raise ImportError(
+        "RefineMiddleware needs LangChain's agents (langchain>=1.5), which is not installed: "
+        "pip install 'langgraph-refine[agents]'"
+    ) from exc
+
+from langchain_core.language_models import BaseChatModel
+from langgraph.constants import TAG_NOSTREAM
+from langgraph.runtime import Runtime
+from langgraph.store.base import BaseStore
+
+from langgraph_refine._agents import _agent_loop as turns
+from langgraph_refine._agents._agent_loop import (
+    LOOP_NAME,
+    AgentLoop,
+    Edit,
+    Finish,
+    RefineAgentState,
+    check_binds,
+    default_comparer,
+    ladder_of,
+    resolve_evaluator,
+)
+from langgraph_refine._calls._budget import BudgetMeter, BudgetStop, check_rungs_priced, metered
+from langgraph_refine._decisions._options import AGENT, AGENT_DEFAULTS, AgentOptions, LoopOptions
+from langgraph_refine._decisions._round import (
+    Confirm,
+    Exchange,
+    Flow,
+    Outcome,
+    Request,
+    adrive,
+    drive,
+    evaluate_round,
+    report,
+)
+from langgraph_refine._kinds import model_name
+from langgraph_refine._loop._review import ReviewNode, require_checkpointer
+from langgraph_refine._loop._select import as_comparer
+from langgraph_refine._loop._step import child_config, emit
+from langgraph_refine._records._record import RecordUpdate, aexchange, exchange, record_store
+from langgraph_refine._result import RefineResult
+from langgraph_refine._state import (
+    Attempt,
+    Evaluation,
+)
+from langgraph_refine._stop_rules import StopRules
+from langgraph_refine.evaluators import llm_judge
+from langgraph_refine.evaluators._base import EvaluatorLike
+
+
+class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
+    """The evaluator-optimizer loop as middleware for `langchain.agents.create_agent`.
+
+    Each final answer of the agent (an AI message without tool calls) is kept aside and
+    evaluated (the graph's round). If no stop rule holds, the agent runs its model again
+    with the feedback, tools still available. When the loop stops, the best answer (a
+    `PASS` verdict outranks any score; ties go to the earlier answer) joins the
+    conversation once, as its last message: the answers the loop rejected and its own
+    turns never join it (`keep_evaluation_turns=True` weaves them in at the end).
+    `result(state)` turns the agent's final state into a `RefineResult`.
+
+    Args:
+        evaluator: A callable `(response, state) -> float | Evaluation` (sync or async;
+            `state` holds `task`, `attempts` and the agent's `messages`), a chat model
+            (LLM judge), an evaluator from `langgraph_refine.evaluators`, a list of these
+            (combined), or None: an LLM judge on `judge_model`, else on the agent's own
+            model.
+        options: The loop's options, built once (`LoopOptions`), e.g. the same object
+            handed to `create_refine_graph`; keywords override it. Its fields give every
+            option (its `strategy`, `memory` and `stream_drafts` too); those an agent
+            does not take (`candidates`, `prompt_form`, ...) must keep their defaults.
+        models: A ladder of the agent's models, cheapest first (chat models or
+            `"provider:model"` strings): every model call of a round, tool turns
+            included, is made by that round's rung. None: the agent's own model.
+        keep_evaluation_turns: False (default): the conversation ends as the request,
+            the tool calls and the best answer. True rewrites it at the end with every
+            answer and the loop's turns woven in (the best answer last).
+        **settings: The options an agent takes (`AgentOptions`): the fields of
+            `LoopOptions`, with their meaning and defaults, overriding `options`. Without
+            `options`, three defaults suit a chat: `strategy="chain"` (the agent goes on
+            from its last answer), `memory="all"` (it sees all its answers, as a
+            conversation would) and `stream_drafts=False` (no draft reaches a `messages`
+            stream: the best answer arrives once, whole; `True` streams every draft,
+            each chunk's metadata naming its `refine_attempt`).
+
+    Raises:
+        ValueError: If an option is outside its allowed range, or one an agent does not
+            take is given (the message names it and says why).
+
+    Example:
+        >>> from langgraph_refine import RefineMiddleware
+        >>> from langgraph_refine.evaluators import contains_all
+        >>> refine = RefineMiddleware(contains_all(["1889", "330"]), max_iterations=2)
+        >>> refine.stop_rules.max_iterations
+        2
+
+        Then `refine.result(create_agent(model, tools, middleware=[refine]).invoke(...))`.
+    """
+
+    state_schema = RefineAgentState
+    # Keeps the loop's own calls (internal-call metadata) out of `run.messages`.
+    transformers = (InternalCallTransformer,)
+
+    def __init__(
+        self,
+        evaluator: EvaluatorLike = None,
+        *,
+        options: LoopOptions | None = None,
+        models: Sequence[BaseChatModel | str] | None = None,
+        keep_evaluation_turns: bool = False,
+        **settings: Unpack[AgentOptions],
+    ) -> None:
+        super().__init__()
+        if options is None:
+            settings = {**AGENT_DEFAULTS, **settings}
+        built = LoopOptions.build(options, surface=AGENT, **settings)
+        review = (
+            None
+            if built.human_review is None
+            else ReviewNode(
+                built.human_review, on_budget_exhausted=built.on_budget_exhausted, name=LOOP_NAME
+            )
+        )
+        self.rungs = ladder_of(models)
+        check_rungs_priced(built.budget, self.rungs, "models")  # before any call is paid
+        judge = resolve_evaluator(evaluator, built.judge_model)  # None: the agent's model
+        self.loop = AgentLoop(
+            replace(built, name=LOOP_NAME),
+            judge,
+            review,
+            bool(keep_evaluation_turns),
+            ladder=[model_name(rung) for rung in self.rungs],
+            comparer=default_comparer(built.comparer, judge),
+        )
+        self._bound_checked = False
+
+    @property
+    def stop_rules(self) -> StopRules:
+        """The loop's stop rules (from its options)."""
+        return self.loop.options.rules
+
+    # -- before_agent and before_model: a new loop per run, the budget -------------------
+
+    def before_agent(self, state: RefineAgentState, runtime: Runtime[Any]) -> dict[str, Any]:
+        """Start a loop: the task is the last human message; earlier runs' attempts go.
+
+        Raises:
+            ValueError: With `human_review`, if the agent has no checkpointer (before
+                any model call).
+        """
+        if self.loop.review is not None:
+            require_checkpointer()
+        return self.loop.start(state)
+
+    @hook_config(can_jump_to=["end"])
+    def before_model(self, state: RefineAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Stop the loop (no model call) when a budget limit is already reached."""
+        return self.loop.budget_stop(state)
+
+    # -- wrap_model_call: counting ---------------------------------------------------------
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+    ) -> ExtendedModelResponse[Any]:
+        """Call the model and count the call, its tokens, cost and time in `refine_usage`.
+
+        The model call runs under the loop's meter, like the graph's steps: it is checked
+        and priced before it is sent (an unpriced model under `max_cost` is refused), and
+        counted once even if the model bypasses LangChain's callbacks. The model sees the
+        conversation with the loop's turns woven in as the round's move shows them (see
+        `_transcript`); with `models`, the round's rung makes the call. A final answer is
+        kept aside for its evaluation (see `_agent_loop.counted`).
+        """
+        request, meter = self._request(request), self.loop.meter(request.state)
+        try:
+            with (
+                metered(meter),
+                meter.invocation() as done,
+                drafting(self.loop.options, request.state),
+            ):
+                response = done(handler(request))
+        except BudgetStop:
+            return turns.refused(meter)
+        except Exception:
+            turns.carry(request, meter)
+            raise
+        return turns.counted(response, meter, turns.model_of(request))
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> ExtendedModelResponse[Any]:
+        """Async twin of `wrap_model_call`."""
+        request, meter = self._request(request), self.loop.meter(request.state)
+        try:
+            with (
+                metered(meter),
+                meter.invocation() as done,
+                drafting(self.loop.options, request.state),
+            ):
+                response = done(await handler(request))
+        except BudgetStop:
+            return turns.refused(meter)
+        except Exception:
+            turns.carry(request, meter)
+            raise
+        return turns.counted(response, meter, turns.model_of(request))
+
+    def _request(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
+        """The round's request: its rung's model, the loop's turns woven in.
+
+        Without an evaluator, the first request's model (the agent's own) becomes the judge.
+
+        Raises:
+            ValueError: If a rung cannot bind the agent's tools (before any model call).
+        """
+        if self.loop.evaluator is None:
+            self.loop.evaluator = llm_judge(request.model)
+        if self.loop.comparer is None:
+            self.loop.comparer = as_comparer(request.model)
+        if self.rungs:
+            if not self._bound_checked:
+                check_binds(self.rungs, list(request.tools))
+                self._bound_checked = True
+            rung = min(int(request.state.get("refine_rung") or 0), len(self.rungs) - 1)  # type: ignore[call-overload]
+            request = request.override(model=self.rungs[rung])
+        return turns.shown(request, self.loop.options.memory)
+
+    # -- after_model: evaluate a final answer ----------------------------------------------
+
+    @hook_config(can_jump_to=["model", "end"])
+    def after_model(self, state: RefineAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Evaluate the agent's final answer; refine (back to the model) or stop."""
+        turn = self.loop.turn(state)
+        if turn is None:
+            return self.loop.unanswered(state)
+        calls = _Calls(self.loop, state, turn.view, turn.meter, runtime)
+        outcome = drive(calls.flow(self.loop.pending(state, turn)), calls.answer)
+        return self.loop.after_round(state, turn, calls.sent(outcome))
+
+    @hook_config(can_jump_to=["model", "end"])
+    async def aafter_model(
+        self, state: RefineAgentState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """Async twin of `after_model`."""
+        turn = self.loop.turn(state)
+        if turn is None:
+            return self.loop.unanswered(state)
+        calls = _Calls(self.loop, state, turn.view, turn.meter, runtime)
+        outcome = await adrive(calls.flow(self.loop.pending(state, turn)), calls.aanswer)
+        return self.loop.after_round(state, turn, calls.sent(outcome))
+
+    # -- after_agent: review and the end ---------------------------------------------------
+
+    @hook_config(can_jump_to=["model"])
+    def after_agent(self, state: RefineAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Ask the human reviewer (if any), then refine again or end with the best answer.
+
+        A reviewer's edit is evaluated (one more evaluator call, within the budget) and
+        ends the loop with the edited text.
+
+        Raises:
+            BudgetExhaustedError: On a budget stop with `on_budget_exhausted="raise"`.
+        """
+        outcome = self.loop.review_outcome(state)
+        if isinstance(outcome, Finish):
+            record = outcome.selection.run(metered_call(outcome.meter))
+            return self.loop.selected(state, outcome, record)
+        if not isinstance(outcome, Edit):
+            return outcome
+        calls = _Calls(self.loop, state, outcome.view, outcome.meter, runtime)
+        judged = drive(calls.flow(outcome.attempt), calls.answer)
+        return self.loop.end_with_edit(state, outcome, calls.sent(judged))
+
+    @hook_config(can_jump_to=["model"])
+    async def aafter_agent(
+        self, state: RefineAgentState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """Async twin of `after_agent`."""
+        outcome = self.loop.review_outcome(state)
+        if isinstance(outcome, Finish):
+            run = outcome.selection.arun(ametered_call(outcome.meter), concurrent=False)
+            return self.loop.selected(state, outcome, await run)
+        if not isinstance(outcome, Edit):
+            return outcome
+        calls = _Calls(self.loop, state, outcome.view, outcome.meter, runtime)
+        judged = await adrive(calls.flow(outcome.attempt), calls.aanswer)
+        return self.loop.end_with_edit(state, outcome, calls.sent(judged))
+
+    def result(self, state: Mapping[str, Any]) -> RefineResult:
+        """The loop's `RefineResult` from the agent's state (what `invoke` returned).
+
+        Args:
+            state: The agent's output state, or `agent.get_state(config).values`.
+        """
+        return self.loop.result(state)
+
+
+def drafting(options: LoopOptions, state: Mapping[str, Any]) -> AbstractContextManager[None]:
+    """The agent's model call as a chat sees it: hidden, or tagged with its attempt."""
+    if options.stream_drafts:
+        return child_config(metadata=turns.draft_metadata(state))
+    return child_config(tags=[TAG_NOSTREAM])
+
+
+def metered_call(meter: BudgetMeter) -> Callable[..., Any]:
+    """`call(fn, *args)` under the loop's meter: a comparison counted, refused past the budget."""
+
+    def call(fn: Callable[..., Any], *args: Any) -> Any:
+        with metered(meter):
+            return fn(*args)
+
+    return call
+
+
+def ametered_call(meter: BudgetMeter) -> Callable[..., Awaitable[Any]]:
+    """Async twin of `metered_call`."""
+
+    async def call(fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+        with metered(meter):
+            return await fn(*args)
+
+    return call
+
+
+class _Calls:
+    """A hook's answers to the round's requests (see `_round.evaluate_round`).
+
+    The round's decisions are the graph's own; this carries out its calls inside the
+    agent: the evaluator's judgments under the loop's meter (a judgment the budget
+    refuses is not made), the meter's reading, and the strategy record in the agent's
+    store.
+    """
+
+    def __init__(
+        self,
+        loop: AgentLoop,
+        state: Mapping[str, Any],
+        view: dict[str, Any],
+        meter: BudgetMeter,
+        runtime: Runtime[Any],
+    ) -> None:
+        self.loop, self.state, self.view, self.meter = loop, state, view, meter
+        self.store = record_store(loop.options.strategy, getattr(runtime, "store", None))
+
+    def flow(self, pending: Attempt) -> Flow:
+        return evaluate_round(self.view, pending, self.loop.options, self.loop.ladder)
+
+    def sent(self, outcome: Outcome) -> Outcome:
+        """The outcome, its round events sent to the custom stream."""
+        for event in report(LOOP_NAME, outcome):
+            emit(event)
+        return outcome
+
+    def _update(self, request: Exchange) -> tuple[BaseStore, RecordUpdate] | None:
+        """The agent's store and this round's record update, when the loop keeps a record."""
+        key = self.loop.record_key(self.state) if self.store is not None else None
+        if self.store is None or key is None:
+            return None
+        return self.store, RecordUpdate(key, request.loop_id, request.attempts)
+
+    def answer(self, request: Request) -> Any:
+        if isinstance(request, Exchange):
+            found = self._update(request)
+            return exchange(*found) if found is not None else None
+        evaluator = self.loop.judge()
+        if isinstance(request, Confirm):
+            again: Evaluation | None = None
+            with metered(self.meter), suppress(BudgetStop):
+                again = evaluator.evaluate(request.response, self.view)
+            return again, self.meter.delta()
+        made: list[Evaluation] = []
+        with metered(self.meter), suppress(BudgetStop):  # a refused judgment is not made
+            for response in request.responses:
+                made.append(evaluator.evaluate(response, self.view))
+        return made, self.meter.delta()
+
+    async def aanswer(self, request: Request) -> Any:
+        if isinstance(request, Exchange):
+            found = self._update(request)
+            return await aexchange(*found) if found is not None else None
+        evaluator = self.loop.judge()
+        if isinstance(request, Confirm):
+            again: Evaluation | None = None
+            with metered(self.meter), suppress(BudgetStop):
+                again = await evaluator.aevaluate(request.response, self.view)
+            return again, self.meter.delta()
+        made: list[Evaluation] = []
+        with metered(self.meter), suppress(BudgetStop):
+            for response in request.responses:
+                made.append(await evaluator.aevaluate(response, self.view))
+        return made, self.meter.delta()
+
+
+__all__ = ["RefineAgentState", "RefineMiddleware"]

@@ -1,0 +1,285 @@
+"""A ladder of models: which rung writes the next attempt.
+
+`generator=[cheap, ..., strong]` makes a ladder, cheapest first. Attempt 0 is written by
+the first rung; a stronger rung is used only when the rungs below it stop raising the
+best score:
+
+- Cold (every strategy, and explore without a record): after a round on the current
+  rung that did not raise the best score by at least `MIN_GAIN`, the next round climbs
+  one rung. A round that
+  raised it stays where it is, so a run whose first rung passes never calls another.
+- Warm (explore with a strategy record): the record keeps each rung's refinement
+  rounds under the move kind `"rung:<model>"` (rounds, raised, fell; see
+  `round_stats`). A rung whose pooled rounds rarely raise the best
+  (`raise rate < STAY_RATE` over at least `MIN_ROUNDS` rounds) is left after its first
+  unsuccessful attempt, attempt 0 included; a rung above that never raised the best in
+  `MIN_ROUNDS` rounds is skipped (unless it is the top). Per dollar: when the record
+  and the prices know every rung above that may help, the climb goes to the one that
+  raised the best most often per dollar. A stalled rung is never kept for being cheap:
+  measured, a rule that kept the cheap rung while its pooled raise rate per dollar beat
+  the strong one's never left it on hard tasks (quality 0.18 below strong alone).
+- Warm, by state: the record also counts each rung's rounds by the state the run was in
+  when they began (`run_state`; key `"rung:<model>@<state>"`), a round counting as a
+  raise only when it raised the best by a band's width or to 1.0. With `STATE_ROUNDS`
+  such rounds of the current rung from the run's state, they decide: the run leaves the
+  rung when their smoothed raise rate is under `STAY_RATE`, or when the rung above
+  raised the best from that state more often per dollar (prices known); else it stays,
+  even after a round that did not raise the best. So a cheap rung is left at once after
+  a low first score (where it has never helped) and kept after a high one. A state the
+  record has not seen follows the cold rule (and the pooled "left after attempt 0" rule
+  applies only to a record written before states). Measured over random task mixes in
+  `make bench BENCH=ladder`.
+- Budget (`Budget(max_cost=...)`): a rung whose next call the money left cannot pay for
+  is not chosen while a cheaper rung can still be paid. A rung's next call is estimated
+  as the most one of its calls has cost so far in this run (the prompt grows by round,
+  so the largest call so far is the closest estimate); a rung not yet called is priced
+  (`Budget(prices=...)`, else the `genai-prices` data) for a call of this run's mean
+  size in tokens so far (`rung_prices`); one whose price is unknown is taken as payable
+  (the budget meter still refuses the call before it is sent).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from langgraph_refine._calls._prices import ModelRef, Pricing
+from langgraph_refine._decisions._strategy import (
+    RUNG_KIND,
+    STATE_MARK,
+    MoveStats,
+    run_state,
+    state_kind,
+)
+from langgraph_refine._state import Attempt
+
+STAY_RATE = 0.25
+"""A rung whose refinement rounds raised the best less often than this is left at once."""
+
+MIN_ROUNDS = 3
+"""Pooled rounds on a rung before its record decides anything."""
+
+STATE_ROUNDS = 5
+"""Pooled rounds of a rung from one state before they decide anything there; their rate
+is smoothed, `(raised + 1) / (rounds + 2)`, so it takes five rounds without a raise to
+leave a rung from a state (a rung that raises half the time shows that 3% of the time)."""
+
+MIN_GAIN = 0.1
+"""A round counts as raising the best, for the ladder, only if it raised it by this much:
+a cheap model creeping up by a few hundredths a round would otherwise never hand over
+(measured in `make bench BENCH=ladder`)."""
+
+
+def rung_kind(model: str) -> str:
+    """The record's move kind for one rung."""
+    return f"{RUNG_KIND}{model}"
+
+
+def next_rung(
+    attempts: Sequence[Attempt],
+    names: Sequence[str],
+    *,
+    record: Mapping[str, MoveStats] | None = None,
+    money_left: float | None = None,
+    prices: Mapping[str, float] | None = None,
+) -> int:
+    """The rung that writes the next attempt.
+
+    Args:
+        attempts: Every attempt so far (the latest just evaluated).
+        names: The rungs' model names, cheapest first.
+        record: The pooled strategy record (explore with a store), else None.
+        money_left: What `Budget.max_cost` leaves, if set.
+        prices: A known cost per call by model name (`Budget` prices), if any.
+
+    Returns:
+        The index of the rung.
+    """
+    if len(names) < 2 or not attempts:
+        return 0
+    latest = attempts[-1]
+    current = latest.rung if latest.rung is not None else 0
+    state = run_state(attempts)
+    target = current
+    if current + 1 < len(names) and _stalled(attempts, names, current, record, state, prices):
+        target = _climb(record, names, current, prices, state)
+    return _payable(target, attempts, names, money_left, prices)
+
+
+def _stalled(
+    attempts: Sequence[Attempt],
+    names: Sequence[str],
+    current: int,
+    record: Mapping[str, MoveStats] | None,
+    state: str | None,
+    prices: Mapping[str, float] | None,
+) -> bool:
+    """Whether the run leaves the current rung (see the module's docstring).
+
+    With `MIN_ROUNDS` pooled rounds of this rung from the run's state, the record
+    decides: leave when they rarely raised the best, or when the rung above raised it
+    more often per dollar from this state; else the cold rule, and a rung whose rounds
+    over every state rarely raise the best is left after attempt 0.
+    """
+    here = _rate(record, names[current], state, smooth=True)
+    if here is not None:  # the record knows this rung from this state
+        if here < STAY_RATE:
+            return True
+        above = _rate(record, names[current + 1], state, smooth=True)
+        price, price_above = (
+            (prices or {}).get(names[current]),
+            (prices or {}).get(names[current + 1]),
+        )
+        return bool(above is not None and price and price_above) and (
+            above / price_above > here / price  # type: ignore[operator]
+        )
+    if _has_states(record):  # a state not seen yet: the cold rule tries the rung from it
+        return not _raised_best(attempts)
+    return not _raised_best(attempts) or (
+        attempts[-1].index == 0 and _rarely_raises(record, names[current])
+    )
+
+
+def _has_states(record: Mapping[str, MoveStats] | None) -> bool:
+    """Whether the record counts rounds by state (one written before states did not)."""
+    return any(STATE_MARK in kind for kind in record or {})
+
+
+def _raised_best(attempts: Sequence[Attempt]) -> bool:
+    """Whether the latest attempt raised the best score (attempt 0 always does)."""
+    latest = attempts[-1]
+    if latest.evaluation is None:
+        return False
+    earlier = [a.evaluation.score for a in attempts[:-1] if a.evaluation is not None]
+    return not earlier or latest.evaluation.score >= max(earlier) + MIN_GAIN
+
+
+def _rate(
+    record: Mapping[str, MoveStats] | None,
+    name: str,
+    state: str | None = None,
+    smooth: bool = False,
+) -> float | None:
+    """A rung's pooled raise rate (from `state` only, if given), None until it has enough rounds.
+
+    Enough is `MIN_ROUNDS`, or `STATE_ROUNDS` from a state, where `smooth` gives the rate
+    as `(raised + 1) / (rounds + 2)`.
+    """
+    if state is None:
+        stats = (record or {}).get(rung_kind(name))
+        if stats is None or stats.rounds < MIN_ROUNDS:
+            return None
+        return stats.raised / stats.rounds
+    stats = (record or {}).get(state_kind(rung_kind(name), state))
+    if stats is None or stats.rounds < STATE_ROUNDS:
+        return None
+    if smooth:  # a few unlucky rounds do not condemn a rung
+        return (stats.raised + 1) / (stats.rounds + 2)
+    return stats.raised / stats.rounds
+
+
+def _rarely_raises(record: Mapping[str, MoveStats] | None, name: str) -> bool:
+    rate = _rate(record, name)
+    return rate is not None and rate < STAY_RATE
+
+
+def _climb(
+    record: Mapping[str, MoveStats] | None,
+    names: Sequence[str],
+    current: int,
+    prices: Mapping[str, float] | None,
+    state: str | None = None,
+) -> int:
+    """The rung to climb to: one up, past rungs the record says never raise the best.
+
+    When the record has a raise rate and a price for every rung above that may help, the
+    one that raises the best most often per dollar (ties: the cheaper, lower rung). A
+    rung's rate is its rounds' from the run's state when it has `MIN_ROUNDS` there, else
+    its rounds' over every state.
+    """
+
+    def rate(name: str) -> float | None:
+        here = _rate(record, name, state)
+        return here if here is not None else _rate(record, name)
+
+    above = [i for i in range(current + 1, len(names)) if rate(names[i]) != 0.0]
+    if not above:
+        return len(names) - 1  # every rung above is useless: the top is the last resort
+    worth = {i: (rate(names[i]), (prices or {}).get(names[i])) for i in above}
+    if all(rate is not None and price for rate, price in worth.values()):
+        return max(above, key=lambda i: (worth[i][0] / worth[i][1], -i))  # type: ignore[operator]
+    return above[0]
+
+
+def _payable(
+    target: int,
+    attempts: Sequence[Attempt],
+    names: Sequence[str],
+    money_left: float | None,
+    prices: Mapping[str, float] | None,
+) -> int:
+    """`target`, or the dearest cheaper rung the money left pays for when it cannot."""
+    if money_left is None:
+        return target
+    for index in range(target, -1, -1):
+        estimate = _estimate(index, attempts, names, prices)
+        if estimate is None or estimate <= money_left:
+            return index
+    return target  # nothing is payable: the meter stops the loop before the call
+
+
+def _estimate(
+    index: int,
+    attempts: Sequence[Attempt],
+    names: Sequence[str],
+    prices: Mapping[str, float] | None,
+) -> float | None:
+    """The cost of rung `index`'s next call (see the module's docstring), None if unknown."""
+    dearest = _dearest_call(attempts, names[index])
+    if dearest is not None:
+        return dearest
+    return (prices or {}).get(names[index])
+
+
+def _dearest_call(attempts: Sequence[Attempt], name: str) -> float | None:
+    costs = [
+        a.usage.cost / a.usage.calls
+        for a in attempts
+        if a.model == name and a.usage.cost is not None and a.usage.calls
+    ]
+    return max(costs) if costs else None
+
+
+def rung_prices(
+    attempts: Sequence[Attempt], names: Sequence[str], pricing: Pricing | None
+) -> dict[str, float]:
+    """Each rung's cost per call: what its calls cost in this run, else its price.
+
+    A rung not called yet is priced (by `Budget(prices=...)` or the `genai-prices` data)
+    for a call of this run's mean size in tokens so far; unknown prices are left out.
+    """
+    known = cost_per_call(attempts)
+    calls = sum(a.usage.calls for a in attempts)
+    if pricing is None or not calls:
+        return known
+    size = {
+        "input_tokens": sum(a.usage.input_tokens for a in attempts) / calls,
+        "output_tokens": sum(a.usage.output_tokens for a in attempts) / calls,
+    }
+    for name in names:
+        if name not in known:
+            provider, _, model = name.rpartition(":")
+            price = pricing.cost(ModelRef(model, provider or None), size)
+            if price:
+                known[name] = price
+    return known
+
+
+def cost_per_call(attempts: Sequence[Attempt]) -> dict[str, float]:
+    """The mean cost of one call per model in this run, for the models whose cost is known."""
+    cost: dict[str, float] = {}
+    calls: dict[str, int] = {}
+    for a in attempts:
+        if a.model is not None and a.usage.cost is not None and a.usage.calls:
+            cost[a.model] = cost.get(a.model, 0.0) + a.usage.cost
+            calls[a.model] = calls.get(a.model, 0) + a.usage.calls
+    return {model: cost[model] / calls[model] for model in cost}

@@ -1,0 +1,760 @@
+"""The loop's options, declared once: validated when the graph is built or a run starts.
+
+`LoopOptions` is the declaration: one field per option (type, default, meaning in its
+docstring, validation in `__post_init__`), each saying which surfaces take it (`Declared`):
+`create_refine_graph` and `refine` (`RefineOptions`), `RefineMiddleware`
+(`AgentOptions`), a run's context (`RefineContext`, `LoopOptions.for_run`) and the
+command line's flags. The typed dicts are written out for type checkers; a test
+checks every surface against the declaration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from dataclasses import Field, dataclass, field, fields, replace
+from functools import cached_property
+from typing import Any, Literal, TypeAlias, get_args
+
+from langchain_core.language_models import BaseChatModel
+from langgraph.types import RetryPolicy
+from pydantic import BaseModel
+from typing_extensions import TypedDict
+
+from langgraph_refine._calls._budget import Budget
+from langgraph_refine._calls._models import parse_max_tokens
+from langgraph_refine._calls._retry import DEFAULT_RETRY_POLICY
+from langgraph_refine._calls._run_models import check_run_models
+from langgraph_refine._calls._specs import (
+    EvaluatorSpec,
+    check_judge_model,
+    code_checks_allowed,
+    parse_run_specs,
+    parse_specs,
+    run_judge_model,
+)
+from langgraph_refine._decisions._edits import EditsMode, check_edits
+from langgraph_refine._decisions._memory import DEFAULT_MEMORY, MemoryPolicy, validate_memory
+from langgraph_refine._state import (
+    DEFAULT_SELECT_MARGIN,
+    DEFAULT_SELECT_TOP,
+    ComparerLike,
+    PromptForm,
+    Select,
+    Strategy,
+)
+from langgraph_refine._stop_rules import StopRules
+from langgraph_refine._typed import OutputSchema
+
+HumanReview: TypeAlias = Literal["final", "every_round"]
+"""When a human reviews: when the loop would stop, or after every evaluation."""
+
+OnBudgetExhausted: TypeAlias = Literal["stop", "raise"]
+"""What a budget stop does: return the best so far, or raise `BudgetExhaustedError`."""
+
+DEFAULT_STRATEGY: Strategy = "explore"
+"""The strategy that measured best in `make bench` (benchmarks/RESULTS.md says why)."""
+
+DEFAULT_PROMPT_FORM: PromptForm = "single"
+"""The refinement prompt form that measured best in `make bench`."""
+
+
+def check_choice(option: str, value: object, allowed: Any, *, optional: bool = False) -> Any:
+    """Return `value` if it is one of the `Literal` type's values, else raise.
+
+    Args:
+        option: The option name, for the message.
+        value: What the caller passed.
+        allowed: A `Literal[...]` type; its values are the allowed ones.
+        optional: Whether None is allowed too.
+
+    Raises:
+        ValueError: Naming the option, the value and the allowed values.
+    """
+    choices = get_args(allowed)
+    if (optional and value is None) or value in choices:
+        return value
+    listed = ", ".join(repr(c) for c in ((None, *choices) if optional else choices))
+    raise ValueError(f"{option} must be one of {listed}; got {value!r}")
+
+
+class RefineOptions(TypedDict, total=False):
+    """The keyword options of `create_refine_graph` and `refine` / `arefine`.
+
+    Typed so editors complete them and type checkers check them:
+    `refine(model, task, evaluator, **options)` with `options: RefineOptions`, or the
+    keywords written out. Each is a field of `LoopOptions`, which gives its meaning and
+    default; a test keeps the two in step.
+    """
+
+    judge_model: BaseChatModel | str | None
+    target_score: float
+    max_iterations: int
+    patience: int | None
+    min_delta: float
+    budget: Budget | None
+    on_budget_exhausted: OnBudgetExhausted
+    memory: MemoryPolicy
+    human_review: HumanReview | None
+    strategy: Strategy
+    max_attempt_chars: int
+    prompt_form: PromptForm
+    name: str
+    candidates: int
+    retry_policy: RetryPolicy | Sequence[RetryPolicy] | None
+    record_key: str | None
+    output_schema: type[BaseModel] | Mapping[str, Any] | OutputSchema | None
+    select: Select
+    select_top: int
+    select_margin: float
+    comparer: ComparerLike
+    confirm_pass: bool
+    edits: EditsMode
+    stream_drafts: bool
+
+
+class RefineContext(TypedDict, total=False):
+    """Options that can be set per run: `graph.invoke(input, config, context={...})`.
+
+    Each key overrides the option the graph was built with, for that run only (and so,
+    on LangGraph Server, per run or per assistant). Invalid values fail with `ValueError`
+    before any model call.
+
+    `budget` is a dict of `Budget`'s fields: `max_calls`, `max_tokens`, `max_seconds`,
+    `max_cost` and `prices`.
+
+    Besides the loop's options, a run may set its check and its models' limits:
+
+    - `evaluator`: a check spec or a list of them (combined with equal weights), in the
+      CLI's spec language (`contains:a,b`, `regex:...`, `words:MIN-MAX`, `judge`,
+      `no_repetition`, `schema:{...}`); it replaces the graph's evaluator for the run.
+      Specs that read files or run code (`json-schema:FILE`, `python-tests:FILE`) are
+      refused unless the environment sets `LANGGRAPH_REFINE_ALLOW_CODE_CHECKS=1`.
+    - `judge_model`: the model of the run's `judge` check (a model string); alone, it
+      makes the run's check `judge` on that model. `REFINE_JUDGE_MODELS`, when set,
+      lists the models a run may name.
+    - `max_tokens`: output tokens per generator call; at most the generator's own
+      `max_tokens` (on the served graphs, `REFINE_MAX_TOKENS`).
+    - `edits`: `True`, `False` or `"auto"`: refinements ask for SEARCH/REPLACE edits
+      (see `create_refine_graph`).
+    - `models`: a list of model strings, cheapest first: the run's generator is a ladder
+      of these models in place of the graph's generator (one name: that model alone).
+      `REFINE_MODELS`, when set, lists the models a run may name (see `_run_models`).
+    """
+
+    target_score: float
+    max_iterations: int
+    patience: int | None
+    min_delta: float
+    budget: dict[str, Any] | None
+    strategy: Strategy
+    evaluator: str | list[str]
+    judge_model: str
+    max_tokens: int
+    record_key: str
+    output_schema: dict[str, Any] | None
+    select: Select
+    select_top: int
+    select_margin: float
+    confirm_pass: bool
+    edits: EditsMode
+    models: list[str]
+
+
+class AgentOptions(TypedDict, total=False):
+    """The keyword options of `RefineMiddleware`: the `LoopOptions` fields an agent takes.
+
+    The others (`candidates`, `prompt_form`, ...) have no meaning in an agent, and
+    `RefineMiddleware` refuses them; `LoopOptions`'s declaration says why for each.
+    """
+
+    judge_model: BaseChatModel | str | None
+    target_score: float
+    max_iterations: int
+    patience: int | None
+    min_delta: float
+    budget: Budget | None
+    on_budget_exhausted: OnBudgetExhausted
+    human_review: HumanReview | None
+    strategy: Strategy
+    record_key: str | None
+    memory: MemoryPolicy
+    select: Select
+    select_top: int
+    select_margin: float
+    comparer: ComparerLike
+    confirm_pass: bool
+    edits: EditsMode
+    stream_drafts: bool
+
+
+AGENT_DEFAULTS: AgentOptions = {"strategy": "chain", "memory": "all", "stream_drafts": False}
+"""`RefineMiddleware`'s own defaults without `options=`: a chat goes on from its last
+answer, sees all its answers, and gets the best one once, whole."""
+
+
+GRAPH = "graph"
+"""Surface: `create_refine_graph`'s keywords, and so `refine`/`arefine`'s (`RefineOptions`)."""
+AGENT = "agent"
+"""Surface: `RefineMiddleware`'s keywords (`AgentOptions`)."""
+CONTEXT = "context"
+"""Surface: a run's context (`RefineContext`), on a served graph too."""
+RUN = "run"
+"""Surface: the flags of the command line's `run`."""
+BATCH = "batch"
+"""Surface: the flags of the command line's `batch`."""
+SURFACES: tuple[str, ...] = (GRAPH, AGENT, CONTEXT, RUN, BATCH)
+
+_SURFACE_NAMES = {
+    GRAPH: "create_refine_graph (and refine / arefine)",
+    AGENT: "RefineMiddleware",
+    CONTEXT: "a run's context",
+    RUN: "the run command",
+    BATCH: "the batch command",
+}
+
+
+@dataclass(frozen=True)
+class Declared:
+    """Where a loop option is taken, kept beside its field (`field(metadata=...)`).
+
+    Every surface takes every option, unless the option says why not.
+
+    Args:
+        flags: The command line's flags that set it (the `run` and `batch` surfaces).
+        context_key: Its key in a run's context, when not the field's name.
+        not_in: The surfaces that do not take it, each with the reason.
+    """
+
+    flags: tuple[str, ...] = ()
+    context_key: str | None = None
+    not_in: Mapping[str, str] = field(default_factory=dict)
+
+
+def declare(
+    *,
+    flags: tuple[str, ...] = (),
+    context_key: str | None = None,
+    not_in: Mapping[str, str] | None = None,
+) -> dict[str, Declared]:
+    """A `LoopOptions` field's metadata: where it is taken (see `Declared`).
+
+    Raises:
+        ValueError: For a surface that does not exist (a typo would put the option on it).
+    """
+    unknown = set(not_in or {}) - set(SURFACES)
+    if unknown:
+        raise ValueError(f"unknown surface(s) {sorted(unknown)}; surfaces: {SURFACES}")
+    return {"option": Declared(flags=flags, context_key=context_key, not_in=dict(not_in or {}))}
+
+
+_BUILT = "used when the graph is built, so a run cannot change it"
+_CLI_FIXED = "the command line does not expose it"
+_GRAPH_RUN = "a run's own setting: the graph and the middleware take a generator and an evaluator"
+
+
+@dataclass(frozen=True)
+class LoopOptions:
+    """The refine loop's options, each declared once: type, default, validation, meaning.
+
+    Build it once and pass it as `options=` to `create_refine_graph`, `refine` /
+    `arefine` and `RefineMiddleware`; keywords given beside it override its fields
+    (`create_refine_graph(model, options=opts, max_iterations=2)`). Each surface takes
+    the options that have a meaning there: the middleware refuses a value set for one
+    it does not take (`memory`, `select`, ...), naming the option and why. A run's
+    context (`RefineContext`) sets those a run may change, `LoopOptions.for_run`
+    applying it with the same checks. The nodes decide with it: `rules` holds the
+    stop rules of `target_score`, `max_iterations`, `patience` and `min_delta`.
+
+    Raises:
+        ValueError: If an option is outside its allowed range (the message names it).
+
+    Example:
+        >>> from langgraph_refine import Budget, LoopOptions
+        >>> options = LoopOptions(max_iterations=2, budget=Budget(max_calls=8))
+        >>> options.rules.max_iterations
+        2
+    """
+
+    judge_model: BaseChatModel | str | None = field(
+        default=None, metadata=declare(flags=("--judge-model",))
+    )
+    """The model of the default LLM judge (when `evaluator` is None): a chat model or a
+    `"provider:model"` string. By default the generator's model (the ladder's first rung).
+    In a run's context, a model string: alone, it makes the run's check `judge` on that
+    model (`REFINE_JUDGE_MODELS`, when set, lists the models a run may name)."""
+
+    target_score: float = field(default=0.9, metadata=declare(flags=("--target-score",)))
+    """Stop once an attempt scores at least this, in [0, 1]."""
+
+    max_iterations: int = field(default=4, metadata=declare(flags=("--max-iterations",)))
+    """Refinement rounds after the first generation (>= 0)."""
+
+    patience: int | None = field(default=2, metadata=declare(flags=("--patience",)))
+    """Stop after this many refinement rounds without raising the best score by more
+    than `min_delta` (>= 1); None disables the rule."""
+
+    min_delta: float = field(default=0.0, metadata=declare(flags=("--min-delta",)))
+    """Improvement of the best score that counts as progress (>= 0)."""
+
+    budget: Budget | None = field(
+        default=None,
+        metadata=declare(
+            flags=("--budget-calls", "--budget-tokens", "--budget-seconds", "--max-cost", "--price")
+        ),
+    )
+    """Limits on model calls, tokens, seconds and cost, checked before every call (None:
+    no limit). In a run's context, a dict of `Budget`'s fields."""
+
+    on_budget_exhausted: OnBudgetExhausted = field(
+        default="stop", metadata=declare(flags=("--on-budget-exhausted",), not_in={CONTEXT: _BUILT})
+    )
+    """`"stop"` returns the best so far; `"raise"` raises `BudgetExhaustedError`
+    carrying it."""
+
+    memory: MemoryPolicy = field(
+        default=DEFAULT_MEMORY,
+        metadata=declare(
+            flags=("--memory",),
+            not_in={CONTEXT: _BUILT},
+        ),
+    )
+    """Earlier attempts shown to the generator: `"best_and_last"` (default, bounded),
+    `"last"`, `"all"`, or an int window of the latest attempts."""
+
+    human_review: HumanReview | None = field(
+        default=None,
+        metadata=declare(
+            flags=("--review",),
+            not_in={CONTEXT: _BUILT, BATCH: "a batch runs without a person to answer"},
+        ),
+    )
+    """None, `"final"` (interrupt when the loop would stop) or `"every_round"`
+    (interrupt after every evaluation). Needs a checkpointer."""
+
+    strategy: Strategy = field(default=DEFAULT_STRATEGY, metadata=declare(flags=("--strategy",)))
+    """What each round after the first does: `"explore"` (default: refine while it
+    helps, else choose between refining an earlier attempt and sampling afresh),
+    `"chain"` (always refine the latest) or `"sample"` (best-of-N). `RefineMiddleware`
+    without `options=` chains by default."""
+
+    max_attempt_chars: int = field(
+        default=8000,
+        metadata=declare(
+            not_in={
+                CONTEXT: _BUILT,
+                AGENT: "the agent keeps its own conversation",
+                RUN: _CLI_FIXED,
+                BATCH: _CLI_FIXED,
+            }
+        ),
+    )
+    """Each attempt shown in a refinement prompt is cut to this many characters, with a
+    note that it was cut."""
+
+    prompt_form: PromptForm = field(
+        default=DEFAULT_PROMPT_FORM,
+        metadata=declare(
+            not_in={
+                CONTEXT: _BUILT,
+                AGENT: "the agent writes its own turns",
+                RUN: _CLI_FIXED,
+                BATCH: _CLI_FIXED,
+            }
+        ),
+    )
+    """How a chat model is asked to refine: `"messages"` (a conversation: task, attempt
+    as the model's turn, feedback) or `"single"` (one message)."""
+
+    name: str = field(
+        default="refine",
+        metadata=declare(
+            not_in={
+                CONTEXT: _BUILT,
+                AGENT: "the agent's loop is always named 'refine'",
+                RUN: _CLI_FIXED,
+                BATCH: _CLI_FIXED,
+            }
+        ),
+    )
+    """The loop's name, used in run names, tags and stream events."""
+
+    candidates: int = field(
+        default=1,
+        metadata=declare(
+            not_in={
+                CONTEXT: _BUILT,
+                AGENT: "an agent gives one answer a turn",
+                RUN: _CLI_FIXED,
+                BATCH: _CLI_FIXED,
+            }
+        ),
+    )
+    """Responses sampled per round (>= 1). Each is evaluated and the best becomes the
+    round's attempt. Every candidate is a model call (and a judge call with an LLM
+    judge)."""
+
+    retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = field(
+        default=DEFAULT_RETRY_POLICY,
+        metadata=declare(
+            not_in={
+                CONTEXT: _BUILT,
+                AGENT: "the agent's own nodes retry (create_agent's middleware)",
+                RUN: "the command line sets its own (fewer tries, so a dead server fails fast)",
+                BATCH: "the command line sets its own (fewer tries, so a dead server fails fast)",
+            }
+        ),
+    )
+    """Retry policy of the model-calling nodes; by default transient provider errors are
+    retried with backoff and other errors fail at once."""
+
+    record_key: str | None = field(
+        default=None, metadata=declare(not_in={RUN: _CLI_FIXED, BATCH: _CLI_FIXED})
+    )
+    """The key of the strategy record `strategy="explore"` keeps when the loop runs with
+    a store (`compile(store=...)`). By default it names the generator's model and the
+    evaluator's kind, e.g. `"openai:gpt-4o-mini|llm_judge"`; runs with the same key pool
+    what they learn."""
+
+    output_schema: OutputSchema | None = field(
+        default=None,
+        metadata=declare(flags=("--schema",), not_in={AGENT: "an agent answers in messages"}),
+    )
+    """Refine an object instead of text: a pydantic model class or a JSON schema dict
+    (kept as an `OutputSchema`). A chat model is asked for it through the provider's
+    structured output; each attempt's `response` is the object as JSON text and its
+    `output` the object as plain JSON; a reply that is not a valid object is evaluated
+    FAIL (score 0, the validation errors as feedback) without calling the evaluator. The
+    graph also writes `output` for its caller."""
+
+    select: Select = field(
+        default="score",
+        metadata=declare(
+            flags=("--select",),
+        ),
+    )
+    """How the result is chosen when the loop stops: `"score"` (the best evaluated
+    attempt) or `"pairwise"`: the attempts within `select_margin` of the best score, at
+    most `select_top`, are compared in pairs, each pair in both orders (orders that
+    disagree make a tie); the most wins is the result (then the higher score, then the
+    earlier attempt). Comparisons are model calls counted against the budget; when the
+    budget left cannot pay for all of them, the choice is by score.
+    `RefineResult.metadata["selection"]` lists them."""
+
+    select_top: int = field(
+        default=DEFAULT_SELECT_TOP,
+        metadata=declare(
+            not_in={
+                RUN: _CLI_FIXED,
+                BATCH: _CLI_FIXED,
+            }
+        ),
+    )
+    """The most attempts compared with `select="pairwise"` (>= 2)."""
+
+    select_margin: float = field(
+        default=DEFAULT_SELECT_MARGIN,
+        metadata=declare(
+            not_in={
+                RUN: _CLI_FIXED,
+                BATCH: _CLI_FIXED,
+            }
+        ),
+    )
+    """Score distance from the best within which attempts are compared, in [0, 1]."""
+
+    comparer: ComparerLike = field(
+        default=None,
+        metadata=declare(
+            not_in={
+                CONTEXT: _BUILT,
+                RUN: "the judge model compares",
+                BATCH: "the judge model compares",
+            }
+        ),
+    )
+    """Who compares with `select="pairwise"`: a chat model or model string (asked with
+    the library's pairwise prompt) or a callable `(task, first, second) -> "first" |
+    "second" | "tie"`; by default `judge_model`, else the LLM judge's model, else the
+    generator (a chat model)."""
+
+    confirm_pass: bool = field(
+        default=False,
+        metadata=declare(flags=("--confirm-pass",)),
+    )
+    """When a round would stop on a PASS verdict or on `target_score`, judge the same
+    response once more (one more evaluator call, counted in the budget); stop only if
+    that judgment agrees, else go on with its feedback."""
+
+    edits: EditsMode = field(
+        default=False,
+        metadata=declare(flags=("--edits",)),
+    )
+    """`True`: every refinement (reviewer revisions included) asks a chat-model or graph
+    generator for SEARCH/REPLACE blocks against the refined attempt, and the new
+    attempt's `response` is the edited text (`Attempt.edits` counts the blocks). Blocks
+    that do not all apply change nothing: the attempt keeps its parent's text and is
+    evaluated FAIL (score 0, feedback naming each block) without calling the evaluator.
+    A reply without blocks is a rewrite; fresh samples are written whole. `"auto"`:
+    edits only for attempts longer than `EDITS_AUTO_MIN_CHARS` (2000) characters. With
+    `output_schema`, the edits apply to the object's JSON text, pretty-printed."""
+
+    stream_drafts: bool = field(
+        default=True,
+        metadata=declare(
+            not_in={
+                CONTEXT: _BUILT,
+                RUN: "the command line shows rounds, not tokens",
+                BATCH: "the command line shows rounds, not tokens",
+            }
+        ),
+    )
+    """Whether attempts stream as they are generated (`stream_mode="messages"`), each
+    chunk's metadata naming its attempt (`refine_attempt`), so a UI can replace a draft
+    by the next. False: no token of any attempt streams; the result reaches a chat once
+    (the graph's `messages` answer, the agent's last message). `RefineMiddleware`
+    without `options=` defaults to False."""
+
+    checks: tuple[EvaluatorSpec, ...] | None = field(
+        default=None,
+        metadata=declare(
+            flags=("--evaluator",),
+            context_key="evaluator",
+            not_in={GRAPH: _GRAPH_RUN, AGENT: _GRAPH_RUN},
+        ),
+    )
+    """A run's check, from its context's `evaluator` (check specs in the command line's
+    language); None: the graph's evaluator."""
+
+    max_tokens: int | None = field(
+        default=None,
+        metadata=declare(
+            flags=("--max-tokens",),
+            not_in={GRAPH: "the generator's own setting", AGENT: "the agent's model's own setting"},
+        ),
+    )
+    """Output tokens per generator call for a run, at most the generator's own
+    `max_tokens` (on the served graphs, `REFINE_MAX_TOKENS`)."""
+
+    models: tuple[str, ...] | None = field(
+        default=None,
+        metadata=declare(
+            flags=("--model",), not_in={GRAPH: _GRAPH_RUN, AGENT: "the agent's own model answers"}
+        ),
+    )
+    """A run's own generator: model strings, cheapest first (a ladder in place of the
+    graph's generator; one name: that model alone). `REFINE_MODELS`, when set, lists the
+    models a run may name."""
+
+    def __post_init__(self) -> None:
+        # Frozen, so the coerced schema is set the way dataclasses set fields.
+        object.__setattr__(self, "output_schema", OutputSchema.coerce(self.output_schema))
+        # The stop rules check their own fields; kept for the nodes (see `rules`).
+        self.__dict__["rules"] = self._stop_rules()
+        check_choice("on_budget_exhausted", self.on_budget_exhausted, OnBudgetExhausted)
+        check_choice("human_review", self.human_review, HumanReview, optional=True)
+        check_choice("strategy", self.strategy, Strategy)
+        check_choice("prompt_form", self.prompt_form, PromptForm)
+        check_choice("select", self.select, Select)
+        _check_selection(self.select_top, self.select_margin, self.confirm_pass)
+        check_edits(self.edits)
+        if not isinstance(self.stream_drafts, bool):
+            raise ValueError(f"stream_drafts must be True or False, got {self.stream_drafts!r}")
+        validate_memory(self.memory)
+        if self.budget is not None and not isinstance(self.budget, Budget):
+            raise ValueError(f"budget must be a Budget or None, got {type(self.budget).__name__}")
+        for name, value, floor in (
+            ("max_attempt_chars", self.max_attempt_chars, 1),
+            ("candidates", self.candidates, 1),
+        ):
+            if not isinstance(value, int) or isinstance(value, bool) or value < floor:
+                raise ValueError(f"{name} must be an integer >= {floor}, got {value!r}")
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"name must be a non-empty string, got {self.name!r}")
+        if self.record_key is not None and (
+            not isinstance(self.record_key, str) or not self.record_key.strip()
+        ):
+            raise ValueError(
+                f"record_key must be a non-empty string or None, got {self.record_key!r}"
+            )
+
+    @cached_property
+    def rules(self) -> StopRules:
+        """The stop rules of `target_score`, `max_iterations`, `patience` and `min_delta`."""
+        return self._stop_rules()  # set by __post_init__; this runs only if that was bypassed
+
+    def _stop_rules(self) -> StopRules:
+        # Each of StopRules' parameters is an option of the same name.
+        return StopRules(**{f.name: getattr(self, f.name) for f in fields(StopRules)})
+
+    @classmethod
+    def build(
+        cls, options: LoopOptions | None = None, *, surface: str | None = None, **settings: Any
+    ) -> LoopOptions:
+        """`options` (defaults when None) with keyword `settings` on top.
+
+        Args:
+            options: Options to start from.
+            surface: Who asks (`GRAPH`, `AGENT`, ...): then a setting that surface does
+                not take, or a value `options` sets for one, is refused.
+            **settings: Fields of `LoopOptions`.
+
+        Raises:
+            ValueError: For an unknown setting, one the surface does not take, or an
+                invalid value (the message names it).
+        """
+        if options is not None and not isinstance(options, LoopOptions):
+            raise ValueError(
+                f"options must be a LoopOptions, got {type(options).__name__}: build it with "
+                "LoopOptions(...), or pass the options as keywords"
+            )
+        base = options or cls()
+        allowed = set(declared(surface)) if surface is not None else _OPTION_FIELDS
+        unknown = sorted(set(settings) - allowed)
+        if unknown:
+            raise ValueError(_refused(unknown, surface, allowed))
+        if surface is not None and options is not None:
+            _check_taken(options, surface)
+        return replace(base, **settings) if settings else base
+
+    def for_run(self, context: object) -> LoopOptions:
+        """These options with a run's context applied (see `RefineContext`).
+
+        Args:
+            context: None, a mapping, or an object with the context's attributes.
+
+        Raises:
+            ValueError: For an unknown key or an invalid value.
+        """
+        values = _context_values(context)
+        if not values:
+            return self
+        if "budget" in values:
+            values["budget"] = Budget.coerce(values["budget"], option="context budget")
+        values.update(_run_checks(values))
+        return self.build(self, **values)
+
+
+def declared(surface: str) -> tuple[str, ...]:
+    """The options `surface` takes (their field names), in declaration order.
+
+    Raises:
+        ValueError: For an unknown surface.
+    """
+    if surface not in SURFACES:
+        raise ValueError(f"unknown surface {surface!r}; surfaces: {SURFACES}")
+    return tuple(f.name for f in fields(LoopOptions) if surface not in _declared(f).not_in)
+
+
+def declaration(name: str) -> Declared:
+    """Where the option `name` is taken (its flags, context key, and the surfaces that do not)."""
+    return _declared(LoopOptions.__dataclass_fields__[name])
+
+
+def context_key(name: str) -> str:
+    """The key of the option `name` in a run's context."""
+    return declaration(name).context_key or name
+
+
+def _declared(f: Field[Any]) -> Declared:
+    declared_: Declared = f.metadata["option"]
+    return declared_
+
+
+def _refused(names: list[str], surface: str | None, allowed: AbstractSet[str]) -> str:
+    if surface is None or not set(names) <= _OPTION_FIELDS:
+        return f"unknown option(s) {names}; allowed: {sorted(allowed)}"
+    why = ", ".join(f"{n} ({declaration(n).not_in[surface]})" for n in names)
+    return f"{_SURFACE_NAMES[surface]} does not take {why}"
+
+
+def _check_taken(options: LoopOptions, surface: str) -> None:
+    """Refuse an options object that sets an option `surface` does not take."""
+    taken = set(declared(surface))
+    set_ = [
+        f.name
+        for f in fields(LoopOptions)
+        if f.name not in taken and getattr(options, f.name) != getattr(DEFAULTS, f.name)
+    ]
+    if set_:
+        raise ValueError(
+            _refused(set_, surface, taken)
+            + ": leave it at its default in the options you pass here"
+        )
+
+
+def _check_selection(top: object, margin: object, confirm_pass: object) -> None:
+    """Validate `select_top`, `select_margin` and `confirm_pass`.
+
+    Raises:
+        ValueError: Naming the option, the value and the allowed range.
+    """
+    if not isinstance(top, int) or isinstance(top, bool) or top < 2:
+        raise ValueError(f"select_top must be an integer >= 2, got {top!r}")
+    if (
+        not isinstance(margin, int | float)
+        or isinstance(margin, bool)
+        or not 0.0 <= margin <= 1.0  # NaN fails this too
+    ):
+        raise ValueError(f"select_margin must be a number in [0, 1], got {margin!r}")
+    if not isinstance(confirm_pass, bool):
+        raise ValueError(f"confirm_pass must be True or False, got {confirm_pass!r}")
+
+
+def _context_values(context: object) -> dict[str, Any]:
+    if context is None:
+        return {}
+    if isinstance(context, Mapping):
+        values = dict(context)
+    else:
+        values = {k: getattr(context, k) for k in CONTEXT_KEYS if hasattr(context, k)}
+    unknown = sorted(set(values) - CONTEXT_KEYS)
+    if unknown:
+        raise ValueError(f"unknown run context key(s) {unknown}; allowed: {sorted(CONTEXT_KEYS)}")
+    return values
+
+
+def _run_checks(values: dict[str, Any]) -> dict[str, Any]:
+    """Validate (and take out of `values`) a run's check and models.
+
+    The keys: `evaluator`, `judge_model`, `max_tokens` and `models`.
+
+    Raises:
+        ValueError: For a bad or refused spec, an empty judge model, or a bad `max_tokens`
+            (each message names the key, the value, and what is allowed).
+    """
+    checked: dict[str, Any] = {}
+    if "max_tokens" in values:
+        checked["max_tokens"] = parse_max_tokens(values.pop("max_tokens"), source="max_tokens")
+    if "models" in values:
+        checked["models"] = check_run_models(values.pop("models"))
+    judge = values.pop("judge_model", None)
+    if judge is not None:
+        if not isinstance(judge, str) or not judge.strip():
+            raise ValueError(
+                f"judge_model must be a model string ('provider:model' or a model name), "
+                f"got {judge!r}"
+            )
+        checked["judge_model"] = judge.strip()
+        check_judge_model(checked["judge_model"])
+        run_judge_model(checked["judge_model"], checked.get("max_tokens"))
+    specs = values.pop("evaluator", None)
+    if specs is None and judge is not None:
+        specs = "judge"  # a judge model alone asks for the judge on it
+    if specs is not None:
+        texts = (specs,) if isinstance(specs, str) else specs
+        allow = code_checks_allowed()
+        if isinstance(texts, list | tuple) and all(isinstance(s, str) for s in texts):
+            checked["checks"] = parse_run_specs(tuple(texts), allow) or None
+        else:
+            parse_specs(specs, allow_files=allow)  # raises, naming what was wrong
+    return checked
+
+
+_OPTION_FIELDS = frozenset(LoopOptions.__dataclass_fields__)
+
+DEFAULTS = LoopOptions()
+"""Every option at its default (the command line's flags take theirs from here)."""
+
+CONTEXT_KEYS: frozenset[str] = frozenset(context_key(name) for name in declared(CONTEXT))
+"""The keys a run's context may set."""

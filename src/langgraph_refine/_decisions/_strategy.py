@@ -1,0 +1,572 @@
+"""Search strategies: after each round, what the next round generates.
+
+The choice (`Choice`) is a kind of move and the attempt it starts from. The evaluate
+step writes it to state as `next_move` and `refine_from` (the index of the attempt to
+refine, or None for a fresh sample of the task alone); the generate step records the
+move on the new attempt (`Attempt.move`).
+
+- `"chain"`: always refine the latest attempt (classic self-refine).
+- `"sample"`: always sample afresh (best-of-N through the loop).
+- `"explore"`: refinement as a search, after REx (Tang et al. 2024, "Code Repair with
+  LLMs gives an Exploration-Exploitation Tradeoff"). Round 1 refines attempt 0. A
+  refinement that raised the best score is followed by a refinement of the best
+  attempt (exploit while it works). Otherwise the loop first chooses the kind of move.
+  It samples afresh when refinements have fallen below the attempt they refined more
+  often than they raised the best score (a model that degrades what it refines), or
+  when fresh samples have raised the best score more often than refinements so far
+  (`(wins + 1) / (rounds + 2)` for each kind; ties refine). So a model whose
+  refinements do not help is soon sampled instead, and one whose refinements work
+  keeps refining. To refine, it picks the attempt by Thompson sampling over the
+  evaluated attempts, each with REx's `Beta(1 + C*score, 1 + C*(1 - score) +
+  times_refined)` belief, so an attempt refined without success loses weight.
+
+With a strategy record (counts pooled over earlier runs of the same model and
+evaluator, kept in a LangGraph store, passed to `choose_next` as `record`), explore's
+every choice, round 1's included, weighs those counts with this run's own:
+
+- after a refinement that raised the best score, it refines the best attempt again (this
+  run's own evidence comes first);
+- otherwise it draws, for each side, a belief `Beta(1 + k*worth, 1 + k*(rounds -
+  worth))` over pooled plus own counts, where a round's worth is 1 if it raised the
+  best score, `KEPT_CREDIT` (0.3) if it neither raised it nor fell below where it
+  started, and 0 if it fell. One side is refining the best attempt, the other a fresh
+  sample (the counts of every kind in `FRESH_MOVES` together); refining wins ties, and
+  a side never tried does not displace one that has never failed to raise the best.
+- `k = min(RECORD_SHARPEN_MAX, 1 + pooled rounds / RECORD_SHARPEN_ROUNDS)` sharpens
+  the beliefs as the record grows: a thin record still tries both sides, a thick one
+  acts on what it says, so a kind of move it says hurts (its rounds fall) is rarely
+  tried again, and one that helps is used from round 1.
+
+By state: the record also counts each round under the state the run was in when it
+began (`run_state`: the band of the best score so far, `STATE_BANDS` of them, and whether
+the latest round raised it; `state_stats`). When it holds at least `STATE_MIN_ROUNDS`
+rounds from the state this run is in, explore draws over those and this run's own rounds
+from that state, a round worth 1 if it raised the best and `STATE_KEPT_CREDIT` (0) if
+not; otherwise over the counts pooled over every state, as above. `choose_next` gets the
+counts by state in the same mapping as the pooled ones, keyed `"<kind>@<state>"`
+(`state_kind`).
+
+The rule was chosen by simulation on scripted refiners of many strengths (weak ones
+whose refinements drop what they had, strong ones that fix what feedback names) and
+measured on them and on the local model (`make bench BENCH=strategies`, whose notes give
+every figure). A third kind of move, the `"guided"` sample (the task and the feedback
+on the best attempt, without the attempt), is carried out by the generate step when a
+choice names it, but is not in explore's menu (`FRESH_MOVES`): it lost on the local
+model. Without a record (or with an empty one, or one holding only `"revise"` rounds)
+explore behaves as above, round 1 refining attempt 0. `round_stats` and
+`latest_round_stats` count a run's rounds by kind of move (`MoveStats`) for the record.
+
+Randomness is seeded from the task and the round, so a replayed round (after a crash)
+and a recorded test make the same choice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from langgraph_refine._result import attempt_rank, best_attempt
+from langgraph_refine._state import Attempt, MoveKind, Strategy
+
+EXPLORE_WEIGHT = 5.0
+"""REx's C: how strongly an arm's score shapes its belief (REx found 5-20 robust)."""
+
+FRESH_MOVES: tuple[MoveKind, ...] = ("sample",)
+"""The kinds of fresh answer explore may choose with a record, in order of preference on a tie.
+
+`"guided"` (a fresh answer told the feedback on the best attempt, not shown it) is left
+out: on the local 135M model explore with it scored 0.734 against 0.859 without it (4
+calls, warm; `make bench BENCH=strategies`), though it helped scripted refiners modelled
+to use the feedback. The generate step and the agent middleware still carry it out when
+a choice names it."""
+
+KEPT_CREDIT = 0.3
+"""What a round that neither raised the best nor fell counts for, against 1 for a raise.
+
+A fall (scored below where it started) counts 0: the evidence of a move that hurts."""
+
+RECORD_SHARPEN_ROUNDS = 20.0
+"""Pooled rounds per unit of sharpening of explore's beliefs (see `_explore_with_record`)."""
+
+RECORD_SHARPEN_MAX = 10.0
+"""The most explore's beliefs are sharpened, however large the record."""
+
+
+RUNG_KIND = "rung:"
+"""The prefix of a ladder rung's counts among the kinds of move: `"rung:<model>"`."""
+
+STATE_BANDS = 4
+"""Bands of the best score so far in a run's state: `b0` below 0.25, ..., `b3` from 0.75."""
+
+STATE_MARK = "@"
+"""Joins a kind of move and a state in the counts handed to `choose_next`: `"refine@b2/up"`."""
+
+STATE_KEPT_CREDIT = 0.0
+"""What a kept round counts for among the rounds of one state (see `KEPT_CREDIT`)."""
+
+RUNG_STATE_MARK = "|"
+"""Joins a state and the ladder rung that moved from it (`rung_state`)."""
+
+STATE_MIN_ROUNDS = 20
+"""Pooled rounds in a state (refinements and fresh samples) before explore acts on them
+rather than on the counts pooled over every state."""
+
+
+@dataclass(frozen=True)
+class MoveStats:
+    """What one kind of move did over some rounds (one run's, or pooled over runs).
+
+    Attributes:
+        rounds: Evaluated rounds (attempt index 1 and later) made by this move.
+        raised: Of those, how many raised the best score of the attempts before them
+            (by the best-attempt rule: a PASS verdict outranks a higher score).
+        fell: How many scored below the attempt they started from: the refined
+            attempt for a refinement (`parent`), attempt 0 for a fresh sample.
+    """
+
+    rounds: int = 0
+    raised: int = 0
+    fell: int = 0
+
+    def __add__(self, other: MoveStats) -> MoveStats:
+        return MoveStats(
+            self.rounds + other.rounds, self.raised + other.raised, self.fell + other.fell
+        )
+
+    def to_dict(self) -> dict[str, int]:
+        """The counts as a JSON-ready dict."""
+        return {"rounds": self.rounds, "raised": self.raised, "fell": self.fell}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> MoveStats:
+        """Read counts written by `to_dict` (missing counts read as 0).
+
+        Raises:
+            ValueError: If a count is not a non-negative integer.
+        """
+        counts = {}
+        for name in ("rounds", "raised", "fell"):
+            value = data.get(name, 0)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(
+                    f"strategy record count {name!r} must be a non-negative integer, "
+                    f"got {value!r}; delete the record to start it afresh"
+                )
+            counts[name] = value
+        return cls(**counts)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What the next round generates: a kind of move and the attempt it starts from.
+
+    Attributes:
+        move: The kind of move (`"sample"`, `"refine"`, ...).
+        parent: The index of the attempt to refine; None for a fresh sample.
+    """
+
+    move: MoveKind
+    parent: int | None = None
+
+
+SAMPLE = Choice("sample")
+"""A fresh sample of the task alone."""
+
+
+def round_stats(attempts: Sequence[Attempt]) -> dict[str, MoveStats]:
+    """This run's evaluated rounds (attempt index 1 and later), counted by kind of move.
+
+    Args:
+        attempts: Every attempt so far, in order.
+
+    Returns:
+        `MoveStats` per kind of move that made at least one evaluated round.
+
+    Example:
+        >>> from langgraph_refine import Attempt, Evaluation
+        >>> first = Attempt(index=0, response="a", evaluation=Evaluation(score=0.4))
+        >>> better = Attempt(index=1, response="b", parent=0, evaluation=Evaluation(score=0.6))
+        >>> round_stats([first, better])
+        {'refine': MoveStats(rounds=1, raised=1, fell=0)}
+    """
+    stats: dict[str, MoveStats] = {}
+    for k in range(1, len(attempts)):
+        for kind, outcome in latest_round_stats(attempts[: k + 1]).items():
+            stats[kind] = stats.get(kind, MoveStats()) + outcome
+    return stats
+
+
+def latest_round_stats(attempts: Sequence[Attempt]) -> dict[str, MoveStats]:
+    """The latest attempt's round alone, as `round_stats` counts it (empty for attempt 0).
+
+    What a run adds to the pooled record after each evaluated round.
+    """
+    if len(attempts) < 2:
+        return {}
+    kind, outcome = _outcome(attempts)
+    if kind is None:
+        return {}
+    latest = attempts[-1]
+    if latest.rung is None or latest.model is None:
+        return {kind: outcome}
+    # A ladder's round also counts for its rung (see `_ladder`): `"rung:<model>"`.
+    return {kind: outcome, f"{RUNG_KIND}{latest.model}": outcome}
+
+
+def run_state(attempts: Sequence[Attempt]) -> str | None:
+    """The state a run is in after `attempts`: where its next move starts from.
+
+    `"b<band>/<phase>"`: the band of the best score so far (`STATE_BANDS` equal bands,
+    a PASS counting as 1.0) and whether the latest round raised it (`"start"` after
+    attempt 0 alone, `"up"` if the latest attempt raised the best, else `"flat"`).
+    None while nothing is evaluated.
+
+    Example:
+        >>> from langgraph_refine import Attempt, Evaluation
+        >>> first = Attempt(index=0, response="a", evaluation=Evaluation(score=0.4))
+        >>> run_state([first])
+        'b1/start'
+        >>> same = Attempt(index=1, response="b", parent=0, evaluation=Evaluation(score=0.4))
+        >>> run_state([first, same])
+        'b1/flat'
+    """
+    best = best_attempt(attempts)
+    if best is None or best.evaluation is None:
+        return None
+    band = min(STATE_BANDS - 1, int(_score(best) * STATE_BANDS))
+    phase = "start" if len(attempts) == 1 else "up" if _raised_best(attempts) else "flat"
+    return f"b{band}/{phase}"
+
+
+def state_kind(kind: str, state: str) -> str:
+    """The key of a kind of move's counts in one state: `"<kind>@<state>"`."""
+    return f"{kind}{STATE_MARK}{state}"
+
+
+def latest_state_stats(attempts: Sequence[Attempt]) -> dict[str, MoveStats]:
+    """The latest round's counts keyed by kind of move and the state it started from.
+
+    As `latest_round_stats`, with each kind `k` counted as `"k@<state>"` (`state_kind`),
+    the state being `run_state` of the attempts before the latest one. A ladder's round
+    also counts its kind of move under the state joined with the rung that made it,
+    `"k@<state>|<model>"` (`rung_state`).
+    """
+    return {state_kind(k, state): s for state, k, s in _latest_by_state(attempts)}
+
+
+def rung_state(state: str, model: str) -> str:
+    """A state joined with the ladder rung that moves from it: `"<state>|<model>"`."""
+    return f"{state}{RUNG_STATE_MARK}{model}"
+
+
+def _latest_by_state(attempts: Sequence[Attempt]) -> list[tuple[str, str, MoveStats]]:
+    """The latest round's (state, kind, counts), as `latest_state_stats` keys them."""
+    state = run_state(attempts[:-1]) if len(attempts) >= 2 else None
+    if state is None:
+        return []
+    stats = latest_round_stats(attempts)
+    if any(kind.startswith(RUNG_KIND) for kind in stats) and not _raised_by_a_band(attempts):
+        # A rung's round counts as raising the best only by a band's width: a cheap model
+        # creeping up a word at a time from a low band is not progress to pay for.
+        stats = {
+            kind: MoveStats(s.rounds, 0, s.fell) if kind.startswith(RUNG_KIND) else s
+            for kind, s in stats.items()
+        }
+    out = [(state, kind, s) for kind, s in stats.items()]
+    model = attempts[-1].model
+    if attempts[-1].rung is not None and model is not None:
+        # Which rung made a move decides what it did: a strong rung's fresh answer says
+        # nothing of what the cheap rung's would have done.
+        here = rung_state(state, model)
+        out += [(here, kind, s) for kind, s in stats.items() if not kind.startswith(RUNG_KIND)]
+    return out
+
+
+def _raised_by_a_band(attempts: Sequence[Attempt]) -> bool:
+    """Whether the latest attempt raised the best by a band's width (`1 / STATE_BANDS`).
+
+    Or to 1.0 (a PASS counts as 1.0) from less than a band below.
+    """
+    earlier = max((_score(a) for a in attempts[:-1] if a.evaluation is not None), default=0.0)
+    return _score(attempts[-1]) >= min(1.0, earlier + 1.0 / STATE_BANDS) - 1e-9 and (
+        _raised_best(attempts)
+    )
+
+
+def state_stats(attempts: Sequence[Attempt]) -> dict[str, dict[str, MoveStats]]:
+    """This run's rounds by the state each started from, then by kind of move.
+
+    Example:
+        >>> from langgraph_refine import Attempt, Evaluation
+        >>> first = Attempt(index=0, response="a", evaluation=Evaluation(score=0.4))
+        >>> better = Attempt(index=1, response="b", parent=0, evaluation=Evaluation(score=0.6))
+        >>> state_stats([first, better])
+        {'b1/start': {'refine': MoveStats(rounds=1, raised=1, fell=0)}}
+    """
+    by_state: dict[str, dict[str, MoveStats]] = {}
+    for k in range(2, len(attempts) + 1):
+        for label, kind, outcome in _latest_by_state(attempts[:k]):
+            kinds = by_state.setdefault(label, {})
+            kinds[kind] = kinds.get(kind, MoveStats()) + outcome
+    return {state: kinds for state, kinds in by_state.items() if kinds}
+
+
+def in_state(record: Mapping[str, MoveStats], state: str | None) -> dict[str, MoveStats]:
+    """The counts of one state, by kind of move, from counts keyed by `state_kind`."""
+    if state is None:
+        return {}
+    suffix = f"{STATE_MARK}{state}"
+    return {k[: -len(suffix)]: v for k, v in record.items() if k.endswith(suffix)}
+
+
+def _outcome(attempts: Sequence[Attempt]) -> tuple[str | None, MoveStats]:
+    """The kind of move of the latest attempt and its round's counts (None: not evaluated)."""
+    latest = attempts[-1]
+    if latest.evaluation is None:
+        return None, MoveStats()
+    start = _start(attempts)
+    fell = start is not None and start.evaluation is not None and _score(latest) < _score(start)
+    kind = latest.move or ("sample" if latest.parent is None else "refine")
+    return kind, MoveStats(rounds=1, raised=int(_raised_best(attempts)), fell=int(fell))
+
+
+def _start(attempts: Sequence[Attempt]) -> Attempt | None:
+    """The attempt the latest one started from: its parent, or attempt 0 for a fresh sample."""
+    wanted = attempts[-1].parent if attempts[-1].parent is not None else attempts[0].index
+    return next((a for a in attempts[:-1] if a.index == wanted), None)
+
+
+def choose_next(
+    strategy: Strategy,
+    attempts: Sequence[Attempt],
+    task: str,
+    record: Mapping[str, MoveStats] | None = None,
+    *,
+    rung: str | None = None,
+) -> Choice:
+    """What the next round generates: a fresh sample, or a refinement of which attempt.
+
+    Args:
+        strategy: `"chain"`, `"explore"` or `"sample"`.
+        attempts: Every attempt so far, in order; the last was just evaluated.
+        task: The task, which seeds the explore strategy's draws.
+        record: Counts per kind of move pooled over earlier runs of the same model and
+            evaluator, not counting this run's rounds (explore adds those itself from
+            `attempts`). Keys `"<kind>@<state>"` (`state_kind`) hold the counts of the
+            rounds that started from one state (`run_state`). None or empty: explore
+            starts knowing nothing.
+        rung: The model of the ladder rung that will make the move, if known: explore
+            then weighs that rung's own rounds from the run's state first.
+
+    Returns:
+        The kind of move and the attempt it starts from.
+
+    Example:
+        >>> from langgraph_refine import Attempt, Evaluation
+        >>> first = Attempt(index=0, response="a", evaluation=Evaluation(score=0.4))
+        >>> choose_next("chain", [first], "t")
+        Choice(move='refine', parent=0)
+        >>> choose_next("sample", [first], "t")
+        Choice(move='sample', parent=None)
+    """
+    if not attempts or strategy == "sample":
+        return SAMPLE
+    if strategy == "chain":
+        return _refine(attempts[-1].index)
+    return _explore(attempts, task, record or {}, rung)
+
+
+def _refine(index: int) -> Choice:
+    return Choice("refine", index)
+
+
+def _explore(
+    attempts: Sequence[Attempt],
+    task: str,
+    record: Mapping[str, MoveStats],
+    rung: str | None = None,
+) -> Choice:
+    progress = _progress(attempts)
+    best = progress.best
+    if best is None:  # nothing evaluated
+        return SAMPLE
+    if attempts[-1].parent is not None and progress.latest_raised:
+        return _refine(best.index)  # a refinement just worked here: exploit it
+    if _pooled_rounds(record):
+        return _explore_with_record(attempts, task, record, best, rung)
+    if len(attempts) == 1:
+        return _refine(best.index)
+    refine_wins, refines = progress.refine
+    sample_wins, samples = progress.sample
+    # A refinement that scored below its parent is evidence of a model that degrades what
+    # it refines (the local 135M model: two in three of its refinements fall, 2-4% raise;
+    # `make bench BENCH=refine_outcomes`); one that kept its parent's score is not (a
+    # strong model that missed a fix). Then: which kind
+    # of move has raised the best score more often so far (Laplace-smoothed, ties to
+    # refining)? With a handful of rounds a greedy choice measured better than a Thompson
+    # draw: a draw samples away from a refiner that works half the time.
+    if _fell(attempts) > refine_wins:
+        return SAMPLE
+    if (sample_wins + 1) / (samples + 2) > (refine_wins + 1) / (refines + 2):
+        return SAMPLE
+    rng = random.Random(_seed(task, len(attempts)))
+    refined = _times_refined(attempts)
+    draws = [
+        (_draw(rng, _score(a), refined.get(a.index, 0)), a.index)
+        for a in attempts
+        if a.evaluation is not None
+    ]
+    return _refine(max(draws, key=lambda d: d[0])[1])  # ties go to the earlier attempt
+
+
+def _explore_with_record(
+    attempts: Sequence[Attempt],
+    task: str,
+    record: Mapping[str, MoveStats],
+    best: Attempt,
+    rung: str | None = None,
+) -> Choice:
+    """Explore's choice weighing the pooled record with this run's own rounds.
+
+    When the record holds at least `STATE_MIN_ROUNDS` rounds that started from the
+    state this run is in (`run_state`), those counts and this run's own rounds from that
+    state are weighed; else the counts pooled over every state and all of this run's.
+    Two Thompson draws over "raised the best score" rates: refining the best attempt
+    against a fresh answer (every fresh kind's counts together), then, if fresh, which
+    fresh kind. A kind's belief is `Beta(1 + k*raised, 1 + k*(rounds - raised))` over
+    pooled plus own counts, sharpened by `k = min(RECORD_SHARPEN_MAX, 1 + pooled/
+    RECORD_SHARPEN_ROUNDS)` as the pooled record grows: a thin record explores, a
+    thick one mostly acts on what it says (so a kind it says hurts is rarely tried).
+    """
+    state = run_state(attempts)
+    credit = KEPT_CREDIT
+    own = round_stats(attempts)
+    labels = [state] if rung is None or state is None else [rung_state(state, rung), state]
+    for label in labels:  # the moving rung's rounds from here first, then any rung's
+        scoped = in_state(record, label)
+        if _pooled_rounds(scoped) >= STATE_MIN_ROUNDS:  # enough rounds from where it stands
+            record, credit = scoped, STATE_KEPT_CREDIT
+            own = state_stats(attempts).get(label or "", {})
+            break
+    counts = _counts(record, own)
+    rng = random.Random(_seed(task, len(attempts)))
+    sharpen = min(RECORD_SHARPEN_MAX, 1.0 + _pooled_rounds(record) / RECORD_SHARPEN_ROUNDS)
+
+    def total(*kinds: str) -> MoveStats:
+        return sum((counts.get(kind, MoveStats()) for kind in kinds), MoveStats())
+
+    def draw(stats: MoveStats) -> float:
+        kept = stats.rounds - stats.raised - stats.fell
+        worth = stats.raised + credit * kept
+        return rng.betavariate(1.0 + sharpen * worth, 1.0 + sharpen * (stats.rounds - worth))
+
+    def first_wins(first: MoveStats, second: MoveStats) -> bool:
+        # A side never tried does not displace one that has never failed to raise the
+        # best (as without a record, where sampling starts only once refining fails).
+        if second.rounds == 0 and first.raised == first.rounds:
+            return True
+        if first.rounds == 0 and second.raised == second.rounds:
+            return False
+        return draw(first) >= draw(second)  # ties go to the first
+
+    if first_wins(total("refine"), total(*FRESH_MOVES)):
+        return _refine(best.index)
+    kind = FRESH_MOVES[0]
+    for other in FRESH_MOVES[1:]:
+        if not first_wins(total(kind), total(other)):
+            kind = other
+    return Choice(kind)
+
+
+def _pooled_rounds(record: Mapping[str, MoveStats]) -> int:
+    # Counts of every state (pooled kinds); the state-keyed ones (`"refine@..."`) are not summed.
+    return sum(record[kind].rounds for kind in ("refine", *FRESH_MOVES) if kind in record)
+
+
+def _counts(record: Mapping[str, MoveStats], own: Mapping[str, MoveStats]) -> dict[str, MoveStats]:
+    return {
+        kind: record.get(kind, MoveStats()) + own.get(kind, MoveStats()) for kind in {*record, *own}
+    }
+
+
+class _Progress(NamedTuple):
+    """What explore reads from a run's attempts, found in one pass (see `_progress`)."""
+
+    best: Attempt | None  # the best evaluated attempt (`best_attempt`)
+    latest_raised: bool  # the latest attempt beat every earlier one (`_raised_best`)
+    refine: tuple[int, int]  # (wins, rounds) of refinements after the first attempt
+    sample: tuple[int, int]  # (wins, rounds) of fresh samples after the first attempt
+
+
+def _progress(attempts: Sequence[Attempt]) -> _Progress:
+    """The best attempt, whether the latest raised the best, and each kind's wins and rounds.
+
+    A win is a round whose attempt raised the best score of the attempts before it (by
+    the best-attempt rule; ties: the earlier stays). One pass, not one search per round.
+    """
+    refine, sample = [0, 0], [0, 0]
+    best: Attempt | None = None
+    best_rank = (False, 0.0)
+    raised = False
+    for k, attempt in enumerate(attempts):
+        raised = best is None  # an unevaluated latest "raised" only an empty history
+        if attempt.evaluation is None:
+            continue
+        rank = attempt_rank(attempt)
+        raised = raised or rank > best_rank
+        if k >= 1:
+            kind = sample if attempt.parent is None else refine
+            kind[1] += 1
+            kind[0] += raised
+        if raised:
+            best, best_rank = attempt, rank
+    return _Progress(best, raised, (refine[0], refine[1]), (sample[0], sample[1]))
+
+
+def _fell(attempts: Sequence[Attempt]) -> int:
+    """How many refinements scored below the attempt they refined."""
+    by_index = {a.index: a for a in attempts}
+    return sum(
+        1
+        for a in attempts
+        if a.parent is not None
+        and a.evaluation is not None
+        and a.parent in by_index
+        and _score(a) < _score(by_index[a.parent])
+    )
+
+
+def _raised_best(attempts: Sequence[Attempt]) -> bool:
+    """True if the latest attempt beat every earlier one (by the best-attempt rule)."""
+    earlier = best_attempt(attempts[:-1])
+    latest = attempts[-1]
+    return earlier is None or best_attempt([earlier, latest]) is latest
+
+
+def _times_refined(attempts: Sequence[Attempt]) -> dict[int, int]:
+    counts: dict[int, int] = {}
+    for attempt in attempts:
+        if attempt.parent is not None:
+            counts[attempt.parent] = counts.get(attempt.parent, 0) + 1
+    return counts
+
+
+def _score(attempt: Attempt) -> float:
+    evaluation = attempt.evaluation
+    if evaluation is None:
+        return 0.0
+    return 1.0 if evaluation.verdict == "PASS" else evaluation.score
+
+
+def _draw(rng: random.Random, score: float, tries: int) -> float:
+    alpha = 1.0 + EXPLORE_WEIGHT * score
+    beta = 1.0 + EXPLORE_WEIGHT * (1.0 - score) + tries
+    return rng.betavariate(alpha, beta)
+
+
+def _seed(task: str, round_number: int) -> int:
+    digest = hashlib.sha256(f"{round_number}:{task}".encode()).digest()
+    return int.from_bytes(digest[:8], "big")

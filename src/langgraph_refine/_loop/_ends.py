@@ -1,0 +1,253 @@
+"""The loop's two ends: `prepare` (take the task, reset loop state) and `FinalizeNode`."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langchain_core.runnables import Runnable, RunnableConfig
+from langgraph.types import Overwrite, RetryPolicy
+
+from langgraph_refine._decisions._options import LoopOptions
+from langgraph_refine._errors import BudgetExhaustedError
+from langgraph_refine._events import stop_event
+from langgraph_refine._loop._comparisons import ComparisonLedger
+from langgraph_refine._loop._review import require_checkpointer
+from langgraph_refine._loop._select import (
+    NO_COMPARER,
+    Comparer,
+    Selection,
+    calls_left,
+    selection_for,
+)
+from langgraph_refine._loop._step import Step, emit, run_options
+from langgraph_refine._result import RefineResult
+from langgraph_refine._state import RefineState, Usage, revive_state
+from langgraph_refine._stop_rules import BUDGET_STOP, stop_reason_of
+from langgraph_refine._typed import plain
+
+logger = logging.getLogger("langgraph_refine")
+
+
+class Prepare:
+    """Starts a loop: checks the run's options, takes the task, resets loop state.
+
+    Args:
+        options: The loop's options; a run's `context` is applied and validated here,
+            so an invalid per-run option fails before any model call.
+        review: True when the loop has a human review, which needs a checkpointer.
+        can_compare: True when the loop has a comparer for `select="pairwise"`.
+
+    Raises:
+        ValueError: If there is no task (empty or whitespace), the run's context
+            holds an invalid option, a run asks for pairwise selection without a
+            comparer, or a reviewed loop runs without a checkpointer.
+    """
+
+    def __init__(
+        self, options: LoopOptions, *, review: bool = False, can_compare: bool = True
+    ) -> None:
+        self.options = options
+        self.review = review
+        self.can_compare = can_compare
+        self.name = "prepare"
+
+    def __call__(self, state: RefineState) -> dict[str, Any]:
+        options = run_options(self.options)
+        if options.select == "pairwise" and not self.can_compare:
+            raise ValueError(NO_COMPARER)
+        if self.review:
+            require_checkpointer()
+        return prepare(state)
+
+
+def prepare(state: RefineState) -> dict[str, Any]:
+    """Take the task (or the last human message) and reset loop state.
+
+    Raises:
+        ValueError: If there is no task, or it is empty or whitespace.
+    """
+    task = state.get("task")
+    messages: list[AnyMessage] = list(state.get("messages") or [])
+    from_messages = False
+    # A finished loop on the same thread that took its task from messages takes the
+    # next one from messages too; otherwise an explicit task wins.
+    if (not isinstance(task, str) or not task.strip() or state.get("from_messages")) and messages:
+        human = [m for m in messages if isinstance(m, HumanMessage)]
+        if human:
+            task, from_messages = human[-1].text, True
+    if not isinstance(task, str) or not task.strip():
+        raise ValueError(
+            f"task must be a non-empty string, got {task!r}; pass {{'task': '...'}} "
+            "or messages ending with a human message"
+        )
+    return {
+        "task": task,
+        "attempts": Overwrite([]),
+        "usage": Overwrite(Usage().model_dump()),  # plain data: see `plain_writes`
+        "pending": None,
+        "stop_reason": None,
+        "reviewer_feedback": None,
+        "refine_from": None,
+        "next_move": None,
+        "from_messages": from_messages,
+        "selection": None,
+        # A new id per run: the strategy record counts each run's rounds under it.
+        "loop_id": uuid.uuid4().hex,
+    }
+
+
+class FinalizeNode(Runnable[Any, Any]):
+    """Ends the loop: chooses the result, sets `response` (and `messages`), emits the stop event.
+
+    What it writes completes the state the result is built from (`RefineResult.from_state`):
+    the driver builds the same result from the final state.
+
+    With `select="pairwise"` the result is chosen by comparing the best attempts in pairs
+    (see `_select`); the comparisons run here, each a durable task under a `Step` of its
+    own (see `_comparisons`), so they count against the budget and a resumed run does not
+    repeat those that completed; their record is written to `selection`
+    (`metadata["selection"]`).
+
+    Args:
+        options: The loop's options (`on_budget_exhausted`, `name`, `select`, ...).
+        comparer: Who compares attempts with `select="pairwise"` (None: no comparer, and
+            then a run asking for pairwise selection is refused at its start).
+        retry_policy: The policy a failed comparison call is retried under (inside
+            its step, see `Step.call`).
+
+    Raises:
+        BudgetExhaustedError: On a budget stop with `on_budget_exhausted="raise"`.
+    """
+
+    def __init__(
+        self,
+        options: LoopOptions,
+        comparer: Comparer | None = None,
+        *,
+        retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
+    ) -> None:
+        self.options = options
+        self.comparer = comparer
+        self.retry_policy = retry_policy
+        self.name = "finalize"
+
+    def __call__(self, state: RefineState) -> dict[str, Any]:
+        update: dict[str, Any] = self.invoke(state)
+        return update
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        """Finish the loop (sync)."""
+        state, options, selection, done = self._begin(input, config)
+        if selection is None:
+            return done
+        ledger = ComparisonLedger(options, state, self.retry_policy)
+        record = selection.run(ledger.call)
+        return self._finish(state, options, record, ledger.spent)
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        """Finish the loop (async): comparisons run concurrently when no budget is set."""
+        state, options, selection, done = self._begin(input, config)
+        if selection is None:
+            return done
+        ledger = ComparisonLedger(options, state, self.retry_policy)
+        record = await selection.arun(ledger.acall, concurrent=options.budget is None)
+        return self._finish(state, options, record, ledger.spent)
+
+    def _begin(
+        self, input: Any, config: RunnableConfig | None
+    ) -> tuple[Mapping[str, Any], LoopOptions, Selection | None, dict[str, Any] | None]:
+        """The state, the run's options, and the selection still to make (None: the update).
+
+        Raises:
+            BudgetExhaustedError: On a budget stop with `on_budget_exhausted="raise"`.
+        """
+        state = revive_state(input)
+        options = run_options(self.options)  # a run's context may set the schema, select
+        self._check_budget_stop(state, options)
+        selection = self._selection(state, options)
+        if selection is None:
+            return state, options, None, self._finish(state, options, None, None)
+        step = self._step(state, options, config)
+        note = selection.budget_note(calls_left(step.budget, step.meter.total()))
+        if stop_reason_of(state) == "rejected":
+            # The reviewer was shown the best attempt by score and stopped the loop on it:
+            # a pairwise winner they never saw must not replace it.
+            note = REJECTED_NOTE
+        if note is not None:  # the budget cannot pay for every comparison: by score
+            return (
+                state,
+                options,
+                None,
+                self._finish(state, options, selection.record(note=note), None),
+            )
+        return state, options, selection, None
+
+    def _check_budget_stop(self, state: Mapping[str, Any], options: LoopOptions) -> None:
+        if stop_reason_of(state) != BUDGET_STOP or self.options.on_budget_exhausted != "raise":
+            return
+        result = RefineResult.from_state(dict(state), output_schema=options.output_schema)
+        raise BudgetExhaustedError(
+            f"budget exhausted after {len(result.attempts)} attempt(s); best score "
+            f"{result.score}; the best result so far is in this error's .result",
+            result,
+        )
+
+    def _selection(self, state: Mapping[str, Any], options: LoopOptions) -> Selection | None:
+        """The pairwise selection to make, or None (see `selection_for`)."""
+        attempts = list(state.get("attempts") or [])
+        return selection_for(options, stop_reason_of(state), state["task"], attempts, self.comparer)
+
+    def _step(
+        self, state: Mapping[str, Any], options: LoopOptions, config: RunnableConfig | None
+    ) -> Step:
+        attempts = state.get("attempts") or []
+        return Step(
+            options,
+            state,
+            config,
+            node="finalize",
+            index=attempts[-1].index if attempts else 0,
+            retry_policy=self.retry_policy,
+        )
+
+    def _finish(
+        self,
+        state: Mapping[str, Any],
+        options: LoopOptions,
+        selection: dict[str, Any] | None,
+        spent: Usage | None,
+    ) -> dict[str, Any]:
+        schema = options.output_schema
+        if selection is not None:
+            usage = (state.get("usage") or Usage()) + (spent or Usage())
+            state = {**state, "selection": selection, "usage": usage}
+        result = RefineResult.from_state(state, output_schema=schema)  # type: ignore[arg-type]
+        update: dict[str, Any] = {"response": result.value, "stop_reason": result.stop_reason}
+        if selection is not None:
+            update["selection"] = selection
+            update["usage"] = (spent or Usage()).model_dump()  # plain data: see `plain_writes`
+        if schema is not None:
+            update["output"] = plain(result.output)  # plain JSON: checkpoint-safe
+        if state.get("from_messages"):
+            update["messages"] = [AIMessage(result.value)]
+        logger.info(
+            "%s stopped: %s after %d attempt(s), result attempt %s, score %s",
+            options.name,
+            result.stop_reason,
+            len(result.attempts),
+            result.best_index,
+            result.score,
+        )
+        emit(stop_event(options.name, result))
+        return update
+
+
+REJECTED_NOTE = (
+    "the reviewer rejected further refinement of the attempt they were shown (the best by "
+    "score); chosen by score, not compared"
+)
+"""`metadata["selection"]["note"]` of a pairwise run stopped by a reviewer's reject."""

@@ -1,0 +1,249 @@
+"""The human review's answer: its shape, declared on the interrupt, and the ask-again loop.
+
+One definition serves every place that pauses for a review (the graph's review step and
+`RefineMiddleware`): clients read the answer's JSON schema from the interrupt's
+`response_schema`, and `ask_review` pauses again, with an `error` key, until the answer
+is one the review can apply.
+
+A review is answered in either of two shapes: the loop's own (`{"action": "approve"}`,
+...), or LangChain's human-in-the-loop response (`{"decisions": [{"type": "approve"}]}`),
+which chat clients that render `HumanInTheLoopMiddleware`'s requests send.
+`from_decisions` turns the second into the first: `approve` approves, `edit` edits with
+`edited_action["args"]["response"]`, `reject` with a `message` revises (one more round,
+the message as the reviewer's feedback), `reject` without one stops with the best answer.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from functools import cache
+from typing import Annotated, Any, Literal, TypeVar, Union
+
+from langgraph.types import interrupt
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from langgraph_refine._errors import ReviewInputError
+
+logger = logging.getLogger("langgraph_refine")
+
+T = TypeVar("T")
+
+ReviewAction = Literal["approve", "edit", "reject", "revise", "continue"]
+"""Every action a reviewer may take; `continue` only in `every_round` reviews."""
+
+# Non-empty and not only whitespace: what the review's `apply` accepts.
+_Text = Annotated[str, Field(min_length=1, pattern=r"\S")]
+
+
+class _Answer(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class Approve(_Answer):
+    """Accept the reviewed response as the loop's answer (`stop_reason="approved"`)."""
+
+    action: Literal["approve"]
+
+
+class Edit(_Answer):
+    """Replace the answer with the reviewer's text (`stop_reason="edited"`)."""
+
+    action: Literal["edit"]
+    response: _Text
+
+
+class Reject(_Answer):
+    """Stop with the best attempt (`stop_reason="rejected"`)."""
+
+    action: Literal["reject"]
+
+
+class Revise(_Answer):
+    """Run one more round that sees the reviewer's feedback."""
+
+    action: Literal["revise"]
+    feedback: _Text
+
+
+class Continue(_Answer):
+    """Let the stop rules decide (every_round reviews only)."""
+
+    action: Literal["continue"]
+
+
+DECISIONS: tuple[str, ...] = ("approve", "edit", "reject")
+"""The LangChain human-in-the-loop decisions a review accepts (its `allowed_decisions`)."""
+
+
+class ApproveDecision(_Answer):
+    """Approve the answer (as `{"action": "approve"}`)."""
+
+    type: Literal["approve"]
+
+
+class EditedArgs(_Answer):
+    response: _Text
+
+
+class EditedAction(_Answer):
+    args: EditedArgs  # its `name` (the reviewed action's) is not read
+
+
+class EditDecision(_Answer):
+    """Replace the answer with `edited_action.args.response` (as `{"action": "edit"}`)."""
+
+    type: Literal["edit"]
+    edited_action: EditedAction
+
+
+class RejectDecision(_Answer):
+    """With a `message`: one more round with it as feedback; without: stop with the best."""
+
+    type: Literal["reject"]
+    message: str | None = None
+
+
+Decision = Annotated[
+    Union[ApproveDecision, EditDecision, RejectDecision],  # noqa: UP007
+    Field(discriminator="type"),
+]
+
+
+class Decisions(_Answer):
+    """LangChain's human-in-the-loop response: one decision, about the one action reviewed."""
+
+    decisions: list[Decision] = Field(min_length=1, max_length=1)
+
+
+_BY_ACTION: dict[str, type[_Answer]] = {
+    "approve": Approve,
+    "edit": Edit,
+    "reject": Reject,
+    "revise": Revise,
+    "continue": Continue,
+}
+
+
+@cache
+def _schema(actions: tuple[str, ...]) -> dict[str, Any]:
+    members = tuple(_BY_ACTION[action] for action in actions)
+    own: Any = (
+        members[0]
+        if len(members) == 1
+        else Annotated[Union[members], Field(discriminator="action")]  # noqa: UP007
+    )
+    return TypeAdapter(Union[own, Decisions]).json_schema()  # noqa: UP007
+
+
+def review_answer_schema(actions: Sequence[str]) -> dict[str, Any]:
+    """The JSON schema of a valid answer to a review offering `actions`.
+
+    Args:
+        actions: The allowed actions, e.g. `["approve", "edit", "reject", "revise"]`.
+
+    Returns:
+        A JSON schema, a fresh copy per call: the loop's own answers (a discriminated
+        union on `action`) or LangChain's human-in-the-loop response (`decisions`).
+
+    Raises:
+        ValueError: If an action is unknown.
+    """
+    unknown = [a for a in actions if a not in _BY_ACTION]
+    if unknown:
+        raise ValueError(f"unknown review action(s) {unknown}; allowed: {list(_BY_ACTION)}")
+    return copy.deepcopy(_schema(tuple(actions)))
+
+
+def from_decisions(value: Any) -> Any:
+    """A LangChain human-in-the-loop response as the review's own answer; others as they are.
+
+    Args:
+        value: The resume value.
+
+    Returns:
+        `{"action": ...}` for a `{"decisions": [...]}` value; any other value unchanged.
+
+    Raises:
+        ReviewInputError: If the decisions are not one decision the review can apply.
+
+    Example:
+        >>> from_decisions({"decisions": [{"type": "reject", "message": "Shorter."}]})
+        {'action': 'revise', 'feedback': 'Shorter.'}
+        >>> from_decisions({"decisions": [{"type": "reject"}]})
+        {'action': 'reject'}
+    """
+    if not isinstance(value, Mapping) or "decisions" not in value:
+        return value
+    decisions = value["decisions"]
+    if not isinstance(decisions, list) or len(decisions) != 1:
+        raise ReviewInputError(
+            f"a review takes one decision: 'decisions' must be a list of one "
+            f"{{'type': 'approve' | 'edit' | 'reject', ...}}, got {decisions!r}"
+        )
+    decision = decisions[0]
+    kind = decision.get("type") if isinstance(decision, Mapping) else None
+    if kind == "approve":
+        return {"action": "approve"}
+    if kind == "edit":
+        return {"action": "edit", "response": _edited_response(decision)}
+    if kind == "reject":
+        message = decision.get("message")
+        if message is not None and not isinstance(message, str):
+            raise ReviewInputError(
+                f"a 'reject' decision's 'message' must be a string, got {message!r}"
+            )
+        if message and message.strip():
+            return {"action": "revise", "feedback": message}
+        return {"action": "reject"}
+    raise ReviewInputError(
+        f"a review decision's 'type' must be one of {list(DECISIONS)}, got {decision!r}; "
+        "resume again with e.g. {'decisions': [{'type': 'approve'}]}"
+    )
+
+
+def _edited_response(decision: Mapping[str, Any]) -> str:
+    action = decision.get("edited_action")
+    args = action.get("args") if isinstance(action, Mapping) else None
+    response = args.get("response") if isinstance(args, Mapping) else None
+    if not isinstance(response, str) or not response.strip():
+        raise ReviewInputError(
+            "an 'edit' decision needs the edited answer as a non-empty string in "
+            f"edited_action['args']['response'], got {action!r}; resume again with "
+            "{'decisions': [{'type': 'edit', 'edited_action': {'name': ..., "
+            "'args': {'response': '...'}}}]}"
+        )
+    return response
+
+
+def ask_review(
+    payload: Mapping[str, Any],
+    apply: Callable[[Mapping[str, Any], Any], T],
+    actions: Sequence[str],
+) -> T:
+    """Pause with `interrupt(payload, response_schema=...)` until `apply` accepts the answer.
+
+    The schema is passed as JSON, which LangGraph publishes to clients without checking
+    answers against it: a malformed answer is not an error of the run, so `apply` checks
+    it, and the review pauses again with the same payload plus an `error` key saying what
+    was wrong. Each `interrupt()` here has its own resume slot, so the bad value is never
+    replayed into the next answer.
+
+    Args:
+        payload: What the reviewer is shown.
+        apply: Turns an answer into the caller's update; raises `ReviewInputError` for a
+            malformed answer.
+        actions: The actions offered, for the schema.
+
+    Returns:
+        What `apply` returned for the first well-formed answer.
+    """
+    schema = review_answer_schema(actions)
+    shown = payload
+    while True:
+        try:
+            return apply(payload, interrupt(shown, response_schema=schema))
+        except ReviewInputError as exc:
+            logger.info("%s: review answer rejected: %s", payload.get("name"), exc)
+            shown = {**payload, "error": str(exc)}
