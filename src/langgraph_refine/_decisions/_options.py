@@ -281,8 +281,9 @@ class LoopOptions:
     )
     """The model of the default LLM judge (when `evaluator` is None): a chat model or a
     `"provider:model"` string. By default the generator's model (the ladder's first rung;
-    in an agent, the agent's own model). In a run's context, a model string: alone, it makes the run's check `judge` on that
-    model (`REFINE_JUDGE_MODELS`, when set, lists the models a run may name)."""
+    in an agent, the agent's own model). In a run's context, a model string: alone, it
+    makes the run's check `judge` on that model (`REFINE_JUDGE_MODELS`, when set, lists
+    the models a run may name)."""
 
     target_score: float = field(default=0.9, metadata=declare(flags=("--target-score",)))
     """Stop once an attempt scores at least this, in [0, 1]."""
