@@ -212,7 +212,9 @@ def main(argv: list[str] | None = None) -> int:
     with open_saver(args.saver) as saver:
         graph = build(recorder, saver)
         snapshot = graph.get_state(config)
-        if args.mode == "resume" and not snapshot.next:
+        # A kill between a task's saved writes and the step's checkpoint leaves no `next`
+        # but the finished task (its writes pending): `invoke(None)` applies them and goes on.
+        if args.mode == "resume" and not snapshot.next and not snapshot.tasks:
             # A kill that lands after the last checkpoint was written (a loaded machine
             # can delay it past the run's end) leaves a finished thread: report it as is.
             if snapshot.values.get("stop_reason"):
