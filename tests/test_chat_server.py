@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
-from tests.test_server import ScriptedOpenAI
+from tests.test_server import scripted_openai
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
@@ -46,15 +45,8 @@ def chat_script(body: dict[str, Any]) -> str:
 
 @pytest.fixture(scope="module")
 def chat_model_server() -> Iterator[ThreadingHTTPServer]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), ScriptedOpenAI)
-    server.requests = []  # type: ignore[attr-defined]
-    server.refuse = ""  # type: ignore[attr-defined]
-    server.script = chat_script  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with scripted_openai(chat_script) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")

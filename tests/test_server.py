@@ -8,6 +8,7 @@ real local model is covered by the recorded tests): it answers generator prompts
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import socket
@@ -47,7 +48,7 @@ class ScriptedOpenAI(BaseHTTPRequestHandler):
             message = "request (5000 tokens) exceeds the available context size (2048 tokens)"
             self._json(400, {"error": {"message": message, "type": "exceed_context_size_error"}})
             return
-        text = getattr(self.server, "script", reply_for)(body)  # a server's own script
+        text = (getattr(self.server, "script", None) or reply_for)(body)  # its own script
         usage = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
         if body.get("stream"):
             self._stream(body, text, usage)
@@ -126,16 +127,26 @@ def free_port() -> int:
         return port
 
 
-@pytest.fixture(scope="module")
-def model_server() -> Iterator[ThreadingHTTPServer]:
+@contextlib.contextmanager
+def scripted_openai(script: Any = None) -> Iterator[ThreadingHTTPServer]:
+    """A `ScriptedOpenAI` server on loopback; `script(body) -> text` replaces its replies."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), ScriptedOpenAI)
     server.requests = []  # type: ignore[attr-defined]
     server.refuse = ""  # type: ignore[attr-defined]  # answer 400 to prompts holding this
+    server.script = script  # type: ignore[attr-defined]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(scope="module")
+def model_server() -> Iterator[ThreadingHTTPServer]:
+    with scripted_openai() as server:
+        yield server
 
 
 @pytest.fixture(scope="module")

@@ -70,7 +70,9 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
     Args:
         evaluator: A callable, chat model (LLM judge), evaluator object or list of them.
         options: The loop's options (stop rules, budget, strategy, name).
-        retry_policy: The retry policy the node runs under.
+        retry_policy: The policy a failed evaluator call is retried under, inside the
+            node (`Step.call`), so the budget counts every call sent; give it here
+            only, not also to `add_node` (the calls would be retried twice).
         routes: Node names for `"refine"` and `"stop"`. When given, the node routes the
             loop itself (it returns a `Command` with `goto`), so the graph needs no
             conditional edge after it; without, route with `route_after_evaluation`.
