@@ -343,13 +343,7 @@ def _minus(
     """The pooled counts without this run's own (what the store hands each choice)."""
     if record is None:
         return None
-    out = {}
-    for kind, stats in record.items():
-        mine = own.get(kind, MoveStats())
-        out[kind] = MoveStats(
-            stats.rounds - mine.rounds, stats.raised - mine.raised, stats.fell - mine.fell
-        )
-    return out
+    return {kind: stats - own.get(kind, MoveStats()) for kind, stats in record.items()}
 
 
 def run_scripted(fix: float, drop: float, calls: int, repeats: int, tasks: int) -> Arms:

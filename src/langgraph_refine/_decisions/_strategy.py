@@ -104,8 +104,8 @@ STATE_BANDS = 4
 STATE_MARK = "@"
 """Joins a kind of move and a state in the counts handed to `choose_next`: `"refine@b2/up"`."""
 
-STATE_KEPT_CREDIT = 0.0
-"""What a kept round counts for among the rounds of one state (see `KEPT_CREDIT`)."""
+GAIN_SCALE = float(__import__("os").environ.get("GS", "1"))
+"""tmp"""
 
 RUNG_STATE_MARK = "|"
 """Joins a state and the ladder rung that moved from it (`rung_state`)."""
@@ -125,20 +125,38 @@ class MoveStats:
             (by the best-attempt rule: a PASS verdict outranks a higher score).
         fell: How many scored below the attempt they started from: the refined
             attempt for a refinement (`parent`), attempt 0 for a fresh sample.
+        gain: How far those rounds raised the best score, summed, in thousandths of
+            a score (a PASS counting as 1.0): a round that took the best from 0.4 to
+            0.8 adds 400. A whole number, so counts from many runs add up exactly.
     """
 
     rounds: int = 0
     raised: int = 0
     fell: int = 0
+    gain: int = 0
 
     def __add__(self, other: MoveStats) -> MoveStats:
         return MoveStats(
-            self.rounds + other.rounds, self.raised + other.raised, self.fell + other.fell
+            self.rounds + other.rounds,
+            self.raised + other.raised,
+            self.fell + other.fell,
+            self.gain + other.gain,
         )
 
-    def to_dict(self) -> dict[str, int]:
-        """The counts as a JSON-ready dict."""
-        return {"rounds": self.rounds, "raised": self.raised, "fell": self.fell}
+    def __sub__(self, other: MoveStats) -> MoveStats:
+        return MoveStats(
+            self.rounds - other.rounds,
+            self.raised - other.raised,
+            self.fell - other.fell,
+            self.gain - other.gain,
+        )
+
+    def to_dict(self, *, gain: bool = False) -> dict[str, int]:
+        """The counts as a JSON-ready dict (`gain` too when asked: the counts by state)."""
+        counts = {"rounds": self.rounds, "raised": self.raised, "fell": self.fell}
+        if gain:
+            counts["gain"] = self.gain
+        return counts
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> MoveStats:
@@ -148,7 +166,7 @@ class MoveStats:
             ValueError: If a count is not a non-negative integer.
         """
         counts = {}
-        for name in ("rounds", "raised", "fell"):
+        for name in ("rounds", "raised", "fell", "gain"):
             value = data.get(name, 0)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(
@@ -330,7 +348,15 @@ def _outcome(attempts: Sequence[Attempt]) -> tuple[str | None, MoveStats]:
     start = _start(attempts)
     fell = start is not None and start.evaluation is not None and _score(latest) < _score(start)
     kind = latest.move or ("sample" if latest.parent is None else "refine")
-    return kind, MoveStats(rounds=1, raised=int(_raised_best(attempts)), fell=int(fell))
+    raised = _raised_best(attempts)
+    return kind, MoveStats(1, int(raised), int(fell), _gain(attempts) if raised else 0)
+
+
+def _gain(attempts: Sequence[Attempt]) -> int:
+    """How far the latest attempt raised the best score, in thousandths (`MoveStats.gain`)."""
+    earlier = best_attempt(attempts[:-1])
+    before = _score(earlier) if earlier is not None and earlier.evaluation is not None else 0.0
+    return max(0, round(1000 * (_score(attempts[-1]) - before)))
 
 
 def _start(attempts: Sequence[Attempt]) -> Attempt | None:
@@ -393,6 +419,8 @@ def _explore(
     best = progress.best
     if best is None:  # nothing evaluated
         return SAMPLE
+    if _pooled_rounds(record) and _XP.get("noexploit") and _scoped(attempts, record, rung)[0] is not None:
+        return _explore_with_record(attempts, task, record, best, rung)
     if attempts[-1].parent is not None and progress.latest_raised:
         return _refine(best.index)  # a refinement just worked here: exploit it
     if _pooled_rounds(record):
@@ -441,16 +469,12 @@ def _explore_with_record(
     RECORD_SHARPEN_ROUNDS)` as the pooled record grows: a thin record explores, a
     thick one mostly acts on what it says (so a kind it says hurts is rarely tried).
     """
-    state = run_state(attempts)
-    credit = KEPT_CREDIT
-    own = round_stats(attempts)
-    labels = [state] if rung is None or state is None else [rung_state(state, rung), state]
-    for label in labels:  # the moving rung's rounds from here first, then any rung's
-        scoped = in_state(record, label)
-        if _pooled_rounds(scoped) >= STATE_MIN_ROUNDS:  # enough rounds from where it stands
-            record, credit = scoped, STATE_KEPT_CREDIT
-            own = state_stats(attempts).get(label or "", {})
-            break
+    scoped, own_scoped = _scoped(attempts, record, rung)
+    by_gain = scoped is not None
+    if scoped is not None:
+        record, own = scoped, own_scoped
+    else:
+        own = round_stats(attempts)
     counts = _counts(record, own)
     rng = random.Random(_seed(task, len(attempts)))
     sharpen = min(RECORD_SHARPEN_MAX, 1.0 + _pooled_rounds(record) / RECORD_SHARPEN_ROUNDS)
@@ -459,8 +483,10 @@ def _explore_with_record(
         return sum((counts.get(kind, MoveStats()) for kind in kinds), MoveStats())
 
     def draw(stats: MoveStats) -> float:
-        kept = stats.rounds - stats.raised - stats.fell
-        worth = stats.raised + credit * kept
+        if by_gain:  # from one state: how far a round raised the best, on average
+            worth = min(stats.rounds, stats.gain / 1000 * GAIN_SCALE)
+        else:
+            worth = stats.raised + KEPT_CREDIT * (stats.rounds - stats.raised - stats.fell)
         return rng.betavariate(1.0 + sharpen * worth, 1.0 + sharpen * (stats.rounds - worth))
 
     def first_wins(first: MoveStats, second: MoveStats) -> bool:
@@ -479,6 +505,38 @@ def _explore_with_record(
         if not first_wins(total(kind), total(other)):
             kind = other
     return Choice(kind)
+
+
+import os as _os
+_XP = {k: _os.environ.get(k.upper()) for k in ("noexploit", "band", "minr")}
+
+
+def _scoped(attempts, record, rung):
+    state = run_state(attempts)
+    if state is None:
+        return None, {}
+    minr = int(_XP["minr"] or STATE_MIN_ROUNDS)
+    labels = [state] if rung is None else [rung_state(state, rung), state]
+    if _XP["band"]:
+        band = state.split("/")[0]
+        out: dict[str, MoveStats] = {}
+        for k, v in record.items():
+            kind, _, st = k.partition(STATE_MARK)
+            if st and RUNG_STATE_MARK not in st and st.split("/")[0] == band:
+                out[kind] = out.get(kind, MoveStats()) + v
+        own: dict[str, MoveStats] = {}
+        for st, kinds in state_stats(attempts).items():
+            if RUNG_STATE_MARK not in st and st.split("/")[0] == band:
+                for kind, v in kinds.items():
+                    own[kind] = own.get(kind, MoveStats()) + v
+        if _pooled_rounds(out) >= minr:
+            return out, own
+        return None, {}
+    for label in labels:  # the moving rung's rounds from here first, then any rung's
+        scoped = in_state(record, label)
+        if _pooled_rounds(scoped) >= minr:  # enough rounds from where it stands
+            return scoped, state_stats(attempts).get(label or "", {})
+    return None, {}
 
 
 def _pooled_rounds(record: Mapping[str, MoveStats]) -> int:
