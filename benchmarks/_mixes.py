@@ -22,14 +22,16 @@ from dataclasses import dataclass, field
 
 from langgraph_refine import Attempt, Evaluation
 from langgraph_refine._decisions._ladder import next_rung
-from langgraph_refine._state import Strategy, Usage
 from langgraph_refine._decisions._strategy import (
     MoveStats,
     choose_next,
     round_stats,
+    score_counts,
+    score_kind,
     state_kind,
     state_stats,
 )
+from langgraph_refine._state import Strategy, Usage
 
 WORDS = 8
 """Words per task: 8 bands of score, so a first answer tells much or little."""
@@ -86,10 +88,12 @@ class Outcome:
 
 
 def pooled_counts(attempts: Sequence[Attempt]) -> Counts:
-    """A finished run's counts as the store pools them: per kind, and per kind and state."""
+    """A finished run's counts as the store pools them: per kind, per kind and state, scores."""
     counts = dict(round_stats(attempts))
     for state, kinds in state_stats(attempts).items():
         counts.update({state_kind(kind, state): stats for kind, stats in kinds.items()})
+    for kind, bins in score_counts(attempts).items():
+        counts.update({score_kind(kind, b): MoveStats(rounds=n) for b, n in bins.items()})
     return counts
 
 

@@ -56,16 +56,12 @@ from typing import Any
 
 from benchmarks import _local
 from benchmarks._harness import BenchResult, Figure, md_table, run_async
+from benchmarks._mixes import add_into, pooled_counts
 from benchmarks.quality import MAX_TOKENS, PARALLEL, TEMPERATURE, load_tasks, task_text
 from langgraph_refine import Attempt, Evaluation, arefine, evaluators, refine
 from langgraph_refine._decisions import _strategy
+from langgraph_refine._decisions._strategy import MoveStats, choose_next
 from langgraph_refine._state import Strategy
-from langgraph_refine._decisions._strategy import (
-    MoveStats,
-    choose_next,
-    latest_round_stats,
-    latest_state_stats,
-)
 
 BUDGETS = (4, 8)
 SCRIPTED = {
@@ -266,30 +262,36 @@ def arm_settings(arm: str) -> tuple[Strategy, bool, tuple[Any, ...]]:
 
 
 class ScriptedTask:
-    """One keyword task of `WORDS` words for a scripted refiner of strength (fix, drop)."""
+    """One keyword task of `WORDS` words for a scripted refiner of strength (fix, drop).
+
+    Every call draws its words from its own generator, seeded by the task's `seed`, the
+    run's name and the call's index (common random numbers): two arms that make the same
+    move from the same start at the same call of the same run get the same answer, so
+    their paired difference shows their choices, not the luck of unrelated draws.
+    """
 
     def __init__(
-        self, fix: float, drop: float, rng: random.Random, p_word: float = P_WORD
+        self, fix: float, drop: float, seed: str, p_word: float = P_WORD
     ) -> None:
-        self.fix, self.drop, self.rng, self.p_word = fix, drop, rng, p_word
+        self.fix, self.drop, self.seed, self.p_word = fix, drop, seed, p_word
 
-    def answer(self, move: str, start: frozenset[int], named: frozenset[int]) -> frozenset[int]:
+    def answer(
+        self, move: str, start: frozenset[int], named: frozenset[int], name: str, index: int
+    ) -> frozenset[int]:
         """The words (indices) of a new answer made by `move` from `start`."""
-        rng, words = self.rng, range(WORDS)
+        rng = random.Random(f"{self.seed}:{name}:{index}")
+        fresh, kept, fixed = ([rng.random() for _ in range(WORDS)] for _ in range(3))
         if move == "refine":
             return frozenset(
                 w
-                for w in words
-                if (w in start and rng.random() >= self.drop)
-                or (w not in start and rng.random() < self.fix)
+                for w in range(WORDS)
+                if (w in start and kept[w] >= self.drop) or (w not in start and fixed[w] < self.fix)
             )
-        if move == "guided":
-            return frozenset(
-                w
-                for w in words
-                if rng.random() < self.p_word or (w in named and rng.random() < self.fix)
-            )
-        return frozenset(w for w in words if rng.random() < self.p_word)
+        return frozenset(
+            w
+            for w in range(WORDS)
+            if fresh[w] < self.p_word or (move == "guided" and w in named and fixed[w] < self.fix)
+        )
 
 
 def scripted_run(
@@ -301,20 +303,21 @@ def scripted_run(
 ) -> Run:
     """One loop on a scripted task: what the graph does, without the graph.
 
-    The record (warm) is the pooled counts of the earlier tasks; this run's rounds are
-    added to it as they are evaluated, as the store does.
+    The record (warm) is the pooled counts of the earlier tasks; this run's counts are
+    added to it when it ends (runs go one after another here, so that is what the store
+    hands each choice: the others' counts, this run's own being added by explore itself).
     """
     answers: list[frozenset[int]] = []
     attempts: list[Attempt] = []
-    own: dict[str, MoveStats] = {}
+    others = dict(record) if record is not None else None
     move, parent = "sample", None
     for index in range(calls):
         if index:
-            choice = choose_next(strategy, attempts, name, _minus(record, own))
+            choice = choose_next(strategy, attempts, name, others)
             move, parent = choice.move, choice.parent
         best = max(answers, key=len, default=frozenset())
         start = answers[parent] if parent is not None else frozenset()
-        words = task.answer(move, start, frozenset(range(WORDS)) - best)
+        words = task.answer(move, start, frozenset(range(WORDS)) - best, name, index)
         answers.append(words)
         attempts.append(
             Attempt(
@@ -325,25 +328,13 @@ def scripted_run(
                 move=move,
             )
         )
-        if record is not None:
-            latest = {**latest_round_stats(attempts), **latest_state_stats(attempts)}
-            for kind, stats in latest.items():
-                record[kind] = record.get(kind, MoveStats()) + stats
-                own[kind] = own.get(kind, MoveStats()) + stats
         if len(words) == WORDS:
             break
+    if record is not None:
+        add_into(record, pooled_counts(attempts))
     return Run(
         max(len(a) for a in answers) / WORDS, len(attempts), 0, [a.move or "" for a in attempts]
     )
-
-
-def _minus(
-    record: dict[str, MoveStats] | None, own: dict[str, MoveStats]
-) -> dict[str, MoveStats] | None:
-    """The pooled counts without this run's own (what the store hands each choice)."""
-    if record is None:
-        return None
-    return {kind: stats - own.get(kind, MoveStats()) for kind, stats in record.items()}
 
 
 def run_scripted(fix: float, drop: float, calls: int, repeats: int, tasks: int) -> Arms:
@@ -352,9 +343,8 @@ def run_scripted(fix: float, drop: float, calls: int, repeats: int, tasks: int) 
         strategy, warm, fresh = arm_settings(arm)
         with fresh_moves(fresh):
             for repeat in range(repeats):
-                rng = random.Random(f"{fix}:{drop}:{calls}:{repeat}")
                 record: dict[str, MoveStats] | None = {} if warm else None
-                task = ScriptedTask(fix, drop, rng)
+                task = ScriptedTask(fix, drop, f"{fix}:{drop}:{calls}:{repeat}")
                 for t in range(tasks):
                     name = f"scripted task {repeat}.{t}"
                     out[arm].append(scripted_run(strategy, task, calls, name, record))
@@ -426,14 +416,14 @@ def draw_refiner(seed: int) -> RefinerMix:
     return RefinerMix(seed, fix, drop, rng.uniform(0.3, 0.6))
 
 
-def split_run(task: ScriptedTask, calls: int, samples: int) -> Run:
+def split_run(task: ScriptedTask, calls: int, samples: int, name: str) -> Run:
     """A fixed rule that knows the refiner: `samples` fresh answers, then refine the best."""
     answers: list[frozenset[int]] = []
     for index in range(calls):
         if index < samples:
-            words = task.answer("sample", frozenset(), frozenset())
+            words = task.answer("sample", frozenset(), frozenset(), name, index)
         else:
-            words = task.answer("refine", max(answers, key=len), frozenset())
+            words = task.answer("refine", max(answers, key=len), frozenset(), name, index)
         answers.append(words)
         if len(words) == WORDS:
             break
@@ -446,9 +436,8 @@ def run_refiner_mix(mix: RefinerMix, calls: int, repeats: int, tasks: int) -> Ar
     for arm in MIX_ARMS:
         strategy, warm, _ = arm_settings(arm)
         for repeat in range(repeats):
-            rng = random.Random(f"{mix.seed}:{repeat}")
             record: dict[str, MoveStats] | None = {} if warm else None
-            task = ScriptedTask(mix.fix, mix.drop, rng, mix.p_word)
+            task = ScriptedTask(mix.fix, mix.drop, f"{mix.seed}:{repeat}", mix.p_word)
             for t in range(tasks):
                 name = f"scripted task {repeat}.{t}"
                 out[arm].append(scripted_run(strategy, task, calls, name, record))
@@ -456,9 +445,10 @@ def run_refiner_mix(mix: RefinerMix, calls: int, repeats: int, tasks: int) -> Ar
     for samples in range(1, calls + 1):
         runs = []
         for repeat in range(repeats):
-            rng = random.Random(f"{mix.seed}:{repeat}")
-            task = ScriptedTask(mix.fix, mix.drop, rng, mix.p_word)
-            runs += [split_run(task, calls, samples) for _ in range(tasks)]
+            task = ScriptedTask(mix.fix, mix.drop, f"{mix.seed}:{repeat}", mix.p_word)
+            runs += [
+                split_run(task, calls, samples, f"scripted task {repeat}.{t}") for t in range(tasks)
+            ]
         splits[samples] = runs
     best = max(splits, key=lambda k: mean(splits[k]))
     out[f"floor: {best} sample(s), then refine the best"] = splits[best]

@@ -104,15 +104,29 @@ STATE_BANDS = 4
 STATE_MARK = "@"
 """Joins a kind of move and a state in the counts handed to `choose_next`: `"refine@b2/up"`."""
 
-GAIN_SCALE = float(__import__("os").environ.get("GS", "1"))
-"""tmp"""
+STATE_KEPT_CREDIT = 0.0
+"""What a kept round counts for among the rounds of one state (see `KEPT_CREDIT`)."""
 
 RUNG_STATE_MARK = "|"
 """Joins a state and the ladder rung that moved from it (`rung_state`)."""
 
 STATE_MIN_ROUNDS = 20
 """Pooled rounds in a state (refinements and fresh samples) before explore acts on them
-rather than on the counts pooled over every state."""
+rather than on the counts pooled over every state (a record without score counts)."""
+
+SCORE_BINS = 10
+"""A score counts in the record's score counts as a whole number of tenths (0 to 10)."""
+
+SCORE_MARK = "#"
+"""Joins a kind of move (and its state band) and an outcome's bin: `"sample#7"`,
+`"refine@b1#+2"` (see `score_counts`)."""
+
+SCORES_PRIOR = 2.0
+"""Pseudo-rounds, spread evenly over every outcome a move can have, that explore's
+expected gains start from: a move the record has not seen from a band is taken to be
+worth trying (an even spread of outcomes gains more than most moves do), and a few of
+its real outcomes outweigh that. Chosen on the random refiners of seeds 2000-2039
+(`make bench BENCH=strategies` reports other seeds)."""
 
 
 @dataclass(frozen=True)
@@ -125,38 +139,25 @@ class MoveStats:
             (by the best-attempt rule: a PASS verdict outranks a higher score).
         fell: How many scored below the attempt they started from: the refined
             attempt for a refinement (`parent`), attempt 0 for a fresh sample.
-        gain: How far those rounds raised the best score, summed, in thousandths of
-            a score (a PASS counting as 1.0): a round that took the best from 0.4 to
-            0.8 adds 400. A whole number, so counts from many runs add up exactly.
     """
 
     rounds: int = 0
     raised: int = 0
     fell: int = 0
-    gain: int = 0
 
     def __add__(self, other: MoveStats) -> MoveStats:
         return MoveStats(
-            self.rounds + other.rounds,
-            self.raised + other.raised,
-            self.fell + other.fell,
-            self.gain + other.gain,
+            self.rounds + other.rounds, self.raised + other.raised, self.fell + other.fell
         )
 
     def __sub__(self, other: MoveStats) -> MoveStats:
         return MoveStats(
-            self.rounds - other.rounds,
-            self.raised - other.raised,
-            self.fell - other.fell,
-            self.gain - other.gain,
+            self.rounds - other.rounds, self.raised - other.raised, self.fell - other.fell
         )
 
-    def to_dict(self, *, gain: bool = False) -> dict[str, int]:
-        """The counts as a JSON-ready dict (`gain` too when asked: the counts by state)."""
-        counts = {"rounds": self.rounds, "raised": self.raised, "fell": self.fell}
-        if gain:
-            counts["gain"] = self.gain
-        return counts
+    def to_dict(self) -> dict[str, int]:
+        """The counts as a JSON-ready dict."""
+        return {"rounds": self.rounds, "raised": self.raised, "fell": self.fell}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> MoveStats:
@@ -166,7 +167,7 @@ class MoveStats:
             ValueError: If a count is not a non-negative integer.
         """
         counts = {}
-        for name in ("rounds", "raised", "fell", "gain"):
+        for name in ("rounds", "raised", "fell"):
             value = data.get(name, 0)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(
@@ -254,7 +255,7 @@ def run_state(attempts: Sequence[Attempt]) -> str | None:
     best = best_attempt(attempts)
     if best is None or best.evaluation is None:
         return None
-    band = min(STATE_BANDS - 1, int(_score(best) * STATE_BANDS))
+    band = _band(_score(best))
     phase = "start" if len(attempts) == 1 else "up" if _raised_best(attempts) else "flat"
     return f"b{band}/{phase}"
 
@@ -348,15 +349,7 @@ def _outcome(attempts: Sequence[Attempt]) -> tuple[str | None, MoveStats]:
     start = _start(attempts)
     fell = start is not None and start.evaluation is not None and _score(latest) < _score(start)
     kind = latest.move or ("sample" if latest.parent is None else "refine")
-    raised = _raised_best(attempts)
-    return kind, MoveStats(1, int(raised), int(fell), _gain(attempts) if raised else 0)
-
-
-def _gain(attempts: Sequence[Attempt]) -> int:
-    """How far the latest attempt raised the best score, in thousandths (`MoveStats.gain`)."""
-    earlier = best_attempt(attempts[:-1])
-    before = _score(earlier) if earlier is not None and earlier.evaluation is not None else 0.0
-    return max(0, round(1000 * (_score(attempts[-1]) - before)))
+    return kind, MoveStats(rounds=1, raised=int(_raised_best(attempts)), fell=int(fell))
 
 
 def _start(attempts: Sequence[Attempt]) -> Attempt | None:
@@ -419,11 +412,11 @@ def _explore(
     best = progress.best
     if best is None:  # nothing evaluated
         return SAMPLE
-    if _pooled_rounds(record) and _XP.get("noexploit") and _scoped(attempts, record, rung)[0] is not None:
-        return _explore_with_record(attempts, task, record, best, rung)
     if attempts[-1].parent is not None and progress.latest_raised:
         return _refine(best.index)  # a refinement just worked here: exploit it
-    if _pooled_rounds(record):
+    if _scored_rounds(record, FRESH_MOVES[0]):
+        return _explore_by_gain(attempts, record, best)
+    if _pooled_rounds(record):  # a record written before score counts
         return _explore_with_record(attempts, task, record, best, rung)
     if len(attempts) == 1:
         return _refine(best.index)
@@ -469,12 +462,16 @@ def _explore_with_record(
     RECORD_SHARPEN_ROUNDS)` as the pooled record grows: a thin record explores, a
     thick one mostly acts on what it says (so a kind it says hurts is rarely tried).
     """
-    scoped, own_scoped = _scoped(attempts, record, rung)
-    by_gain = scoped is not None
-    if scoped is not None:
-        record, own = scoped, own_scoped
-    else:
-        own = round_stats(attempts)
+    state = run_state(attempts)
+    credit = KEPT_CREDIT
+    own = round_stats(attempts)
+    labels = [state] if rung is None or state is None else [rung_state(state, rung), state]
+    for label in labels:  # the moving rung's rounds from here first, then any rung's
+        scoped = in_state(record, label)
+        if _pooled_rounds(scoped) >= STATE_MIN_ROUNDS:  # enough rounds from where it stands
+            record, credit = scoped, STATE_KEPT_CREDIT
+            own = state_stats(attempts).get(label or "", {})
+            break
     counts = _counts(record, own)
     rng = random.Random(_seed(task, len(attempts)))
     sharpen = min(RECORD_SHARPEN_MAX, 1.0 + _pooled_rounds(record) / RECORD_SHARPEN_ROUNDS)
@@ -483,10 +480,8 @@ def _explore_with_record(
         return sum((counts.get(kind, MoveStats()) for kind in kinds), MoveStats())
 
     def draw(stats: MoveStats) -> float:
-        if by_gain:  # from one state: how far a round raised the best, on average
-            worth = min(stats.rounds, stats.gain / 1000 * GAIN_SCALE)
-        else:
-            worth = stats.raised + KEPT_CREDIT * (stats.rounds - stats.raised - stats.fell)
+        kept = stats.rounds - stats.raised - stats.fell
+        worth = stats.raised + credit * kept
         return rng.betavariate(1.0 + sharpen * worth, 1.0 + sharpen * (stats.rounds - worth))
 
     def first_wins(first: MoveStats, second: MoveStats) -> bool:
@@ -507,36 +502,106 @@ def _explore_with_record(
     return Choice(kind)
 
 
-import os as _os
-_XP = {k: _os.environ.get(k.upper()) for k in ("noexploit", "band", "minr")}
+def score_counts(attempts: Sequence[Attempt]) -> dict[str, dict[str, int]]:
+    """This run's outcomes by kind of move, as the record's score counts keep them.
+
+    A fresh answer (attempt 0 included) counts its score under its kind: `{"sample":
+    {"7": 1}}` for a sample scored 0.7. A move that started from an attempt (a
+    refinement) counts how far its score moved from that attempt's, under its kind and
+    the band of the attempt's score (`run_state`'s bands): `{"refine@b1": {"+2": 1}}`
+    for a refinement of a 0.4 attempt scored 0.6. Scores count in tenths (`SCORE_BINS`),
+    a PASS as 1.0; unevaluated attempts do not count.
+
+    Example:
+        >>> from langgraph_refine import Attempt, Evaluation
+        >>> first = Attempt(index=0, response="a", evaluation=Evaluation(score=0.4))
+        >>> better = Attempt(index=1, response="b", parent=0, evaluation=Evaluation(score=0.6))
+        >>> score_counts([first, better])
+        {'sample': {'4': 1}, 'refine@b1': {'+2': 1}}
+    """
+    counts: dict[str, dict[str, int]] = {}
+    by_index = {a.index: a for a in attempts}
+    for attempt in attempts:
+        outcome = _scored_outcome(attempt, by_index)
+        if outcome is not None:
+            bins = counts.setdefault(outcome[0], {})
+            bins[outcome[1]] = bins.get(outcome[1], 0) + 1
+    return counts
 
 
-def _scoped(attempts, record, rung):
-    state = run_state(attempts)
-    if state is None:
-        return None, {}
-    minr = int(_XP["minr"] or STATE_MIN_ROUNDS)
-    labels = [state] if rung is None else [rung_state(state, rung), state]
-    if _XP["band"]:
-        band = state.split("/")[0]
-        out: dict[str, MoveStats] = {}
-        for k, v in record.items():
-            kind, _, st = k.partition(STATE_MARK)
-            if st and RUNG_STATE_MARK not in st and st.split("/")[0] == band:
-                out[kind] = out.get(kind, MoveStats()) + v
-        own: dict[str, MoveStats] = {}
-        for st, kinds in state_stats(attempts).items():
-            if RUNG_STATE_MARK not in st and st.split("/")[0] == band:
-                for kind, v in kinds.items():
-                    own[kind] = own.get(kind, MoveStats()) + v
-        if _pooled_rounds(out) >= minr:
-            return out, own
-        return None, {}
-    for label in labels:  # the moving rung's rounds from here first, then any rung's
-        scoped = in_state(record, label)
-        if _pooled_rounds(scoped) >= minr:  # enough rounds from where it stands
-            return scoped, state_stats(attempts).get(label or "", {})
-    return None, {}
+def score_kind(kind: str, outcome: str) -> str:
+    """The key of one outcome's count among the counts handed to `choose_next`."""
+    return f"{kind}{SCORE_MARK}{outcome}"
+
+
+def _scored_outcome(attempt: Attempt, by_index: Mapping[int, Attempt]) -> tuple[str, str] | None:
+    """(kind, outcome bin) of one evaluated attempt, as `score_counts` counts it."""
+    if attempt.evaluation is None:
+        return None
+    kind = attempt.move or ("sample" if attempt.parent is None else "refine")
+    if attempt.parent is None:
+        return kind, str(round(_score(attempt) * SCORE_BINS))
+    start = by_index.get(attempt.parent)
+    if start is None or start.evaluation is None:
+        return None
+    moved = round((_score(attempt) - _score(start)) * SCORE_BINS)
+    return f"{kind}@b{_band(_score(start))}", f"{moved:+d}"
+
+
+def _scored_rounds(record: Mapping[str, MoveStats], kind: str) -> int:
+    prefix = f"{kind}{SCORE_MARK}"
+    return sum(stats.rounds for key, stats in record.items() if key.startswith(prefix))
+
+
+def _explore_by_gain(
+    attempts: Sequence[Attempt], record: Mapping[str, MoveStats], best: Attempt
+) -> Choice:
+    """Explore's choice from the record's score counts: the move expected to raise the best most.
+
+    For each move, the outcomes it had (pooled over earlier runs, and this run's own),
+    with `SCORES_PRIOR` pseudo-outcomes spread evenly over every outcome it can have,
+    give its expected gain: how far, on average, its answer would score above the best
+    so far. A fresh answer's outcomes are its scores wherever the run stood (where a
+    run stands does not change a fresh answer); a refinement's are how far it moved
+    from the attempt it refined, when that attempt's score was in the band the best is
+    in now. Refining the best wins ties.
+    """
+    top = _score(best)
+    own = score_counts(attempts)
+
+    def outcomes(kind: str) -> dict[int, float]:
+        seen: dict[int, float] = {}
+        for outcome, n in own.get(kind, {}).items():
+            seen[int(outcome)] = seen.get(int(outcome), 0) + n
+        prefix = f"{kind}{SCORE_MARK}"
+        for key, stats in record.items():
+            if key.startswith(prefix):
+                outcome = int(key[len(prefix) :])
+                seen[outcome] = seen.get(outcome, 0) + stats.rounds
+        return seen
+
+    def expected_gain(seen: Mapping[int, float], possible: range, gain: Any) -> float:
+        prior = SCORES_PRIOR / len(possible)
+        weights = {v: prior + seen.get(v, 0) for v in possible}
+        return sum(w * gain(v) for v, w in weights.items()) / sum(weights.values())
+
+    refined = expected_gain(
+        outcomes(f"refine@b{_band(top)}"),
+        range(-SCORE_BINS, SCORE_BINS + 1),
+        lambda moved: max(0.0, min(moved / SCORE_BINS, 1.0 - top)),
+    )
+    fresh = {
+        kind: expected_gain(
+            outcomes(kind), range(SCORE_BINS + 1), lambda score: max(0.0, score / SCORE_BINS - top)
+        )
+        for kind in FRESH_MOVES
+    }
+    kind = max(FRESH_MOVES, key=lambda k: fresh[k])  # ties: the earlier in FRESH_MOVES
+    return _refine(best.index) if refined >= fresh[kind] else Choice(kind)
+
+
+def _band(score: float) -> int:
+    return min(STATE_BANDS - 1, int(score * STATE_BANDS))
 
 
 def _pooled_rounds(record: Mapping[str, MoveStats]) -> int:

@@ -41,6 +41,8 @@ from langgraph_refine._decisions._strategy import (
     RUNG_KIND,
     MoveStats,
     round_stats,
+    score_counts,
+    score_kind,
     state_kind,
     state_stats,
 )
@@ -133,30 +135,44 @@ class StrategyRecord:
         runs: Each counted run's own counters (JSON, as stored), by loop id.
         states: The totals per state a round started from (`run_state`), then per kind
             of move.
+        scores: The totals of the score counts (`score_counts`): per kind of move (and
+            band), how many of its answers had each outcome.
     """
 
     moves: Counts
     runs: dict[str, dict[str, Any]]
     states: dict[str, Counts] = field(default_factory=dict)
+    scores: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @classmethod
     def from_view(cls, view: RecordView) -> StrategyRecord:
         """The record a read of its namespace found."""
         runs = {run: entry.counts for run, entry in view.runs.items()}
         total = view.total()
-        return cls(moves=_counts(total.get("moves")), runs=runs, states=_states(total))
+        return cls(
+            moves=_counts(total.get("moves")),
+            runs=runs,
+            states=_states(total),
+            scores=_scores(total),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The totals as plain counts: `{move_kind: {"rounds", "raised", "fell"}}`.
 
         A ladder's rungs (move kinds `"rung:<model>"` in the stored counts, see
         `_ladder`) come under their own level: `{"rungs": {model: {...}}}`. The counts
-        by state come under `{"states": {state: {move_kind: {...}, "rungs": {...}}}}`.
+        by state come under `{"states": {state: {move_kind: {...}, "rungs": {...}}}}`, and
+        the score counts under `{"scores": {"sample": {"7": n}, "refine@b1": {"+2": n}}}`.
         """
         plain = _with_rungs(self.moves)
         if self.states:
             plain["states"] = {
                 state: _with_rungs(self.states[state]) for state in sorted(self.states)
+            }
+        if self.scores:
+            plain["scores"] = {
+                kind: dict(sorted(bins.items(), key=lambda bin_: int(bin_[0])))
+                for kind, bins in sorted(self.scores.items())
             }
         return plain
 
@@ -173,6 +189,15 @@ def _with_rungs(counts: Counts) -> dict[str, Any]:
 
 def _states(total: Mapping[str, Any]) -> dict[str, Counts]:
     return {str(state): _counts(kinds) for state, kinds in (total.get("states") or {}).items()}
+
+
+def _scores(total: Mapping[str, Any]) -> dict[str, dict[str, int]]:
+    found = total.get("scores") or {}
+    return {
+        str(kind): {str(b): int(n) for b, n in bins.items() if n}
+        for kind, bins in found.items()
+        if any(bins.values())
+    }
 
 
 def _counts(value: Any) -> Counts:
@@ -209,24 +234,30 @@ class RecordUpdate:
     def writes(self, view: RecordView) -> Writes:
         """The store writes that record this run's counts, given what it just read."""
         counts = self.counts()
-        if self.loop_id is None or not counts:  # read only, or a round 0: nothing to count
+        scores = score_counts(self.attempts)
+        if self.loop_id is None or not (counts or scores):  # read only, or nothing evaluated
             return Writes([], [])
         n = sum(stats.rounds for stats in counts.values())
         states = {state: _plain(kinds) for state, kinds in state_stats(self.attempts).items()}
         entry: dict[str, Any] = {"moves": _plain(counts)}
         if states:
             entry["states"] = states
+        if scores:
+            entry["scores"] = scores
         return plan_writes(record_namespace(self.key), view, self.loop_id, n, entry)
 
     def others(self, view: RecordView) -> Counts:
         """The pooled counts of every other run, as `choose_next` reads them.
 
-        Per kind of move, and per kind and state under `"<kind>@<state>"` keys (`state_kind`).
+        Per kind of move, per kind and state under `"<kind>@<state>"` keys (`state_kind`),
+        and each score count as the rounds of `"<kind>#<outcome>"` (`score_kind`).
         """
         total = view.total(without=self.loop_id)
         counts = _counts(total.get("moves"))
         for state, kinds in _states(total).items():
             counts.update({state_kind(kind, state): stats for kind, stats in kinds.items()})
+        for kind, bins in _scores(total).items():
+            counts.update({score_kind(kind, b): MoveStats(rounds=n) for b, n in bins.items()})
         return counts
 
 
