@@ -559,7 +559,8 @@ def _explore_by_gain(
     """Explore's choice from the record's score counts: the move expected to raise the best most.
 
     For each move, the outcomes it had (pooled over earlier runs, and this run's own),
-    with `SCORES_PRIOR` pseudo-outcomes spread evenly over every outcome it can have,
+    with `SCORES_PRIOR` pseudo-outcomes spread evenly over every outcome it can have
+    from here (any score for a fresh answer; a move to any score for a refinement),
     give its expected gain: how far, on average, its answer would score above the best
     so far. A fresh answer's outcomes are its scores wherever the run stood (where a
     run stands does not change a fresh answer); a refinement's are how far it moved
@@ -585,19 +586,35 @@ def _explore_by_gain(
         weights = {v: prior + seen.get(v, 0) for v in possible}
         return sum(w * gain(v) for v, w in weights.items()) / sum(weights.values())
 
+    here = round(top * SCORE_BINS)  # a refinement of the best can move it from 0 to 1
     refined = expected_gain(
         outcomes(f"refine@b{_band(top)}"),
-        range(-SCORE_BINS, SCORE_BINS + 1),
-        lambda moved: max(0.0, min(moved / SCORE_BINS, 1.0 - top)),
+        range(-here, SCORE_BINS - here + 1),
+        lambda moved: min(_above(moved / SCORE_BINS), 1.0 - top),
     )
     fresh = {
         kind: expected_gain(
-            outcomes(kind), range(SCORE_BINS + 1), lambda score: max(0.0, score / SCORE_BINS - top)
+            outcomes(kind), range(SCORE_BINS + 1), lambda score: _above(score / SCORE_BINS - top)
         )
         for kind in FRESH_MOVES
     }
     kind = max(FRESH_MOVES, key=lambda k: fresh[k])  # ties: the earlier in FRESH_MOVES
     return _refine(best.index) if refined >= fresh[kind] else Choice(kind)
+
+
+def _above(moved: float) -> float:
+    """How far above the best an outcome `moved` from it lands, on average.
+
+    An outcome is known to its bin (a tenth): its score is taken to be anywhere in it,
+    so one in the best's own bin raises it by a fortieth on average, and one in a bin
+    below or above by nothing or by the whole difference.
+    """
+    half = 0.5 / SCORE_BINS
+    if moved >= half:
+        return moved
+    if moved <= -half:
+        return 0.0
+    return (moved + half) ** 2 / (4 * half)
 
 
 def _band(score: float) -> int:
