@@ -270,9 +270,7 @@ class ScriptedTask:
     their paired difference shows their choices, not the luck of unrelated draws.
     """
 
-    def __init__(
-        self, fix: float, drop: float, seed: str, p_word: float = P_WORD
-    ) -> None:
+    def __init__(self, fix: float, drop: float, seed: str, p_word: float = P_WORD) -> None:
         self.fix, self.drop, self.seed, self.p_word = fix, drop, seed, p_word
 
     def answer(
@@ -491,8 +489,17 @@ def read_refiner_mix(mix: RefinerMix, arms: Arms) -> MixReading:
 
 
 MIX_HEADER = [
-    "seed", "fix", "drop", "p(word)", "best-of-4", "chain", "explore cold", "explore warm",
-    "warm - better of chain, best-of-4 [95%]", "floor (best split knowing the refiner)", "goals",
+    "seed",
+    "fix",
+    "drop",
+    "p(word)",
+    "best-of-4",
+    "chain",
+    "explore cold",
+    "explore warm",
+    "warm - better of chain, best-of-4 [95%]",
+    "floor (best split knowing the refiner)",
+    "goals",
 ]
 
 
@@ -501,7 +508,10 @@ def mix_row(r: MixReading) -> list[str]:
     gap, low, high = r.gap
     goals = ("W" if r.within else "-") + (("M" if r.above_both else "m") if r.mix.medium else "")
     return [
-        str(r.mix.seed), f"{r.mix.fix:.2f}", f"{r.mix.drop:.2f}", f"{r.mix.p_word:.2f}",
+        str(r.mix.seed),
+        f"{r.mix.fix:.2f}",
+        f"{r.mix.drop:.2f}",
+        f"{r.mix.p_word:.2f}",
         *(f"{m[a]:.3f}" for a in MIX_ARMS),
         f"{gap:+.3f} [{low:+.3f}, {high:+.3f}]",
         f"{r.floor[1]:.3f} ({r.floor[0].split(': ')[1].split(',')[0]})",
@@ -542,7 +552,9 @@ def mix_figures(readings: list[MixReading]) -> list[Figure]:
         Figure(
             f"share of random refiners: warm explore within 0.01 of the better of chain and "
             f"best-of-{MIX_CALLS}",
-            100 * sum(within) / len(within), unit="%", target=">= 90%",
+            100 * sum(within) / len(within),
+            unit="%",
+            target=">= 90%",
             passed=sum(within) >= 0.9 * len(within),
             spread=f"{len(within)} refiners; warm - better: median {gaps[len(gaps) // 2]:+.3f}, "
             f"worst {gaps[0]:+.3f}",
@@ -550,25 +562,31 @@ def mix_figures(readings: list[MixReading]) -> list[Figure]:
         Figure(
             "share of refiners expected within 0.01 if warm explore equalled the better exactly "
             "(the noise floor of the figure above)",
-            100 * statistics.fmean(noise_pass), unit="%",
+            100 * statistics.fmean(noise_pass),
+            unit="%",
         ),
         Figure(
             "share of medium refiners (fix 0.35-0.55): warm explore above both",
-            100 * sum(medium) / max(1, len(medium)), unit="%", target=">= 90%",
+            100 * sum(medium) / max(1, len(medium)),
+            unit="%",
+            target=">= 90%",
             passed=bool(medium) and sum(medium) >= 0.9 * len(medium),
             spread=f"{len(medium)} medium refiners",
         ),
         Figure(
             "share of medium refiners where the floor itself is above both (what is reachable)",
-            100 * sum(floor_above) / max(1, len(floor_above)), unit="%",
+            100 * sum(floor_above) / max(1, len(floor_above)),
+            unit="%",
         ),
         Figure(
             "share of random refiners: cold explore within 0.01 of the better (for comparison)",
-            100 * sum(cold) / len(cold), unit="%",
+            100 * sum(cold) / len(cold),
+            unit="%",
         ),
         Figure(
             "warm explore minus the floor (the best split knowing the refiner), median",
-            floor_gap[len(floor_gap) // 2], unit="",
+            floor_gap[len(floor_gap) // 2],
+            unit="",
             spread=f"worst {floor_gap[0]:+.3f}",
         ),
     ]
@@ -675,8 +693,7 @@ def run(quick: bool = False) -> BenchResult:
         for calls in BUDGETS:
             result.figures.append(real_figure(real[calls], calls))
             rows = [
-                summary_row(a, runs, real[calls][BASELINE], True)
-                for a, runs in real[calls].items()
+                summary_row(a, runs, real[calls][BASELINE], True) for a, runs in real[calls].items()
             ]
             result.tables.append(
                 f"**SmolLM2 (real), {calls} calls** ({len(tasks)} tasks x {passes[calls]} passes)"

@@ -10,6 +10,7 @@ runs do with it.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import re
 import time
@@ -32,7 +33,14 @@ from langgraph_refine import (
     refine,
     strategy_records,
 )
-from langgraph_refine._decisions._strategy import MoveStats, round_stats, state_kind, state_stats
+from langgraph_refine._decisions._strategy import (
+    MoveStats,
+    round_stats,
+    score_counts,
+    score_kind,
+    state_kind,
+    state_stats,
+)
 from langgraph_refine._records._record import (
     RECORD_NAMESPACE,
     StrategyRecord,
@@ -51,15 +59,17 @@ SCORE = re.compile(r"score=([0-9.]+)")
 LOOP = {"max_iterations": 3, "patience": None, "target_score": 1.0}
 
 
-def scripted(step: float, *, fresh: float = 0.5) -> ScriptedChatModel:
-    """A model that writes `score=<x>`: `fresh` for a new sample, the refined score + `step`."""
+def scripted(step: float, *, fresh: float = 0.5, spread: float = 0.0) -> ScriptedChatModel:
+    """A model that writes `score=<x>`: the refined score + `step` for a refinement; for a
+    new sample `fresh`, then `fresh + spread`, `fresh - spread`, `fresh`, ... in turn."""
+    samples = itertools.cycle([fresh, fresh + spread, fresh - spread])
 
     def reply(messages: Sequence[BaseMessage]) -> str:
         text = messages[-1].text
         if "<answer>" in text:  # a refinement prompt: it shows the attempt refined
             refined = float(SCORE.findall(text)[-1])
             return f"score={min(0.95, max(0.0, refined + step)):.2f}"
-        return f"score={fresh:.2f}"
+        return f"score={next(samples):.2f}"
 
     return ScriptedChatModel(replies=[reply])
 
@@ -72,7 +82,8 @@ def judge(response: str, state: Any) -> Evaluation:
 
 
 def falling() -> ScriptedChatModel:
-    return scripted(-0.2)
+    """Refinements fall by 0.2; a run's second fresh sample raises its first by 0.2."""
+    return scripted(-0.2, spread=0.2)
 
 
 def helping() -> ScriptedChatModel:
@@ -151,10 +162,14 @@ def test_a_run_is_one_item_in_its_records_namespace_keyed_by_model_and_evaluator
         for s, kinds in state_stats(first.attempts).items()
     }
     assert item.value["states"] == states
+    # And each answer's outcome: a fresh one's score, a refinement's move, in tenths.
+    assert item.value["scores"] == score_counts(first.attempts)
+    assert item.value["scores"] == {"sample": {"5": 1, "7": 1, "3": 1}, "refine@b2": {"-2": 1}}
     records = strategy_records(store)
     assert list(records) == ["ScriptedChatModel|judge"]
     record = records["ScriptedChatModel|judge"]
     assert record.pop("states") == states
+    assert record.pop("scores") == item.value["scores"]
     for stats in record.values():
         assert set(stats) == {"rounds", "raised", "fell"}
         assert all(isinstance(n, int) for n in stats.values())
@@ -363,7 +378,18 @@ def test_each_choice_gets_the_other_runs_pooled_counts(monkeypatch: pytest.Monke
         for state, kinds in state_stats(first.attempts).items()
         for kind, stats in kinds.items()
     }
-    assert by_state and seen == [{**round_stats(first.attempts), **by_state}] * 3
+    scores = {
+        score_kind(kind, outcome): MoveStats(rounds=n)
+        for kind, bins in score_counts(first.attempts).items()
+        for outcome, n in bins.items()
+    }
+    assert scores == {
+        "sample#5": MoveStats(1),
+        "sample#7": MoveStats(1),
+        "sample#3": MoveStats(1),
+        "refine@b2#-2": MoveStats(1),
+    }
+    assert by_state and seen == [{**round_stats(first.attempts), **by_state, **scores}] * 3
     seen.clear()
     refine(falling(), TASK, judge, **LOOP)  # no store: no record
     assert seen == [None] * 3
@@ -531,6 +557,11 @@ def test_read_records_lists_every_record() -> None:
     assert record.pop("states") == {
         state: {"refine": {"rounds": 1, "raised": 1, "fell": 0}}
         for state in ("b1/start", "b1/up", "b2/up")
+    }
+    assert record.pop("scores") == {
+        "sample": {"3": 1},
+        "refine@b1": {"+1": 2},
+        "refine@b2": {"+1": 1},
     }
     assert record == {"refine": {"rounds": 3, "raised": 3, "fell": 0}}
     assert asyncio.run(astrategy_records(store)) == strategy_records(store)

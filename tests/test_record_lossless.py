@@ -37,8 +37,12 @@ def total_rounds(store: BaseStore, key: str) -> int:
     """The record's rounds, checked to be the same counted by kind and by state."""
     record = strategy_records(store)[key]
     by_state = record.pop("states", {})
+    scores = record.pop("scores", {})
     total = sum(stats["rounds"] for stats in record.values())
     assert sum(s["rounds"] for kinds in by_state.values() for s in kinds.values()) == total
+    # Every answer's outcome counts once, attempt 0 included: the rounds and one per run.
+    runs = len(read_records(store)[key].runs)
+    assert sum(n for bins in scores.values() for n in bins.values()) == total + runs
     return total
 
 
@@ -121,6 +125,11 @@ def test_a_run_keeps_one_item_holding_its_latest_counts() -> None:
     assert list(items(store, key)) == ["run:run1:3"]
     record = strategy_records(store)[key]
     assert set(record.pop("states")) == {"b0/start", "b0/up", "b1/up"}
+    assert record.pop("scores") == {
+        "sample": {"1": 1},
+        "refine@b0": {"+1": 2},
+        "refine@b1": {"+1": 1},
+    }
     assert record == {"refine": {"rounds": 3, "raised": 3, "fell": 0}}
 
 

@@ -121,6 +121,9 @@ SCORE_MARK = "#"
 """Joins a kind of move (and its state band) and an outcome's bin: `"sample#7"`,
 `"refine@b1#+2"` (see `score_counts`)."""
 
+FALL_WEIGHT = 0.1
+"""What a fall below the best costs a move's value, per unit of score, against 1 for a raise."""
+
 SCORES_PRIOR = 2.0
 """Pseudo-rounds, spread evenly over every outcome a move can have, that explore's
 expected gains start from: a move the record has not seen from a band is taken to be
@@ -586,15 +589,25 @@ def _explore_by_gain(
         weights = {v: prior + seen.get(v, 0) for v in possible}
         return sum(w * gain(v) for v, w in weights.items()) / sum(weights.values())
 
+    # A fall below the best counts against a move (`FALL_WEIGHT`): between two moves that
+    # would raise the best alike (say neither ever does), the one that keeps its answers
+    # near the best wins.
+
     here = round(top * SCORE_BINS)  # a refinement of the best can move it from 0 to 1
     refined = expected_gain(
         outcomes(f"refine@b{_band(top)}"),
         range(-here, SCORE_BINS - here + 1),
-        lambda moved: min(_above(moved / SCORE_BINS), 1.0 - top),
+        lambda moved: (
+            min(_above(moved / SCORE_BINS), 1.0 - top) - FALL_WEIGHT * max(0.0, -moved / SCORE_BINS)
+        ),
     )
     fresh = {
         kind: expected_gain(
-            outcomes(kind), range(SCORE_BINS + 1), lambda score: _above(score / SCORE_BINS - top)
+            outcomes(kind),
+            range(SCORE_BINS + 1),
+            lambda score: (
+                _above(score / SCORE_BINS - top) - FALL_WEIGHT * max(0.0, top - score / SCORE_BINS)
+            ),
         )
         for kind in FRESH_MOVES
     }
