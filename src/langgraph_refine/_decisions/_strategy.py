@@ -417,7 +417,9 @@ def _explore(
         return SAMPLE
     if attempts[-1].parent is not None and progress.latest_raised:
         return _refine(best.index)  # a refinement just worked here: exploit it
-    if _scored_rounds(record, FRESH_MOVES[0]):
+    if rung is None and _scored_rounds(record, FRESH_MOVES[0]):
+        # Score counts pool every model's answers: with a ladder, the rung's counts by
+        # state decide (measured: the pooled scores moved the ladder's runs to dearer rungs).
         return _explore_by_gain(attempts, record, best)
     if _pooled_rounds(record):  # a record written before score counts
         return _explore_with_record(attempts, task, record, best, rung)
