@@ -19,7 +19,14 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from langgraph_refine import Attempt, Evaluation, GeneratorNode, create_refine_graph, refine
+from langgraph_refine import (
+    Attempt,
+    Evaluation,
+    GeneratorNode,
+    Usage,
+    create_refine_graph,
+    refine,
+)
 from langgraph_refine._decisions._strategy import (
     FRESH_MOVES,
     Choice,
@@ -27,6 +34,8 @@ from langgraph_refine._decisions._strategy import (
     choose_next,
     latest_round_stats,
     round_stats,
+    score_counts,
+    score_kind,
 )
 from langgraph_refine._state import Strategy
 from tests.fakes import ScriptedChatModel
@@ -614,9 +623,7 @@ def test_the_agent_middleware_asks_a_guided_answer_with_the_feedback_alone() -> 
 def test_explores_menu_leaves_the_guided_move_out() -> None:
     assert FRESH_MOVES == ("sample",)
     record = {**FALLING, "guided": MoveStats(60, 50, 0)}
-    assert {choose_next("explore", [attempt(0, 0.5)], t, record).move for t in TASKS} == {
-        "sample"
-    }
+    assert {choose_next("explore", [attempt(0, 0.5)], t, record).move for t in TASKS} == {"sample"}
 
 
 def test_with_guided_in_the_menu_a_second_draw_picks_the_kind_of_fresh_answer(
@@ -718,3 +725,97 @@ def test_told_the_rung_that_moves_explore_weighs_that_rungs_rounds_first() -> No
         )
         # A rung with too few rounds of its own there: any rung's rounds decide.
         assert choose_next("explore", [attempt(0, 0.1)], task, record, rung="c").parent is None
+
+
+# -- explore by expected gain, from the record's score counts ----------------------------------
+
+
+def scores(**bins: dict[str, int]) -> dict[str, MoveStats]:
+    """Score counts as the record hands them to `choose_next`: `{"sample#5": MoveStats(n)}`."""
+    return {
+        score_kind(kind.replace("_at_", "@"), outcome): MoveStats(rounds=n)
+        for kind, outcomes in bins.items()
+        for outcome, n in outcomes.items()
+    }
+
+
+def test_score_counts_keep_a_fresh_answers_score_and_a_refinements_move_by_band() -> None:
+    run = [
+        attempt(0, 0.4),
+        attempt(1, 0.62, parent=0),  # a refinement of a b1 attempt: +0.2 (in tenths: +2)
+        attempt(2, 0.2),  # a fresh sample scored 0.2
+        attempt(3, 0.3, parent=1),  # a refinement of a b2 attempt: -0.3
+        Attempt(index=4, response="r4", parent=3),  # not evaluated: not counted
+    ]
+    assert score_counts(run) == {
+        "sample": {"4": 1, "2": 1},
+        "refine@b1": {"+2": 1},
+        "refine@b2": {"-3": 1},
+    }
+    passed = Attempt(index=0, response="r", evaluation=Evaluation(score=0.3, verdict="PASS"))
+    assert score_counts([passed]) == {"sample": {"10": 1}}  # a PASS counts as 1.0
+
+
+def test_score_counts_decide_when_refinements_fall_and_fresh_answers_raise() -> None:
+    record = scores(sample={"3": 10, "5": 10, "7": 10}, refine_at_b2={"-2": 10})
+    for task in TASKS:
+        assert choose_next("explore", [attempt(0, 0.5)], task, record) == Choice("sample")
+
+
+def test_score_counts_decide_when_refinements_raise_and_fresh_answers_do_not() -> None:
+    record = scores(sample={"3": 20, "5": 10}, refine_at_b2={"+2": 8, "0": 2})
+    for task in TASKS:
+        assert choose_next("explore", [attempt(0, 0.5)], task, record) == Choice("refine", 0)
+
+
+def test_what_refinements_do_from_the_best_scores_band_decides() -> None:
+    # Refinements from a low score fall; from a high one they finish the task.
+    record = scores(
+        sample={"2": 10, "5": 10, "8": 10},
+        refine_at_b0={"-1": 10},
+        refine_at_b3={"+2": 10},
+    )
+    assert choose_next("explore", [attempt(0, 0.1)], TASK, record) == Choice("sample")
+    assert choose_next("explore", [attempt(0, 0.8)], TASK, record) == Choice("refine", 0)
+    # From a band the record has not seen refinements start from, a refinement is tried.
+    assert choose_next("explore", [attempt(0, 0.55)], TASK, record) == Choice("refine", 0)
+
+
+def test_an_unseen_move_is_tried_and_its_outcomes_soon_outweigh_the_prior() -> None:
+    fresh_only = scores(sample={"3": 5, "4": 5})
+    assert choose_next("explore", [attempt(0, 0.4)], TASK, fresh_only) == Choice("refine", 0)
+    tried = {**fresh_only, **scores(refine_at_b1={"-2": 10})}
+    assert choose_next("explore", [attempt(0, 0.4)], TASK, tried) == Choice("sample")
+
+
+def test_this_runs_own_answers_count_with_the_score_counts() -> None:
+    record = scores(sample={"5": 3}, refine_at_b2={"0": 3})
+    run = [attempt(0, 0.5)] + [attempt(i, 0.3, parent=0) for i in range(1, 6)]  # all fell
+    assert choose_next("explore", run, TASK, record) == Choice("sample")
+
+
+def test_a_move_that_only_falls_loses_to_one_that_keeps_the_best() -> None:
+    # Neither ever raises the best; refinements fall below it, fresh answers match it.
+    record = scores(sample={"5": 12}, refine_at_b2={"-2": 12})
+    assert choose_next("explore", [attempt(0, 0.5)], TASK, record) == Choice("sample")
+
+
+def test_with_prices_known_the_gains_are_weighed_per_dollar() -> None:
+    record = scores(sample={"4": 10, "6": 10}, refine_at_b1={"0": 10, "+2": 10})
+
+    def priced(index: int, score: float, cost: float, parent: int | None = None) -> Attempt:
+        return attempt(index, score, parent).model_copy(update={"usage": Usage(cost=cost)})
+
+    cheap_refine = [priced(0, 0.4, 0.01), priced(1, 0.4, 0.01, parent=0), priced(2, 0.4, 0.01)]
+    assert choose_next("explore", cheap_refine, TASK, record) == Choice("refine", 0)
+    dear_refine = [priced(0, 0.4, 0.01), priced(1, 0.4, 0.10, parent=0), priced(2, 0.4, 0.01)]
+    assert choose_next("explore", dear_refine, TASK, record) == Choice("sample")
+    unpriced = [attempt(0, 0.4), attempt(1, 0.4, parent=0), attempt(2, 0.4)]
+    assert choose_next("explore", unpriced, TASK, record) == Choice("refine", 0)
+
+
+def test_on_a_ladder_the_score_counts_do_not_decide() -> None:
+    # Score counts pool every rung's answers; with a ladder the counts by state decide.
+    record = {**HELPING, **scores(sample={"3": 10, "5": 10, "7": 10}, refine_at_b2={"-2": 10})}
+    assert choose_next("explore", [attempt(0, 0.5)], TASK, record) == Choice("sample")
+    assert choose_next("explore", [attempt(0, 0.5)], TASK, record, rung="m") == Choice("refine", 0)

@@ -64,7 +64,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -575,10 +575,8 @@ def _explore_by_gain(
     top = _score(best)
     own = score_counts(attempts)
 
-    def outcomes(kind: str) -> dict[int, float]:
-        seen: dict[int, float] = {}
-        for outcome, n in own.get(kind, {}).items():
-            seen[int(outcome)] = seen.get(int(outcome), 0) + n
+    def outcomes(kind: str) -> dict[int, int]:
+        seen = {int(outcome): n for outcome, n in own.get(kind, {}).items()}
         prefix = f"{kind}{SCORE_MARK}"
         for key, stats in record.items():
             if key.startswith(prefix):
@@ -586,35 +584,59 @@ def _explore_by_gain(
                 seen[outcome] = seen.get(outcome, 0) + stats.rounds
         return seen
 
-    def expected_gain(seen: Mapping[int, float], possible: range, gain: Any) -> float:
-        prior = SCORES_PRIOR / len(possible)
-        weights = {v: prior + seen.get(v, 0) for v in possible}
-        return sum(w * gain(v) for v, w in weights.items()) / sum(weights.values())
-
-    # A fall below the best counts against a move (`FALL_WEIGHT`): between two moves that
-    # would raise the best alike (say neither ever does), the one that keeps its answers
-    # near the best wins.
-
-    here = round(top * SCORE_BINS)  # a refinement of the best can move it from 0 to 1
-    refined = expected_gain(
+    here = round(top * SCORE_BINS)  # a refinement of the best moves it to a score in 0..1
+    refined = _expected_value(
         outcomes(f"refine@b{_band(top)}"),
         range(-here, SCORE_BINS - here + 1),
-        lambda moved: (
-            min(_above(moved / SCORE_BINS), 1.0 - top) - FALL_WEIGHT * max(0.0, -moved / SCORE_BINS)
-        ),
+        lambda moved: _worth(moved / SCORE_BINS, top),
     )
     fresh = {
-        kind: expected_gain(
+        kind: _expected_value(
             outcomes(kind),
             range(SCORE_BINS + 1),
-            lambda score: (
-                _above(score / SCORE_BINS - top) - FALL_WEIGHT * max(0.0, top - score / SCORE_BINS)
-            ),
+            lambda score: _worth(score / SCORE_BINS - top, top),
         )
         for kind in FRESH_MOVES
     }
+    costs = _costs(attempts)
+    if all(costs.get(k) for k in ("refine", *FRESH_MOVES)):  # per dollar, when known
+        refined /= costs["refine"]
+        fresh = {k: value / costs[k] for k, value in fresh.items()}
     kind = max(FRESH_MOVES, key=lambda k: fresh[k])  # ties: the earlier in FRESH_MOVES
     return _refine(best.index) if refined >= fresh[kind] else Choice(kind)
+
+
+def _costs(attempts: Sequence[Attempt]) -> dict[str, float]:
+    """The mean cost of this run's rounds by kind of move, where every one of them is priced.
+
+    A round's cost is its attempt's usage (its generation and its judging). A refinement's
+    prompt carries the attempt and its feedback, so it usually costs more than a fresh
+    answer's; explore weighs the gains per dollar once this run has priced both.
+    """
+    spent: dict[str, list[float]] = {}
+    for attempt in attempts:
+        kind = attempt.move or ("sample" if attempt.parent is None else "refine")
+        spent.setdefault(kind, []).append(attempt.usage.cost or 0.0)
+    return {k: sum(v) / len(v) for k, v in spent.items() if all(c > 0 for c in v)}
+
+
+def _expected_value(
+    seen: Mapping[int, int], possible: range, worth: Callable[[int], float]
+) -> float:
+    """The mean worth of a move's outcomes, with `SCORES_PRIOR` pseudo-outcomes spread evenly."""
+    prior = SCORES_PRIOR / len(possible)
+    weights = {v: prior + seen.get(v, 0) for v in possible}
+    return sum(w * worth(v) for v, w in weights.items()) / sum(weights.values())
+
+
+def _worth(moved: float, top: float) -> float:
+    """What an answer scored `moved` from the best (`top`) is worth to the run.
+
+    How far it raises the best (`_above`, at most to 1.0), less `FALL_WEIGHT` times how
+    far it falls below it: between two moves that raise the best alike (say neither ever
+    does), the one whose answers stay near the best wins.
+    """
+    return min(_above(moved), 1.0 - top) - FALL_WEIGHT * max(0.0, -moved)
 
 
 def _above(moved: float) -> float:
