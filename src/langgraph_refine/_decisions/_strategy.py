@@ -26,25 +26,30 @@ every choice, round 1's included, weighs those counts with this run's own:
 
 - after a refinement that raised the best score, it refines the best attempt again (this
   run's own evidence comes first);
-- otherwise it draws, for each side, a belief `Beta(1 + k*worth, 1 + k*(rounds -
-  worth))` over pooled plus own counts, where a round's worth is 1 if it raised the
-  best score, `KEPT_CREDIT` (0.3) if it neither raised it nor fell below where it
-  started, and 0 if it fell. One side is refining the best attempt, the other a fresh
-  sample (the counts of every kind in `FRESH_MOVES` together); refining wins ties, and
-  a side never tried does not displace one that has never failed to raise the best.
-- `k = min(RECORD_SHARPEN_MAX, 1 + pooled rounds / RECORD_SHARPEN_ROUNDS)` sharpens
-  the beliefs as the record grows: a thin record still tries both sides, a thick one
-  acts on what it says, so a kind of move it says hurts (its rounds fall) is rarely
-  tried again, and one that helps is used from round 1.
-
-By state: the record also counts each round under the state the run was in when it
-began (`run_state`: the band of the best score so far, `STATE_BANDS` of them, and whether
-the latest round raised it; `state_stats`). When it holds at least `STATE_MIN_ROUNDS`
-rounds from the state this run is in, explore draws over those and this run's own rounds
-from that state, a round worth 1 if it raised the best and `STATE_KEPT_CREDIT` (0) if
-not; otherwise over the counts pooled over every state, as above. `choose_next` gets the
-counts by state in the same mapping as the pooled ones, keyed `"<kind>@<state>"`
-(`state_kind`).
+- otherwise it takes the move expected to raise the best score most from where the run
+  stands (`_explore_by_gain`), read from the record's score counts (`score_counts`):
+  what each fresh answer scored (attempt 0 included: a fresh answer does not depend on
+  where the run stands), and how far each refinement moved from the attempt it refined,
+  by the band of that attempt's score (`STATE_BANDS`). A move's value is the mean, over
+  its outcomes and `SCORES_PRIOR` pseudo-outcomes spread evenly over what it can do from
+  the best, of how far the outcome lands above the best (an outcome is known to its
+  tenth, `_above`), less `FALL_WEIGHT` times how far it lands below. Refining the best
+  wins ties. When this run has priced both moves (`Attempt.usage.cost`), values are per
+  dollar. So a model whose refinements fall is soon sampled from round 1, one whose
+  refinements help keeps refining, and one whose refinements help only from a high
+  score samples from a low one and refines from a high one.
+- With a ladder (`rung` given) the score counts, which pool every rung's answers, do not
+  decide; nor in a record written before them. Then explore draws, for each side, a
+  belief `Beta(1 + k*worth, 1 + k*(rounds - worth))` over pooled plus own counts of
+  rounds, a round worth 1 if it raised the best, `KEPT_CREDIT` (0.3) if it kept its
+  start, 0 if it fell, `k = min(RECORD_SHARPEN_MAX, 1 + pooled rounds /
+  RECORD_SHARPEN_ROUNDS)`; one side is refining the best attempt, the other a fresh
+  sample (the counts of every kind in `FRESH_MOVES` together); refining wins ties, and a
+  side never tried does not displace one that has never failed to raise the best. When
+  the record holds at least `STATE_MIN_ROUNDS` rounds from the run's state (`run_state`,
+  keys `"<kind>@<state>"`, `state_kind`; the moving rung's first), those and this run's
+  own from that state decide instead, a round worth 1 if it raised the best and
+  `STATE_KEPT_CREDIT` (0) if not.
 
 The rule was chosen by simulation on scripted refiners of many strengths (weak ones
 whose refinements drop what they had, strong ones that fix what feedback names) and
@@ -378,8 +383,9 @@ def choose_next(
         record: Counts per kind of move pooled over earlier runs of the same model and
             evaluator, not counting this run's rounds (explore adds those itself from
             `attempts`). Keys `"<kind>@<state>"` (`state_kind`) hold the counts of the
-            rounds that started from one state (`run_state`). None or empty: explore
-            starts knowing nothing.
+            rounds that started from one state (`run_state`); keys
+            `"<kind>[@<band>]#<outcome>"` (`score_kind`) hold the score counts, each
+            outcome's count as `rounds`. None or empty: explore starts knowing nothing.
         rung: The model of the ladder rung that will make the move, if known: explore
             then weighs that rung's own rounds from the run's state first.
 
