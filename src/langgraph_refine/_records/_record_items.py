@@ -41,7 +41,8 @@ and a batch of deletes).
 beside `"moves"` in each entry and are totalled, folded and compacted exactly as the
 moves are (an entry written without them reads as a run with no counts by state); a
 ladder of models may add `"rungs": {<model>: {"rounds", "raised", "fell", "cost"}}` the
-same way.
+same way, and the score counts, `"scores": {<kind>[@<band>]: {<outcome>: n}}` (see
+`score_counts`), sit there too.
 
 """
 
