@@ -77,7 +77,9 @@ def run(quick: bool = False) -> BenchResult:
             ]
         )
     result.tables.append(
-        md_table(["run", "scores by attempt", "a refinement raised the best", "stop", "winner"], rows)
+        md_table(
+            ["run", "scores by attempt", "a refinement raised the best", "stop", "winner"], rows
+        )
     )
     result.notes.append(f"Task: {TASK}")
     result.notes.append(
@@ -94,5 +96,23 @@ def run(quick: bool = False) -> BenchResult:
         "The demo keeps the Turing-test paragraph, whose winner reads well; a model that "
         "follows feedback (any hosted chat model, through `OPENAI_API_KEY`) shows "
         "refinement raising the score."
+    )
+    result.notes.append(
+        "**Tasks where a refinement should build on the attempt, tried too** (SmolLM2, "
+        "temperature 0.7, 512 tokens, `patience=None`, 4 refinement rounds, custom "
+        "evaluators whose feedback lists what is there and how many to add). A numbered "
+        "list of 12 European countries checked against the list of them (`chain`, "
+        '`messages`): 0/10 runs; the model rarely wrote a list at all ("Europe, Europe, '
+        'Europe.", Albania twelve times) and its refinements answered "I\'m ready to '
+        "help. What's your task?\". One paragraph of 120-160 words on why the sea is salty "
+        "(`word_count` with `no_repetition`, `chain`, `single`): 2/8 runs, and not by "
+        "building on the attempt: asked to add words, the model copies its paragraph and "
+        "then repeats it until the reply limit (about 450 words, scored near 0), so the "
+        "two raises came from refinements that happened to write a fresh paragraph. "
+        "Eight numbered tips for sleeping better (each 5-25 words, with `no_repetition`; "
+        "`chain`, `single`): 0/3 runs before the trial was stopped (its refinements loop "
+        "to the reply limit too, 0.69 then 0.01-0.35); a list of 15 fruits was not "
+        "run. On this model refinement copies and "
+        "loops rather than extends, so no demo task found here reaches the goal."
     )
     return result
