@@ -9,8 +9,9 @@ is compared with best-of-N's on the same task.
 - `explore, cold`: `strategy="explore"` without a store (the rule before the record);
 - `explore, warm`: `strategy="explore"` with one LangGraph store shared by the tasks, run
   in order, so each task's choices weigh the strategy record the earlier ones wrote;
-- `explore, warm, with guided`: the same with the guided move added to explore's menu
-  (`FRESH_MOVES = ("sample", "guided")`; what the third kind of move adds, or costs).
+- `explore, warm, sample only`: the same without the guided move in explore's menu
+  (`FRESH_MOVES = ("sample",)`, the menu before the score counts; what the third kind of
+  move adds, or costs).
 
 (a) The real local model (SmolLM2-135M-Instruct behind llama.cpp's OpenAI-compatible
 server) on the keyword tasks of `dev_tasks.json`, scored by `contains_all(words)` as in
@@ -78,8 +79,9 @@ SCRIPTED_REPEATS = 12
 REAL_PASSES = {4: 3, 8: 1}
 """Passes over the real model's task list per call budget."""
 BOOTSTRAP = 2000
-ARMS = ("best-of-N", "chain", "explore, cold", "explore, warm", "explore, warm, with guided")
-WITH_GUIDED = ("sample", "guided")
+ARMS = ("best-of-N", "chain", "explore, cold", "explore, warm", "explore, warm, sample only")
+SAMPLE_ONLY = ("sample",)
+"""Explore's fresh kinds in the ablation arm: plain samples, without the guided move."""
 REAL_ARMS = {4: ARMS, 8: ("best-of-N", "explore, warm")}
 """The arms run on the real model per call budget (the model's time is what limits the run:
 on a shared 2-core machine it answered 0.1-0.4 requests a second)."""
@@ -255,7 +257,7 @@ def fresh_moves(kinds: tuple[Any, ...]) -> Iterator[None]:
 def arm_settings(arm: str) -> tuple[Strategy, bool, tuple[Any, ...]]:
     """(strategy, warm, explore's fresh kinds) of an arm."""
     strategy: Strategy = "sample" if arm == BASELINE else "chain" if arm == "chain" else "explore"
-    fresh = WITH_GUIDED if arm.endswith("with guided") else _strategy.FRESH_MOVES
+    fresh = SAMPLE_ONLY if arm.endswith("sample only") else _strategy.FRESH_MOVES
     return strategy, "warm" in arm, fresh
 
 
@@ -639,9 +641,9 @@ async def real_pass(
         else:
             results[arm] = list(await asyncio.gather(*(one(arm, w, None) for w in tasks)))
 
-    ablation = [arm for arm in arms if arm.endswith("with guided")]
+    ablation = [arm for arm in arms if arm.endswith("sample only")]
     await asyncio.gather(*(arm_runs(arm) for arm in arms if arm not in ablation))
-    with fresh_moves(WITH_GUIDED):
+    with fresh_moves(SAMPLE_ONLY):
         await asyncio.gather(*(arm_runs(arm) for arm in ablation))
     for arm in arms:
         out[arm].extend(results[arm])
@@ -820,11 +822,11 @@ def verdict(real: dict[int, Arms], scripted: dict[tuple[str, int], Arms]) -> str
             f"On SmolLM2 at {calls} calls warm explore scores {mean(arms[DEFAULT_ARM]):.3f} "
             f"against best-of-{calls} {mean(arms[BASELINE]):.3f} ({others})."
         )
-    guided = real[BUDGETS[0]].get("explore, warm, with guided")
-    if guided:
+    plain = real[BUDGETS[0]].get("explore, warm, sample only")
+    if plain:
         lines.append(
-            f"With the guided move in explore's menu it scores {mean(guided):.3f} there; the "
-            "default menu leaves it out (refine or a plain sample)."
+            f"Without the guided move in explore's menu (refine or a plain sample) it scores "
+            f"{mean(plain):.3f} there."
         )
     worst = min(
         (mean(a[DEFAULT_ARM]) - max(mean(a["chain"]), mean(a[BASELINE])), label, calls)

@@ -133,8 +133,8 @@ def test_the_scripted_drive_learns_across_tasks_when_warm() -> None:
     assert late.count("refine") <= len(late) // 5
     late = [r.moves[1] for r in strong["explore, warm"][10:] if len(r.moves) > 1]
     assert set(late) == {"refine"}
-    assert all("guided" not in r.moves for r in weak["explore, warm"])
-    assert any("guided" in r.moves for r in weak["explore, warm, with guided"])
+    assert any("guided" in r.moves for r in weak["explore, warm"])
+    assert all("guided" not in r.moves for r in weak["explore, warm, sample only"])
     assert all(r.calls <= 4 for arm in weak.values() for r in arm)
 
 

@@ -304,7 +304,8 @@ async def test_arefine_keeps_the_record_in_any_store(store: BaseStore, key: str)
     for _ in range(2):
         await arefine(helping(), TASK, judge, store=store, record_key=key, **LOOP)
     record = stored(store, key)
-    assert record.moves["refine"] == MoveStats(rounds=6, raised=6, fell=0)
+    assert sum(stats.rounds for stats in record.moves.values()) == 6
+    assert record.moves["refine"].raised == record.moves["refine"].rounds >= 3
     assert len(record.runs) == 2
 
 

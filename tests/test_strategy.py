@@ -620,10 +620,13 @@ def test_the_agent_middleware_asks_a_guided_answer_with_the_feedback_alone() -> 
     assert _move(state, Choice("sample"), [first], turns)["refine_turns"] == turns
 
 
-def test_explores_menu_leaves_the_guided_move_out() -> None:
-    assert FRESH_MOVES == ("sample",)
-    record = {**FALLING, "guided": MoveStats(60, 50, 0)}
-    assert {choose_next("explore", [attempt(0, 0.5)], t, record).move for t in TASKS} == {"sample"}
+def test_explores_menu_holds_the_plain_and_the_guided_sample() -> None:
+    assert FRESH_MOVES == ("sample", "guided")
+    # Each kind of fresh answer is weighed by what its own answers did.
+    guided_works = scores(sample={"3": 10, "5": 10}, guided={"7": 10, "10": 10})
+    assert choose_next("explore", [attempt(0, 0.5)], TASK, guided_works) == Choice("guided")
+    guided_fails = scores(sample={"7": 10, "10": 10}, guided={"0": 10, "2": 10})
+    assert choose_next("explore", [attempt(0, 0.5)], TASK, guided_fails) == Choice("sample")
 
 
 def test_with_guided_in_the_menu_a_second_draw_picks_the_kind_of_fresh_answer(
@@ -731,7 +734,12 @@ def test_told_the_rung_that_moves_explore_weighs_that_rungs_rounds_first() -> No
 
 
 def scores(**bins: dict[str, int]) -> dict[str, MoveStats]:
-    """Score counts as the record hands them to `choose_next`: `{"sample#5": MoveStats(n)}`."""
+    """Score counts as the record hands them to `choose_next`: `{"sample#5": MoveStats(n)}`.
+
+    A guided sample not given did what the plain samples did (fresh answers alike).
+    """
+    if "sample" in bins:
+        bins.setdefault("guided", bins["sample"])
     return {
         score_kind(kind.replace("_at_", "@"), outcome): MoveStats(rounds=n)
         for kind, outcomes in bins.items()
@@ -759,7 +767,7 @@ def test_score_counts_keep_a_fresh_answers_score_and_a_refinements_move_by_band(
 def test_score_counts_decide_when_refinements_fall_and_fresh_answers_raise() -> None:
     record = scores(sample={"3": 10, "5": 10, "7": 10}, refine_at_b2={"-2": 10})
     for task in TASKS:
-        assert choose_next("explore", [attempt(0, 0.5)], task, record) == Choice("sample")
+        assert choose_next("explore", [attempt(0, 0.5)], task, record).move in FRESH_MOVES
 
 
 def test_score_counts_decide_when_refinements_raise_and_fresh_answers_do_not() -> None:
@@ -775,7 +783,7 @@ def test_what_refinements_do_from_the_best_scores_band_decides() -> None:
         refine_at_b0={"-1": 10},
         refine_at_b3={"+2": 10},
     )
-    assert choose_next("explore", [attempt(0, 0.1)], TASK, record) == Choice("sample")
+    assert choose_next("explore", [attempt(0, 0.1)], TASK, record).move in FRESH_MOVES
     assert choose_next("explore", [attempt(0, 0.8)], TASK, record) == Choice("refine", 0)
     # From a band the record has not seen refinements start from, a refinement is tried.
     assert choose_next("explore", [attempt(0, 0.55)], TASK, record) == Choice("refine", 0)
@@ -785,23 +793,23 @@ def test_an_unseen_move_is_tried_and_its_outcomes_soon_outweigh_the_prior() -> N
     fresh_only = scores(sample={"3": 5, "4": 5})
     assert choose_next("explore", [attempt(0, 0.4)], TASK, fresh_only) == Choice("refine", 0)
     tried = {**fresh_only, **scores(refine_at_b1={"-2": 10})}
-    assert choose_next("explore", [attempt(0, 0.4)], TASK, tried) == Choice("sample")
+    assert choose_next("explore", [attempt(0, 0.4)], TASK, tried).move in FRESH_MOVES
 
 
 def test_this_runs_own_answers_count_with_the_score_counts() -> None:
     record = scores(sample={"5": 3}, refine_at_b2={"0": 3})
     run = [attempt(0, 0.5)] + [attempt(i, 0.3, parent=0) for i in range(1, 6)]  # all fell
-    assert choose_next("explore", run, TASK, record) == Choice("sample")
+    assert choose_next("explore", run, TASK, record).move in FRESH_MOVES
 
 
 def test_a_move_that_only_falls_loses_to_one_that_keeps_the_best() -> None:
     # Neither ever raises the best; refinements fall below it, fresh answers match it.
     record = scores(sample={"5": 12}, refine_at_b2={"-2": 12})
-    assert choose_next("explore", [attempt(0, 0.5)], TASK, record) == Choice("sample")
+    assert choose_next("explore", [attempt(0, 0.5)], TASK, record).move in FRESH_MOVES
 
 
 def test_with_prices_known_the_gains_are_weighed_per_dollar() -> None:
-    record = scores(sample={"4": 10, "6": 10}, refine_at_b1={"0": 10, "+2": 10})
+    record = scores(sample={"4": 10, "6": 10}, refine_at_b1={"0": 5, "+2": 15})
 
     def priced(index: int, score: float, cost: float, parent: int | None = None) -> Attempt:
         return attempt(index, score, parent).model_copy(update={"usage": Usage(cost=cost)})
@@ -809,7 +817,7 @@ def test_with_prices_known_the_gains_are_weighed_per_dollar() -> None:
     cheap_refine = [priced(0, 0.4, 0.01), priced(1, 0.4, 0.01, parent=0), priced(2, 0.4, 0.01)]
     assert choose_next("explore", cheap_refine, TASK, record) == Choice("refine", 0)
     dear_refine = [priced(0, 0.4, 0.01), priced(1, 0.4, 0.10, parent=0), priced(2, 0.4, 0.01)]
-    assert choose_next("explore", dear_refine, TASK, record) == Choice("sample")
+    assert choose_next("explore", dear_refine, TASK, record).move in FRESH_MOVES
     unpriced = [attempt(0, 0.4), attempt(1, 0.4, parent=0), attempt(2, 0.4)]
     assert choose_next("explore", unpriced, TASK, record) == Choice("refine", 0)
 
@@ -817,5 +825,5 @@ def test_with_prices_known_the_gains_are_weighed_per_dollar() -> None:
 def test_on_a_ladder_the_score_counts_do_not_decide() -> None:
     # Score counts pool every rung's answers; with a ladder the counts by state decide.
     record = {**HELPING, **scores(sample={"3": 10, "5": 10, "7": 10}, refine_at_b2={"-2": 10})}
-    assert choose_next("explore", [attempt(0, 0.5)], TASK, record) == Choice("sample")
+    assert choose_next("explore", [attempt(0, 0.5)], TASK, record).move in FRESH_MOVES
     assert choose_next("explore", [attempt(0, 0.5)], TASK, record, rung="m") == Choice("refine", 0)
