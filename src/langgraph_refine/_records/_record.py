@@ -12,7 +12,8 @@ as LangChain reports them, else the class or function name) and the evaluator's 
 sets it instead.
 
 After every evaluated round a run writes its counts so far (as `round_stats` gives them
-for its attempts, and by the state each round began in, as `state_stats` gives them),
+for its attempts, by the state each round began in, as `state_stats` gives them, and each
+answer's outcome, attempt 0's included, as `score_counts` gives them),
 replacing its own earlier counts rather than adding to a total: a round replayed after
 a crash, or a resumed run, writes the same counts again and nothing is counted twice.
 In the same exchange it reads the record and gets the other runs' pooled counts.
@@ -365,7 +366,9 @@ def strategy_records(store: BaseStore) -> dict[str, dict[str, Any]]:
         by key. A ladder of models adds a `"rungs"` level per key: `{"rungs": {model:
         {"rounds", "raised", "fell"}}}`, each rung's rounds (after attempt 0). The same
         rounds by the state each began in (`run_state`) come under `"states"`: `{"states":
-        {state: {move_kind: {...}, "rungs": {...}}}}`.
+        {state: {move_kind: {...}, "rungs": {...}}}}`; every answer's outcome in tenths
+        (`score_counts`) under `"scores"`: `{"scores": {"sample": {"5": n}, "refine@b2":
+        {"+2": n}}}`.
 
     Example:
         >>> from langgraph.store.memory import InMemoryStore
