@@ -566,3 +566,14 @@ def test_read_records_lists_every_record() -> None:
     }
     assert record == {"refine": {"rounds": 3, "raised": 3, "fell": 0}}
     assert asyncio.run(astrategy_records(store)) == strategy_records(store)
+
+
+def test_a_run_that_passes_at_once_still_counts_its_answers_score() -> None:
+    store = InMemoryStore()
+    done = scripted(0.0, fresh=0.95)
+    result = refine(done, TASK, judge, store=store, record_key="k", target_score=0.9)
+    assert len(result.attempts) == 1 and result.stop_reason == "target_reached"
+    # No round was made; the answer's score still tells later runs what a fresh answer does.
+    assert strategy_records(store)["k"] == {"scores": {"sample": {"10": 1}}}
+    refine(done, TASK, judge, store=store, record_key="k", target_score=0.9)  # another run
+    assert strategy_records(store)["k"] == {"scores": {"sample": {"10": 2}}}
