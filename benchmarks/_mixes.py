@@ -27,7 +27,7 @@ from langgraph_refine._decisions._strategy import (
     choose_next,
     round_stats,
     score_counts,
-    score_kind,
+    scores_as_counts,
     state_kind,
     state_stats,
 )
@@ -92,8 +92,7 @@ def pooled_counts(attempts: Sequence[Attempt]) -> Counts:
     counts = dict(round_stats(attempts))
     for state, kinds in state_stats(attempts).items():
         counts.update({state_kind(kind, state): stats for kind, stats in kinds.items()})
-    for kind, bins in score_counts(attempts).items():
-        counts.update({score_kind(kind, b): MoveStats(rounds=n) for b, n in bins.items()})
+    counts.update(scores_as_counts(score_counts(attempts)))
     return counts
 
 

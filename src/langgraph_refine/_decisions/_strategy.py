@@ -552,6 +552,20 @@ def score_kind(kind: str, outcome: str) -> str:
     return f"{kind}{SCORE_MARK}{outcome}"
 
 
+def scores_as_counts(scores: Mapping[str, Mapping[str, int]]) -> dict[str, MoveStats]:
+    """Score counts as `choose_next` takes them: each outcome's count as the rounds of its key.
+
+    Example:
+        >>> scores_as_counts({"refine@b1": {"+2": 3}})
+        {'refine@b1#+2': MoveStats(rounds=3, raised=0, fell=0)}
+    """
+    return {
+        score_kind(kind, outcome): MoveStats(rounds=n)
+        for kind, outcomes in scores.items()
+        for outcome, n in outcomes.items()
+    }
+
+
 def _scored_outcome(attempt: Attempt, by_index: Mapping[int, Attempt]) -> tuple[str, str] | None:
     """(kind, outcome bin) of one evaluated attempt, as `score_counts` counts it."""
     if attempt.evaluation is None:

@@ -43,7 +43,7 @@ from langgraph_refine._decisions._strategy import (
     MoveStats,
     round_stats,
     score_counts,
-    score_kind,
+    scores_as_counts,
     state_kind,
     state_stats,
 )
@@ -257,8 +257,7 @@ class RecordUpdate:
         counts = _counts(total.get("moves"))
         for state, kinds in _states(total).items():
             counts.update({state_kind(kind, state): stats for kind, stats in kinds.items()})
-        for kind, bins in _scores(total).items():
-            counts.update({score_kind(kind, b): MoveStats(rounds=n) for b, n in bins.items()})
+        counts.update(scores_as_counts(_scores(total)))
         return counts
 
 
