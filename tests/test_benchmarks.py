@@ -138,6 +138,25 @@ def test_the_scripted_drive_learns_across_tasks_when_warm() -> None:
     assert all(r.calls <= 4 for arm in weak.values() for r in arm)
 
 
+def test_scripted_arms_draw_common_random_numbers() -> None:
+    from benchmarks import strategies
+
+    # The same move from the same start at the same call of the same run: the same answer;
+    # so paired arms differ by their choices, not by unrelated luck.
+    task = strategies.ScriptedTask(0.4, 0.2, "seed", p_word=0.5)
+    start = frozenset({0, 1})
+    for move in ("sample", "refine", "guided"):
+        first = task.answer(move, start, frozenset({2, 3}), "task 1", 2)
+        assert task.answer(move, start, frozenset({2, 3}), "task 1", 2) == first
+    names = [f"task {i}" for i in range(20)]
+    assert len({task.answer("sample", start, start, name, 0) for name in names}) > 1
+    # Cold explore refines attempt 0 in round 1, as chain does: two calls, the same runs.
+    for name in names:
+        chain = strategies.scripted_run("chain", task, 2, name, None)
+        explore = strategies.scripted_run("explore", task, 2, name, None)
+        assert (chain.score, chain.moves) == (explore.score, explore.moves)
+
+
 def test_strategies_verdict_reads_the_measured_numbers() -> None:
     from benchmarks import strategies
 
