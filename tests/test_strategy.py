@@ -827,3 +827,10 @@ def test_on_a_ladder_the_score_counts_do_not_decide() -> None:
     record = {**HELPING, **scores(sample={"3": 10, "5": 10, "7": 10}, refine_at_b2={"-2": 10})}
     assert choose_next("explore", [attempt(0, 0.5)], TASK, record).move in FRESH_MOVES
     assert choose_next("explore", [attempt(0, 0.5)], TASK, record, rung="m") == Choice("refine", 0)
+
+
+def test_every_outcome_seen_counts_also_one_beyond_what_the_best_can_move() -> None:
+    # Refinements of a 0.5 attempt moved +5 (to 1.0); the best is 0.7 (same band), from
+    # which +5 is out of reach: they still count, as raising it to 1.0.
+    record = scores(sample={"9": 10, "7": 10}, refine_at_b2={"+5": 3})
+    assert choose_next("explore", [attempt(0, 0.7)], TASK, record) == Choice("refine", 0)

@@ -651,9 +651,15 @@ def _costs(attempts: Sequence[Attempt]) -> dict[str, float]:
 def _expected_value(
     seen: Mapping[int, int], possible: range, worth: Callable[[int], float]
 ) -> float:
-    """The mean worth of a move's outcomes, with `SCORES_PRIOR` pseudo-outcomes spread evenly."""
+    """The mean worth of a move's outcomes, with `SCORES_PRIOR` pseudo-outcomes spread evenly.
+
+    The pseudo-outcomes go to the `possible` ones; every outcome seen counts, also one
+    outside them (a refinement of another attempt of the band that moved further).
+    """
     prior = SCORES_PRIOR / len(possible)
-    weights = {v: prior + seen.get(v, 0) for v in possible}
+    weights = {v: float(n) for v, n in seen.items()}
+    for v in possible:
+        weights[v] = weights.get(v, 0.0) + prior
     return sum(w * worth(v) for v, w in weights.items()) / sum(weights.values())
 
 
