@@ -121,8 +121,9 @@ chosen on the refiners of seeds 2000-2039 and 5000-5039; the table reports seeds
 by side while choosing, 12 repetitions each (W on 2000-2039 / 5000-5039; M likewise):
 the rule before (Beta draws over raise counts, by state from 20 rounds) 72.5% / 70%, M
 21% / 14%; expected gain with Thompson draws from the score counts 70% on 2000-2039;
-greedy expected gain with 2, 1.5 and 1 (the default) pseudo-outcomes 82.5% / 75%, 80% / 95%, 82.5% /
-87.5% (M 64% / 71%, 57% / 71%, 57% / 71%); counts by band and phase, or a prior shaped
+greedy expected gain with 2, 1.5 and 1 (the default) pseudo-outcomes 82.5% / 75%,
+80% / 95%, 82.5% / 87.5% (M 64% / 71%, 57% / 71%, 57% / 71%); counts pooled by band
+(phase ignored), or a prior shaped
 by the other bands' refinements, worse (30-65%); a refinement as good as a fresh answer
 until seen (greedy after one try) 82.5% W but M 14%. Differences of 5-10 points are the
 noise of a share of 40 refiners. On the unseen seeds 7000-7039 the default without the

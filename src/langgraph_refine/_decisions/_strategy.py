@@ -165,11 +165,6 @@ class MoveStats:
             self.rounds + other.rounds, self.raised + other.raised, self.fell + other.fell
         )
 
-    def __sub__(self, other: MoveStats) -> MoveStats:
-        return MoveStats(
-            self.rounds - other.rounds, self.raised - other.raised, self.fell - other.fell
-        )
-
     def to_dict(self) -> dict[str, int]:
         """The counts as a JSON-ready dict."""
         return {"rounds": self.rounds, "raised": self.raised, "fell": self.fell}
