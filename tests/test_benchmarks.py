@@ -157,6 +157,23 @@ def test_scripted_arms_draw_common_random_numbers() -> None:
         assert (chain.score, chain.moves) == (explore.score, explore.moves)
 
 
+def test_a_warm_arm_starts_from_an_unscored_first_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    from benchmarks import strategies
+
+    task = strategies.ScriptedTask(0.05, 0.45, "warm-up seed")
+    record = strategies.warmed_record("explore", task, calls=4, tasks=20, repeat=0)
+    # Twenty runs of four calls at most, attempt 0 included, all in the record.
+    assert 20 <= sum(s.rounds for k, s in record.items() if "#" in k) <= 80
+    weak = strategies.run_scripted(0.05, 0.45, calls=4, repeats=1, tasks=20)
+    assert len(weak["explore, warm"]) == 20  # the warm-up runs are not scored
+    # Warm from its first measured run: on a weak refiner round 1 answers afresh at once.
+    assert weak["explore, warm"][0].moves[1] != "refine"
+    monkeypatch.setattr(strategies, "WARM_UP", False)
+    assert strategies.warmed_record("explore", task, calls=4, tasks=20, repeat=0) == {}
+    cold_start = strategies.run_scripted(0.05, 0.45, calls=4, repeats=1, tasks=20)
+    assert cold_start["explore, warm"][0].moves[1] == "refine"
+
+
 def test_strategies_verdict_reads_the_measured_numbers() -> None:
     from benchmarks import strategies
 
