@@ -141,7 +141,7 @@ its real outcomes outweigh that. Chosen on the random refiners of seeds 2000-203
 5000-5039, where 1, 1.5 and 2 scored alike (within the noise of 40 refiners), as the one
 that learns fastest that a model's refinements fall (with 2, a run still refined in
 round 1 after three runs whose every refinement fell, with 1.5 after two);
-`make bench BENCH=strategies` reports seeds 7000-7039, unseen."""
+`make bench BENCH=strategies` reports seeds 7000-7079, unseen."""
 
 
 @dataclass(frozen=True)
