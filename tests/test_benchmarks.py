@@ -240,3 +240,23 @@ def test_the_ladder_bench_reads_each_mix_against_its_goals() -> None:
     # The floor at the warm ladder's quality is never above strong alone's cost.
     assert verdict.floor <= verdict.c["strong alone"] + 1e-12
     assert len(ladder.row(verdict)) == len(ladder.HEADER)
+
+
+def test_the_demo_bench_counts_raises_by_refinements_and_by_fresh_answers() -> None:
+    from benchmarks import demo
+
+    from langgraph_refine import Attempt, Evaluation
+
+    def scored(index: int, score: float, parent: int | None = None) -> Attempt:
+        return Attempt(index=index, response="r", parent=parent, evaluation=Evaluation(score=score))
+
+    # 0.5; a refinement falls (0.4); a fresh answer raises (0.6); a refinement of it raises
+    # (0.7); an unevaluated attempt counts for nothing.
+    run = [scored(0, 0.5), scored(1, 0.4, 0), scored(2, 0.6), scored(3, 0.7, 2)]
+    run.append(Attempt(index=4, response="r", parent=3))
+    assert demo.raises(run) == (2, 1, 1, 1)
+    assert demo.refinement_raised(run)
+    assert not demo.refinement_raised(run[:3])  # only the fresh answer raised
+    refined, fresh = demo.floor_figures([demo.raises(run), demo.raises(run[:2])])
+    assert (refined.value, refined.spread) == (100 / 3, "1 of 3")
+    assert (fresh.value, fresh.spread) == (100.0, "1 of 1")
