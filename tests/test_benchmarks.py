@@ -260,3 +260,30 @@ def test_the_demo_bench_counts_raises_by_refinements_and_by_fresh_answers() -> N
     refined, fresh = demo.floor_figures([demo.raises(run), demo.raises(run[:2])])
     assert (refined.value, refined.spread) == (100 / 3, "1 of 3")
     assert (fresh.value, fresh.spread) == (100.0, "1 of 1")
+
+
+def test_the_quality_benchs_warm_arm_keeps_one_store_over_its_tasks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from benchmarks import quality
+    from benchmarks._harness import run_async
+    from benchmarks._scripted_refiner import ScriptedRefiner
+    from langgraph.store.memory import InMemoryStore
+
+    stores: list[InMemoryStore] = []
+
+    class Kept(InMemoryStore):
+        def __init__(self) -> None:
+            super().__init__()
+            stores.append(self)
+
+    monkeypatch.setattr(quality, "InMemoryStore", Kept)
+    arms = quality.methods()
+    assert len(stores) == 1  # the warm arm's, and no other arm's
+    model = ScriptedRefiner(p_fix=0.1, p_forget=0.4, seed=0)
+    tasks = quality.load_tasks()[:3]
+    run_async(quality.run_repeat(model, tasks, {quality.WARM: arms[quality.WARM]}))
+    found = stores[0].search(("langgraph_refine", "strategy"), limit=100)
+    assert found  # the record the next tasks read
+    quality.methods()
+    assert len(stores) == 2  # a new column starts from an empty record
