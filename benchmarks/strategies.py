@@ -174,17 +174,18 @@ words at their fix rate, a move the splits do not have: warmed without it (sampl
 7 of the 11 medium refiners of 7000-7079."""
 
 
-REAL_RUNS_NOTE = """**SmolLM2, two runs side by side (2026-11-27)**, each 3 passes of the 16 tasks at 4
-calls (a warm arm keeps one store over its passes), the first with the rule's menu
-without the guided move (its "with guided" arm is today's default), the second as the
-tables show: best-of-4 0.828 and 0.875; warm explore with the guided move (the default)
-0.870 and 0.854; warm explore, sample only 0.781 and 0.859; cold explore 0.781 and 0.797;
-chain 0.677 and 0.677. Pooled over both runs (96 task runs an arm): best-of-4 0.852, warm
-explore 0.862, sample only 0.820, cold 0.789, chain 0.677. Best-of-4 alone moved by
-0.047 between the runs, the spread of one run's mean, so "warm explore at or above
-best-of-4" holds pooled (+0.010) and misses in the second run alone (-0.021, 95% interval
--0.073 to +0.031). At 8 calls (one pass each): warm explore 0.906 against best-of-8
-0.859 in the first run, 0.859 against 0.922 in the second. The guided move went into
+REAL_RUNS_NOTE = """**SmolLM2, three runs (2026-11-27)**, each 3 passes of the 16 tasks at 4 calls (a
+warm arm keeps one store over its passes); the first with the rule's menu without the
+guided move (its "with guided" arm is today's default), the second and third as the
+tables show (the third is the tables above). Best-of-4 0.828, 0.875, 0.839; warm
+explore with the guided move (the default) 0.870, 0.854, 0.849; warm explore, sample
+only 0.781, 0.859, 0.833; cold explore 0.781, 0.797, 0.802; chain 0.677, 0.677, 0.714.
+Pooled over the three runs (144 task runs an arm): best-of-4 0.847, warm explore 0.858,
+sample only 0.824, cold 0.793, chain 0.689. Best-of-4 alone moved by 0.047 between
+runs, the spread of one run's mean: "warm explore at or above best-of-4" holds pooled
+(+0.011) and in two runs of three (+0.042, -0.021, +0.010; each run's 95% interval
+spans about 0.12). At 8 calls (one pass each): warm explore 0.906, 0.859, 0.906 against
+best-of-8 0.859, 0.922, 0.875 (pooled 0.890 against 0.885). The guided move went into
 the default menu on the pooled figures and the scripted refiners, where explore with it
 was never below explore without it (see the tables)."""
 
