@@ -3,9 +3,11 @@
 The demo is there to show what refinement is for, so its task and evaluator must be ones
 on which refining helps the local SmolLM2: this runs the demo's own loop (`tools.demo`:
 task, evaluator, options, reply limit) several times, and counts the runs in which a
-refinement (an attempt with a parent) scored above every attempt before it. It also
-reports the first attempt's score against the best, and the winner of each run, to
-read: a loop that raises a score into text nobody would want is a failure here too.
+refinement (an attempt with a parent) scored above every attempt before it. Beside it,
+from the same runs, the goal's floor: how often one refinement, and one fresh answer,
+raised the best at all. It also reports the first attempt's score against the best, and
+the winner of each run, to read: a loop that raises a score into text nobody would want
+is a failure here too.
 """
 
 from __future__ import annotations
