@@ -112,7 +112,8 @@ MIXES_NOTE = """**Random refiners (c).** `MIXES` refiners drawn from seeds (`dra
 strength uniform, fix 0.05-0.9 rising with it, drop 0.45 falling to 0.02 with it (times
 0.6-1.4 at random), a fresh answer holding each word with probability 0.3-0.6. Per refiner
 the arms run `MIX_TASKS` tasks x `MIX_REPEATS` repetitions (the warm record starts each
-repetition from an unscored pass over `MIX_TASKS` other tasks), paired by unit; intervals are 95% normal intervals of the paired mean.
+repetition from an unscored pass over `MIX_TASKS` other tasks), paired by unit; intervals
+are 95% normal intervals of the paired mean.
 The floor knows the refiner: of the fixed rules "k fresh samples, then refine the best"
 (k = 1-4; k = 4 is best-of-4), the one that scored best on this refiner, chosen after the
 fact. Its gap to the better of chain and best-of-4 is what any rule may gain. At 720 units
@@ -221,7 +222,9 @@ answer that also adds each named word with the refiner's fix rate) is what lifts
 above both, by 0.01-0.02. Whether a real model gains from it is what the SmolLM2 arms
 with and without it measure: SmolLM2 lost with it (a first run of this benchmark, one
 pass of the 16 tasks at 4 calls: warm explore 0.734 with it, 0.859 without, best-of-4
-0.844), so the default menu leaves it out and this benchmark keeps it as an arm."""
+0.844), so the menu of that rule left it out. Under today's rule (expected gain from the
+score counts, each kind weighed by its own answers) it is in the menu, and the ablation
+arm is "sample only": see the SmolLM2 runs note."""
 
 
 GUIDED_NOTE = """**The guided move on SmolLM2, one round from attempt 0** (measured while

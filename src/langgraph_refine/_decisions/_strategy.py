@@ -85,10 +85,10 @@ FRESH_MOVES: tuple[MoveKind, ...] = ("sample", "guided")
 `"guided"` is a fresh answer told the feedback on the best attempt, not shown it. With
 the score counts each kind is weighed by what its own answers did, so a model that
 answers it worse than the task alone is soon given plain samples. Measured (`make bench
-BENCH=strategies`): on the local 135M model, warm explore scored 0.862 with it and 0.820
-without, pooled over two runs of 3 passes of 16 tasks at 4 calls (best-of-4 0.852; the
-runs alone: 0.870 and 0.854 with it, 0.781 and 0.859 without), and on scripted refiners
-it was never worse with it. (Under the rule before the score counts, Beta draws over raise
+BENCH=strategies`): on the local 135M model, warm explore scored 0.858 with it and 0.824
+without, pooled over three runs of 3 passes of 16 tasks at 4 calls (best-of-4 0.847; the
+runs alone: 0.870, 0.854 and 0.849 with it, 0.781, 0.859 and 0.833 without), and on
+scripted refiners it was never worse with it. (Under the rule before the score counts, Beta draws over raise
 counts, it lost on the local model, 0.734 against 0.859, and was left out.)"""
 
 
