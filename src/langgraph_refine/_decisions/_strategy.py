@@ -88,8 +88,9 @@ answers it worse than the task alone is soon given plain samples. Measured (`mak
 BENCH=strategies`): on the local 135M model, warm explore scored 0.858 with it and 0.824
 without, pooled over three runs of 3 passes of 16 tasks at 4 calls (best-of-4 0.847; the
 runs alone: 0.870, 0.854 and 0.849 with it, 0.781, 0.859 and 0.833 without), and on
-scripted refiners it was never worse with it. (Under the rule before the score counts, Beta draws over raise
-counts, it lost on the local model, 0.734 against 0.859, and was left out.)"""
+scripted refiners it was never worse with it. (Under the rule before the score counts,
+Beta draws over raise counts, it lost on the local model, 0.734 against 0.859, and was
+left out.)"""
 
 
 KEPT_CREDIT = 0.3
