@@ -19,10 +19,15 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP) ## create .venv and install the project with its test extras
 
+# The suite runs on every core (WORKERS=0 runs it in one process), a test module's tests on
+# one worker; the tests that start a heavy server run one at a time (tests/conftest.py).
+WORKERS ?= auto
+
 test: $(STAMP) ## run the whole suite offline (cassettes replayed, loopback only)
 	LANGGRAPH_STRICT_MSGPACK=true \
 	LANGGRAPH_REFINE_TEST_POSTGRES_URI=$${LANGGRAPH_REFINE_TEST_POSTGRES_URI:-$(PG_URI)} \
-	$(BIN)/pytest --disable-socket --allow-hosts=127.0.0.1,localhost,::1 --record-mode=none $(ARGS)
+	$(BIN)/pytest -n $(WORKERS) --dist loadfile \
+		--disable-socket --allow-hosts=127.0.0.1,localhost,::1 --record-mode=none $(ARGS)
 
 lint: $(STAMP) ## ruff and mypy (strict)
 	$(BIN)/ruff check src tests examples tools

@@ -1,21 +1,101 @@
-"""Shared fixtures: checkpointers over memory, SQLite and PostgreSQL."""
+"""Shared fixtures (checkpointers over memory, SQLite and PostgreSQL) and the parallel run.
+
+`make test` runs the suite on every core with pytest-xdist (`-n auto --dist loadfile`: a
+test module's tests stay on one worker, so a module's server starts once). Three things
+keep the workers out of each other's way:
+
+- each worker has its own PostgreSQL database (`<database>_<worker>`, created on first use
+  and kept), so schema setup and the tests' tables never race;
+- a test that starts or uses a heavy server (`langgraph dev`: marker `server`; the
+  llama.cpp model: marker `local_model`) runs, setup and teardown included, under a lock
+  the workers share: two busy model servers on two cores starve each other (llama.cpp's
+  threads spin-wait), so at most one such test runs at a time;
+- everything else writes under pytest's per-worker `tmp_path` and binds port 0.
+
+(xdist's `--dist loadgroup` would pin these tests to one worker, but with pytest 9.2 its
+`xdist_group` marker no longer reaches the scheduler: xdist renames `item._nodeid`, which
+pytest stopped reading.)
+"""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+import tempfile
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 POSTGRES_URI_ENV = "LANGGRAPH_REFINE_TEST_POSTGRES_URI"
 
+SERVER_MARKERS = ("server", "local_model")
+"""The markers of the tests that start or use a heavy server (see the module's docstring)."""
+
 
 def postgres_uri() -> str | None:
-    """The test database's address, from the environment (set by `make test` and CI)."""
+    """The test database's address, from the environment (set by `make test` and CI).
+
+    Under pytest-xdist, the worker's own database (see `pytest_configure`).
+    """
     return os.environ.get(POSTGRES_URI_ENV)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """On an xdist worker, point the PostgreSQL tests (and subprocesses) at its own database."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    uri = postgres_uri()
+    if worker and uri:
+        own = worker_database(uri, worker)
+        if own is not None:
+            os.environ[POSTGRES_URI_ENV] = own
+
+
+def worker_database(uri: str, worker: str) -> str | None:
+    """The address of `uri`'s database suffixed with `worker`, created if missing.
+
+    None when it cannot be made (no server, no right to create a database): the tests
+    then share `uri`, and those that need PostgreSQL say what failed.
+    """
+    parts = urlsplit(uri)
+    name = f"{parts.path.lstrip('/') or 'postgres'}_{worker}"
+    try:
+        import psycopg
+        from psycopg import sql
+
+        with psycopg.connect(uri, autocommit=True, connect_timeout=5) as conn:
+            found = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
+            if found.fetchone() is None:
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    except Exception:  # the tests that need it report the server's own error
+        return None
+    return urlunsplit(parts._replace(path=f"/{name}"))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    """Run a heavy-server test (setup to teardown) while no other worker runs one."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")  # the same in every worker of a run
+    if run is None or not any(item.get_closest_marker(name) for name in SERVER_MARKERS):
+        return (yield)
+    with servers_lock(Path(tempfile.gettempdir()) / f"langgraph-refine-servers-{run}.lock"):
+        return (yield)
+
+
+@contextlib.contextmanager
+def servers_lock(path: Path) -> Iterator[None]:
+    """An exclusive lock on `path` across processes, released when the block ends."""
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 @pytest.fixture(params=["memory", "sqlite", "postgres"])

@@ -31,7 +31,6 @@ import logging
 import os
 import re
 import shlex
-import subprocess
 import sys
 import types
 import warnings
@@ -221,22 +220,31 @@ CLI_PAGES = [p for p in PAGES if any(c.startswith("langgraph-refine") for c, _ i
 
 @pytest.mark.parametrize("page", page_params(CLI_PAGES))
 def test_command_lines_run(
-    page: Path, docs_env: FaultServer, tmp_path: Path, request: pytest.FixtureRequest
+    page: Path,
+    docs_env: FaultServer,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
+    # In this process, as `langgraph-refine ARGS` runs `main(ARGS)`: a process per line cost
+    # a second or two of imports each (a minute for the pages). The console script itself
+    # runs in tests/test_cli_errors.py.
+    from langgraph_refine.cli import main
+
     write_page_files(page, tmp_path)
     server = request.getfixturevalue("docs_langgraph_server") if needs_server(page) else None
-    env = dict(os.environ)
-    cli = [sys.executable, "-m", "langgraph_refine.cli"]
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
     for line, expected in commands(page):
         words = shlex.split(localised(line, server), comments=True)
         if words[0] == "export":
             for assignment in words[1:]:
                 name, _, value = assignment.partition("=")
                 if name not in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):  # the scripted model's
-                    env[name] = value
+                    monkeypatch.setenv(name, value)
             continue
-        proc = subprocess.run(
-            cli + words[1:], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
-        )
-        assert proc.returncode == expected, f"{line}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
-        assert "Traceback" not in proc.stderr, f"{line}\n{proc.stderr[-3000:]}"
+        capsys.readouterr()
+        code = main(words[1:])
+        out, err = capsys.readouterr()
+        assert code == expected, f"{line}\n{out[-2000:]}\n{err[-2000:]}"
+        assert "Traceback" not in err, f"{line}\n{err[-3000:]}"

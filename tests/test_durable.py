@@ -59,11 +59,16 @@ def require_postgres() -> str:
     return uri
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def saver_spec(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
+def spec_of(kind: str, tmp_path: Path) -> str:
+    """The worker's `--saver` for a SQLite file in `tmp_path` or the test database."""
+    if kind == "sqlite":
         return f"sqlite:{tmp_path / 'checkpoints.sqlite'}"
     return f"postgres:{require_postgres()}"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def saver_spec(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return spec_of(request.param, tmp_path)
 
 
 @pytest.fixture(scope="module")
@@ -146,13 +151,20 @@ def check_result(result: dict[str, Any], ref: dict[str, Any]) -> None:
 # wait lands inside that call; a wait longer than a call lands between steps, while the
 # checkpoint is written or the next node starts.
 KILL_POINTS = [(1, 0.0), (4, 1.3), (8, 0.5), (11, 1.05)]
+# Each kill point on one saver, each saver killed inside a call and between steps: the
+# full product (eight runs of a few seconds each) repeats the same paths.
+SAVER_KILLS = [("sqlite", *KILL_POINTS[0]), ("sqlite", *KILL_POINTS[1])]
+SAVER_KILLS += [("postgres", *KILL_POINTS[2]), ("postgres", *KILL_POINTS[3])]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("line", "wait"), KILL_POINTS, ids=[f"call{k}" for k, _ in KILL_POINTS])
+@pytest.mark.parametrize(
+    ("saver", "line", "wait"), SAVER_KILLS, ids=[f"{k}-call{n}" for k, n, _ in SAVER_KILLS]
+)
 def test_sigkill_then_resume_gives_the_uninterrupted_result(
-    saver_spec: str, tmp_path: Path, reference: Any, line: int, wait: float
+    saver: str, tmp_path: Path, reference: Any, line: int, wait: float
 ) -> None:
+    saver_spec = spec_of(saver, tmp_path)
     ref, ref_calls = reference
     markers, thread = tmp_path / "markers", str(uuid.uuid4())
     proc = start_worker("start", saver_spec, thread, markers, "--delay", str(DELAY))
@@ -180,10 +192,11 @@ def test_killed_twice_still_resumes_to_the_same_result(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fail", ["gen:2", "eval:4"])
+@pytest.mark.parametrize(("saver", "fail"), [("sqlite", "gen:2"), ("postgres", "eval:4")])
 def test_exception_in_user_code_then_resume_from_that_step(
-    saver_spec: str, tmp_path: Path, reference: Any, fail: str
+    saver: str, tmp_path: Path, reference: Any, fail: str
 ) -> None:
+    saver_spec = spec_of(saver, tmp_path)
     ref, ref_calls = reference
     markers, thread = tmp_path / "markers", str(uuid.uuid4())
     proc = start_worker("start", saver_spec, thread, markers, "--fail", fail)

@@ -415,6 +415,7 @@ def test_demo_loop(model: BaseChatModel, cassette: Any, capsys: pytest.CaptureFi
 
 @pytest.mark.vcr(before_record_request=recording.model_calls_only)
 @pytest.mark.slow
+@pytest.mark.server
 def test_batch_on_server(
     record_mode: str, cassette: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -731,6 +731,7 @@ def real_server() -> Any:
 
 
 @pytest.mark.slow
+@pytest.mark.local_model
 def test_real_server_chat(real_server: lm.LocalModelServer) -> None:
     pytest.importorskip("langchain_openai")
     reply = real_server.chat_model(temperature=0, max_tokens=32).invoke("Say hello.")
@@ -741,6 +742,7 @@ def test_real_server_chat(real_server: lm.LocalModelServer) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.local_model
 def test_real_server_reply_limit_applies_to_requests_without_one() -> None:
     # The server's -n cuts a reply whose request names no max_tokens; a request's own wins.
     skip_without_build()
@@ -764,6 +766,7 @@ def test_real_server_reply_limit_applies_to_requests_without_one() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.local_model
 def test_real_server_structured_output(real_server: lm.LocalModelServer) -> None:
     pytest.importorskip("langchain_openai")
     from pydantic import BaseModel
@@ -780,6 +783,7 @@ def test_real_server_structured_output(real_server: lm.LocalModelServer) -> None
 
 
 @pytest.mark.slow
+@pytest.mark.local_model
 def test_real_server_environment_is_clean_after_stop() -> None:
     skip_without_build()
     server = lm.LocalModelServer()

@@ -29,7 +29,7 @@ MAX_TOKENS = 256
 RUNAWAY_MAX_TOKENS = 1000
 MAX_ITERATIONS = 3
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.local_model]
 
 TASKS = {
     "harbour": ["harbour", "lantern", "winter", "bread"],

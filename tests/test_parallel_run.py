@@ -1,0 +1,56 @@
+"""The parallel run's own machinery (tests/conftest.py): the servers lock, the worker databases."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import POSTGRES_URI_ENV, postgres_uri, servers_lock, worker_database
+
+# Another process tries the lock without waiting: exit 0 if it got it, 1 if it is held.
+TRY_LOCK = textwrap.dedent(
+    """
+    import fcntl, sys
+    with open(sys.argv[1], "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            sys.exit(1)
+    """
+)
+
+
+def other_process_gets(lock: Path) -> bool:
+    done = subprocess.run([sys.executable, "-c", TRY_LOCK, str(lock)], timeout=60)
+    return done.returncode == 0
+
+
+def test_the_servers_lock_keeps_other_processes_out_until_released(tmp_path: Path) -> None:
+    lock = tmp_path / "servers.lock"
+    with servers_lock(lock):
+        assert not other_process_gets(lock)
+    assert other_process_gets(lock)
+
+
+@pytest.mark.postgres
+def test_a_worker_gets_a_database_of_its_own() -> None:
+    import psycopg
+
+    uri = postgres_uri()
+    if not uri:
+        pytest.fail(f"{POSTGRES_URI_ENV} is not set; `make test` sets it")
+    base = uri.rsplit("/", 1)[0]
+    own = worker_database(f"{base}/test", "gwtest")
+    assert own == f"{base}/test_gwtest"
+    assert worker_database(f"{base}/test", "gwtest") == own  # made once, then found
+    with psycopg.connect(own, connect_timeout=5) as conn:
+        [(name,)] = conn.execute("SELECT current_database()").fetchall()
+    assert name == "test_gwtest"
+
+
+def test_without_a_reachable_server_the_worker_shares_the_given_database() -> None:
+    assert worker_database("postgresql://postgres@127.0.0.1:9/test", "gw0") is None
