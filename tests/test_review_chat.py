@@ -27,7 +27,11 @@ from langgraph_refine import (
     ReviewNode,
     create_refine_graph,
 )
-from langgraph_refine._loop._review_schema import from_decisions, review_answer_schema
+from langgraph_refine._loop._review_schema import (
+    from_decisions,
+    hitl_request,
+    review_answer_schema,
+)
 from tests.fakes import AgentModel, ScriptedChatModel, lookup
 
 TABLE = {"a": 0.6, "b": 0.4, "c": 0.7, "edited text": 0.5}
@@ -107,17 +111,29 @@ def test_the_payload_is_a_langchain_hitl_request(host: Any, mode: str) -> None:
     [action] = payload["action_requests"]
     [config] = payload["review_configs"]
     assert action["name"] == config["action_name"] == payload["name"]
-    assert action["args"] == {
-        "response": payload["response"],
-        "score": payload["score"],
-        "verdict": payload["verdict"],
-        "feedback": payload["feedback"],
-    }
+    # Only what a reviewer may change is an arg (a chat client renders each as a field).
+    assert action["args"] == {"response": payload["response"]}
     assert payload["response"] in {"a", "b"} and payload["feedback"].startswith("feedback on")
-    assert f"score {payload['score']:.2f}" in action["description"]
+    description = action["description"]
+    which = "latest answer" if mode == "every_round" else "best answer so far"
+    assert description.startswith(f"The {which} (attempt {payload['attempt']}), ")
+    assert f"scored {payload['score']:.2f} of 1" in description
+    assert f"The judge's feedback: {payload['feedback']}" in description
+    assert "args" not in description and "response)" not in description  # no developer words
     assert {"approve", "edit", "reject"} <= set(config["allowed_decisions"])
     # Today's keys are all still there.
     assert {"task", "response", "score", "stop_reason", "actions", "iteration"} <= set(payload)
+
+
+def test_the_description_says_the_verdict_and_an_unscored_answer_in_words() -> None:
+    payload = {"name": "refine", "mode": "final", "response": "r", "attempt": 0}
+    judged = hitl_request(payload | {"score": 0.4, "verdict": "NEEDS_IMPROVEMENT", "feedback": ""})
+    first = judged["action_requests"][0]["description"].splitlines()[0]
+    assert first == "The best answer so far (attempt 0), scored 0.40 of 1: needs improvement."
+    assert "feedback" not in judged["action_requests"][0]["description"]  # none given
+    unscored = hitl_request(payload | {"score": None, "verdict": None, "feedback": ""})
+    first = unscored["action_requests"][0]["description"].splitlines()[0]
+    assert first == "The best answer so far (attempt 0), not scored."
 
 
 @pytest.mark.parametrize("host", HOSTS)

@@ -85,8 +85,10 @@ class ReviewActionRequest(TypedDict):
 
     Attributes:
         name: The loop's name.
-        args: `response` (the answer under review), `score`, `verdict`, `feedback`.
-        description: What the reviewer is asked, and what each decision does.
+        args: `{"response": ...}`: the answer under review, the one thing a reviewer
+            may edit.
+        description: The attempt, its score, verdict and feedback, and what each
+            decision does, in plain words.
     """
 
     name: str

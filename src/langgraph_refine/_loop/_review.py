@@ -17,7 +17,7 @@ from langgraph.config import get_config
 from langgraph_refine._decisions._options import HumanReview, OnBudgetExhausted, check_choice
 from langgraph_refine._errors import ReviewInputError
 from langgraph_refine._events import ReviewPayload
-from langgraph_refine._loop._review_schema import DECISIONS, ask_review, from_decisions
+from langgraph_refine._loop._review_schema import ask_review, from_decisions, hitl_request
 from langgraph_refine._loop._router import route_after_evaluation
 from langgraph_refine._result import best_attempt
 from langgraph_refine._state import Attempt, RefineState, revive_state
@@ -124,49 +124,6 @@ class ReviewNode:
             update["reviewer_feedback"] = _required_text(value, "feedback", action)
             update["refine_from"] = payload.get("attempt")  # the reviewed attempt
         return update
-
-
-def hitl_request(payload: Mapping[str, Any]) -> dict[str, Any]:
-    """The review as a LangChain human-in-the-loop request (`HumanInTheLoopMiddleware`'s shape).
-
-    One action, named after the loop, whose `args` hold the reviewed response with its
-    score, verdict and feedback; its review config allows `approve`, `edit` (of
-    `args["response"]`) and `reject` (with a message: one more round with it as feedback).
-
-    Args:
-        payload: The review's own payload.
-
-    Returns:
-        `{"action_requests": [...], "review_configs": [...]}`.
-    """
-    score = payload["score"]
-    rated = "not scored" if score is None else f"score {score:.2f}"
-    if payload["verdict"]:
-        rated += f", {payload['verdict']}"
-    if payload["attempt"] is not None:
-        rated = f"attempt {payload['attempt']}, {rated}"
-    which = "latest" if payload["mode"] == "every_round" else "best"
-    description = (
-        f"Review the {which} answer of {payload['name']!r} ({rated}). "
-        "Approve it, edit it (args.response), or reject it: a rejection with a message "
-        "runs one more round with the message as feedback; without one, the loop stops "
-        "with its best answer."
-    )
-    return {
-        "action_requests": [
-            {
-                "name": payload["name"],
-                "args": {
-                    "response": payload["response"],
-                    "score": score,
-                    "verdict": payload["verdict"],
-                    "feedback": payload["feedback"],
-                },
-                "description": description,
-            }
-        ],
-        "review_configs": [{"action_name": payload["name"], "allowed_decisions": list(DECISIONS)}],
-    }
 
 
 def require_checkpointer() -> None:

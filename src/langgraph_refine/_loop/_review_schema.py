@@ -11,6 +11,7 @@ which chat clients that render `HumanInTheLoopMiddleware`'s requests send.
 `from_decisions` turns the second into the first: `approve` approves, `edit` edits with
 `edited_action["args"]["response"]`, `reject` with a `message` revises (one more round,
 the message as the reviewer's feedback), `reject` without one stops with the best answer.
+`hitl_request` writes the review as the request such a client renders.
 """
 
 from __future__ import annotations
@@ -215,6 +216,67 @@ def _edited_response(decision: Mapping[str, Any]) -> str:
             "'args': {'response': '...'}}}]}"
         )
     return response
+
+
+def hitl_request(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """The review as a LangChain human-in-the-loop request (`HumanInTheLoopMiddleware`'s shape).
+
+    One action, named after the loop. Its `args` hold only what the reviewer may change,
+    the response: a chat client renders each arg as an editable field, and only the
+    response is read back. The attempt, its score, verdict and feedback are told in its
+    `description`, in words a reviewer reads; the review config allows `approve`, `edit`
+    and `reject`.
+
+    Args:
+        payload: The review's own payload.
+
+    Returns:
+        `{"action_requests": [...], "review_configs": [...]}`.
+
+    Example:
+        >>> request = hitl_request({"name": "refine", "mode": "final", "response": "Hi.",
+        ...     "attempt": 2, "score": 0.7, "verdict": "NEEDS_IMPROVEMENT",
+        ...     "feedback": "Say more."})
+        >>> request["action_requests"][0]["args"]
+        {'response': 'Hi.'}
+        >>> for line in request["action_requests"][0]["description"].splitlines()[:2]:
+        ...     print(line)
+        The best answer so far (attempt 2), scored 0.70 of 1: needs improvement.
+        The judge's feedback: Say more.
+    """
+    return {
+        "action_requests": [
+            {
+                "name": payload["name"],
+                "args": {"response": payload["response"]},
+                "description": _review_description(payload),
+            }
+        ],
+        "review_configs": [{"action_name": payload["name"], "allowed_decisions": list(DECISIONS)}],
+    }
+
+
+def _review_description(payload: Mapping[str, Any]) -> str:
+    """What the reviewer is shown beside the response, in plain words."""
+    which = "latest answer" if payload["mode"] == "every_round" else "best answer so far"
+    attempt = payload.get("attempt")
+    head = f"The {which}" + (f" (attempt {attempt})" if attempt is not None else "")
+    score, verdict = payload.get("score"), payload.get("verdict")
+    if score is None:
+        head += ", not scored"
+    else:
+        head += f", scored {score:.2f} of 1"
+    if verdict:
+        head += f": {str(verdict).replace('_', ' ').lower()}"
+    lines = [head + "."]
+    feedback = str(payload.get("feedback") or "").strip()
+    if feedback:
+        lines.append(f"The judge's feedback: {feedback}")
+    lines.append(
+        "Approve it, edit the response, or reject it. Reject with a message to get one more "
+        "answer that follows it; reject without one to stop with the best answer."
+    )
+    return "\n".join(lines)
 
 
 def ask_review(
