@@ -324,3 +324,28 @@ def test_an_unpriced_rung_under_max_cost_is_refused_when_the_middleware_is_built
         RefineMiddleware(scores(1.0), models=rungs, budget=budget)
     priced = Budget(max_cost=1.0, prices={"test:cheap": PRICE, "test:strong": PRICE})
     RefineMiddleware(scores(1.0), models=rungs, budget=priced)  # every rung priced: built
+
+
+# -- the loop's own turns are tagged as LangChain tags a harness's turns ----------------------
+
+
+def test_the_loops_turns_carry_lc_source_and_its_name() -> None:
+    from langchain_core.messages import get_notification_metadata
+
+    model = AgentModel(replies=["first", "best", "worse"])
+    middleware = RefineMiddleware(
+        scores(0.4, 0.7, 0.3), max_iterations=2, patience=None, keep_evaluation_turns=True
+    )
+    out = create_agent(model, tools=[], middleware=[middleware]).invoke(
+        {"messages": [HumanMessage(REQUEST)]}
+    )
+    humans = [m for m in out["messages"] if isinstance(m, HumanMessage)]
+    request, *loop_turns = humans
+    assert request.text == REQUEST and get_notification_metadata(request) is None
+    assert len(loop_turns) == 2 and loop_turns[0].text.startswith("Your answer was evaluated")
+    for turn in loop_turns:  # kept in the conversation (keep_evaluation_turns=True)
+        assert turn.additional_kwargs["lc_source"] == "refine" and turn.name == "refine"
+        assert get_notification_metadata(turn) == {"source": "refine"}
+    # The same tagged turn is what the model was sent for its second answer.
+    sent = [m for m in model.calls[1] if isinstance(m, HumanMessage)]
+    assert [m.additional_kwargs.get("lc_source") for m in sent] == [None, "refine"]

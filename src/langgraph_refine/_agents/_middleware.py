@@ -64,6 +64,7 @@ from langgraph_refine._agents._agent_loop import (
     ladder_of,
     resolve_evaluator,
 )
+from langgraph_refine._agents._transcript import judged_state
 from langgraph_refine._calls._budget import BudgetMeter, BudgetStop, check_rungs_priced, metered
 from langgraph_refine._decisions._options import AGENT, AGENT_DEFAULTS, AgentOptions, LoopOptions
 from langgraph_refine._decisions._round import (
@@ -388,6 +389,7 @@ class _Calls:
         runtime: Runtime[Any],
     ) -> None:
         self.loop, self.state, self.view, self.meter = loop, state, view, meter
+        self.judged = judged_state(state, view)  # the evaluator's state: the evidence too
         self.store = record_store(loop.options.strategy, getattr(runtime, "store", None))
 
     def flow(self, pending: Attempt) -> Flow:
@@ -414,12 +416,12 @@ class _Calls:
         if isinstance(request, Confirm):
             again: Evaluation | None = None
             with metered(self.meter), suppress(BudgetStop):
-                again = evaluator.evaluate(request.response, self.view)
+                again = evaluator.evaluate(request.response, self.judged)
             return again, self.meter.delta()
         made: list[Evaluation] = []
         with metered(self.meter), suppress(BudgetStop):  # a refused judgment is not made
             for response in request.responses:
-                made.append(evaluator.evaluate(response, self.view))
+                made.append(evaluator.evaluate(response, self.judged))
         return made, self.meter.delta()
 
     async def aanswer(self, request: Request) -> Any:
@@ -430,12 +432,12 @@ class _Calls:
         if isinstance(request, Confirm):
             again: Evaluation | None = None
             with metered(self.meter), suppress(BudgetStop):
-                again = await evaluator.aevaluate(request.response, self.view)
+                again = await evaluator.aevaluate(request.response, self.judged)
             return again, self.meter.delta()
         made: list[Evaluation] = []
         with metered(self.meter), suppress(BudgetStop):
             for response in request.responses:
-                made.append(await evaluator.aevaluate(response, self.view))
+                made.append(await evaluator.aevaluate(response, self.judged))
         return made, self.meter.delta()
 
 
