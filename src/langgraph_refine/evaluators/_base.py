@@ -25,6 +25,7 @@ from typing import Any, TypeAlias
 from langchain_core.runnables.config import run_in_executor
 from pydantic import BaseModel
 
+from langgraph_refine._errors import RefineError
 from langgraph_refine._internal import mark_internal
 from langgraph_refine._state import Evaluation
 from langgraph_refine._typed import OutputSchema
@@ -103,6 +104,39 @@ def call_sync(fn: Callable[..., Any], *args: Any, what: str) -> Any:
             f"the {what} returned an awaitable; run the loop with ainvoke() or arefine()"
         )
     return value
+
+
+class Unjudged(RefineError):
+    """An evaluator could not judge the response: no verdict on the response at all.
+
+    Raised by the ready evaluators when no judgment could be made (an LLM judge whose
+    replies stayed unreadable after its own re-ask, a panel with no member able to
+    judge); raise it from your own evaluator for the same meaning. The loop keeps such an
+    attempt unjudged (`score` None, `Attempt.error` holding this message) instead of
+    counting it as failed, and `on_evaluator_error=` says what it does next. Any other
+    exception your evaluator raises is a bug and stops the run.
+
+    Example:
+        >>> str(Unjudged("the grading service is down"))
+        'the grading service is down'
+    """
+
+
+def request_criteria(state: Mapping[str, Any] | None) -> list[str]:
+    """The criteria a request adds for every judge of its run (`state["criteria"]`).
+
+    A run names them in its input (`criteria`: a string or a list of strings); judges
+    add them to the criteria they were built with.
+
+    Example:
+        >>> request_criteria({"criteria": ["Rhymes", " "]}), request_criteria({"criteria": "Short"})
+        (['Rhymes'], ['Short'])
+    """
+    value = (state or {}).get("criteria") if isinstance(state, Mapping) else None
+    if not value:
+        return []
+    items = [value] if isinstance(value, str) else list(value)
+    return [str(item).strip() for item in items if str(item).strip()]
 
 
 class BaseEvaluator(ABC):
