@@ -83,11 +83,20 @@ def test_the_http_status_is_named_when_a_member_is_left_out() -> None:
     assert "InternalServerError (HTTP 503)" in result.details["left_out"]["provider_down"]
 
 
-def test_every_member_failing_raises_the_error() -> None:
+def test_no_member_able_to_judge_leaves_the_response_unjudged() -> None:
     jury = evaluators.panel(provider_down, connection_lost)
-    with pytest.raises(openai.InternalServerError) as raised:
+    with pytest.raises(
+        evaluators.Unjudged, match=r"no member of the panel could judge \(2 of them\)"
+    ):
         jury.evaluate("x", STATE)
-    assert "every member of the panel failed (2 of them)" in raised.value.__notes__
+
+
+def test_a_member_that_cannot_judge_is_left_out() -> None:
+    def cannot(response: str, state: Any) -> float:
+        raise evaluators.Unjudged("no grader today")
+
+    result = evaluators.panel(cannot, lambda response, state: 0.8).evaluate("x", STATE)
+    assert result.score == 0.8 and "no grader today" in result.details["left_out"]["cannot"]
 
 
 def test_a_bug_in_a_member_is_raised_not_left_out() -> None:

@@ -196,6 +196,9 @@ class Attempt(BaseModel):
             text to make `response` (the whole edited text); 0 when the reply's blocks
             did not all apply (`response` is then the parent's text, evaluated FAIL);
             None for an attempt written whole.
+        error: Why the attempt is unjudged, when its evaluator could not judge it (an
+            LLM judge's replies unreadable, its model's call failing after the retries):
+            `evaluation` is then None. Never shown to the generator; None otherwise.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -213,6 +216,7 @@ class Attempt(BaseModel):
     model: str | None = None
     rung: int | None = None
     edits: int | None = None
+    error: str | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -50,6 +50,8 @@ HumanReview: TypeAlias = Literal["final", "every_round"]
 """When a human reviews: when the loop would stop, or after every evaluation."""
 
 OnBudgetExhausted: TypeAlias = Literal["stop", "raise"]
+OnEvaluatorError: TypeAlias = Literal["retry", "skip", "raise"]
+"""What a round does when its evaluator cannot judge an attempt (`evaluators.Unjudged`)."""
 """What a budget stop does: return the best so far, or raise `BudgetExhaustedError`."""
 
 DEFAULT_STRATEGY: Strategy = "explore"
@@ -94,6 +96,7 @@ class RefineOptions(TypedDict, total=False):
     min_delta: float
     budget: Budget | None
     on_budget_exhausted: OnBudgetExhausted
+    on_evaluator_error: OnEvaluatorError
     memory: MemoryPolicy
     human_review: HumanReview | None
     strategy: Strategy
@@ -157,6 +160,7 @@ class RefineContext(TypedDict, total=False):
     select_top: int
     select_margin: float
     confirm_pass: bool
+    on_evaluator_error: OnEvaluatorError
     edits: EditsMode
     models: list[str]
 
@@ -175,6 +179,7 @@ class AgentOptions(TypedDict, total=False):
     min_delta: float
     budget: Budget | None
     on_budget_exhausted: OnBudgetExhausted
+    on_evaluator_error: OnEvaluatorError
     human_review: HumanReview | None
     strategy: Strategy
     record_key: str | None
@@ -312,6 +317,17 @@ class LoopOptions:
     )
     """`"stop"` returns the best so far; `"raise"` raises `BudgetExhaustedError`
     carrying it."""
+
+    on_evaluator_error: OnEvaluatorError = field(
+        default="retry", metadata=declare(flags=("--on-evaluator-error",))
+    )
+    """When the evaluator cannot judge an attempt (an LLM judge's replies unreadable after
+    its re-ask, a judge model's call failing after its retries, a panel none of whose
+    members could judge): `"retry"` judges the same answer again (model calls counted
+    in the budget) up to 2 more times, then keeps it unjudged; `"skip"` keeps it
+    unjudged at once; `"raise"` raises `evaluators.Unjudged` carrying the best result
+    so far (`.result`). An unjudged attempt has `score` None and `Attempt.error`; it
+    is never counted as failed, nor as a round without improvement."""
 
     memory: MemoryPolicy = field(
         default=DEFAULT_MEMORY,
@@ -553,6 +569,7 @@ class LoopOptions:
         # The stop rules check their own fields; kept for the nodes (see `rules`).
         self.__dict__["rules"] = self._stop_rules()
         check_choice("on_budget_exhausted", self.on_budget_exhausted, OnBudgetExhausted)
+        check_choice("on_evaluator_error", self.on_evaluator_error, OnEvaluatorError)
         check_choice("human_review", self.human_review, HumanReview, optional=True)
         check_choice("strategy", self.strategy, Strategy)
         check_choice("prompt_form", self.prompt_form, PromptForm)
