@@ -19,7 +19,7 @@ from langgraph.types import RetryPolicy
 
 from langgraph_refine import Budget, Evaluation, RefineMiddleware, arefine, refine
 from langgraph_refine.evaluators import Unjudged, llm_judge
-from tests.fakes import AgentModel, ScriptedChatModel, judge_reply
+from tests.fakes import AgentModel, ScriptedChatModel
 
 TASK = "Describe the Eiffel Tower."
 REASON = "the grading service is down"

@@ -527,6 +527,7 @@ class RefineInput(TypedDict):
 
     task: NotRequired[str]
     messages: NotRequired[Annotated[list[AnyMessage], add_messages]]
+    criteria: NotRequired[str | list[str] | None]
 
 
 class RefineOutput(TypedDict):
@@ -562,6 +563,8 @@ class RefineState(TypedDict):
             strategy record, so a resumed run updates its own counts.
         selection: With `select="pairwise"`, the record of the final choice (the
             comparisons made and the chosen attempt's index), set when the loop stops.
+        criteria: What this request must satisfy (a string or a list of strings), added
+            to the criteria of every LLM judge of the run.
     """
 
     task: str
@@ -578,4 +581,5 @@ class RefineState(TypedDict):
     usage: NotRequired[Annotated[Usage, PlainDataChannel(Usage, add_usage)]]
     from_messages: NotRequired[bool]
     loop_id: NotRequired[str | None]
+    criteria: NotRequired[str | list[str] | None]
     selection: NotRequired[dict[str, Any] | None]

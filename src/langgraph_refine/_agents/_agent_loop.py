@@ -92,6 +92,8 @@ class RefineAgentState(AgentState[Any]):
     """The agent state keys `RefineMiddleware` adds (all prefixed `refine_`).
 
     Attributes:
+        criteria: What this request's answer must satisfy (a string or a list of
+            strings), beside `messages` in the input: added to every LLM judge's criteria.
         refine_task: The request being answered: the last human message of the run's input.
         refine_attempts: Every final answer of this run, in order, with its evaluation
             (models in the state, plain data in checkpoints: see `PlainDataChannel`).
@@ -116,6 +118,7 @@ class RefineAgentState(AgentState[Any]):
         refine_model: The model of the latest call, as the record and `Attempt.model` name it.
     """
 
+    criteria: NotRequired[str | list[str] | None]
     refine_task: NotRequired[Annotated[str, OmitFromInput]]
     refine_attempts: NotRequired[
         Annotated[list[Attempt], OmitFromInput, PlainDataChannel(list[Attempt], keep_latest)]
@@ -149,6 +152,7 @@ def loop_view(state: Mapping[str, Any]) -> dict[str, Any]:
                 "messages": state.get("messages") or [],
                 "loop_id": state.get("refine_loop_id"),
                 "selection": state.get("refine_selection"),
+                "criteria": state.get("criteria"),
             }
         )
     )

@@ -76,6 +76,7 @@ from langgraph_refine._decisions._round import (
     drive,
     evaluate_round,
     report,
+    with_criteria,
 )
 from langgraph_refine._kinds import model_name
 from langgraph_refine._loop._review import ReviewNode, require_checkpointer
@@ -386,7 +387,8 @@ class _Calls:
         meter: BudgetMeter,
         runtime: Runtime[Any],
     ) -> None:
-        self.loop, self.state, self.view, self.meter = loop, state, view, meter
+        self.loop, self.state, self.meter = loop, state, meter
+        self.view = dict(with_criteria(view, loop.options))
         self.store = record_store(loop.options.strategy, getattr(runtime, "store", None))
 
     def flow(self, pending: Attempt) -> Flow:

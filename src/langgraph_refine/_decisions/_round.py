@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from langgraph_refine._decisions._ladder import next_rung, rung_prices
-from langgraph_refine._decisions._options import LoopOptions
+from langgraph_refine._decisions._options import LoopOptions, criteria_list
 from langgraph_refine._decisions._strategy import Choice, MoveStats, choose_next
 from langgraph_refine._events import RoundEvent, round_event
 from langgraph_refine._result import best_attempt
@@ -160,6 +160,16 @@ def _raise_if_asked(judgment: NoJudgment, options: LoopOptions) -> None:
     """With `on_evaluator_error="raise"`, an unjudged response stops the run."""
     if options.on_evaluator_error == "raise":
         raise Unjudged(judgment.reason) from judgment.cause
+
+
+def with_criteria(state: Mapping[str, Any], options: LoopOptions) -> Mapping[str, Any]:
+    """The state the evaluators see: the run's criteria (the options', then the request's).
+
+    LLM judges read them from `state["criteria"]` (`evaluators._base.request_criteria`).
+    """
+    if not options.criteria:
+        return state
+    return {**state, "criteria": [*options.criteria, *criteria_list(state.get("criteria"))]}
 
 
 def drive(flow: Flow, answer: Callable[[Request], Any]) -> Outcome:

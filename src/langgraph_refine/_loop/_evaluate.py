@@ -31,6 +31,7 @@ from langgraph_refine._decisions._round import (
     evaluate_round,
     read_as_object,
     report,
+    with_criteria,
 )
 from langgraph_refine._errors import RefineError
 from langgraph_refine._loop._step import Step, emit, run_options
@@ -258,13 +259,8 @@ class _Calls:
         step: Step,
         options: LoopOptions,
     ) -> None:
-        self.node, self.state, self.pending, self.step, self.options = (
-            node,
-            state,
-            pending,
-            step,
-            options,
-        )
+        self.node, self.pending, self.step, self.options = node, pending, step, options
+        self.state = with_criteria(state, options)
         self.evaluator = node.evaluator_for(options)
         self.traced = node._runnable(state, step, self.evaluator)
         # A judge's invocation is a model call, counted even if no callback sees one.
