@@ -1,3 +1,4 @@
+# ruff: noqa: F811 - pytest fixtures are imported from the helper module
 """Unjudged is not failed: an attempt its evaluator could not judge is kept apart.
 
 When the evaluator cannot judge (it raises `evaluators.Unjudged`, an LLM judge's replies stay
@@ -10,6 +11,8 @@ agent alike, sync and async.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +23,14 @@ from langgraph.types import RetryPolicy
 from langgraph_refine import Budget, Evaluation, RefineMiddleware, arefine, refine
 from langgraph_refine.evaluators import Unjudged, llm_judge
 from tests.fakes import AgentModel, ScriptedChatModel
+from tests.test_cli_helpers import (  # noqa: F401 - fixtures
+    cli,
+    is_judge,
+    judge_json,
+    last_user_text,
+    openai_server,
+    rated_text,
+)
 
 TASK = "Describe the Eiffel Tower."
 REASON = "the grading service is down"
@@ -202,3 +213,33 @@ def test_the_graph_and_the_agent_agree_on_unjudged_rounds() -> None:
     )
     assert shape(from_agent) == shape(graph_explore)
     assert from_graph.stop_reason == "target_reached"
+
+
+def test_the_command_line_marks_unjudged_rounds_and_the_report_too(
+    cli: Any, openai_server: Any, tmp_path: Path
+) -> None:
+    drafts = iter(["draft one", "two"])
+
+    def script(body: dict[str, Any]) -> str:
+        if is_judge(body):  # the first draft's judgment is never readable
+            return "no idea" if "draft one" in rated_text(body) else judge_json(0.6)
+        return next(drafts, "draft one")  # the batch starts over
+
+    server = openai_server(script)
+    base = ["--model", "scripted", "--base-url", server.base_url, "--max-iterations", "1"]
+    run = cli("run", TASK, *base, "--on-evaluator-error", "skip", "--criterion", "Be brief")
+    assert run.code == 0, run.err
+    first = next(line for line in run.out.splitlines() if line.startswith("round  0"))
+    assert "score -" in first and "unjudged" in first and "could not be read" in first
+    judge_prompts = [last_user_text(b) for b in server.requests if is_judge(b)]
+    assert all("# Criteria\n- Be brief" in prompt for prompt in judge_prompts)
+    assert len(judge_prompts) == 3  # skip: no more judgments of the unreadable one
+
+    tasks, out = tmp_path / "tasks.jsonl", tmp_path / "out.jsonl"
+    tasks.write_text(json.dumps({"id": "a", "task": TASK, "on_evaluator_error": "skip"}) + "\n")
+    assert cli("batch", str(tasks), *base, "--out", str(out)).code == 0
+    row = json.loads(out.read_text().splitlines()[0])
+    assert row["attempts"][0]["error"].startswith("the judge's reply could not be read")
+    html = tmp_path / "report.html"
+    assert cli("report", str(out), "--html", str(html)).code == 0
+    assert '<td class="verdict-unjudged">unjudged</td>' in html.read_text()

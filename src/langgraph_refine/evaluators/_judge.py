@@ -19,6 +19,7 @@ output bypasses the callbacks (a provider SDK wrapped by hand).
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -28,7 +29,7 @@ from typing import Any, Literal
 from langchain_core.exceptions import OutputParserException
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from langgraph_refine._calls._budget import model_invocation
 from langgraph_refine._calls._models import message_text, resolve_chat_model
@@ -422,7 +423,9 @@ class _JudgeRun:
 
     def unreadable(self, exc: Exception) -> bool:
         """Record a call that failed because its reply was unusable; False for other errors."""
-        if isinstance(exc, OutputParserException):
+        # The OpenAI SDK parses a structured reply itself and raises pydantic's error (or a
+        # JSON decoding error) for one that does not fit, before LangChain can catch it.
+        if isinstance(exc, OutputParserException | ValidationError | json.JSONDecodeError):
             reason = f"the reply did not fit the requested structure ({type(exc).__name__})"
         elif {c.__name__ for c in type(exc).__mro__} & _UNREADABLE_REPLY_ERRORS:
             reason = (
