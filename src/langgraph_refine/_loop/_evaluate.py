@@ -297,7 +297,7 @@ class _Calls:
         if reason is None:
             self.step.on_error(exc, "evaluator")
             raise exc
-        logger.warning("attempt %d left unjudged: %s", self.pending.index, reason)
+        logger.info("attempt %d left unjudged: %s", self.pending.index, reason)
         return NoJudgment(reason, exc)
 
     def _judge(self, response: str) -> Judgment | None:
