@@ -100,3 +100,17 @@ def test_a_line_of_the_task_is_never_removed() -> None:
     lines = scaffolding(["# Task\nWrite one line.\n# What to do\nImprove it."], ["Write one line."])
     assert lines == frozenset({"# Task", "# What to do", "Improve it."})
     assert without_scaffolding("# Task\nWrite one line.", lines) == "Write one line."
+
+
+async def test_the_agent_async_alike() -> None:
+    def copies_feedback(messages: list[BaseMessage]) -> str:
+        return f"{messages[-1].content}"
+
+    middleware = RefineMiddleware(Grader(), max_iterations=1, patience=None)
+    agent = create_agent(
+        AgentModel(replies=[FIRST, copies_feedback]), tools=[], middleware=[middleware]
+    )
+    result = middleware.result(await agent.ainvoke({"messages": [HumanMessage(TASK)]}))
+    second = result.attempts[1].evaluation
+    assert second is not None and second.feedback == SCAFFOLDING_ONLY_FEEDBACK
+    assert result.value == FIRST

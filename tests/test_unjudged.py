@@ -243,3 +243,42 @@ def test_the_command_line_marks_unjudged_rounds_and_the_report_too(
     html = tmp_path / "report.html"
     assert cli("report", str(out), "--html", str(html)).code == 0
     assert '<td class="verdict-unjudged">unjudged</td>' in html.read_text()
+
+
+def test_among_candidates_the_best_judged_one_is_kept() -> None:
+    generator = ScriptedChatModel(replies=["xa", "b", "xc"])
+    result = refine(
+        generator, TASK, Grader(), candidates=3, max_iterations=0, on_evaluator_error="skip"
+    )
+    attempt = result.attempts[0]
+    assert (attempt.response, attempt.score, attempt.error) == ("b", 0.4, None)
+    assert [c.evaluation is None for c in attempt.candidates] == [True, False, True]
+
+
+def test_when_no_candidate_could_be_judged_the_attempt_is_unjudged() -> None:
+    generator = ScriptedChatModel(replies=["xa", "xc"])
+    result = refine(
+        generator, TASK, Grader(), candidates=2, max_iterations=0, on_evaluator_error="skip"
+    )
+    assert (result.attempts[0].score, result.attempts[0].error) == (None, REASON)
+
+
+def test_a_confirmation_that_cannot_be_made_leaves_the_first_judgment_standing() -> None:
+    calls: list[str] = []
+
+    def grader(response: str, state: Any) -> Evaluation:
+        calls.append(response)
+        if len(calls) > 1:  # the confirming judgment
+            raise Unjudged(REASON)
+        return Evaluation(score=0.95)
+
+    result = refine(
+        ScriptedChatModel(replies=["a"]),
+        TASK,
+        grader,
+        confirm_pass=True,
+        on_evaluator_error="skip",
+    )
+    assert result.stop_reason == "target_reached" and result.score == 0.95
+    first = result.attempts[0].evaluation
+    assert first is not None and first.details["confirmation"] == f"not made: {REASON}"
