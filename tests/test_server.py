@@ -173,12 +173,17 @@ def calls(model_server: Any) -> tuple[int, int]:
     return len(bodies) - judge, judge
 
 
-def test_langgraph_json_names_the_two_graphs() -> None:
+def test_langgraph_json_names_the_two_graphs_and_says_what_each_does() -> None:
     config = json.loads((ROOT / "langgraph.json").read_text())
     assert set(config["graphs"]) == {"refine", "refine_reviewed"}
-    for target in config["graphs"].values():
-        path, _, name = target.partition(":")
+    for graph in config["graphs"].values():
+        path, _, name = graph["path"].partition(":")
         assert (ROOT / path).is_file() and name
+    # The descriptions are what an MCP host shows its model (tools/list).
+    refine, reviewed = config["graphs"]["refine"], config["graphs"]["refine_reviewed"]
+    assert "Returns `response`" in refine["description"]
+    assert "`criteria`" in refine["description"] and "`task`" in refine["description"]
+    assert "a person" in reviewed["description"] and "not for an MCP host" in reviewed["description"]
 
 
 def test_build_graph_requires_refine_model() -> None:
@@ -838,3 +843,59 @@ def test_a_provider_outage_fails_a_served_graph_with_a_provider_error() -> None:
     graph = builder.set_node_defaults(error_handler=explain_error).compile()
     with pytest.raises(ValueError, match="unknown evaluator spec 'nope'"):
         graph.invoke({"task": "Write a haiku."}, context={"evaluator": "nope"})
+
+
+# -- the served graphs as MCP tools (LangGraph Server's /mcp endpoint) -----------------------
+
+
+async def mcp_call(url: str, action: Any) -> Any:
+    """Run `action(session)` in an MCP client session on the server's `/mcp` endpoint."""
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with streamable_http_client(f"{url}/mcp") as streams:
+        async with ClientSession(streams[0], streams[1]) as session:
+            await session.initialize()
+            return await action(session)
+
+
+@pytest.mark.server
+@pytest.mark.slow
+async def test_an_mcp_host_sees_what_each_graph_does_and_what_it_takes(
+    langgraph_server: str,
+) -> None:
+    async def tools(session: Any) -> Any:
+        return {tool.name: tool for tool in (await session.list_tools()).tools}
+
+    listed = await mcp_call(langgraph_server, tools)
+    refine, reviewed = listed["refine"], listed["refine_reviewed"]
+    assert refine.description.startswith("Write an answer to `task` and improve it")
+    assert "Returns `response`" in refine.description
+    assert "not for an MCP host" in reviewed.description
+    properties = refine.input_schema["properties"]
+    assert {"task", "criteria"} <= set(properties)
+    assert {"type": "array", "items": {"type": "string"}} in properties["criteria"]["anyOf"]
+
+
+@pytest.mark.server
+@pytest.mark.slow
+async def test_an_mcp_host_calls_refine_with_criteria_that_reach_the_judge(
+    langgraph_server: str, model_server: Any
+) -> None:
+    criterion = "Mention the season by name."
+    before = len(model_server.requests)
+
+    async def call(session: Any) -> Any:
+        arguments = {"task": "Write a haiku.", "criteria": [criterion]}
+        return await session.call_tool("refine", arguments)
+
+    result = await mcp_call(langgraph_server, call)
+    assert not result.is_error
+    [content] = result.content
+    assert "'response': 'draft 1'" in content.text  # the tool's output: the graph's values
+    judged = [
+        json.dumps(body["messages"])
+        for body in model_server.requests[before:]
+        if "<response_to_rate>" in json.dumps(body["messages"])
+    ]
+    assert judged and all(criterion in prompt for prompt in judged)
