@@ -183,7 +183,8 @@ def test_langgraph_json_names_the_two_graphs_and_says_what_each_does() -> None:
     refine, reviewed = config["graphs"]["refine"], config["graphs"]["refine_reviewed"]
     assert "Returns `response`" in refine["description"]
     assert "`criteria`" in refine["description"] and "`task`" in refine["description"]
-    assert "a person" in reviewed["description"] and "not for an MCP host" in reviewed["description"]
+    assert "a person" in reviewed["description"]
+    assert "not for an MCP host" in reviewed["description"]
 
 
 def test_build_graph_requires_refine_model() -> None:
@@ -853,10 +854,12 @@ async def mcp_call(url: str, action: Any) -> Any:
     from mcp.client.session import ClientSession
     from mcp.client.streamable_http import streamable_http_client
 
-    async with streamable_http_client(f"{url}/mcp") as streams:
-        async with ClientSession(streams[0], streams[1]) as session:
-            await session.initialize()
-            return await action(session)
+    async with (
+        streamable_http_client(f"{url}/mcp") as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        return await action(session)
 
 
 @pytest.mark.server

@@ -46,8 +46,11 @@ def task_text(words: list[str]) -> str:
 @pytest.fixture(scope="module")
 def small_server() -> Iterator[lm.LocalModelServer]:
     skip_without_build()
-    # Every core: nothing else in the suite runs while this module waits on the model.
-    threads = os.cpu_count() or 1
+    # Every core when nothing else runs; beside other xdist workers, the default share (half
+    # the cores): llama.cpp's threads spin-wait, and on a core another process keeps busy
+    # they crawl (we saw 2 to 4 tokens a second instead of 60 to 180).
+    alone = not os.environ.get("PYTEST_XDIST_WORKER")
+    threads = (os.cpu_count() or 1) if alone else lm.default_threads()
     with lm.LocalModelServer(
         context_size=CONTEXT_SIZE, parallel=PARALLEL, threads=threads
     ) as server:
