@@ -422,3 +422,25 @@ def test_in_a_compiled_graph() -> None:
     assert out["response"] == SHORT
     assert len(judge.calls) == 1
     assert graph.get_state(config).values["usage"].calls == 4
+
+
+@pytest.mark.parametrize("run_async", [False, True], ids=["sync", "async"])
+async def test_in_an_agent_the_middleware_pays_only_for_the_stages_run(run_async: bool) -> None:
+    from langchain.agents import create_agent
+    from langchain_core.messages import HumanMessage
+
+    from langgraph_refine import RefineMiddleware
+    from tests.fakes import AgentModel
+
+    model = AgentModel(replies=DRAFTS)
+    judge = ScriptedChatModel(replies=[judge_reply(0.95, "PASS", "Vivid.")])
+    middleware = RefineMiddleware(
+        cascade(word_count(3, 6), judge), budget=Budget(max_calls=4), patience=None
+    )
+    agent = create_agent(model, middleware=[middleware])
+    ask = {"messages": [HumanMessage(TASK)]}
+    out = await agent.ainvoke(ask) if run_async else agent.invoke(ask)
+    result = middleware.result(out)
+    assert (result.stop_reason, result.value) == ("passed", SHORT)
+    assert (len(model.calls), len(judge.calls)) == (3, 1)
+    assert result.usage.calls == 4

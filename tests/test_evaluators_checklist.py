@@ -411,3 +411,21 @@ async def test_in_an_async_loop_behind_a_cheap_stage() -> None:
     assert result.value == SECOND
     assert len(grader.calls) == 2  # the over-long draft never reached the grader
     assert result.usage.calls == 3 + 2
+
+
+def test_in_an_agent_the_gaps_reach_the_model() -> None:
+    from langchain.agents import create_agent
+    from langchain_core.messages import HumanMessage
+
+    from langgraph_refine import RefineMiddleware
+    from tests.fakes import AgentModel
+
+    model = AgentModel(replies=[FIRST, SECOND])
+    grader = ScriptedChatModel(replies=[grade])
+    middleware = RefineMiddleware(checklist(grader, CRITERIA))
+    out = create_agent(model, middleware=[middleware]).invoke({"messages": [HumanMessage(TASK)]})
+    result = middleware.result(out)
+    assert (result.stop_reason, result.value) == ("passed", SECOND)
+    seen = "\n".join(str(m.content) for m in model.calls[1])
+    assert "- Gives the year it was finished: Say it was finished in 1889." in seen
+    assert result.usage.calls == 2 + 2
