@@ -10,10 +10,12 @@ import pytest
 from langchain_core.exceptions import OutputParserException
 from langchain_core.language_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
+from pydantic import ValidationError
 
 from langgraph_refine import Budget, arefine, refine
 from langgraph_refine.evaluators import (
     ChecklistEvaluator,
+    ChecklistReply,
     Unjudged,
     cascade,
     checklist,
@@ -301,6 +303,16 @@ class LengthFinishReasonError(Exception):
     """Named like the OpenAI SDK's error for a structured reply cut by the token limit."""
 
 
+def test_the_sdks_own_parse_errors_are_unreadable_replies() -> None:
+    try:
+        ChecklistReply.model_validate({"criteria": "none"})
+    except ValidationError as exc:
+        invalid = exc
+    grader = grader_model(invalid, json.JSONDecodeError("Expecting value", "", 0))
+    with pytest.raises(Unjudged, match=r"\(ValidationError\); .*\(JSONDecodeError\)"):
+        checklist(grader, CRITERIA).evaluate(RESPONSE, state())
+
+
 def test_a_reply_that_does_not_parse_or_was_cut_off_is_asked_again() -> None:
     grader = grader_model(OutputParserException("bad"), LengthFinishReasonError(), MIXED)
     with pytest.raises(
@@ -429,3 +441,44 @@ def test_in_an_agent_the_gaps_reach_the_model() -> None:
     seen = "\n".join(str(m.content) for m in model.calls[1])
     assert "- Gives the year it was finished: Say it was finished in 1889." in seen
     assert result.usage.calls == 2 + 2
+
+
+def test_the_graphs_input_criteria_reach_the_checklist() -> None:
+    from langgraph_refine import create_refine_graph
+
+    grader = grader_model(results((True, ""), (False, "No year.")))
+    graph = create_refine_graph(
+        ScriptedChatModel(replies=[FIRST]), checklist(grader, "Names the city"), max_iterations=0
+    ).compile()
+    graph.invoke({"task": TASK, "criteria": ["Gives the year it was finished"]})
+    assert "# Criteria\n1. Names the city\n2. Gives the year it was finished\n" in grader.prompts[0]
+
+
+async def test_the_agents_input_criteria_reach_the_checklist() -> None:
+    from langchain.agents import create_agent
+    from langchain_core.messages import HumanMessage
+
+    from langgraph_refine import RefineMiddleware
+    from tests.fakes import AgentModel
+
+    grader = grader_model(results((True, ""), (False, "No year.")))
+    middleware = RefineMiddleware(checklist(grader, "Names the city"), max_iterations=0)
+    agent = create_agent(AgentModel(replies=[FIRST]), tools=[], middleware=[middleware])
+    out = await agent.ainvoke(
+        {"messages": [HumanMessage(TASK)], "criteria": "Gives the year it was finished"}
+    )
+    assert "2. Gives the year it was finished" in grader.prompts[0]
+    assert middleware.result(out).feedback.endswith("- Gives the year it was finished: No year.")
+
+
+def test_in_a_loop_an_unreadable_grader_leaves_the_attempt_unjudged() -> None:
+    generator = ScriptedChatModel(replies=[FIRST, SECOND])
+    grader = grader_model("I cannot tell.", "Still no idea.", grade)
+    result = refine(
+        generator, TASK, checklist(grader, CRITERIA), on_evaluator_error="skip", patience=None
+    )
+    first, second = result.attempts
+    assert (first.score, second.score) == (None, 1.0)
+    assert first.error is not None and "found no result per criterion" in first.error
+    assert "cannot tell" not in generator.prompts[1]
+    assert result.usage.calls == 2 + 3  # two drafts; two unreadable grader replies, one read

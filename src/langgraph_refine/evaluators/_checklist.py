@@ -16,6 +16,7 @@ that cannot be read is asked once more; if it still cannot, the evaluation raise
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from typing import Any
 from langchain_core.exceptions import OutputParserException
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from langgraph_refine._calls._budget import model_invocation
 from langgraph_refine._calls._models import message_text, resolve_chat_model
@@ -258,7 +259,9 @@ class _Run:
 
     def unreadable(self, exc: Exception) -> bool:
         """Record a call whose reply was unusable; False for any other error."""
-        if isinstance(exc, OutputParserException):
+        # The OpenAI SDK parses a structured reply itself and raises pydantic's error (or a
+        # JSON decoding error) for one that does not fit, before LangChain can catch it.
+        if isinstance(exc, OutputParserException | ValidationError | json.JSONDecodeError):
             self.failures.append(
                 f"the reply did not fit the requested structure ({type(exc).__name__})"
             )
