@@ -165,6 +165,14 @@ def test_never_pass_before_the_last_stage() -> None:
     assert result.verdict == "NEEDS_IMPROVEMENT"
 
 
+def test_a_last_stages_pass_below_its_threshold_is_no_pass() -> None:
+    ev = cascade(Stage(1.0), Stage(0.6, "PASS", "Fine."), thresholds=[None, 0.8])
+    result = ev.evaluate("r", STATE)
+    assert result.details["stopped_at"] == "stage#2"
+    assert (result.verdict, result.feedback) == ("NEEDS_IMPROVEMENT", "Fine.")
+    assert result.score == pytest.approx(0.8)
+
+
 def test_the_last_stage_may_stop_with_its_own_verdict() -> None:
     ev = cascade(Stage(1.0), Stage(0.4, "FAIL", "Wrong facts.", name="judge"))
     result = ev.evaluate("r", STATE)

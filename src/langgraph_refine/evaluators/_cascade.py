@@ -106,7 +106,7 @@ class CascadeEvaluator(BaseEvaluator):
             score=min(1.0, max(0.0, (k + stage_score) / n)),
             feedback=last.feedback.strip()
             or (f"[{self.labels[k]}] {member_feedback(last)}" if stopped else ""),
-            verdict=_verdict(last.verdict, before_last=k < n - 1),
+            verdict=_verdict(last.verdict, stopped=stopped, before_last=k < n - 1),
             details={
                 "stopped_at": self.labels[k] if stopped else None,
                 "stage": k,
@@ -130,15 +130,19 @@ class CascadeEvaluator(BaseEvaluator):
         )
 
 
-def _verdict(verdict: Verdict | None, *, before_last: bool) -> Verdict | None:
+def _verdict(verdict: Verdict | None, *, stopped: bool, before_last: bool) -> Verdict | None:
     """The cascade's verdict: the deciding stage's, never PASS before the last stage.
 
-    A response stopped before the last stage was not seen by the later ones, so it is not
-    finished: NEEDS_IMPROVEMENT, unless its stage said FAIL.
+    Never PASS for a response that did not reach every threshold (a stage may say PASS
+    below the threshold it was given). A response stopped before the last stage was not
+    seen by the later ones, so it is not finished: NEEDS_IMPROVEMENT, unless its stage
+    said FAIL (or NEEDS_IMPROVEMENT).
     """
-    if not before_last:
-        return verdict
-    return "FAIL" if verdict == "FAIL" else "NEEDS_IMPROVEMENT"
+    if stopped and verdict == "PASS":
+        return "NEEDS_IMPROVEMENT"
+    if before_last and verdict is None:
+        return "NEEDS_IMPROVEMENT"
+    return verdict
 
 
 def cascade(
@@ -149,17 +153,19 @@ def cascade(
     Stage `k` (0-based) runs only when every earlier stage reached its threshold. A
     response that stopped at stage `k` of `n` with score `s` scores `(k + s) / n` (with
     `s` counted at most 0.99 before the last stage), so it always scores below one that
-    got further; one that reached every threshold scores `(n - 1 + s) / n` with `s` the
-    last stage's score (1.0 when it passes fully). Put the cheap deterministic checks
+    got further; one the last stage judged scores `(n - 1 + s) / n` with `s` that
+    stage's score (1.0 when it scores 1.0). Put the cheap deterministic checks
     first and the LLM judge last: a draft of the wrong length, or JSON that does not
     validate, never reaches the judge, and a stage that does not run makes no model
     call, costs nothing and is not counted against the loop's `Budget`.
 
     The feedback and verdict are those of the stage that decided (the one that stopped
-    the response, else the last), except that the verdict is never PASS before the last
-    stage: a response stopped early gets NEEDS_IMPROVEMENT, or FAIL when its stage said
-    FAIL. Stages may be any evaluator form; an `Unjudged` (or any other error) raised by
-    a stage propagates, so the loop keeps that attempt unjudged. With an async loop the
+    the response, else the last), except that the verdict is PASS only when every stage
+    reached its threshold: a response stopped before the last stage gets
+    NEEDS_IMPROVEMENT, or FAIL when its stage said FAIL; a last stage's PASS below its
+    threshold becomes NEEDS_IMPROVEMENT. Stages may be any evaluator form. An error a
+    stage raises propagates, and the stages after it do not run: `Unjudged` (the stage
+    could not judge) leaves the attempt unjudged in the loop. With an async loop the
     stages still run one after another (each waits for the verdict of the one before).
 
     A loop's `target_score` applies to the cascade's score: with the default 0.9 and up
