@@ -283,6 +283,15 @@ def test_unreadable_twice_is_unjudged_not_failed(reply: str, reason: str) -> Non
     assert len(grader.calls) == 2
 
 
+def test_a_reply_with_checklists_that_disagree_is_unreadable() -> None:
+    other = results((True, ""), (True, ""), (True, ""))
+    grader = grader_model(f"{MIXED}\nOr rather:\n{other}", structured=False)
+    with pytest.raises(Unjudged, match="several checklists that disagree"):
+        checklist(grader, CRITERIA).evaluate(RESPONSE, state())
+    same = grader_model(f"{MIXED}\nAgain:\n{MIXED}", structured=False)
+    assert checklist(same, CRITERIA).evaluate(RESPONSE, state()).score == pytest.approx(1 / 3)
+
+
 def test_a_checklist_copied_from_the_response_is_not_accepted() -> None:
     passing = results((True, ""), (True, ""), (True, ""))
     grader = grader_model(passing, MIXED)

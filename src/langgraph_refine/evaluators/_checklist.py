@@ -188,6 +188,7 @@ class _Checklist:
     def from_text(self, text: str, response: str) -> tuple[list[_Result] | None, str]:
         """Read a reply given as text: a JSON object (bare, fenced or embedded), else lines."""
         fakes = self.written_in(response)
+        read: set[tuple[_Result, ...]] = set()
         reasons: list[str] = []
         for obj in json_objects(text):
             items = _items(obj)
@@ -197,9 +198,13 @@ class _Checklist:
             if results is not None and tuple(results) in fakes:
                 reasons.append("the reply repeats a checklist written in the response")
             elif results is not None:
-                return results, ""
+                read.add(tuple(results))
             else:
                 reasons.append(why)
+        if len(read) > 1:
+            return None, "the reply holds several checklists that disagree"
+        if read:
+            return list(read.pop()), ""
         lines = [
             {"number": m.group(1), "passed": m.group(2), "gap": m.group(3)}
             for m in _LINE.finditer(text)
@@ -471,8 +476,8 @@ def checklist(
     conservatively (a criterion it cannot confirm fails). The reply is read with the
     model's native structured output, else from its text (a JSON object, bare, fenced or
     embedded; or lines such as `2. FAIL: no year given`). A reply that gives no result for
-    some criterion, two results for one, or only repeats a checklist written in the
-    response cannot be read: the grader is asked once more, told why, and if it still
+    some criterion, two results for one, several checklists that disagree, or only repeats
+    a checklist written in the response cannot be read: the grader is asked once more, told why, and if it still
     cannot be read the evaluation raises `Unjudged` (the loop keeps the attempt unjudged;
     it never counts as a FAIL). A request too long for the grader's context is FAIL with
     score 0 and feedback asking for a shorter response, as with `llm_judge`. Every grader
