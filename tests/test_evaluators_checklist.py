@@ -491,3 +491,36 @@ def test_in_a_loop_an_unreadable_grader_leaves_the_attempt_unjudged() -> None:
     assert first.error is not None and "found no result per criterion" in first.error
     assert "cannot tell" not in generator.prompts[1]
     assert result.usage.calls == 2 + 3  # two drafts; two unreadable grader replies, one read
+
+
+class SdkGrader(ScriptedChatModel):
+    """A grader whose structured output comes from a client LangChain's callbacks never see."""
+
+    def with_structured_output(self, schema: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        from langchain_core.runnables import RunnableLambda
+
+        def call(messages: Any) -> dict[str, Any]:
+            self.calls.append(list(messages))  # recorded, but no model run is started
+            text = self.replies[min(len(self.calls) - 1, len(self.replies) - 1)]
+            usage = {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}
+            raw = AIMessage(text, usage_metadata=usage)  # type: ignore[arg-type]
+            try:
+                parsed: Any = schema.model_validate_json(text)
+            except ValidationError:
+                parsed = None
+            return {"raw": raw, "parsed": parsed, "parsing_error": None}
+
+        return RunnableLambda(call)
+
+
+def test_grader_calls_outside_langchains_callbacks_are_counted() -> None:
+    grader = SdkGrader(replies=["not a checklist", results((True, ""))])
+    generator = ScriptedChatModel(replies=[FIRST])
+    result = refine(generator, TASK, checklist(grader, "Short"), max_iterations=0)
+    assert len(grader.calls) == 2  # an unreadable reply, then a readable one
+    assert result.usage.calls == 1 + 2
+    # Behind a cheap stage that stops the draft, the grader is neither called nor counted.
+    grader = SdkGrader(replies=[results((True, ""))])
+    ev = cascade(word_count(1, 3), checklist(grader, "Short"))
+    result = refine(ScriptedChatModel(replies=[FIRST]), TASK, ev, max_iterations=0)
+    assert (len(grader.calls), result.usage.calls) == (0, 1)
