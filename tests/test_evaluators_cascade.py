@@ -183,6 +183,21 @@ def test_the_last_stage_may_stop_with_its_own_verdict() -> None:
     )
 
 
+def test_feedback_of_an_earlier_stage_short_of_a_full_pass_is_kept() -> None:
+    ev = cascade(
+        word_count(3, 10),
+        Stage(0.6, "NEEDS_IMPROVEMENT", "Name a prey.", "judge"),
+        thresholds=[0.5, None],
+    )
+    result = ev.evaluate(LONG, STATE)  # 12 words: 0.8 for word_count, over its threshold
+    assert result.feedback == (
+        "[word_count] score 0.80: The response has 12 words, but it must have 3-10 words: "
+        "cut at least 2 words.\n[judge] score 0.60: Name a prey."
+    )
+    # A full pass of the earlier stage leaves the deciding stage's feedback alone.
+    assert ev.evaluate(SHORT, STATE).feedback == "Name a prey."
+
+
 def test_a_stopping_stage_without_feedback_says_so() -> None:
     result = cascade(Stage(0.5, name="quiet"), Stage(1.0)).evaluate("r", STATE)
     assert result.feedback == "[quiet] gave no reason for scoring 0.50 (below 1.00)"

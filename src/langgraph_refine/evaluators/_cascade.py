@@ -59,7 +59,7 @@ class CascadeEvaluator(BaseEvaluator):
         threshold = self.thresholds[index]
         if threshold is not None:
             return result.score >= threshold
-        return result.verdict == "PASS" or (result.verdict is None and result.score >= 1.0)
+        return _full_pass(result)
 
     def evaluate(self, response: str, state: Mapping[str, Any]) -> Evaluation:
         results: list[Evaluation] = []
@@ -96,6 +96,25 @@ class CascadeEvaluator(BaseEvaluator):
         with model_invocation():
             yield
 
+    def _feedback(self, results: list[Evaluation], stopped: bool) -> str:
+        """The deciding stage's feedback, after that of earlier stages short of a full pass.
+
+        An earlier stage that reached a threshold below a full pass still has problems
+        (say a length 10% over): they are kept, labelled, so the next round sees them.
+        """
+        labels, last = self.labels, results[-1]
+        earlier = [
+            (label, r) for label, r in zip(labels, results[:-1], strict=False) if not _full_pass(r)
+        ]
+        if not earlier:
+            return last.feedback.strip() or (
+                f"[{labels[len(results) - 1]}] {member_feedback(last)}" if stopped else ""
+            )
+        lines = [*earlier, (labels[len(results) - 1], last)]
+        return "\n".join(
+            f"[{label}] score {r.score:.2f}: {member_feedback(r)}" for label, r in lines
+        )
+
     def _merge(self, results: list[Evaluation]) -> Evaluation:
         """The cascade's evaluation from the stages that ran (the last one decided)."""
         n, k = len(self.stages), len(results) - 1
@@ -104,8 +123,7 @@ class CascadeEvaluator(BaseEvaluator):
         stage_score = min(last.score, _STOPPED_AT_MOST) if stopped and k < n - 1 else last.score
         return Evaluation(
             score=min(1.0, max(0.0, (k + stage_score) / n)),
-            feedback=last.feedback.strip()
-            or (f"[{self.labels[k]}] {member_feedback(last)}" if stopped else ""),
+            feedback=self._feedback(results, stopped),
             verdict=_verdict(last.verdict, stopped=stopped, before_last=k < n - 1),
             details={
                 "stopped_at": self.labels[k] if stopped else None,
@@ -128,6 +146,11 @@ class CascadeEvaluator(BaseEvaluator):
                 ],
             },
         )
+
+
+def _full_pass(result: Evaluation) -> bool:
+    """A stage's full pass: verdict PASS or, without a verdict, a score of 1.0."""
+    return result.verdict == "PASS" or (result.verdict is None and result.score >= 1.0)
 
 
 def _verdict(verdict: Verdict | None, *, stopped: bool, before_last: bool) -> Verdict | None:
@@ -160,8 +183,10 @@ def cascade(
     call, costs nothing and is not counted against the loop's `Budget`.
 
     The feedback and verdict are those of the stage that decided (the one that stopped
-    the response, else the last), except that the verdict is PASS only when every stage
-    reached its threshold: a response stopped before the last stage gets
+    the response, else the last); the feedback of an earlier stage that reached its
+    threshold short of a full pass comes first, each stage's line labelled with its name
+    and score, so its problems are not dropped. The verdict is PASS only when every
+    stage reached its threshold: a response stopped before the last stage gets
     NEEDS_IMPROVEMENT, or FAIL when its stage said FAIL; a last stage's PASS below its
     threshold becomes NEEDS_IMPROVEMENT. Stages may be any evaluator form. An error a
     stage raises propagates, and the stages after it do not run: `Unjudged` (the stage
