@@ -252,6 +252,13 @@ def test_stages_may_be_any_evaluator_form() -> None:
     assert len(judge.calls) == 1
 
 
+def test_the_judge_inside_is_found_for_pairwise_selection() -> None:
+    from langgraph_refine._loop._select import judge_model_in
+
+    judge = ScriptedChatModel()
+    assert judge_model_in(cascade(word_count(3, 6), judge)) is judge
+
+
 def test_record_key_names_the_stages() -> None:
     ev = cascade(word_count(3, 6), ScriptedChatModel())
     assert evaluator_kind(ev) == "cascade(word_count+llm_judge)"
