@@ -16,6 +16,7 @@ that cannot be read is asked once more; if it still cannot, the evaluation raise
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -262,6 +263,21 @@ class _Run:
         note = CHECKLIST_UNREADABLE_NOTE.format(reason=self.failures[-1])
         return [system, HumanMessage(str(human.content) + note)]
 
+    def outcome(self, output: Any) -> Evaluation | None:
+        """What one grader call gave (its output, or the error it raised); None to ask again.
+
+        Raises:
+            Exception: The call's error, when it is not about the reply (a provider or
+                budget error, a bug).
+        """
+        if not isinstance(output, Exception):
+            return self.read(output)
+        if is_context_length_error(output):
+            return self.too_long(output)
+        if self.unreadable(output):
+            return None
+        raise output
+
     def unreadable(self, exc: Exception) -> bool:
         """Record a call whose reply was unusable; False for any other error."""
         # The OpenAI SDK parses a structured reply itself and raises pydantic's error (or a
@@ -374,14 +390,13 @@ class ChecklistEvaluator(BaseEvaluator):
         self.model = model
         self.criteria = list(criteria)
         self.max_eval_chars = max_eval_chars
-        self._structured: Any = None
+        self._grader: Any = model  # what is called: the model, or its structured output
+        # Without native structured output, the reply's text is read.
         if structured_output:
-            try:
-                self._structured = model.with_structured_output(
+            with contextlib.suppress(NotImplementedError, ValueError, TypeError):
+                self._grader = model.with_structured_output(
                     ChecklistReply, method="json_schema", include_raw=True
                 )
-            except (NotImplementedError, ValueError, TypeError):
-                self._structured = None  # no native structured output: read the text
 
     def criteria_for(self, state: Mapping[str, Any]) -> list[str]:
         """The criteria of one evaluation: the built-in ones, then the run's, each once.
@@ -428,14 +443,10 @@ class ChecklistEvaluator(BaseEvaluator):
         while (messages := run.next_messages()) is not None:
             try:
                 with model_invocation() as done:
-                    output = done((self._structured or self.model).invoke(messages))
+                    output = done(self._grader.invoke(messages))
             except Exception as exc:
-                if is_context_length_error(exc):
-                    return run.too_long(exc)
-                if run.unreadable(exc):
-                    continue
-                raise
-            if (evaluation := run.read(output)) is not None:
+                output = exc
+            if (evaluation := run.outcome(output)) is not None:
                 return evaluation
         raise run.unjudged()
 
@@ -444,14 +455,10 @@ class ChecklistEvaluator(BaseEvaluator):
         while (messages := run.next_messages()) is not None:
             try:
                 with model_invocation() as done:
-                    output = done(await (self._structured or self.model).ainvoke(messages))
+                    output = done(await self._grader.ainvoke(messages))
             except Exception as exc:
-                if is_context_length_error(exc):
-                    return run.too_long(exc)
-                if run.unreadable(exc):
-                    continue
-                raise
-            if (evaluation := run.read(output)) is not None:
+                output = exc
+            if (evaluation := run.outcome(output)) is not None:
                 return evaluation
         raise run.unjudged()
 
@@ -476,12 +483,13 @@ def checklist(
     conservatively (a criterion it cannot confirm fails). The reply is read with the
     model's native structured output, else from its text (a JSON object, bare, fenced or
     embedded; or lines such as `2. FAIL: no year given`). A reply that gives no result for
-    some criterion, two results for one, several checklists that disagree, or only repeats
-    a checklist written in the response cannot be read: the grader is asked once more, told why, and if it still
-    cannot be read the evaluation raises `Unjudged` (the loop keeps the attempt unjudged;
-    it never counts as a FAIL). A request too long for the grader's context is FAIL with
-    score 0 and feedback asking for a shorter response, as with `llm_judge`. Every grader
-    call, the second included, is a model call counted against the loop's budget.
+    some criterion, two results for one, several checklists that disagree, or only repeats a
+    checklist written in the response cannot be read: the grader is asked once more, told
+    why, and if it still cannot be read the evaluation raises `Unjudged` (the loop keeps the
+    attempt unjudged; it never counts as a FAIL). A request too long for the grader's
+    context is FAIL with score 0 and feedback asking for a shorter response, as with
+    `llm_judge`. Every grader call, the second included, is a model call counted against
+    the loop's budget.
 
     Args:
         model: A chat model or a `"provider:model"` string.
