@@ -223,9 +223,7 @@ def test_text_replies_are_read_leniently(reply: str) -> None:
 
 
 def test_entries_without_numbers_are_matched_by_position() -> None:
-    reply = json.dumps(
-        {"criteria": [{"passed": True}, {"passed": False, "gap": "x"}, {"passed": True}]}
-    )
+    reply = json.dumps({"criteria": [{"passed": True}, {"passed": 0, "gap": "x"}, {"passed": 1}]})
     result = checklist(grader_model(reply), CRITERIA).evaluate(RESPONSE, state())
     assert [c["passed"] for c in result.details["criteria"]] == [True, False, True]
 

@@ -117,9 +117,11 @@ class _Result:
 
 
 def _flag(value: Any) -> bool | None:
-    """A pass/fail value read leniently (`true`, `"PASS"`, `"not met"`); None if unclear."""
+    """A pass/fail value read leniently (`true`, `1`, `"PASS"`, `"not met"`); None if unclear."""
     if isinstance(value, bool):
         return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
     if isinstance(value, str):
         word = " ".join(value.strip().lower().replace("_", " ").split()).rstrip(".!")
         return True if word in _TRUE else False if word in _FALSE else None
