@@ -17,16 +17,14 @@ that cannot be read is asked once more; if it still cannot, the evaluation raise
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.exceptions import OutputParserException
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
 from langgraph_refine._calls._budget import model_invocation
 from langgraph_refine._calls._models import message_text, resolve_chat_model
@@ -35,7 +33,7 @@ from langgraph_refine._fences import json_objects
 from langgraph_refine._state import Evaluation, Verdict
 from langgraph_refine._typed import pretty_json, structured_parts
 from langgraph_refine.evaluators._base import BaseEvaluator, Unjudged, request_criteria
-from langgraph_refine.evaluators._judge import _UNREADABLE_REPLY_ERRORS, DEFAULT_MAX_EVAL_CHARS
+from langgraph_refine.evaluators._judge import DEFAULT_MAX_EVAL_CHARS, unreadable_reply
 from langgraph_refine.evaluators._tags import sandbox, strip_tags
 
 # With no criteria at all, the task itself is the one criterion.
@@ -282,19 +280,10 @@ class _Run:
 
     def unreadable(self, exc: Exception) -> bool:
         """Record a call whose reply was unusable; False for any other error."""
-        # The OpenAI SDK parses a structured reply itself and raises pydantic's error (or a
-        # JSON decoding error) for one that does not fit, before LangChain can catch it.
-        if isinstance(exc, OutputParserException | ValidationError | json.JSONDecodeError):
-            self.failures.append(
-                f"the reply did not fit the requested structure ({type(exc).__name__})"
-            )
-        elif {c.__name__ for c in type(exc).__mro__} & _UNREADABLE_REPLY_ERRORS:
-            self.failures.append(
-                f"the reply was cut off or filtered by the provider ({type(exc).__name__}); "
-                "if it hit the token limit, give the grader model a higher max_tokens"
-            )
-        else:
+        reason = unreadable_reply(exc, "grader")
+        if reason is None:
             return False
+        self.failures.append(reason)
         return True
 
     def read(self, output: Any) -> Evaluation | None:
