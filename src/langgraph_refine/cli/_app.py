@@ -313,9 +313,17 @@ def run(
         typer.Option(
             "--thread",
             metavar="ID",
-            help="Checkpoint thread id: continues that thread's interrupted run.",
+            help="Checkpoint thread id: continues that thread's interrupted run (same task "
+            "and options).",
         ),
     ] = None,
+    restart: Annotated[
+        bool,
+        typer.Option(
+            "--restart",
+            help="Discard the --thread's interrupted run and start over on that thread.",
+        ),
+    ] = False,
     review: Annotated[
         bool,
         typer.Option("--review", help="Ask you to approve, edit, reject or revise before the end."),
@@ -371,7 +379,9 @@ def run(
     settings = _settings(model, base_url, judge_model, cache, timeout, max_tokens)
     out, err = _stdout(), _stderr()
     screen = err if json_output else out
-    request = RunRequest(task, options, checkpoint=checkpoint, thread=thread, review=review)
+    request = RunRequest(
+        task, options, checkpoint=checkpoint, thread=thread, review=review, restart=restart
+    )
     try:
         result = execute(
             request,
