@@ -44,6 +44,7 @@ stops and what it returns. The others (strategy, memory, edits, ...) change what
 tried next, which a resumed run may do differently without mixing two measures."""
 
 _SHOWN_TASK = 60
+_BUILT_IN = "langgraph_refine.evaluators."
 
 
 def thread_settings(options: LoopOptions, checks: str) -> dict[str, str]:
@@ -61,11 +62,13 @@ def thread_settings(options: LoopOptions, checks: str) -> dict[str, str]:
 
 
 def describe_evaluator(evaluator: Any) -> str:
-    """An evaluator as text: its kind and its plain settings (a combined one: its parts).
+    """An evaluator as text: its kind, and a built-in one's plain settings.
 
     Stable from one process to the next, so a rerun's check compares equal to the one
-    the thread was started with; settings that are not plain values (a function, a
-    client) are named by kind only.
+    the thread was started with. The library's own evaluators (`langgraph_refine.
+    evaluators`) hold only their configuration, so their plain settings are shown (a
+    combined one's parts too); any other evaluator is named by its kind alone, since its
+    attributes may change as it runs (a counter, a log of calls).
 
     Example:
         >>> from langgraph_refine.evaluators import word_count
@@ -76,9 +79,10 @@ def describe_evaluator(evaluator: Any) -> str:
         return "llm_judge"
     parts = getattr(evaluator, "parts", None)
     kind = evaluator_kind(evaluator) if not parts else str(getattr(evaluator, "name", "combined"))
+    own = type(evaluator).__module__.startswith(_BUILT_IN)
     shown = [
         f"{key}={text}"
-        for key, value in sorted(getattr(evaluator, "__dict__", {}).items())
+        for key, value in sorted(getattr(evaluator, "__dict__", {}).items() if own else ())
         if not key.startswith("_") and key != "parts" and (text := _plain(value)) is not None
     ]
     if parts:

@@ -489,6 +489,7 @@ def batch(
         done_ids,
         id_key,
         read_input,
+        saved_on_interrupt,
         summary_line,
     )
     from langgraph_refine.cli._store import StoreChoice
@@ -538,7 +539,8 @@ def batch(
             )
             if value is not None
         }
-        stats = _batch_on_server(todo, server, assistant, out, concurrency, err, models)
+        with saved_on_interrupt(out, todo):
+            stats = _batch_on_server(todo, server, assistant, out, concurrency, err, models)
     else:
         settings = _settings(model, base_url, judge_model, cache, timeout, max_tokens)
         from langgraph_refine.cli._batch import batch_generator
@@ -546,13 +548,13 @@ def batch(
         generator = batch_generator(todo, settings)  # a bad model fails before output
         writer = LineWriter(out)
         try:
-            with RichProgress(err) as progress:
+            with saved_on_interrupt(out, todo), RichProgress(err) as progress:
                 stats, learned = asyncio.run(
                     _run_local(todo, settings, writer, concurrency, progress, generator, kept)
                 )
         finally:
             writer.close()
-    _stdout().print(Text(summary_line(stats, skipped, out)), soft_wrap=True)
+    _stdout().print(Text(summary_line(stats, skipped, out, len(found.errors))), soft_wrap=True)
     for line in learned:
         _stdout().print(Text(line), soft_wrap=True)
     return 1 if found.errors or stats.failed else 0

@@ -15,10 +15,12 @@ compiled loop per distinct set of loop options.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import difflib
 import json
 import os
-from collections.abc import Awaitable, Callable, Iterable
+import signal
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -562,14 +564,13 @@ async def drive(
                 result = await run_one(item)
             except Exception as exc:
                 stop = fatal(exc)
-                if stop is not None:
+                if stop is not None:  # not the task's failure: no row, and a rerun runs it
                     stopped.append(stop)
-                    stats.fail()
-                else:
-                    message = describe_error(exc)
-                    await writer.awrite({**error_record(item, exc, message), **row_extra(item)})
-                    stats.fail()
-                    progress.error(f"id {item.id!r} (line {item.line}) failed: {message}")
+                    continue
+                message = describe_error(exc)
+                await writer.awrite({**error_record(item, exc, message), **row_extra(item)})
+                stats.fail()
+                progress.error(f"id {item.id!r} (line {item.line}) failed: {message}")
             else:
                 await writer.awrite({**output_record(item, result), **row_extra(item)})
                 stats.add(result)
@@ -577,14 +578,66 @@ async def drive(
 
     await asyncio.gather(*(worker(n) for n in range(max(1, min(concurrency, len(items))))))
     if stopped:
-        raise CliError(f"{stopped[0]} ({stats.done} task(s) finished and saved before that)")
+        saved = stats.done + stats.failed
+        raise CliError(
+            f"{stopped[0]} ({saved} task(s) saved before that: {stats.done} finished, "
+            f"{stats.failed} failed; rerun the same command to run the other "
+            f"{stats.total - saved})"
+        )
     return stats
 
 
-def summary_line(stats: BatchStats, skipped: int, out: Path) -> str:
-    """The line printed when the batch ends."""
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the batch runs, so it stops as on Ctrl-C (exit code 143)."""
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise Terminated
+
+
+@contextlib.contextmanager
+def saved_on_interrupt(out: Path, todo: list[BatchItem]) -> Iterator[None]:
+    """Turn Ctrl-C and SIGTERM during the block into one line: what is saved, how to go on.
+
+    The block's own exits run first (the progress bar stops and shows the cursor again);
+    the count is read back from the output file, so it is what a rerun will skip.
+
+    Raises:
+        CliError: On an interrupt (exit code 130, or 143 for SIGTERM).
+    """
+    try:
+        previous = signal.signal(signal.SIGTERM, _terminate)
+    except ValueError:  # not the main thread: SIGTERM keeps its handler
+        previous = None
+    try:
+        yield
+    except KeyboardInterrupt as exc:
+        keys = {id_key(item.id) for item in todo}
+        saved = len(done_ids(out, lambda message: None) & keys)
+        raise CliError(
+            f"interrupted: {saved} of {len(todo)} task(s) finished and saved in {out}; rerun "
+            "the same command to continue (saved tasks are skipped)",
+            exit_code=143 if isinstance(exc, Terminated) else 130,
+        ) from None
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def summary_line(stats: BatchStats, skipped: int, out: Path, invalid: int = 0) -> str:
+    """The line printed when the batch ends.
+
+    Args:
+        stats: The batch's totals.
+        skipped: Tasks not run because the output file already holds them.
+        out: The output file.
+        invalid: Input lines that were not run (malformed, refused), each reported above.
+    """
     reasons = ", ".join(f"{k} {v}" for k, v in sorted(stats.stop_reasons.items()))
-    text = f"{stats.describe()}; skipped {skipped} already in {out}"
+    text = stats.describe()
+    if invalid:
+        text += f", invalid {invalid} line(s) not run (reported above)"
+    text += f"; skipped {skipped} already in {out}"
     if stats.failed:
         text += " (failed tasks are rows with an 'error' field; rerun to retry them)"
     if len(stats.models) > 1:  # a ladder: which model did how much

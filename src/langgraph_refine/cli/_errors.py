@@ -59,6 +59,39 @@ def is_unreachable(exc: BaseException) -> bool:
     return not is_too_slow(exc) and bool(_names(exc) & _UNREACHABLE)
 
 
+def cause_text(exc: BaseException) -> str:
+    """What went wrong, from `exc` down to its root cause, on one line.
+
+    A client's own words ("Connection error.") are followed by what the layer under
+    them said ("[Errno 111] Connection refused"); an error without words is named by its
+    type, so a message never shows an empty cause.
+
+    Example:
+        >>> try:
+        ...     try:
+        ...         raise OSError(111, "Connection refused")
+        ...     except OSError as inner:
+        ...         raise ConnectionError("Connection error.") from inner
+        ... except ConnectionError as exc:
+        ...     cause_text(exc)
+        'Connection error: [Errno 111] Connection refused'
+    """
+    texts: list[str] = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen and len(texts) < 4:
+        seen.add(id(current))
+        text = one_line(str(current), 200)
+        if text and not any(text in earlier for earlier in texts):
+            texts.append(text)
+        current = current.__cause__ or current.__context__
+    if not texts:
+        return type(exc).__name__
+    if len(texts) == 1:
+        return texts[0]
+    return f"{texts[0].rstrip('.')}: {texts[1]}"
+
+
 def describe_error(
     exc: BaseException, endpoint: str | None = None, timeout: float | None = None
 ) -> str:
@@ -83,7 +116,7 @@ def describe_error(
     if is_unreachable(exc):
         where = f" at {endpoint}" if endpoint else ""
         return one_line(
-            f"cannot reach the model server{where} ({message}); check --base-url / "
+            f"cannot reach the model server{where} ({cause_text(exc)}); check --base-url / "
             "OPENAI_BASE_URL and that the server is running"
         )
     status = getattr(exc, "status_code", None)

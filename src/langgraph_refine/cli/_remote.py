@@ -25,7 +25,7 @@ from typing import Any
 
 from langgraph_refine._result import RefineResult
 from langgraph_refine.cli._batch import BatchItem, BatchStats, LineWriter, Progress, drive, id_key
-from langgraph_refine.cli._errors import CliError, is_unreachable, one_line
+from langgraph_refine.cli._errors import CliError, cause_text, is_unreachable, one_line
 
 RUN_CONTEXT_KEYS = (
     "evaluator",
@@ -104,7 +104,7 @@ class ServerBatch:
         if not is_unreachable(exc):
             return None
         return one_line(
-            f"cannot reach the LangGraph Server at {self.url} ({exc or type(exc).__name__}); "
+            f"cannot reach the LangGraph Server at {self.url} ({cause_text(exc)}); "
             "check --server and that the server is running (e.g. `langgraph dev`)"
         )
 
