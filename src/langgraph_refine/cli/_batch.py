@@ -21,7 +21,7 @@ import json
 import os
 import signal
 from collections.abc import Awaitable, Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -310,6 +310,7 @@ class BatchStats:
     stop_reasons: dict[str, int] = field(default_factory=dict)
     cost: float = 0.0
     unpriced: int = 0  # finished tasks whose cost is unknown
+    invalid: int = 0  # input lines not run (malformed, refused), each reported
     models: dict[str, dict[str, Any]] = field(default_factory=dict)  # see `per_model`
 
     def fail(self) -> None:
@@ -334,6 +335,8 @@ class BatchStats:
     def describe(self) -> str:
         """`done 3/10, failed 0, mean score 0.42 → 0.81` style summary."""
         text = f"done {self.done}/{self.total}, failed {self.failed}"
+        if self.invalid:
+            text += f", invalid {self.invalid} line(s) not run (reported above)"
         if self.best_scores:
             text += f", mean score {_mean(self.first_scores):.2f} → {_mean(self.best_scores):.2f}"
         if self.done == self.unpriced:
@@ -634,10 +637,7 @@ def summary_line(stats: BatchStats, skipped: int, out: Path, invalid: int = 0) -
         invalid: Input lines that were not run (malformed, refused), each reported above.
     """
     reasons = ", ".join(f"{k} {v}" for k, v in sorted(stats.stop_reasons.items()))
-    text = stats.describe()
-    if invalid:
-        text += f", invalid {invalid} line(s) not run (reported above)"
-    text += f"; skipped {skipped} already in {out}"
+    text = replace(stats, invalid=invalid).describe() + f"; skipped {skipped} already in {out}"
     if stats.failed:
         text += " (failed tasks are rows with an 'error' field; rerun to retry them)"
     if len(stats.models) > 1:  # a ladder: which model did how much

@@ -79,7 +79,7 @@ def cause_text(exc: BaseException) -> str:
     texts: list[str] = []
     seen: set[int] = set()
     current: BaseException | None = exc
-    while current is not None and id(current) not in seen and len(texts) < 4:
+    while current is not None and id(current) not in seen and len(seen) < 16:
         seen.add(id(current))
         text = one_line(str(current), 200)
         if text and not any(text in earlier for earlier in texts):
@@ -89,7 +89,7 @@ def cause_text(exc: BaseException) -> str:
         return type(exc).__name__
     if len(texts) == 1:
         return texts[0]
-    return f"{texts[0].rstrip('.')}: {texts[1]}"
+    return f"{texts[0].rstrip('.')}: {texts[-1]}"  # the client's words, then the root's
 
 
 def describe_error(
