@@ -168,3 +168,105 @@ def test_cached_replies_are_not_calls_tokens_or_cost(openai_server: Any, tmp_pat
     shown = command(*args)
     assert "spent: 0 model calls, 0 tokens" in shown.stdout
     assert "6 cache hits" in shown.stdout
+
+
+def flat(body: dict[str, Any]) -> str:
+    """A generator whose every answer scores the same under `words:30-50` (4 words)."""
+    return "one two three four"
+
+
+def test_patience_zero_disables_the_plateau_rule_on_every_surface(
+    openai_server: Any, tmp_path: Path
+) -> None:
+    from langgraph_refine import LoopOptions, RefineMiddleware, StopRules, refine
+
+    # The library: 0 is None, the rule off (flat scores run to max_iterations).
+    assert LoopOptions(patience=0).patience is None and StopRules(patience=0).patience is None
+    assert LoopOptions().for_run({"patience": 0}).patience is None
+    assert RefineMiddleware(lambda r, s: 0.5, patience=0) is not None
+    result = refine(lambda s: "x", "t", lambda r, s: 0.5, patience=0, max_iterations=3)
+    assert result.stop_reason == "max_iterations" and len(result.attempts) == 4
+
+    # The command line: --patience 0 and a batch line's patience 0 alike.
+    server = openai_server(flat)
+    base = ["--model", "m", "--base-url", server.base_url, "-e", "words:30-50"]
+    run = command("run", "Write.", *base, "--patience", "0", "--max-iterations", "3", "--json")
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["stop_reason"] == "max_iterations"
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"id": 1, "task": "Write.", "patience": 0}) + "\n")
+    out = tmp_path / "out.jsonl"
+    batch = command("batch", str(src), "--out", str(out), *base, "--max-iterations", "3")
+    assert batch.returncode == 0, batch.stderr
+    row = json.loads(out.read_text())
+    assert row["stop_reason"] == "max_iterations" and len(row["attempts"]) == 4
+
+
+def test_no_python_only_wording_in_errors_rows_or_the_report(
+    openai_server: Any, tmp_path: Path
+) -> None:
+    server = openai_server(flat)
+    base = ["--model", "m", "--base-url", server.base_url, "-e", "words:30-50"]
+    budget = ["--budget-calls", "1", "--on-budget-exhausted", "raise"]
+    run = command("run", "Write.", *base, *budget)
+    assert run.returncode == 1
+    assert ".result" not in run.stdout + run.stderr
+    assert "budget exhausted" in run.stderr and "the attempts so far are kept" in run.stderr
+
+    src = tasks(tmp_path / "in.jsonl", 1)
+    out = tmp_path / "out.jsonl"
+    batch = command("batch", str(src), "--out", str(out), *base, *budget)
+    assert batch.returncode == 1
+    assert ".result" not in batch.stdout + batch.stderr + out.read_text()
+    report = command("report", str(out), "--html", str(tmp_path / "r.html"))
+    assert ".result" not in report.stdout + (tmp_path / "r.html").read_text()
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "named"),
+    [
+        ("--memory", "foo", "--memory must be one of"),
+        ("--strategy", "foo", "--strategy must be one of"),
+        ("--target-score", "1.01", "--target-score must be in [0, 1], got 1.01"),
+        ("--max-iterations", "-1", "--max-iterations must be an integer >= 0"),
+        ("--patience", "-1", "--patience must be >= 1, or 0 to disable"),
+    ],
+)
+def test_a_bad_option_value_is_a_usage_error(flag: str, value: str, named: str) -> None:
+    run = command("run", "Write.", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", flag, value)
+    assert run.returncode == 2
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("langgraph-refine: ") and named in lines[0]
+
+
+def test_concurrency_zero_is_a_usage_error_and_report_names_its_input(tmp_path: Path) -> None:
+    src = tasks(tmp_path / "in.jsonl", 1)
+    run = command("batch", str(src), "--out", str(tmp_path / "o.jsonl"), "--concurrency", "0")
+    assert run.returncode == 2
+    assert run.stderr.strip() == "langgraph-refine: --concurrency must be >= 1, got 0"
+
+    report = command("report", "nope.jsonl", "--html", str(tmp_path / "r.html"))
+    assert report.returncode == 1
+    assert "input file (a batch's --out) nope.jsonl does not exist" in report.stderr
+    assert "output file" not in report.stderr
+
+
+def test_revise_revises_then_the_stop_rules_decide_as_docs_say(openai_server: Any) -> None:
+    from tests.test_cli_helpers import drafts_and_judge, last_user_text
+
+    # The revision (draft 1) falls short of the target: the loop refines it (draft 2)
+    # before asking again, as docs/cli.md says.
+    server = openai_server(drafts_and_judge({"draft 0": 0.95, "draft 1": 0.5, "draft 2": 0.96}))
+    run = subprocess.run(
+        [sys.executable, "-m", "langgraph_refine.cli", "run", "Write a poem.", "--model", "m"]
+        + ["--base-url", server.base_url, "--review", "--json"],
+        env=env(),
+        input="v\nmention the sea\na\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    assert len(server.generator_requests) == 3
+    assert "mention the sea" in last_user_text(server.generator_requests[1])
+    assert json.loads(run.stdout)["stop_reason"] == "approved"

@@ -293,7 +293,7 @@ class LoopOptions:
 
     patience: int | None = field(default=2, metadata=declare(flags=("--patience",)))
     """Stop after this many refinement rounds without raising the best score by more
-    than `min_delta` (>= 1); None disables the rule."""
+    than `min_delta` (>= 1); None or 0 disables the rule (kept as None)."""
 
     min_delta: float = field(default=0.0, metadata=declare(flags=("--min-delta",)))
     """Improvement of the best score that counts as progress (>= 0)."""
@@ -552,6 +552,7 @@ class LoopOptions:
         object.__setattr__(self, "output_schema", OutputSchema.coerce(self.output_schema))
         # The stop rules check their own fields; kept for the nodes (see `rules`).
         self.__dict__["rules"] = self._stop_rules()
+        object.__setattr__(self, "patience", self.rules.patience)  # 0 is kept as None
         check_choice("on_budget_exhausted", self.on_budget_exhausted, OnBudgetExhausted)
         check_choice("human_review", self.human_review, HumanReview, optional=True)
         check_choice("strategy", self.strategy, Strategy)

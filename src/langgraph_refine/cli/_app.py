@@ -495,7 +495,7 @@ def batch(
     from langgraph_refine.cli._store import StoreChoice
 
     if concurrency < 1:
-        raise CliError(f"--concurrency must be >= 1, got {concurrency}")
+        raise CliError(f"--concurrency must be >= 1, got {concurrency}", exit_code=2)
     kept = StoreChoice.from_cli(store, no_store, server)
     defaults = CommandOptions.from_cli(
         evaluator,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 
 class CliError(Exception):
     """A problem with the user's input or environment, shown as one line on stderr.
@@ -59,6 +61,22 @@ def is_unreachable(exc: BaseException) -> bool:
     return not is_too_slow(exc) and bool(_names(exc) & _UNREACHABLE)
 
 
+_PYTHON_HINT = re.compile(r"[;,]? *the best result so far is in this error's \.result")
+
+
+def cli_words(message: str) -> str:
+    """A library message in the command line's words: no pointer to Python's `.result`.
+
+    The command line shows a failed run's best result before its error line (`run`),
+    and keeps it in the task's row (`batch`, then `report`).
+
+    Example:
+        >>> cli_words("budget exhausted; the best result so far is in this error's .result")
+        'budget exhausted; the attempts so far are kept'
+    """
+    return _PYTHON_HINT.sub("; the attempts so far are kept", message)
+
+
 def cause_text(exc: BaseException) -> str:
     """What went wrong, from `exc` down to its root cause, on one line.
 
@@ -103,8 +121,8 @@ def describe_error(
         timeout: The `--timeout` in force, named when a call ran past it.
     """
     if isinstance(exc, CliError):
-        return one_line(str(exc))
-    message = one_line(str(exc)) or type(exc).__name__
+        return cli_words(one_line(str(exc)))
+    message = cli_words(one_line(str(exc))) or type(exc).__name__
     if is_too_slow(exc):
         where = f" at {endpoint}" if endpoint else ""
         limit = f"{timeout:g} seconds" if timeout is not None else "the time allowed"

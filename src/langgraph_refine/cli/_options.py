@@ -20,7 +20,14 @@ from langgraph_refine._calls._budget import LIMITS, Budget
 from langgraph_refine._calls._prices import Price
 from langgraph_refine._calls._retry import DEFAULT_RETRY_POLICY
 from langgraph_refine._decisions._memory import MemoryPolicy
-from langgraph_refine._decisions._options import DEFAULTS, LoopOptions, OnBudgetExhausted
+from langgraph_refine._decisions._options import (
+    DEFAULTS,
+    RUN,
+    LoopOptions,
+    OnBudgetExhausted,
+    declaration,
+    declared,
+)
 from langgraph_refine._state import Select, Strategy
 from langgraph_refine._typed import OutputSchema
 from langgraph_refine.cli._errors import CliError
@@ -216,6 +223,24 @@ def budget_dict(budget: Budget | None) -> dict[str, Any] | None:
     return data
 
 
+def _flag_named(message: str) -> str:
+    """A check's message with the option it names written as its flag (`--target-score`).
+
+    The library's checks name an option by its field (`target_score must be in [0, 1]`);
+    on the command line the user typed the flag.
+    """
+    name, sep, rest = message.partition(" must ")
+    flag = "--" + name.replace("_", "-")
+    if sep and name.isidentifier() and flag in _FLAGS:
+        return f"{flag} must {rest}"
+    return message
+
+
+_FLAGS = frozenset(
+    flag for name in declared(RUN) for flag in declaration(name).flags
+)
+
+
 def parse_memory(value: str | int) -> str | int:
     """`--memory`: `all`, `last`, `best_and_last`, or a whole number (a window of attempts)."""
     if isinstance(value, int) and not isinstance(value, bool):
@@ -307,7 +332,25 @@ class CommandOptions:
                 `max_calls`, `max_tokens`, `max_seconds`, `max_cost` (None: not given),
                 `prices` (the `--price` values), `schema` (`--schema`'s file), `select`,
                 `confirm_pass` and `edits` (`--edits`).
+
+        Raises:
+            CliError: With exit code 2 (a usage error), naming the flag and the value.
         """
+        try:
+            return cls._from_cli(evaluator, target_score, max_iterations, patience, memory, extra)
+        except CliError as exc:
+            raise CliError(_flag_named(str(exc)), exit_code=2) from None
+
+    @classmethod
+    def _from_cli(
+        cls,
+        evaluator: Sequence[str] | None,
+        target_score: float,
+        max_iterations: int,
+        patience: int | None,
+        memory: str,
+        extra: Mapping[str, Any],
+    ) -> CommandOptions:
         strategy = extra.get("strategy")
         select = extra.get("select")
         options = cls(

@@ -21,7 +21,7 @@ from langgraph_refine._display import cost_text
 from langgraph_refine._records._record import StrategyRecord
 from langgraph_refine._state import Attempt
 from langgraph_refine.cli._batch import read_jsonl
-from langgraph_refine.cli._errors import CliError, one_line
+from langgraph_refine.cli._errors import CliError, cli_words, one_line
 from langgraph_refine.cli._ladder_view import (
     DEFAULT_COLOR,
     merge,
@@ -117,7 +117,7 @@ class TaskRecord:
             iterations=int(data.get("iterations") or max(len(attempts) - 1, 0)),
             score_history=[float(s) for s in history],
             attempts=[a for a in attempts if isinstance(a, dict)],
-            error=str(data["error"]) if data.get("error") else None,
+            error=cli_words(str(data["error"])) if data.get("error") else None,
             calls=_count(usage.get("calls")),
             cost=float(usage["cost"]) if _is_number(usage.get("cost")) else None,
             output=data.get("output"),
@@ -172,7 +172,7 @@ def read_records(path: Path, warn: Callable[[str], None]) -> list[TaskRecord]:
     """
     records: dict[str, TaskRecord] = {}
     inputs: list[int] = []  # lines that hold a task but no result: a batch's input lines
-    for number, text in read_jsonl(path, what="output file"):
+    for number, text in read_jsonl(path, what="input file (a batch's --out)"):
         try:
             data = json.loads(text)
             if not isinstance(data, dict):
