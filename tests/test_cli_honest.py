@@ -270,3 +270,54 @@ def test_revise_revises_then_the_stop_rules_decide_as_docs_say(openai_server: An
     assert len(server.generator_requests) == 3
     assert "mention the sea" in last_user_text(server.generator_requests[1])
     assert json.loads(run.stdout)["stop_reason"] == "approved"
+
+
+def test_a_server_batch_leaves_file_checks_to_the_server(tmp_path: Path) -> None:
+    from langgraph_refine.cli._batch import read_input
+    from langgraph_refine.cli._options import CommandOptions
+
+    src = tmp_path / "in.jsonl"
+    line = {"id": 1, "task": "t", "evaluator": ["json-schema:person.json", "words:1-9"]}
+    src.write_text(json.dumps(line) + "\n" + json.dumps({"id": 2, "task": "t", "evaluator": "nope:1"}))
+    found = read_input(src, CommandOptions(), on_server=True)
+    [item] = found.items  # person.json is not opened here: the path is the server's
+    assert item.options.run_context()["evaluator"] == ["json-schema:person.json", "words:1-9"]
+    assert len(found.errors) == 1 and "unknown evaluator spec 'nope:1'" in found.errors[0]
+    local = read_input(src, CommandOptions())
+    assert not local.items and "person.json" in local.errors[0]  # locally, it is this disk's
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_batch_server_reads_a_json_schema_file_on_the_servers_disk(tmp_path: Path) -> None:
+    from examples.batch_on_server import PROJECT, serve
+    from tests.test_server import scripted_openai
+
+    schema = tmp_path / "server-side" / "person.json"
+    schema.parent.mkdir()
+    schema.write_text(json.dumps({"type": "object", "required": ["name"]}))
+    # A path the server (working in the project) resolves, and the client's folder does not.
+    relative = os.path.relpath(schema, PROJECT)
+    client = tmp_path / "client"
+    client.mkdir()
+    src = client / "in.jsonl"
+    line = {"id": "p", "task": "Describe a person.", "evaluator": f"json-schema:{relative}"}
+    src.write_text(json.dumps(line) + "\n")
+    allowed = {"LANGGRAPH_REFINE_ALLOW_CODE_CHECKS": "1"}
+    with scripted_openai() as model:
+        base_url = f"http://127.0.0.1:{model.server_address[1]}/v1"
+        with serve(base_url, "scripted-model", logs=tmp_path / "server.log", settings=allowed) as url:
+            run = subprocess.run(
+                [sys.executable, "-m", "langgraph_refine.cli", "batch", "in.jsonl"]
+                + ["--out", "out.jsonl", "--server", url, "--max-iterations", "0"],
+                cwd=client,
+                env={**env(), "PYTHONPATH": str(PROJECT)},
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+    assert "not found" not in run.stderr and "skipped" not in run.stderr, run.stderr
+    row = json.loads((client / "out.jsonl").read_text())
+    assert "error" not in row, row
+    feedback = row["attempts"][0]["evaluation"]["feedback"]
+    assert "JSON" in feedback or "json" in feedback  # the server's schema check judged it

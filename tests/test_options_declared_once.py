@@ -193,6 +193,7 @@ CLI_ONLY_FLAGS = {
     "--show-reasoning": "what run shows",
     "--checkpoint": "run's durable checkpoint file",
     "--thread": "run's checkpoint thread",
+    "--restart": "start run's checkpoint thread over",
     "--out": "batch's output file",
     "--concurrency": "how many loops batch runs at once",
     "--server": "batch on a LangGraph Server",

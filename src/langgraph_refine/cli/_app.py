@@ -515,9 +515,10 @@ def batch(
         on_budget_exhausted=on_budget_exhausted,
         schema=schema,
         edits=edits,
+        on_server=server is not None,
     )
     err = _stderr()
-    found = read_input(input_file, defaults)
+    found = read_input(input_file, defaults, on_server=server is not None)
     if server is not None:
         from langgraph_refine.cli._remote import check_server_items
 

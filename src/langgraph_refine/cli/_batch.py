@@ -113,8 +113,13 @@ def read_jsonl(path: Path, *, what: str) -> Iterable[tuple[int, str]]:
             yield number, line
 
 
-def read_input(path: Path, defaults: CommandOptions) -> BatchInput:
+def read_input(path: Path, defaults: CommandOptions, *, on_server: bool = False) -> BatchInput:
     """Read and check every input line; a bad line is reported and skipped.
+
+    Args:
+        path: The input file.
+        defaults: The batch's options, which a line's own override.
+        on_server: The tasks run on a server, which reads the files their checks name.
 
     Raises:
         CliError: If the file itself cannot be read.
@@ -131,7 +136,7 @@ def read_input(path: Path, defaults: CommandOptions) -> BatchInput:
             )
             continue
         try:
-            item = _item(data, number, defaults)
+            item = _item(data, number, defaults, on_server)
         except CliError as exc:
             found.errors.append(f"{where}: {exc}; skipped")
             continue
@@ -168,7 +173,7 @@ def near_misses(line: dict[str, Any]) -> list[str]:
     return found
 
 
-def _item(data: Any, number: int, defaults: CommandOptions) -> BatchItem:
+def _item(data: Any, number: int, defaults: CommandOptions, on_server: bool) -> BatchItem:
     if not isinstance(data, dict):
         raise CliError(
             f'expected a JSON object like {{"id": "1", "task": "..."}}, got {type(data).__name__}'
@@ -185,7 +190,7 @@ def _item(data: Any, number: int, defaults: CommandOptions) -> BatchItem:
         line=number,
         id=item_id,
         task=task,
-        options=defaults.override(data),
+        options=defaults.override(data, on_server=on_server),
         given=frozenset(data) & frozenset(PER_LINE_OPTIONS),
     )
 

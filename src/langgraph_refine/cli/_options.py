@@ -354,7 +354,7 @@ class CommandOptions:
         strategy = extra.get("strategy")
         select = extra.get("select")
         options = cls(
-            specs=parse_specs(list(evaluator or [])),
+            specs=parse_specs(list(evaluator or []), on_server=bool(extra.get("on_server"))),
             target_score=target_score,
             max_iterations=max_iterations,
             patience=parse_patience(patience),
@@ -398,15 +398,20 @@ class CommandOptions:
         except ValueError as exc:
             raise CliError(str(exc)) from None
 
-    def override(self, line: Mapping[str, Any]) -> CommandOptions:
+    def override(self, line: Mapping[str, Any], *, on_server: bool = False) -> CommandOptions:
         """These options with a batch line's own values on top.
+
+        Args:
+            line: The batch line.
+            on_server: The line runs on a server, which reads the files its checks name
+                (see `parse_specs`).
 
         Raises:
             CliError: For a per-line value of the wrong type or range.
         """
         changes: dict[str, Any] = {}
         if "evaluator" in line:
-            changes["specs"] = parse_specs(line["evaluator"])
+            changes["specs"] = parse_specs(line["evaluator"], on_server=on_server)
         if "target_score" in line:
             changes["target_score"] = _number(line, "target_score")
         if "max_iterations" in line:
