@@ -321,3 +321,65 @@ def test_batch_server_reads_a_json_schema_file_on_the_servers_disk(tmp_path: Pat
     assert "error" not in row, row
     feedback = row["attempts"][0]["evaluation"]["feedback"]
     assert "JSON" in feedback or "json" in feedback  # the server's schema check judged it
+
+
+def test_the_bar_keeps_its_counts_in_80_columns(openai_server: Any, tmp_path: Path) -> None:
+    import fcntl
+    import struct
+    import termios
+
+    server = openai_server(per_task(), delay=0.1)
+    src = tasks(tmp_path / "in.jsonl", 4)
+    main, child = pty.openpty()
+    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "langgraph_refine.cli", "batch", str(src)]
+        + ["--out", str(tmp_path / "out.jsonl"), "--model", "m", "--base-url", server.base_url]
+        + ["--price", "m=1,2", "-c", "1"],
+        env={k: v for k, v in env().items() if k not in ("COLUMNS", "LINES")} | {"TERM": "xterm"},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=child,
+    )
+    os.close(child)
+    screen = b""
+    try:
+        while proc.poll() is None:
+            screen += _read(main, 0.1)
+        screen += _read(main, 0.2)
+    finally:
+        os.close(main)
+    assert proc.returncode == 0
+    rows = [row for row in screen.decode(errors="replace").replace("\r", "\n").split("\n") if row]
+    bars = [row for row in rows if "done " in row]
+    assert bars, rows
+    final = bars[-1]
+    assert "done 4/4, failed 0, mean score 0.50 → 1.00, cost $" in final, final
+    visible = "".join(ch for ch in final.split("\x1b")[0])  # text before any escape code
+    assert len(visible) <= 80
+
+
+def test_progress_is_plain_lines_as_it_goes_when_stderr_is_a_file(
+    openai_server: Any, tmp_path: Path
+) -> None:
+    server = openai_server(per_task(), delay=0.4)
+    src = tasks(tmp_path / "in.jsonl", 5)
+    out, log = tmp_path / "out.jsonl", tmp_path / "stderr.log"
+    with log.open("w") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "langgraph_refine.cli", "batch", str(src), "--out", str(out)]
+            + ["--model", "m", "--base-url", server.base_url, "-e", "words:1-50", "-c", "1"],
+            env=env(),
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and "done 1/5" not in log.read_text():
+            time.sleep(0.05)
+        running = proc.poll() is None  # the line came while the batch was still running
+        proc.wait(timeout=60)
+    assert running
+    lines = log.read_text().splitlines()
+    assert lines[0] == "refining 5 task(s)"
+    assert lines[-1].startswith("refining: done 5/5, failed 0")
+    assert not any("\x1b" in line or "━" in line for line in lines)  # no bar, no escapes

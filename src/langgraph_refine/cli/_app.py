@@ -485,9 +485,9 @@ def batch(
     """
     from langgraph_refine.cli._batch import (
         LineWriter,
-        RichProgress,
         done_ids,
         id_key,
+        progress_for,
         read_input,
         saved_on_interrupt,
         summary_line,
@@ -549,7 +549,7 @@ def batch(
         generator = batch_generator(todo, settings)  # a bad model fails before output
         writer = LineWriter(out)
         try:
-            with saved_on_interrupt(out, todo), RichProgress(err) as progress:
+            with saved_on_interrupt(out, todo), progress_for(err) as progress:
                 stats, learned = asyncio.run(
                     _run_local(todo, settings, writer, concurrency, progress, generator, kept)
                 )
@@ -596,7 +596,7 @@ def _batch_on_server(
     err: Console,
     models: dict[str, Any],
 ) -> Any:
-    from langgraph_refine.cli._batch import RichProgress
+    from langgraph_refine.cli._batch import progress_for
     from langgraph_refine.cli._remote import ServerBatch, run_on_server
 
     return asyncio.run(
@@ -604,7 +604,7 @@ def _batch_on_server(
             todo,
             ServerBatch(url, assistant, out, models),
             concurrency=concurrency,
-            progress=lambda: RichProgress(err),
+            progress=lambda: progress_for(err),
         )
     )
 

@@ -20,6 +20,7 @@ import difflib
 import json
 import os
 import signal
+import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -28,8 +29,9 @@ from typing import IO, Any
 from langchain_core.language_models import BaseChatModel
 from langgraph.store.base import BaseStore
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
 from rich.progress import Progress as RichProgressBar
+from rich.table import Column
 from rich.text import Text
 
 from langgraph_refine._display import cost_text
@@ -373,6 +375,9 @@ class Progress:
 class RichProgress(Progress):
     """A rich progress bar with counts and scores; problems are printed above it.
 
+    The counts come first and the bar takes only the width left over, so a narrow
+    terminal (80 columns) shrinks the bar, then cuts the scores, before the counts.
+
     Args:
         console: Where to draw (stderr, so stdout stays for results).
     """
@@ -380,13 +385,12 @@ class RichProgress(Progress):
     def __init__(self, console: Console) -> None:
         self.console = console
         self.bar = RichProgressBar(
-            TextColumn("refining"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.description}"),
+            BarColumn(bar_width=None, table_column=Column(ratio=1, min_width=4)),
+            TextColumn("{task.description}", table_column=Column(no_wrap=True)),
             TimeElapsedColumn(),
             console=console,
             transient=False,
+            expand=True,
         )
         self.task_id = self.bar.add_task("", total=None)
 
@@ -410,6 +414,65 @@ class RichProgress(Progress):
     def error(self, message: str) -> None:
         """Print one problem above the bar."""
         self.bar.console.print(Text(f"langgraph-refine: {one_line(message)}"), soft_wrap=True)
+
+
+class LineProgress(Progress):
+    """Progress as plain lines, for a stderr that is no terminal (a file, a CI log).
+
+    A bar redrawn in place means nothing there, and rich draws it only when the batch
+    ends; a line with the counts is written as tasks finish instead, at most one per
+    `every` seconds (the first and the last always).
+
+    Args:
+        console: Where to write.
+        every: The least seconds between two lines.
+    """
+
+    def __init__(self, console: Console, every: float = 1.0) -> None:
+        self.console = console
+        self.every = every
+        self._last = -float("inf")
+        self._stats: BatchStats | None = None
+        self._shown = ""
+
+    def __enter__(self) -> LineProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._stats is not None:  # the final counts, as a bar would end on them
+            self._counts(self._stats)
+
+    def started(self, stats: BatchStats) -> None:
+        """Say how many tasks will run."""
+        self._stats = stats
+        self._line(f"refining {stats.total} task(s)")
+
+    def finished(self, stats: BatchStats) -> None:
+        """Write the counts, unless a line was written less than `every` seconds ago."""
+        self._stats = stats
+        now = time.monotonic()
+        if now - self._last >= self.every or stats.done + stats.failed == stats.total:
+            self._counts(stats)
+            self._last = now
+
+    def _counts(self, stats: BatchStats) -> None:
+        text = f"refining: {stats.describe()}"
+        if text != self._shown:
+            self._shown = text
+            self._line(text)
+
+    def error(self, message: str) -> None:
+        """Write one problem as one line."""
+        self._line(f"langgraph-refine: {one_line(message)}")
+
+    def _line(self, text: str) -> None:
+        self.console.print(Text(text), soft_wrap=True)
+        self.console.file.flush()
+
+
+def progress_for(console: Console) -> RichProgress | LineProgress:
+    """A progress bar on a terminal, plain lines elsewhere."""
+    return RichProgress(console) if console.is_terminal else LineProgress(console)
 
 
 RunOne = Callable[[BatchItem], Awaitable[RefineResult]]
