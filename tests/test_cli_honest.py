@@ -24,6 +24,8 @@ import pytest
 
 from tests.test_cli_helpers import MODEL_ENV, openai_server, per_task  # noqa: F401 - fixtures
 
+CLI = (sys.executable, "-m", "langgraph_refine.cli")
+
 
 def env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in MODEL_ENV}
@@ -233,7 +235,9 @@ def test_no_python_only_wording_in_errors_rows_or_the_report(
     ],
 )
 def test_a_bad_option_value_is_a_usage_error(flag: str, value: str, named: str) -> None:
-    run = command("run", "Write.", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", flag, value)
+    run = command(
+        "run", "Write.", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", flag, value
+    )
     assert run.returncode == 2
     lines = run.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("langgraph-refine: ") and named in lines[0]
@@ -258,8 +262,17 @@ def test_revise_revises_then_the_stop_rules_decide_as_docs_say(openai_server: An
     # before asking again, as docs/cli.md says.
     server = openai_server(drafts_and_judge({"draft 0": 0.95, "draft 1": 0.5, "draft 2": 0.96}))
     run = subprocess.run(
-        [sys.executable, "-m", "langgraph_refine.cli", "run", "Write a poem.", "--model", "m"]
-        + ["--base-url", server.base_url, "--review", "--json"],
+        [
+            *CLI,
+            "run",
+            "Write a poem.",
+            "--model",
+            "m",
+            "--base-url",
+            server.base_url,
+            "--review",
+            "--json",
+        ],
         env=env(),
         input="v\nmention the sea\na\n",
         capture_output=True,
@@ -278,7 +291,9 @@ def test_a_server_batch_leaves_file_checks_to_the_server(tmp_path: Path) -> None
 
     src = tmp_path / "in.jsonl"
     line = {"id": 1, "task": "t", "evaluator": ["json-schema:person.json", "words:1-9"]}
-    src.write_text(json.dumps(line) + "\n" + json.dumps({"id": 2, "task": "t", "evaluator": "nope:1"}))
+    src.write_text(
+        json.dumps(line) + "\n" + json.dumps({"id": 2, "task": "t", "evaluator": "nope:1"})
+    )
     found = read_input(src, CommandOptions(), on_server=True)
     [item] = found.items  # person.json is not opened here: the path is the server's
     assert item.options.run_context()["evaluator"] == ["json-schema:person.json", "words:1-9"]
@@ -291,6 +306,7 @@ def test_a_server_batch_leaves_file_checks_to_the_server(tmp_path: Path) -> None
 @pytest.mark.slow
 def test_batch_server_reads_a_json_schema_file_on_the_servers_disk(tmp_path: Path) -> None:
     from examples.batch_on_server import PROJECT, serve
+
     from tests.test_server import scripted_openai
 
     schema = tmp_path / "server-side" / "person.json"
@@ -306,10 +322,21 @@ def test_batch_server_reads_a_json_schema_file_on_the_servers_disk(tmp_path: Pat
     allowed = {"LANGGRAPH_REFINE_ALLOW_CODE_CHECKS": "1"}
     with scripted_openai() as model:
         base_url = f"http://127.0.0.1:{model.server_address[1]}/v1"
-        with serve(base_url, "scripted-model", logs=tmp_path / "server.log", settings=allowed) as url:
+        with serve(
+            base_url, "scripted-model", logs=tmp_path / "server.log", settings=allowed
+        ) as url:
             run = subprocess.run(
-                [sys.executable, "-m", "langgraph_refine.cli", "batch", "in.jsonl"]
-                + ["--out", "out.jsonl", "--server", url, "--max-iterations", "0"],
+                [
+                    *CLI,
+                    "batch",
+                    "in.jsonl",
+                    "--out",
+                    "out.jsonl",
+                    "--server",
+                    url,
+                    "--max-iterations",
+                    "0",
+                ],
                 cwd=client,
                 env={**env(), "PYTHONPATH": str(PROJECT)},
                 capture_output=True,
@@ -333,9 +360,21 @@ def test_the_bar_keeps_its_counts_in_80_columns(openai_server: Any, tmp_path: Pa
     main, child = pty.openpty()
     fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "langgraph_refine.cli", "batch", str(src)]
-        + ["--out", str(tmp_path / "out.jsonl"), "--model", "m", "--base-url", server.base_url]
-        + ["--price", "m=1,2", "-c", "1"],
+        [
+            *CLI,
+            "batch",
+            str(src),
+            "--out",
+            str(tmp_path / "out.jsonl"),
+            "--model",
+            "m",
+            "--base-url",
+            server.base_url,
+            "--price",
+            "m=1,2",
+            "-c",
+            "1",
+        ],
         env={k: v for k, v in env().items() if k not in ("COLUMNS", "LINES")} | {"TERM": "xterm"},
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -367,8 +406,21 @@ def test_progress_is_plain_lines_as_it_goes_when_stderr_is_a_file(
     out, log = tmp_path / "out.jsonl", tmp_path / "stderr.log"
     with log.open("w") as stderr:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "langgraph_refine.cli", "batch", str(src), "--out", str(out)]
-            + ["--model", "m", "--base-url", server.base_url, "-e", "words:1-50", "-c", "1"],
+            [
+                *CLI,
+                "batch",
+                str(src),
+                "--out",
+                str(out),
+                "--model",
+                "m",
+                "--base-url",
+                server.base_url,
+                "-e",
+                "words:1-50",
+                "-c",
+                "1",
+            ],
             env=env(),
             stdout=subprocess.DEVNULL,
             stderr=stderr,

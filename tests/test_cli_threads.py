@@ -41,7 +41,7 @@ def command(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def failing_once_at(call: int) -> Any:
-    """A generator script: `word` repeated 4 times, failing (HTTP 400) on its `call`-th call once."""
+    """A generator script answering 4 words, failing (HTTP 400) once, on its `call`-th call."""
     state = {"n": 0, "failed": False}
 
     def script(body: dict[str, Any]) -> Reply | str:
@@ -54,7 +54,9 @@ def failing_once_at(call: int) -> Any:
     return script
 
 
-def run_args(server: ScriptedOpenAI, db: Path, *extra: str, task: str = "Write notes.") -> list[str]:
+def run_args(
+    server: ScriptedOpenAI, db: Path, *extra: str, task: str = "Write notes."
+) -> list[str]:
     return [
         "run",
         task,
@@ -148,12 +150,16 @@ def test_refine_refuses_to_mix_a_threads_settings() -> None:
     with pytest.raises(ThreadSettingsError) as refused:
         run(word_count(3, 5), max_iterations=3)
     assert refused.value.differences == (
-        ("evaluator", "word_count(max_words=50, min_words=30)", "word_count(max_words=5, min_words=3)"),
+        (
+            "evaluator",
+            "word_count(max_words=50, min_words=30)",
+            "word_count(max_words=5, min_words=3)",
+        ),
     )
     assert "restart=True" in str(refused.value)
     with pytest.raises(ThreadSettingsError, match="max_iterations: started with 3, now 2"):
         run(word_count(30, 50), max_iterations=2)
-    with pytest.raises(ThreadSettingsError, match="task: started with 'Write.', now 'Other.'"):
+    with pytest.raises(ThreadSettingsError, match=r"task: started with 'Write\.', now 'Other\.'"):
         run(word_count(30, 50), "Other.", max_iterations=3)
     assert len(calls) == 2  # the refusals made no call
 

@@ -236,9 +236,7 @@ def _flag_named(message: str) -> str:
     return message
 
 
-_FLAGS = frozenset(
-    flag for name in declared(RUN) for flag in declaration(name).flags
-)
+_FLAGS = frozenset(flag for name in declared(RUN) for flag in declaration(name).flags)
 
 
 def parse_memory(value: str | int) -> str | int:

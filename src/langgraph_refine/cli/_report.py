@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from langgraph_refine._decisions._strategy import MoveStats, round_stats
 from langgraph_refine._display import cost_text
@@ -137,7 +137,7 @@ class TaskRecord:
         return max(self.score_history) if self.score_history else None
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
