@@ -245,7 +245,9 @@ def _settings(
     max_tokens: int | None,
 ) -> ModelSettings:
     if timeout <= 0:
-        raise CliError(f"--timeout must be a positive number of seconds, got {timeout}")
+        raise CliError(
+            f"--timeout must be a positive number of seconds, got {timeout}", exit_code=2
+        )
     names = parse_models(model)
     settings = ModelSettings.from_options(
         names[0] if names else None,
