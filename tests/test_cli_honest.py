@@ -42,6 +42,21 @@ def command(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str
     )
 
 
+def batch(src: Path, out: Path, server: Any, *extra: str) -> list[str]:
+    """The arguments of `batch SRC --out OUT` against the scripted `server`, and `extra`."""
+    return [
+        "batch",
+        str(src),
+        "--out",
+        str(out),
+        "--model",
+        "m",
+        "--base-url",
+        server.base_url,
+        *extra,
+    ]
+
+
 def tasks(path: Path, n: int, *extra: str) -> Path:
     path.write_text(
         "".join(json.dumps({"id": i, "task": f"task {i}"}) + "\n" for i in range(n))
@@ -77,8 +92,7 @@ def test_an_interrupted_batch_says_what_is_saved_and_restores_the_cursor(
     src = tasks(tmp_path / "in.jsonl", 8)
     out = tmp_path / "out.jsonl"
     args = [
-        *("batch", str(src), "--out", str(out), "--model", "m", "--base-url", server.base_url),
-        *("-e", "words:1-50", "-c", "1"),
+        *batch(src, out, server, "-e", "words:1-50", "-c", "1"),
     ]
     main, child = pty.openpty()  # stderr is a terminal: the bar hides the cursor
     proc = subprocess.Popen(
@@ -360,21 +374,7 @@ def test_the_bar_keeps_its_counts_in_80_columns(openai_server: Any, tmp_path: Pa
     main, child = pty.openpty()
     fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
     proc = subprocess.Popen(
-        [
-            *CLI,
-            "batch",
-            str(src),
-            "--out",
-            str(tmp_path / "out.jsonl"),
-            "--model",
-            "m",
-            "--base-url",
-            server.base_url,
-            "--price",
-            "m=1,2",
-            "-c",
-            "1",
-        ],
+        [*CLI, *batch(src, tmp_path / "out.jsonl", server, "--price", "m=1,2", "-c", "1")],
         env={k: v for k, v in env().items() if k not in ("COLUMNS", "LINES")} | {"TERM": "xterm"},
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -406,21 +406,7 @@ def test_progress_is_plain_lines_as_it_goes_when_stderr_is_a_file(
     out, log = tmp_path / "out.jsonl", tmp_path / "stderr.log"
     with log.open("w") as stderr:
         proc = subprocess.Popen(
-            [
-                *CLI,
-                "batch",
-                str(src),
-                "--out",
-                str(out),
-                "--model",
-                "m",
-                "--base-url",
-                server.base_url,
-                "-e",
-                "words:1-50",
-                "-c",
-                "1",
-            ],
+            [*CLI, *batch(src, out, server, "-e", "words:1-50", "-c", "1")],
             env=env(),
             stdout=subprocess.DEVNULL,
             stderr=stderr,

@@ -130,15 +130,22 @@ def test_restart_discards_the_interrupted_run_and_starts_over(
     assert data["stop_reason"] in ("passed", "target_reached")
 
 
-def test_refine_refuses_to_mix_a_threads_settings() -> None:
-    saver = InMemorySaver()
-    calls: list[int] = []
+class DiesOnce:
+    """A generator answering 4 words whose second call dies (as a killed process would)."""
 
-    def write(state: Any) -> str:
-        calls.append(1)
-        if len(calls) == 2:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, state: Any) -> str:
+        self.calls += 1
+        if self.calls == 2:
             raise RuntimeError("the process died here")
         return "one two three four"
+
+
+def test_refine_refuses_to_mix_a_threads_settings() -> None:
+    saver = InMemorySaver()
+    write = DiesOnce()
 
     def run(evaluator: Any, task: str = "Write.", **kwargs: Any) -> Any:
         return refine(
@@ -161,11 +168,11 @@ def test_refine_refuses_to_mix_a_threads_settings() -> None:
         run(word_count(30, 50), max_iterations=2)
     with pytest.raises(ThreadSettingsError, match=r"task: started with 'Write\.', now 'Other\.'"):
         run(word_count(30, 50), "Other.", max_iterations=3)
-    assert len(calls) == 2  # the refusals made no call
+    assert write.calls == 2  # the refusals made no call
 
     resumed = run(word_count(30, 50), max_iterations=3)
     assert [a.index for a in resumed.attempts] == [0, 1, 2, 3]
-    assert len(calls) == 5  # attempt 0 was not made again
+    assert write.calls == 5  # attempt 0 was not made again
 
     # A finished thread starts a new run, whatever it was started with.
     again = run(word_count(3, 5), max_iterations=1)
@@ -174,14 +181,7 @@ def test_refine_refuses_to_mix_a_threads_settings() -> None:
 
 def test_restart_in_the_library() -> None:
     saver = InMemorySaver()
-    calls: list[int] = []
-
-    def write(state: Any) -> str:
-        calls.append(1)
-        if len(calls) == 2:
-            raise RuntimeError("the process died here")
-        return "one two three four"
-
+    write = DiesOnce()
     with pytest.raises(RuntimeError):
         refine(write, "Write.", word_count(30, 50), checkpointer=saver, thread_id="t")
     result = refine(

@@ -334,50 +334,38 @@ class CommandOptions:
         Raises:
             CliError: With exit code 2 (a usage error), naming the flag and the value.
         """
-        try:
-            return cls._from_cli(evaluator, target_score, max_iterations, patience, memory, extra)
-        except CliError as exc:
-            raise CliError(_flag_named(str(exc)), exit_code=2) from None
-
-    @classmethod
-    def _from_cli(
-        cls,
-        evaluator: Sequence[str] | None,
-        target_score: float,
-        max_iterations: int,
-        patience: int | None,
-        memory: str,
-        extra: Mapping[str, Any],
-    ) -> CommandOptions:
         strategy = extra.get("strategy")
         select = extra.get("select")
-        options = cls(
-            specs=parse_specs(list(evaluator or []), on_server=bool(extra.get("on_server"))),
-            target_score=target_score,
-            max_iterations=max_iterations,
-            patience=parse_patience(patience),
-            memory=parse_memory(memory),
-            min_delta=extra.get("min_delta", DEFAULTS.min_delta),
-            strategy=None
-            if strategy is None
-            else parse_choice(strategy, STRATEGY_CHOICES, option="--strategy"),
-            budget=make_budget(*(extra.get(key) for key in BUDGET_KEYS)),
-            prices=parse_prices(extra.get("prices")),
-            on_budget_exhausted=parse_choice(
-                extra.get("on_budget_exhausted", DEFAULTS.on_budget_exhausted),
-                ON_BUDGET_CHOICES,
-                option="--on-budget-exhausted",
-            ),
-            output_schema=None
-            if extra.get("schema") is None
-            else read_schema(extra["schema"], option="--schema"),
-            select=None
-            if select is None
-            else parse_choice(select, SELECT_CHOICES, option="--select"),
-            confirm_pass=bool(extra.get("confirm_pass", DEFAULTS.confirm_pass)),
-            edits=parse_edits(extra.get("edits", "off"), option="--edits"),
-        )
-        options.check()
+        try:
+            options = cls(
+                specs=parse_specs(list(evaluator or []), on_server=bool(extra.get("on_server"))),
+                target_score=target_score,
+                max_iterations=max_iterations,
+                patience=parse_patience(patience),
+                memory=parse_memory(memory),
+                min_delta=extra.get("min_delta", DEFAULTS.min_delta),
+                strategy=None
+                if strategy is None
+                else parse_choice(strategy, STRATEGY_CHOICES, option="--strategy"),
+                budget=make_budget(*(extra.get(key) for key in BUDGET_KEYS)),
+                prices=parse_prices(extra.get("prices")),
+                on_budget_exhausted=parse_choice(
+                    extra.get("on_budget_exhausted", DEFAULTS.on_budget_exhausted),
+                    ON_BUDGET_CHOICES,
+                    option="--on-budget-exhausted",
+                ),
+                output_schema=None
+                if extra.get("schema") is None
+                else read_schema(extra["schema"], option="--schema"),
+                select=None
+                if select is None
+                else parse_choice(select, SELECT_CHOICES, option="--select"),
+                confirm_pass=bool(extra.get("confirm_pass", DEFAULTS.confirm_pass)),
+                edits=parse_edits(extra.get("edits", "off"), option="--edits"),
+            )
+            options.check()
+        except CliError as exc:  # a bad option value is a usage error
+            raise CliError(_flag_named(str(exc)), exit_code=2) from None
         return options
 
     def check(self) -> None:
