@@ -421,3 +421,20 @@ def test_progress_is_plain_lines_as_it_goes_when_stderr_is_a_file(
     assert lines[0] == "refining 5 task(s)"
     assert lines[-1].startswith("refining: done 5/5, failed 0")
     assert not any("\x1b" in line or "━" in line for line in lines)  # no bar, no escapes
+
+
+def test_a_cached_batch_reports_cache_hits_not_calls(openai_server: Any, tmp_path: Path) -> None:
+    server = openai_server(per_task())
+    src = tasks(tmp_path / "in.jsonl", 2)
+    cache = ("--cache", str(tmp_path / "cache.sqlite"), "--price", "m=1,2")
+    first = command(*batch(src, tmp_path / "first.jsonl", server, *cache))
+    assert first.returncode == 0 and "cache hit" not in first.stdout
+    second = command(*batch(src, tmp_path / "second.jsonl", server, *cache))
+    assert second.returncode == 0, second.stderr
+    assert len(server.requests) == 12  # 2 tasks x 3 rounds x (generator + judge), once
+    assert "cost $0.00, 12 cache hit(s)" in second.stdout
+    report = tmp_path / "r.html"
+    assert command("report", str(tmp_path / "second.jsonl"), "--html", str(report)).returncode == 0
+    page = report.read_text()
+    assert '<th>model calls</th><td class="num">0</td>' in page
+    assert '<th>cache hits (no call, no cost)</th><td class="num">12</td>' in page

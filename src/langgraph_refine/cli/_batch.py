@@ -318,6 +318,7 @@ class BatchStats:
     cost: float = 0.0
     unpriced: int = 0  # finished tasks whose cost is unknown
     invalid: int = 0  # input lines not run (malformed, refused), each reported
+    cache_hits: int = 0  # replies the model cache gave: no calls, no cost
     models: dict[str, dict[str, Any]] = field(default_factory=dict)  # see `per_model`
 
     def fail(self) -> None:
@@ -334,6 +335,7 @@ class BatchStats:
         reason = result.stop_reason or "unfinished"
         self.stop_reasons[reason] = self.stop_reasons.get(reason, 0) + 1
         merge(self.models, per_model(result.attempts))
+        self.cache_hits += result.usage.cache_hits
         if result.usage.cost is None:
             self.unpriced += 1
         else:
@@ -352,6 +354,8 @@ class BatchStats:
             text += f", cost {cost_text(self.cost)}"
             if self.unpriced:
                 text += f" + {self.unpriced} task(s) with an unknown price"
+        if self.cache_hits:
+            text += f", {self.cache_hits} cache hit(s)"
         return text
 
 

@@ -63,6 +63,7 @@ class TaskRecord:
             `reasoning`).
         error: Why the task failed (a row written by a failed task), else None.
         calls: Model calls the task made, if the row says.
+        cache_hits: Replies the model cache gave the task (not calls), if the row says.
         cost: US dollars the task spent, if the row says and its price was known.
         output: A typed run's best object (plain JSON), else None.
         selection: With `--select pairwise`, how the result was chosen: the candidates,
@@ -80,6 +81,7 @@ class TaskRecord:
     attempts: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
     calls: int | None = None
+    cache_hits: int | None = None
     cost: float | None = None
     output: Any = None
     selection: dict[str, Any] | None = None
@@ -119,6 +121,7 @@ class TaskRecord:
             attempts=[a for a in attempts if isinstance(a, dict)],
             error=cli_words(str(data["error"])) if data.get("error") else None,
             calls=_count(usage.get("calls")),
+            cache_hits=_count(usage.get("cache_hits")),
             cost=float(usage["cost"]) if _is_number(usage.get("cost")) else None,
             output=data.get("output"),
             selection=data["selection"] if isinstance(data.get("selection"), dict) else None,
@@ -379,6 +382,7 @@ def render_report(
         ("mean gain (best - first)", _fmt(_mean(gains))),
         ("mean refinement rounds", _fmt(_mean([float(r.iterations) for r in records]))),
         ("model calls", str(sum(r.calls or 0 for r in records))),
+        ("cache hits (no call, no cost)", str(sum(r.cache_hits or 0 for r in records))),
         ("cost (USD)", html.escape(cost_summary(records))),
     ]
     out = [
