@@ -45,7 +45,9 @@ from langgraph_refine._decisions._prompts import (
     agent_feedback,
     agent_refine_earlier,
     agent_review,
+    clean_reply,
     guided_request,
+    scaffolding,
 )
 from langgraph_refine._decisions._round import Outcome
 from langgraph_refine._decisions._strategy import Choice
@@ -92,6 +94,8 @@ class RefineAgentState(AgentState[Any]):
     """The agent state keys `RefineMiddleware` adds (all prefixed `refine_`).
 
     Attributes:
+        criteria: What this request's answer must satisfy (a string or a list of
+            strings), beside `messages` in the input: added to every LLM judge's criteria.
         refine_task: The request being answered: the last human message of the run's input.
         refine_attempts: Every final answer of this run, in order, with its evaluation
             (models in the state, plain data in checkpoints: see `PlainDataChannel`).
@@ -116,6 +120,7 @@ class RefineAgentState(AgentState[Any]):
         refine_model: The model of the latest call, as the record and `Attempt.model` name it.
     """
 
+    criteria: NotRequired[str | list[str] | None]
     refine_task: NotRequired[Annotated[str, OmitFromInput]]
     refine_attempts: NotRequired[
         Annotated[list[Attempt], OmitFromInput, PlainDataChannel(list[Attempt], keep_latest)]
@@ -149,6 +154,7 @@ def loop_view(state: Mapping[str, Any]) -> dict[str, Any]:
                 "messages": state.get("messages") or [],
                 "loop_id": state.get("refine_loop_id"),
                 "selection": state.get("refine_selection"),
+                "criteria": state.get("criteria"),
             }
         )
     )
@@ -317,6 +323,14 @@ def edit_target(
     return refined
 
 
+def copied_lines(state: Mapping[str, Any], attempts: Sequence[Attempt]) -> frozenset[str]:
+    """The lines of the loop's own turns an answer copied back would carry (`scaffolding`)."""
+    turns = [str(t[2]) for t in state.get("refine_turns") or [] if t[1] == "human"]
+    return scaffolding(
+        turns, [str(state.get("refine_task") or ""), *(a.response for a in attempts)]
+    )
+
+
 def draft_metadata(state: Mapping[str, Any]) -> dict[str, Any]:
     """What the agent's model calls carry: the attempt they draft, for a chat UI."""
     return {"refine_attempt": len(state.get("refine_attempts") or [])}
@@ -455,6 +469,7 @@ class AgentLoop:
         edited = edit_target(self.options, attempts, parent)
         if edited is not None:  # the answer was asked as edits to `edited`
             reply = read_edits(turn.draft, edited, None, lambda _: reply)
+        reply = clean_reply(reply, copied_lines(state, attempts))
         return Attempt(
             index=len(attempts),
             response=reply.response,

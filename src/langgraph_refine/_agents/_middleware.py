@@ -76,6 +76,7 @@ from langgraph_refine._decisions._round import (
     drive,
     evaluate_round,
     report,
+    with_criteria,
 )
 from langgraph_refine._kinds import model_name
 from langgraph_refine._loop._review import ReviewNode, require_checkpointer
@@ -85,11 +86,10 @@ from langgraph_refine._records._record import RecordUpdate, aexchange, exchange,
 from langgraph_refine._result import RefineResult
 from langgraph_refine._state import (
     Attempt,
-    Evaluation,
 )
 from langgraph_refine._stop_rules import StopRules
 from langgraph_refine.evaluators import llm_judge
-from langgraph_refine.evaluators._base import EvaluatorLike
+from langgraph_refine.evaluators._base import EvaluatorLike, Judgment, ajudge_once, judge_once
 
 
 class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
@@ -387,7 +387,8 @@ class _Calls:
         meter: BudgetMeter,
         runtime: Runtime[Any],
     ) -> None:
-        self.loop, self.state, self.view, self.meter = loop, state, view, meter
+        self.loop, self.state, self.meter = loop, state, meter
+        self.view = dict(with_criteria(view, loop.options))
         self.store = record_store(loop.options.strategy, getattr(runtime, "store", None))
 
     def flow(self, pending: Attempt) -> Flow:
@@ -412,14 +413,14 @@ class _Calls:
             return exchange(*found) if found is not None else None
         evaluator = self.loop.judge()
         if isinstance(request, Confirm):
-            again: Evaluation | None = None
+            again: Judgment | None = None
             with metered(self.meter), suppress(BudgetStop):
-                again = evaluator.evaluate(request.response, self.view)
+                again = judge_once(evaluator, request.response, self.view)
             return again, self.meter.delta()
-        made: list[Evaluation] = []
+        made: list[Judgment] = []
         with metered(self.meter), suppress(BudgetStop):  # a refused judgment is not made
             for response in request.responses:
-                made.append(evaluator.evaluate(response, self.view))
+                made.append(judge_once(evaluator, response, self.view))
         return made, self.meter.delta()
 
     async def aanswer(self, request: Request) -> Any:
@@ -428,14 +429,14 @@ class _Calls:
             return await aexchange(*found) if found is not None else None
         evaluator = self.loop.judge()
         if isinstance(request, Confirm):
-            again: Evaluation | None = None
+            again: Judgment | None = None
             with metered(self.meter), suppress(BudgetStop):
-                again = await evaluator.aevaluate(request.response, self.view)
+                again = await ajudge_once(evaluator, request.response, self.view)
             return again, self.meter.delta()
-        made: list[Evaluation] = []
+        made: list[Judgment] = []
         with metered(self.meter), suppress(BudgetStop):
             for response in request.responses:
-                made.append(await evaluator.aevaluate(response, self.view))
+                made.append(await ajudge_once(evaluator, response, self.view))
         return made, self.meter.delta()
 
 

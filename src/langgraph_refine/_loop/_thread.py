@@ -38,6 +38,8 @@ KEPT_OPTIONS = (
     "select_margin",
     "confirm_pass",
     "judge_model",
+    "criteria",
+    "on_evaluator_error",
 )
 """The options a thread keeps: those that change how attempts score, or when the loop
 stops and what it returns. The others (strategy, memory, edits, ...) change what is
