@@ -22,6 +22,7 @@ from langgraph_refine._calls._retry import DEFAULT_RETRY_POLICY
 from langgraph_refine._decisions._memory import MemoryPolicy
 from langgraph_refine._decisions._options import (
     DEFAULTS,
+    LINE,
     RUN,
     LoopOptions,
     OnBudgetExhausted,
@@ -29,6 +30,7 @@ from langgraph_refine._decisions._options import (
     criteria_list,
     declaration,
     declared,
+    line_key,
 )
 from langgraph_refine._state import Select, Strategy
 from langgraph_refine._typed import OutputSchema
@@ -49,25 +51,9 @@ ON_BUDGET_CHOICES: tuple[str, ...] = get_args(OnBudgetExhausted)
 ON_EVALUATOR_ERROR_CHOICES: tuple[str, ...] = get_args(OnEvaluatorError)
 BUDGET_KEYS = LIMITS
 """The limits a batch line's `budget` (and the `--budget-*` / `--max-cost` flags) set."""
-PER_LINE_OPTIONS = (
-    "evaluator",
-    "target_score",
-    "max_iterations",
-    "patience",
-    "min_delta",
-    "memory",
-    "strategy",
-    "budget",
-    "on_budget_exhausted",
-    "schema",
-    "edits",
-    "select",
-    "confirm_pass",
-    "criteria",
-    "on_evaluator_error",
-    "model",
-)
-"""Keys a batch line may set for itself; other keys are carried along and ignored."""
+PER_LINE_OPTIONS: tuple[str, ...] = tuple(line_key(name) for name in declared(LINE))
+"""Keys a batch line may set for itself, from the options' declaration (`LINE`); other
+keys are carried along and ignored."""
 
 
 def read_schema(value: object, *, option: str) -> dict[str, Any]:
