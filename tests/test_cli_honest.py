@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tests.test_cli_batch import batch_args
 from tests.test_cli_helpers import MODEL_ENV, openai_server, per_task  # noqa: F401 - fixtures
 
 CLI = (sys.executable, "-m", "langgraph_refine.cli")
@@ -40,21 +41,6 @@ def command(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str
         text=True,
         timeout=timeout,
     )
-
-
-def batch(src: Path, out: Path, server: Any, *extra: str) -> list[str]:
-    """The arguments of `batch SRC --out OUT` against the scripted `server`, and `extra`."""
-    return [
-        "batch",
-        str(src),
-        "--out",
-        str(out),
-        "--model",
-        "m",
-        "--base-url",
-        server.base_url,
-        *extra,
-    ]
 
 
 def tasks(path: Path, n: int, *extra: str) -> Path:
@@ -92,7 +78,7 @@ def test_an_interrupted_batch_says_what_is_saved_and_restores_the_cursor(
     src = tasks(tmp_path / "in.jsonl", 8)
     out = tmp_path / "out.jsonl"
     args = [
-        *batch(src, out, server, "-e", "words:1-50", "-c", "1"),
+        *batch_args(server, src, out, "-e", "words:1-50", "-c", "1"),
     ]
     main, child = pty.openpty()  # stderr is a terminal: the bar hides the cursor
     proc = subprocess.Popen(
@@ -374,7 +360,7 @@ def test_the_bar_keeps_its_counts_in_80_columns(openai_server: Any, tmp_path: Pa
     main, child = pty.openpty()
     fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
     proc = subprocess.Popen(
-        [*CLI, *batch(src, tmp_path / "out.jsonl", server, "--price", "m=1,2", "-c", "1")],
+        [*CLI, *batch_args(server, src, tmp_path / "out.jsonl", "--price", "m=1,2", "-c", "1")],
         env={k: v for k, v in env().items() if k not in ("COLUMNS", "LINES")} | {"TERM": "xterm"},
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -406,7 +392,7 @@ def test_progress_is_plain_lines_as_it_goes_when_stderr_is_a_file(
     out, log = tmp_path / "out.jsonl", tmp_path / "stderr.log"
     with log.open("w") as stderr:
         proc = subprocess.Popen(
-            [*CLI, *batch(src, out, server, "-e", "words:1-50", "-c", "1")],
+            [*CLI, *batch_args(server, src, out, "-e", "words:1-50", "-c", "1")],
             env=env(),
             stdout=subprocess.DEVNULL,
             stderr=stderr,
@@ -427,9 +413,9 @@ def test_a_cached_batch_reports_cache_hits_not_calls(openai_server: Any, tmp_pat
     server = openai_server(per_task())
     src = tasks(tmp_path / "in.jsonl", 2)
     cache = ("--cache", str(tmp_path / "cache.sqlite"), "--price", "m=1,2")
-    first = command(*batch(src, tmp_path / "first.jsonl", server, *cache))
+    first = command(*batch_args(server, src, tmp_path / "first.jsonl", *cache))
     assert first.returncode == 0 and "cache hit" not in first.stdout
-    second = command(*batch(src, tmp_path / "second.jsonl", server, *cache))
+    second = command(*batch_args(server, src, tmp_path / "second.jsonl", *cache))
     assert second.returncode == 0, second.stderr
     assert len(server.requests) == 12  # 2 tasks x 3 rounds x (generator + judge), once
     assert "cost $0.00, 12 cache hit(s)" in second.stdout
