@@ -273,7 +273,7 @@ def test_batch_on_a_server_sends_the_context_options_the_cli_has() -> None:
 def test_batch_lines_on_a_server_refuse_exactly_the_options_a_run_cannot_change() -> None:
     # A batch line's keys, as the declaration names them (`line_key`), for the options a
     # line takes (`LINE`: what `batch` takes, less what is set once for the whole batch).
-    assert PER_LINE_OPTIONS == tuple(line_key(name) for name in declared(LINE))
+    assert tuple(line_key(name) for name in declared(LINE)) == PER_LINE_OPTIONS
     assert set(declared(LINE)) == set(declared(BATCH)) - {"judge_model", "max_tokens"}
     fields_of = {line_key(name): name for name in declared(LINE)}
     in_context = {key for key, name in fields_of.items() if name in declared(CONTEXT)}
