@@ -22,10 +22,15 @@ from langgraph_refine._calls._retry import DEFAULT_RETRY_POLICY
 from langgraph_refine._decisions._memory import MemoryPolicy
 from langgraph_refine._decisions._options import (
     DEFAULTS,
+    LINE,
+    RUN,
     LoopOptions,
     OnBudgetExhausted,
     OnEvaluatorError,
     criteria_list,
+    declaration,
+    declared,
+    line_key,
 )
 from langgraph_refine._state import Select, Strategy
 from langgraph_refine._typed import OutputSchema
@@ -46,25 +51,9 @@ ON_BUDGET_CHOICES: tuple[str, ...] = get_args(OnBudgetExhausted)
 ON_EVALUATOR_ERROR_CHOICES: tuple[str, ...] = get_args(OnEvaluatorError)
 BUDGET_KEYS = LIMITS
 """The limits a batch line's `budget` (and the `--budget-*` / `--max-cost` flags) set."""
-PER_LINE_OPTIONS = (
-    "evaluator",
-    "target_score",
-    "max_iterations",
-    "patience",
-    "min_delta",
-    "memory",
-    "strategy",
-    "budget",
-    "on_budget_exhausted",
-    "schema",
-    "edits",
-    "select",
-    "confirm_pass",
-    "criteria",
-    "on_evaluator_error",
-    "model",
-)
-"""Keys a batch line may set for itself; other keys are carried along and ignored."""
+PER_LINE_OPTIONS: tuple[str, ...] = tuple(line_key(name) for name in declared(LINE))
+"""Keys a batch line may set for itself, from the options' declaration (`LINE`); other
+keys are carried along and ignored."""
 
 
 def read_schema(value: object, *, option: str) -> dict[str, Any]:
@@ -225,6 +214,22 @@ def budget_dict(budget: Budget | None) -> dict[str, Any] | None:
     return data
 
 
+def _flag_named(message: str) -> str:
+    """A check's message with the option it names written as its flag (`--target-score`).
+
+    The library's checks name an option by its field (`target_score must be in [0, 1]`);
+    on the command line the user typed the flag.
+    """
+    name, sep, rest = message.partition(" must ")
+    flag = "--" + name.replace("_", "-")
+    if sep and name.isidentifier() and flag in _FLAGS:
+        return f"{flag} must {rest}"
+    return message
+
+
+_FLAGS = frozenset(flag for name in declared(RUN) for flag in declaration(name).flags)
+
+
 def parse_memory(value: str | int) -> str | int:
     """`--memory`: `all`, `last`, `best_and_last`, or a whole number (a window of attempts)."""
     if isinstance(value, int) and not isinstance(value, bool):
@@ -321,42 +326,48 @@ class CommandOptions:
                 `prices` (the `--price` values), `schema` (`--schema`'s file), `select`,
                 `confirm_pass`, `criteria` (`--criterion`), `on_evaluator_error` and
                 `edits` (`--edits`).
+
+        Raises:
+            CliError: With exit code 2 (a usage error), naming the flag and the value.
         """
         strategy = extra.get("strategy")
         select = extra.get("select")
-        options = cls(
-            specs=parse_specs(list(evaluator or [])),
-            target_score=target_score,
-            max_iterations=max_iterations,
-            patience=parse_patience(patience),
-            memory=parse_memory(memory),
-            min_delta=extra.get("min_delta", DEFAULTS.min_delta),
-            strategy=None
-            if strategy is None
-            else parse_choice(strategy, STRATEGY_CHOICES, option="--strategy"),
-            budget=make_budget(*(extra.get(key) for key in BUDGET_KEYS)),
-            prices=parse_prices(extra.get("prices")),
-            on_budget_exhausted=parse_choice(
-                extra.get("on_budget_exhausted", DEFAULTS.on_budget_exhausted),
-                ON_BUDGET_CHOICES,
-                option="--on-budget-exhausted",
-            ),
-            output_schema=None
-            if extra.get("schema") is None
-            else read_schema(extra["schema"], option="--schema"),
-            select=None
-            if select is None
-            else parse_choice(select, SELECT_CHOICES, option="--select"),
-            confirm_pass=bool(extra.get("confirm_pass", DEFAULTS.confirm_pass)),
-            criteria=_criteria(extra.get("criteria"), option="--criterion"),
-            on_evaluator_error=parse_choice(
-                extra.get("on_evaluator_error", DEFAULTS.on_evaluator_error),
-                ON_EVALUATOR_ERROR_CHOICES,
-                option="--on-evaluator-error",
-            ),
-            edits=parse_edits(extra.get("edits", "off"), option="--edits"),
-        )
-        options.check()
+        try:
+            options = cls(
+                specs=parse_specs(list(evaluator or []), on_server=bool(extra.get("on_server"))),
+                target_score=target_score,
+                max_iterations=max_iterations,
+                patience=parse_patience(patience),
+                memory=parse_memory(memory),
+                min_delta=extra.get("min_delta", DEFAULTS.min_delta),
+                strategy=None
+                if strategy is None
+                else parse_choice(strategy, STRATEGY_CHOICES, option="--strategy"),
+                budget=make_budget(*(extra.get(key) for key in BUDGET_KEYS)),
+                prices=parse_prices(extra.get("prices")),
+                on_budget_exhausted=parse_choice(
+                    extra.get("on_budget_exhausted", DEFAULTS.on_budget_exhausted),
+                    ON_BUDGET_CHOICES,
+                    option="--on-budget-exhausted",
+                ),
+                output_schema=None
+                if extra.get("schema") is None
+                else read_schema(extra["schema"], option="--schema"),
+                select=None
+                if select is None
+                else parse_choice(select, SELECT_CHOICES, option="--select"),
+                confirm_pass=bool(extra.get("confirm_pass", DEFAULTS.confirm_pass)),
+                criteria=_criteria(extra.get("criteria"), option="--criterion"),
+                on_evaluator_error=parse_choice(
+                    extra.get("on_evaluator_error", DEFAULTS.on_evaluator_error),
+                    ON_EVALUATOR_ERROR_CHOICES,
+                    option="--on-evaluator-error",
+                ),
+                edits=parse_edits(extra.get("edits", "off"), option="--edits"),
+            )
+            options.check()
+        except CliError as exc:  # a bad option value is a usage error
+            raise CliError(_flag_named(str(exc)), exit_code=2) from None
         return options
 
     def check(self) -> None:
@@ -375,15 +386,20 @@ class CommandOptions:
         except ValueError as exc:
             raise CliError(str(exc)) from None
 
-    def override(self, line: Mapping[str, Any]) -> CommandOptions:
+    def override(self, line: Mapping[str, Any], *, on_server: bool = False) -> CommandOptions:
         """These options with a batch line's own values on top.
+
+        Args:
+            line: The batch line.
+            on_server: The line runs on a server, which reads the files its checks name
+                (see `parse_specs`).
 
         Raises:
             CliError: For a per-line value of the wrong type or range.
         """
         changes: dict[str, Any] = {}
         if "evaluator" in line:
-            changes["specs"] = parse_specs(line["evaluator"])
+            changes["specs"] = parse_specs(line["evaluator"], on_server=on_server)
         if "target_score" in line:
             changes["target_score"] = _number(line, "target_score")
         if "max_iterations" in line:
