@@ -295,8 +295,12 @@ def test_revise_refines_the_reviewed_attempt_under_every_strategy(strategy: Stra
     assert "Use fewer words." in prompt[0].text
     assert "feedback on r1" in prompt[0].text
 
+    # The next review shows the revision (below the best, r1, shown beside it), and
+    # approving approves what was shown.
+    payload = graph.get_state(cfg).interrupts[0].value
+    assert (payload["attempt"], payload["best_attempt"]) == (3, 1)
     out = graph.invoke(Command(resume={"action": "approve"}), cfg)
-    assert out["response"] == "r1"
+    assert out["response"] == "r3"
 
 
 # -- prompt forms ---------------------------------------------------------------------------

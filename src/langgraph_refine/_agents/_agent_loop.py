@@ -37,8 +37,10 @@ from langgraph_refine._agents._transcript import (
 )
 from langgraph_refine._calls._budget import BudgetMeter, active_meter
 from langgraph_refine._calls._models import resolve_chat_model
-from langgraph_refine._decisions._edits import asks_for_edits, read_edits
+from langgraph_refine._decisions._edits import read_edits
+from langgraph_refine._decisions._end import budget_error, by_score_note
 from langgraph_refine._decisions._memory import MemoryPolicy
+from langgraph_refine._decisions._next import next_attempt
 from langgraph_refine._decisions._options import LoopOptions
 from langgraph_refine._decisions._prompts import (
     EDIT_INSTRUCTIONS,
@@ -48,8 +50,7 @@ from langgraph_refine._decisions._prompts import (
     guided_request,
 )
 from langgraph_refine._decisions._round import Outcome
-from langgraph_refine._decisions._strategy import Choice
-from langgraph_refine._errors import BudgetExhaustedError
+from langgraph_refine._decisions._view import LoopView
 from langgraph_refine._events import stop_event
 from langgraph_refine._kinds import kind_of, model_name
 from langgraph_refine._loop._review import ReviewNode
@@ -64,11 +65,10 @@ from langgraph_refine._loop._select import (
 from langgraph_refine._loop._step import emit
 from langgraph_refine._reasoning import split_reasoning
 from langgraph_refine._records._record import compose_key
-from langgraph_refine._result import RefineResult, best_feedback
+from langgraph_refine._result import RefineResult
 from langgraph_refine._state import (
     Attempt,
     ComparerLike,
-    MoveKind,
     PlainDataChannel,
     StopReason,
     Usage,
@@ -151,6 +151,25 @@ def loop_view(state: Mapping[str, Any]) -> dict[str, Any]:
                 "selection": state.get("refine_selection"),
             }
         )
+    )
+
+
+def agent_view(state: Mapping[str, Any]) -> LoopView:
+    """The agent's state as the decisions around the round read it (the graph's `graph_view`).
+
+    `refine_next` holds the move and parent chosen for the next answer (by the round or a
+    reviewer); without one, the next answer refines the latest, as in the graph.
+    """
+    attempts = tuple(revive_state({"attempts": state.get("refine_attempts") or []})["attempts"])
+    chosen = state.get("refine_next")
+    latest = attempts[-1].index if attempts else None
+    return LoopView(
+        task=state.get("refine_task", ""),
+        attempts=attempts,
+        parent=chosen[1] if chosen else latest,
+        move=chosen[0] if chosen else None,
+        request=state.get("refine_instruction"),
+        stop_reason=state.get("refine_stop_reason"),
     )
 
 
@@ -237,51 +256,37 @@ def shown(request: ModelRequest[Any], memory: MemoryPolicy = "all") -> ModelRequ
     return request.override(messages=model_view(request.state, request.messages, memory))
 
 
-def next_move(state: Mapping[str, Any], attempts: list[Attempt]) -> tuple[MoveKind, int | None]:
-    """The move and parent of the answer just given: what was chosen for it, else the chain's."""
-    chosen = state.get("refine_next")
-    if chosen:
-        return chosen[0], chosen[1]
-    if not attempts:
-        return "sample", None
-    return "refine", attempts[-1].index
-
-
-def move(
-    state: Mapping[str, Any],
-    choice: Choice,
-    attempts: list[Attempt],
-    turns: list[Turn],
-    options: LoopOptions | None = None,
+def onward(
+    state: Mapping[str, Any], view: LoopView, turns: list[Turn], options: LoopOptions
 ) -> dict[str, Any]:
-    """The update that sends the agent back to its model for the chosen move.
+    """The update that sends the agent back to its model for the next answer.
 
-    Refining the latest answer continues the conversation with the feedback (what the
-    chain strategy always does). A fresh sample hides this loop's turns so far from the
-    model, which then answers the request as if first asked. Refining an earlier answer
-    hides them too, and shows that answer with its feedback in one new turn.
+    The answer is decided once (`_next.next_attempt`); this renders it as a turn.
+    Refining the latest answer continues the conversation with its feedback (or the
+    reviewer's request). A fresh answer hides this loop's turns so far from the model,
+    which then answers the request as if first asked (a guided one told the best
+    answer's feedback). Refining an earlier answer hides them too, and shows that answer
+    with its feedback (and the reviewer's request) in one new turn.
 
     Args:
         state: The agent's state.
-        choice: The strategy's next move.
-        attempts: The attempts so far.
+        view: The loop's state after the round (or the review), as the decisions read it.
         turns: The loop's turns so far, the latest answer's included.
-        options: The loop's options (`edits`: a refinement may ask for edit blocks).
+        options: The loop's options.
     """
-    latest = attempts[-1]
-    chosen: dict[str, Any] = {"refine_next": [choice.move, choice.parent]}
-    edited = None if options is None else edit_target(options, attempts, choice.parent)
-    closing = "" if edited is None else "\n\n" + EDIT_INSTRUCTIONS
-    if choice.parent == latest.index:
-        return again(state, turns, agent_feedback(latest.evaluation) + closing) | chosen
-    chosen["refine_hidden_to"] = hidden_from(state, turns)
-    if choice.parent is None:
-        feedback = best_feedback(attempts) if choice.move == "guided" else ""
-        if feedback.strip():  # a fresh answer told what the best one's feedback asked
-            return again(state, turns, guided_request(feedback)) | chosen
-        return {"refine_turns": turns, "refine_phase": "running", "jump_to": "model"} | chosen
-    refined = next(a for a in attempts if a.index == choice.parent)
-    return again(state, turns, agent_refine_earlier(refined) + closing) | chosen
+    upcoming = next_attempt(view, options)
+    parent, request = upcoming.parent, upcoming.request
+    closing = "" if upcoming.edited is None else "\n\n" + EDIT_INSTRUCTIONS
+    asked = "" if request is None else agent_review(request)
+    if parent is not None and view.latest is not None and parent.index == view.latest.index:
+        return again(state, turns, (asked or agent_feedback(parent.evaluation)) + closing)
+    hidden = {"refine_hidden_to": hidden_from(state, turns)}
+    if parent is None:
+        if upcoming.guidance.strip():  # a fresh answer told what the best one's feedback asked
+            return again(state, turns, guided_request(upcoming.guidance)) | hidden
+        return {"refine_turns": turns, "refine_phase": "running", "jump_to": "model"} | hidden
+    earlier = agent_refine_earlier(parent) + ("\n\n" + asked if asked else "")
+    return again(state, turns, earlier + closing) | hidden
 
 
 def again(state: Mapping[str, Any], turns: list[Turn], text: str) -> dict[str, Any]:
@@ -305,16 +310,6 @@ def best_message(state: Mapping[str, Any], result: RefineResult, drafts: bool) -
     if result.attempts[index].response != result.value:  # a reviewer's text
         return AIMessage(result.value)
     return AIMessage(result.value, id=ids[index])
-
-
-def edit_target(
-    options: LoopOptions, attempts: Sequence[Attempt], parent: int | None
-) -> Attempt | None:
-    """The attempt an answer refining `parent` was asked to edit (`edits=`), or None."""
-    refined = next((a for a in attempts if a.index == parent), None)
-    if refined is None or not asks_for_edits(options.edits, refined, None):
-        return None
-    return refined
 
 
 def draft_metadata(state: Mapping[str, Any]) -> dict[str, Any]:
@@ -450,20 +445,12 @@ class AgentLoop:
         tool turns); the round adds the evaluation's.
         """
         attempts: list[Attempt] = list(turn.view["attempts"])
-        move, parent = next_move(state, attempts)
+        upcoming = next_attempt(agent_view(state), self.options)
         reply = Reply(turn.answer, reasoning=turn.reasoning)
-        edited = edit_target(self.options, attempts, parent)
-        if edited is not None:  # the answer was asked as edits to `edited`
-            reply = read_edits(turn.draft, edited, None, lambda _: reply)
-        return Attempt(
-            index=len(attempts),
-            response=reply.response,
-            evaluation=reply.evaluation,  # blocks that did not apply: FAIL, not judged
-            edits=reply.edits,
-            reasoning=reply.reasoning,
-            instruction=state.get("refine_instruction"),
-            parent=parent,
-            move=move,
+        if upcoming.edited is not None:  # the answer was asked as edits to it
+            reply = read_edits(turn.draft, upcoming.edited, None, lambda _: reply)
+        return upcoming.attempt(
+            reply,
             model=state.get("refine_model"),
             rung=state.get("refine_rung", 0) if self.ladder else None,
             usage=minus(turn.meter.spent_before, sum((a.usage for a in attempts), Usage())),
@@ -484,17 +471,20 @@ class AgentLoop:
         """
         turns = [*(state.get("refine_turns") or []), answer_turn(state, turn.draft)]
         # Plain data in the agent's state: its checkpoints never hold the loop's models.
+        choice = outcome.choice
         update: dict[str, Any] = {
             "refine_attempts": to_plain(outcome.attempts),
             "refine_usage": to_plain(turn.meter.spent_before + turn.meter.delta()),
             "refine_instruction": None,
-            "refine_next": None,
+            # Kept across an every-round review: its "continue" lets this choice stand.
+            "refine_next": None if choice is None else [choice.move, choice.parent],
             "refine_draft": None,
         }
         if "rung" in outcome.update:
             update["refine_rung"] = outcome.update["rung"]
-        if outcome.choice is not None and (self.review is None or self.review.mode == "final"):
-            return update | move(state, outcome.choice, outcome.attempts, turns, self.options)
+        if choice is not None and (self.review is None or self.review.mode == "final"):
+            view = agent_view({**state, **update})
+            return update | onward(state, view, turns, self.options)
         return update | {
             "refine_turns": turns,
             "refine_stop_reason": outcome.stop_reason,
@@ -512,30 +502,33 @@ class AgentLoop:
         turns: list[Turn] = list(state.get("refine_turns") or [])
         raising = stop_reason == "budget_exhausted" and self.options.on_budget_exhausted == "raise"
         if self.review is not None and not raising:
-            decision = ask_review(self.review.payload(view), self.review.apply, self.review.actions)
-            if decision.get("reviewer_feedback"):
-                feedback = decision["reviewer_feedback"]
-                return again(state, turns, agent_review(feedback)) | {
+            answer = ask_review(self.review.payload(view), self.review.answer, self.review.actions)
+            if answer.edit is not None:  # evaluated, as in the graph
+                return Edit(view, answer.edit, self.meter(state, what="evaluator"))
+            if answer.request is not None:  # one more answer, refining the reviewed one
+                chosen = {
+                    "refine_next": ["revise", answer.parent],
+                    "refine_instruction": answer.request,
                     "refine_stop_reason": None,
-                    "refine_instruction": feedback,
                 }
-            if decision.get("pending") is not None:  # an edit: evaluated, as in the graph
-                attempt = Attempt.model_validate(decision["pending"])
-                return Edit(view, attempt, self.meter(state, what="evaluator"))
-            stop_reason = decision.get("stop_reason", stop_reason)
-            response = decision.get("response")
+                return chosen | onward(state, agent_view({**state, **chosen}), turns, self.options)
+            stop_reason, response = answer.stop_reason, answer.response
         if stop_reason is None:  # an every-round review said "continue" mid-loop
-            return again(state, turns, agent_feedback(view["attempts"][-1].evaluation))
+            return onward(state, agent_view(state), turns, self.options)
         return self.ending(state, view | {"stop_reason": stop_reason, "response": response})
 
     def ending(self, state: Mapping[str, Any], view: dict[str, Any]) -> dict[str, Any] | Finish:
         """The end, or with `select="pairwise"` the comparisons to make before it."""
         task, attempts = view["task"], view["attempts"]
+        error = budget_error(RefineResult.from_state(view), self.options.on_budget_exhausted)
+        if error is not None:
+            raise error
         selection = selection_for(self.options, view["stop_reason"], task, attempts, self.comparer)
         if selection is None:
             return self.finish(state, view)
         meter = self.meter(state, what="comparer")
-        note = selection.budget_note(calls_left(self.options.budget, meter.total()))
+        budget_note = selection.budget_note(calls_left(self.options.budget, meter.total()))
+        note = by_score_note(view["stop_reason"], budget_note)
         if note is not None:  # the budget cannot pay for every comparison: by score
             return self.finish(state, view | {"selection": selection.record(note=note)})
         return Finish(view, selection, meter)
@@ -567,12 +560,9 @@ class AgentLoop:
     def finish(self, state: Mapping[str, Any], view: dict[str, Any]) -> dict[str, Any]:
         """End the loop: the best answer joins the conversation once, as its last message."""
         result = RefineResult.from_state(view)
-        if result.stop_reason == "budget_exhausted" and self.options.on_budget_exhausted == "raise":
-            raise BudgetExhaustedError(
-                f"budget exhausted after {len(result.attempts)} answer(s); best score "
-                f"{result.score}; the best result so far is in this error's .result",
-                result,
-            )
+        error = budget_error(result, self.options.on_budget_exhausted)
+        if error is not None:  # a budget stop while judging an edit or comparing
+            raise error
         emit(stop_event(LOOP_NAME, result))
         update: dict[str, Any] = {
             "refine_stop_reason": result.stop_reason,

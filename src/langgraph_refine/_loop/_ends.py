@@ -11,8 +11,8 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.types import Overwrite, RetryPolicy
 
+from langgraph_refine._decisions._end import budget_error, by_score_note
 from langgraph_refine._decisions._options import LoopOptions
-from langgraph_refine._errors import BudgetExhaustedError
 from langgraph_refine._events import stop_event
 from langgraph_refine._loop._comparisons import ComparisonLedger
 from langgraph_refine._loop._review import require_checkpointer
@@ -172,11 +172,8 @@ class FinalizeNode(Runnable[Any, Any]):
         if selection is None:
             return state, options, None, self._finish(state, options, None, None)
         step = self._step(state, options, config)
-        note = selection.budget_note(calls_left(step.budget, step.meter.total()))
-        if stop_reason_of(state) == "rejected":
-            # The reviewer was shown the best attempt by score and stopped the loop on it:
-            # a pairwise winner they never saw must not replace it.
-            note = REJECTED_NOTE
+        budget_note = selection.budget_note(calls_left(step.budget, step.meter.total()))
+        note = by_score_note(stop_reason_of(state), budget_note)
         if note is not None:  # the budget cannot pay for every comparison: by score
             return (
                 state,
@@ -190,11 +187,9 @@ class FinalizeNode(Runnable[Any, Any]):
         if stop_reason_of(state) != BUDGET_STOP or self.options.on_budget_exhausted != "raise":
             return
         result = RefineResult.from_state(dict(state), output_schema=options.output_schema)
-        raise BudgetExhaustedError(
-            f"budget exhausted after {len(result.attempts)} attempt(s); best score "
-            f"{result.score}; the best result so far is in this error's .result",
-            result,
-        )
+        error = budget_error(result, self.options.on_budget_exhausted)
+        if error is not None:
+            raise error
 
     def _selection(self, state: Mapping[str, Any], options: LoopOptions) -> Selection | None:
         """The pairwise selection to make, or None (see `selection_for`)."""
@@ -244,10 +239,3 @@ class FinalizeNode(Runnable[Any, Any]):
         )
         emit(stop_event(options.name, result))
         return update
-
-
-REJECTED_NOTE = (
-    "the reviewer rejected further refinement of the attempt they were shown (the best by "
-    "score); chosen by score, not compared"
-)
-"""`metadata["selection"]["note"]` of a pairwise run stopped by a reviewer's reject."""
