@@ -85,7 +85,7 @@ from langgraph_refine.evaluators._judge import LLMJudge
 LOOP_NAME = "refine"
 """The loop's name in stream events and review payloads."""
 
-Phase = Literal["running", "deciding", "done"]
+Phase = Literal["running", "deciding", "judging", "done"]
 
 
 class RefineAgentState(AgentState[Any]):
@@ -100,7 +100,14 @@ class RefineAgentState(AgentState[Any]):
         refine_response: The loop's answer, set when it stops.
         refine_selection: With `select="pairwise"`, the selection's record (as the
             graph's `selection`: `metadata["selection"]` of the result).
-        refine_phase: `running`, `deciding` (an answer awaits review or the end), `done`.
+        refine_phase: `running`, `deciding` (an answer awaits review or the end),
+            `judging` (a reviewer's edit or a pairwise end awaits the model step, where
+            the run's judge and comparer are known), `done`.
+        refine_judging: What the model step is to judge before the end: a reviewer's
+            edit (`{"edit": attempt}`), or the end's comparisons (its stop reason and
+            response).
+        refine_route: Where the agent goes after the model step judged an answer:
+            `model` (the next answer) or `end`.
         refine_instruction: A reviewer's request, recorded on the next attempt.
         refine_base: How many messages came before this run's loop (its conversation).
         refine_turns: The loop's own turns (answers, feedback, requests), kept beside
@@ -125,6 +132,8 @@ class RefineAgentState(AgentState[Any]):
     refine_response: NotRequired[Annotated[str | None, OmitFromInput]]
     refine_selection: NotRequired[Annotated[dict[str, Any] | None, OmitFromInput]]
     refine_phase: NotRequired[Annotated[Phase, PrivateStateAttr]]
+    refine_judging: NotRequired[Annotated[dict[str, Any] | None, PrivateStateAttr]]
+    refine_route: NotRequired[Annotated[str | None, PrivateStateAttr]]
     refine_instruction: NotRequired[Annotated[str | None, PrivateStateAttr]]
     refine_base: NotRequired[Annotated[int, PrivateStateAttr]]
     refine_turns: NotRequired[Annotated[list[list[Any]], PrivateStateAttr]]
@@ -215,6 +224,24 @@ def counted(
     return ExtendedModelResponse(model_response=response, command=Command(update=update))
 
 
+def updated(
+    reply: ExtendedModelResponse[Any], update: dict[str, Any]
+) -> ExtendedModelResponse[Any]:
+    """The model step's reply with `update` (its round's) written after its own."""
+    command = reply.command
+    written = dict(command.update) if command is not None and command.update else {}
+    return ExtendedModelResponse(
+        model_response=reply.model_response, command=Command(update=written | update)
+    )
+
+
+def judged(update: dict[str, Any]) -> ExtendedModelResponse[Any]:
+    """The model step that judged a reviewer's edit or made the end's comparisons: the end."""
+    empty: ModelResponse[Any] = ModelResponse(result=[])
+    done = update | {"refine_judging": None, "refine_route": "end"}
+    return ExtendedModelResponse(model_response=empty, command=Command(update=done))
+
+
 def carry(request: ModelRequest[Any], meter: BudgetMeter) -> None:
     """Keep what a failed call of `request` spent in the request's state, for its retry.
 
@@ -237,6 +264,7 @@ def refused(meter: BudgetMeter) -> ExtendedModelResponse[Any]:
         "refine_usage": to_plain(meter.spent_before + meter.delta()),
         "refine_stop_reason": "budget_exhausted",
         "refine_phase": "deciding",
+        "refine_route": "end",
     }
     empty: ModelResponse[Any] = ModelResponse(result=[])
     return ExtendedModelResponse(model_response=empty, command=Command(update=update))
@@ -287,6 +315,34 @@ def onward(
         return {"refine_turns": turns, "refine_phase": "running", "jump_to": "model"} | hidden
     earlier = agent_refine_earlier(parent) + ("\n\n" + asked if asked else "")
     return again(state, turns, earlier + closing) | hidden
+
+
+def started(state: Mapping[str, Any]) -> dict[str, Any]:
+    """A new loop for this run: the task is the last human message."""
+    human = [m for m in state["messages"] if isinstance(m, HumanMessage)]
+    return {
+        "refine_task": human[-1].text if human else "",
+        "refine_attempts": [],
+        "refine_usage": to_plain(Usage()),
+        "refine_stop_reason": None,
+        "refine_response": None,
+        "refine_phase": "running",
+        "refine_judging": None,
+        "refine_route": None,
+        "refine_instruction": None,
+        "refine_base": len(state["messages"]),
+        "refine_turns": [],
+        "refine_hidden_to": None,
+        "refine_draft": None,
+        "refine_next": None,
+        "refine_rung": 0,
+        "refine_loop_id": uuid.uuid4().hex,
+    }
+
+
+def judge_in_model_step(job: dict[str, Any]) -> dict[str, Any]:
+    """The update that hands `job` to the model step, where the run's judges are known."""
+    return {"refine_judging": job, "refine_phase": "judging", "jump_to": "model"}
 
 
 def again(state: Mapping[str, Any], turns: list[Turn], text: str) -> dict[str, Any]:
@@ -376,29 +432,11 @@ class AgentLoop:
         self.keep_evaluation_turns = keep_evaluation_turns
         self.ladder = list(ladder)
 
-    def start(self, state: Mapping[str, Any]) -> dict[str, Any]:
-        """A new loop for this run: the task is the last human message."""
-        human = [m for m in state["messages"] if isinstance(m, HumanMessage)]
-        return {
-            "refine_task": human[-1].text if human else "",
-            "refine_attempts": [],
-            "refine_usage": to_plain(Usage()),
-            "refine_stop_reason": None,
-            "refine_response": None,
-            "refine_phase": "running",
-            "refine_instruction": None,
-            "refine_base": len(state["messages"]),
-            "refine_turns": [],
-            "refine_hidden_to": None,
-            "refine_draft": None,
-            "refine_next": None,
-            "refine_rung": 0,
-            "refine_loop_id": uuid.uuid4().hex,
-        }
-
     def budget_stop(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
         """The update that ends the loop before a model call past the budget, else None."""
         budget = self.options.budget
+        if state.get("refine_phase") == "judging":
+            return None  # no answer is asked: each judgment is metered and refused alone
         if budget is None or budget.exceeded(spent(state)) is None:
             return None
         return {
@@ -417,16 +455,13 @@ class AgentLoop:
         # loop spends from the outer budget too).
         return BudgetMeter(self.options.budget, spent(state), what=what, parent=active_meter())
 
-    def judge(self) -> BaseEvaluator:
-        """The evaluator (the agent's own model's judge is set at its first call)."""
-        assert self.evaluator is not None, "the agent's model is known once it is called"
-        return self.evaluator
-
-    def unanswered(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
-        """After a model call that gave no answer: end the turn if the budget refused it."""
-        if state.get("refine_phase") == "deciding" and state.get("refine_draft") is None:
-            return {"jump_to": "end"}
-        return None
+    def answered(
+        self, state: Mapping[str, Any], reply: ExtendedModelResponse[Any]
+    ) -> tuple[dict[str, Any], Answer | None]:
+        """The state after the model step's reply, and the final answer it holds, if any."""
+        command = reply.command
+        answered = {**state, **(command.update if command is not None and command.update else {})}
+        return answered, self.turn(answered)
 
     def turn(self, state: Mapping[str, Any]) -> Answer | None:
         """The agent's final answer to evaluate, or None if there is none (tool calls)."""
@@ -456,10 +491,10 @@ class AgentLoop:
             usage=minus(turn.meter.spent_before, sum((a.usage for a in attempts), Usage())),
         )
 
-    def record_key(self, state: Mapping[str, Any]) -> str | None:
-        """The strategy record's key: `record_key`, else the models and the evaluator."""
+    def record_key(self, state: Mapping[str, Any], evaluator: BaseEvaluator) -> str | None:
+        """The strategy record's key: `record_key`, else the models and the run's evaluator."""
         model = ">".join(self.ladder) or state.get("refine_model")
-        return compose_key(model, self.evaluator, self.options.record_key)
+        return compose_key(model, evaluator, self.options.record_key)
 
     def after_round(
         self, state: Mapping[str, Any], turn: Answer, outcome: Outcome
@@ -468,6 +503,8 @@ class AgentLoop:
 
         The loop goes on: back to the model with the chosen move. It stops, or an
         every-round review follows: the agent ends its turn and `after_agent` decides.
+        The round runs in the model step, so where the agent goes is `refine_route`,
+        which `after_model` follows.
         """
         turns = [*(state.get("refine_turns") or []), answer_turn(state, turn.draft)]
         # Plain data in the agent's state: its checkpoints never hold the loop's models.
@@ -484,16 +521,23 @@ class AgentLoop:
             update["refine_rung"] = outcome.update["rung"]
         if choice is not None and (self.review is None or self.review.mode == "final"):
             view = agent_view({**state, **update})
-            return update | onward(state, view, turns, self.options)
-        return update | {
-            "refine_turns": turns,
-            "refine_stop_reason": outcome.stop_reason,
-            "refine_phase": "deciding",
-            "jump_to": "end",
-        }
+            update |= onward(state, view, turns, self.options)
+        else:
+            update |= {
+                "refine_turns": turns,
+                "refine_stop_reason": outcome.stop_reason,
+                "refine_phase": "deciding",
+                "jump_to": "end",
+            }
+        update["refine_route"] = update.pop("jump_to")
+        return update
 
-    def review_outcome(self, state: Mapping[str, Any]) -> dict[str, Any] | Edit | Finish | None:
-        """The review and its decision: an update, or an edit still to evaluate."""
+    def review_outcome(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The review (if any) and its decision, as the agent's update.
+
+        A reviewer's edit and a pairwise end need the run's judge or comparer, which the
+        model step knows: they are handed to it (`refine_judging`, see `judging`).
+        """
         if state.get("refine_phase") != "deciding":
             return None  # the agent ended for another reason (e.g. another middleware)
         view = loop_view(state)
@@ -504,7 +548,7 @@ class AgentLoop:
         if self.review is not None and not raising:
             answer = ask_review(self.review.payload(view), self.review.answer, self.review.actions)
             if answer.edit is not None:  # evaluated, as in the graph
-                return Edit(view, answer.edit, self.meter(state, what="evaluator"))
+                return judge_in_model_step({"edit": to_plain(answer.edit)})
             if answer.request is not None:  # one more answer, refining the reviewed one
                 chosen = {
                     "refine_next": ["revise", answer.parent],
@@ -515,15 +559,34 @@ class AgentLoop:
             stop_reason, response = answer.stop_reason, answer.response
         if stop_reason is None:  # an every-round review said "continue" mid-loop
             return onward(state, agent_view(state), turns, self.options)
-        return self.ending(state, view | {"stop_reason": stop_reason, "response": response})
-
-    def ending(self, state: Mapping[str, Any], view: dict[str, Any]) -> dict[str, Any] | Finish:
-        """The end, or with `select="pairwise"` the comparisons to make before it."""
-        task, attempts = view["task"], view["attempts"]
-        error = budget_error(RefineResult.from_state(view), self.options.on_budget_exhausted)
+        ended = {"stop_reason": stop_reason, "response": response}
+        error = budget_error(
+            RefineResult.from_state(view | ended), self.options.on_budget_exhausted
+        )
         if error is not None:
             raise error
-        selection = selection_for(self.options, view["stop_reason"], task, attempts, self.comparer)
+        if self.options.select == "pairwise":  # the comparisons are the model step's
+            return judge_in_model_step(ended)
+        return self.finish(state, view | ended)
+
+    def judging(
+        self, state: Mapping[str, Any], comparer: Comparer
+    ) -> Edit | Finish | dict[str, Any]:
+        """What the model step judges before the end (see `review_outcome`).
+
+        Returns:
+            A reviewer's edit to evaluate, a pairwise selection to make, or the end's
+            update when the selection is made by score.
+        """
+        job = dict(state.get("refine_judging") or {})
+        view = loop_view(state)
+        if "edit" in job:
+            edit = Attempt.model_validate(job["edit"])
+            return Edit(view, edit, self.meter(state, what="evaluator"))
+        view |= job
+        selection = selection_for(
+            self.options, view["stop_reason"], view["task"], view["attempts"], comparer
+        )
         if selection is None:
             return self.finish(state, view)
         meter = self.meter(state, what="comparer")
