@@ -383,3 +383,28 @@ def test_the_reported_divergences_are_gone() -> None:
     result = middleware.result(agent.get_state(config).values)
     assert [a.move for a in result.attempts] == ["sample", "refine", "revise"]
     assert result.attempts[2].parent == 0  # the reviewed attempt: the best, not the latest
+
+
+@pytest.mark.parametrize("review", [None, "final", "every_round"])
+def test_a_budget_raise_skips_the_review_and_raises_the_same_result(review: str | None) -> None:
+    from langgraph_refine import BudgetExhaustedError
+
+    answers = ["a", "b", "c", "f"]
+    options: dict[str, Any] = {
+        "strategy": "chain",
+        "budget": Budget(max_calls=3),
+        "on_budget_exhausted": "raise",
+        "patience": None,
+        "human_review": review,
+    }
+    graph = reviewed_graph(answers, options)
+    with pytest.raises(BudgetExhaustedError) as from_graph:
+        answered(graph.invoke, {"task": TASK}, [{"action": "continue"}] * 3, CONFIG)
+    agent, _ = reviewed_agent(answers, options)
+    with pytest.raises(BudgetExhaustedError) as from_agent:
+        answered(
+            agent.invoke, {"messages": [HumanMessage(TASK)]}, [{"action": "continue"}] * 3, CONFIG
+        )
+    assert from_graph.value.result is not None and from_agent.value.result is not None
+    assert shape(from_agent.value.result) == shape(from_graph.value.result)
+    assert str(from_agent.value) == str(from_graph.value)

@@ -49,6 +49,7 @@ from langgraph_refine._decisions._prompts import (
     agent_review,
     guided_request,
 )
+from langgraph_refine._decisions._reviewed import review_due
 from langgraph_refine._decisions._round import Outcome
 from langgraph_refine._decisions._view import LoopView
 from langgraph_refine._events import stop_event
@@ -544,8 +545,8 @@ class AgentLoop:
         stop_reason: StopReason | None = view["stop_reason"]
         response: str | None = None
         turns: list[Turn] = list(state.get("refine_turns") or [])
-        raising = stop_reason == "budget_exhausted" and self.options.on_budget_exhausted == "raise"
-        if self.review is not None and not raising:
+        due = review_due(stop_reason, self.options.on_budget_exhausted)
+        if self.review is not None and due:
             answer = ask_review(self.review.payload(view), self.review.answer, self.review.actions)
             if answer.edit is not None:  # evaluated, as in the graph
                 return judge_in_model_step({"edit": to_plain(answer.edit)})

@@ -17,7 +17,18 @@ from typing import Any
 from langgraph_refine._errors import ReviewInputError
 from langgraph_refine._result import best_attempt
 from langgraph_refine._state import Attempt, StopReason
-from langgraph_refine._stop_rules import review_stop
+from langgraph_refine._stop_rules import BUDGET_STOP, review_stop
+
+
+def review_due(stop_reason: StopReason | None, on_budget_exhausted: str) -> bool:
+    """Whether the loop pauses for its review now.
+
+    Not after a budget stop that raises (nothing is left to spend on what a reviewer
+    asks), nor once a reviewer's edit is evaluated (the edit ends the loop).
+    """
+    if stop_reason == BUDGET_STOP and on_budget_exhausted == "raise":
+        return False
+    return stop_reason != "edited"
 
 
 def reviewed(attempts: Sequence[Attempt], mode: str) -> Attempt | None:

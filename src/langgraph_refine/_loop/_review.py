@@ -15,13 +15,12 @@ from typing import Any, Literal, cast
 from langgraph.config import get_config
 
 from langgraph_refine._decisions._options import HumanReview, OnBudgetExhausted, check_choice
-from langgraph_refine._decisions._reviewed import ReviewAnswer, read_answer, reviewed
+from langgraph_refine._decisions._reviewed import ReviewAnswer, read_answer, review_due, reviewed
 from langgraph_refine._events import ReviewPayload
 from langgraph_refine._loop._review_schema import DECISIONS, ask_review, from_decisions
 from langgraph_refine._loop._router import route_after_evaluation
 from langgraph_refine._result import best_attempt
 from langgraph_refine._state import RefineState, revive_state
-from langgraph_refine._stop_rules import BUDGET_STOP
 
 logger = logging.getLogger("langgraph_refine")
 
@@ -85,10 +84,8 @@ class ReviewNode:
         return cast(ReviewPayload, shown | hitl_request(shown))
 
     def __call__(self, state: RefineState) -> dict[str, Any]:
-        if state.get("stop_reason") == BUDGET_STOP and self.on_budget_exhausted == "raise":
+        if not review_due(state.get("stop_reason"), self.on_budget_exhausted):
             return {}
-        if state.get("stop_reason") == "edited":
-            return {}  # the reviewer's edit, now evaluated: the loop ends
         # The interrupt declares its answer's schema (LangGraph Studio shows a form); a
         # malformed answer pauses again with an `error` key (see `ask_review`).
         return ask_review(self.payload(revive_state(state)), self.apply, self.actions)
