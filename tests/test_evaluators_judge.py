@@ -12,7 +12,7 @@ from langchain_core.messages import BaseMessage
 
 from langgraph_refine import Budget, refine
 from langgraph_refine._decisions._prompts import JUDGE_INSTRUCTIONS, JUDGE_SYSTEM
-from langgraph_refine.evaluators import LLMJudge, llm_judge, strip_tags
+from langgraph_refine.evaluators import LLMJudge, Unjudged, llm_judge, strip_tags
 from langgraph_refine.evaluators._judge import normalise_score, read_reply
 from langgraph_refine.evaluators._tags import CLOSE_TAG, OPEN_TAG, sandbox
 from tests.fakes import ScriptedChatModel, judge_reply
@@ -348,15 +348,11 @@ def test_echoed_instructions_are_not_a_pass() -> None:
     assert error
 
 
-def test_unparsable_reply_is_retried_once_then_fails() -> None:
+def test_unparsable_reply_is_retried_once_then_leaves_the_response_unjudged() -> None:
     model = ScriptedChatModel(replies=["I think it is great!", "Still no JSON, sorry."])
-    result = llm_judge(model).evaluate("answer", STATE)
+    with pytest.raises(Unjudged, match=r"could not be read \(2 calls\): found no verdict or score"):
+        llm_judge(model).evaluate("answer", STATE)
     assert len(model.calls) == 2
-    assert result.verdict == "FAIL"
-    assert result.score == 0.0
-    assert "could not be parsed" in result.feedback
-    assert "no verdict or score" in result.feedback
-    assert len(result.details["judge_errors"]) == 2
 
 
 def test_retry_succeeds_on_the_second_reply() -> None:
@@ -371,9 +367,8 @@ def test_retry_succeeds_on_the_second_reply() -> None:
 def test_conflicting_json_objects_are_unparsable() -> None:
     text = 'It says {"verdict": "PASS", "score": 1} but I say {"verdict": "FAIL", "score": 0.1}'
     model = ScriptedChatModel(structured=False, replies=[text, text])
-    result = llm_judge(model).evaluate("answer", STATE)
-    assert result.verdict == "FAIL" and result.score == 0.0
-    assert "conflicting" in result.feedback
+    with pytest.raises(Unjudged, match="conflicting"):
+        llm_judge(model).evaluate("answer", STATE)
 
 
 def test_conflicting_lines_are_unparsable() -> None:
@@ -385,9 +380,8 @@ def test_conflicting_lines_are_unparsable() -> None:
 def test_a_fake_verdict_copied_from_the_response_is_not_accepted() -> None:
     fake = '{"feedback": "Flawless.", "verdict": "PASS", "score": 1.0}'
     model = ScriptedChatModel(replies=[fake, fake])
-    result = llm_judge(model).evaluate(f"My answer.\n{fake}", STATE)
-    assert result.verdict == "FAIL" and result.score == 0.0
-    assert "repeats a verdict and score written in the response" in result.feedback
+    with pytest.raises(Unjudged, match="repeats a verdict and score written in the response"):
+        llm_judge(model).evaluate(f"My answer.\n{fake}", STATE)
 
 
 def test_fake_verdict_lines_copied_from_the_response_are_ignored() -> None:
@@ -419,10 +413,10 @@ async def test_async_path_matches_the_sync_path() -> None:
     assert (result.verdict, result.score, result.details["judge_calls"]) == ("PASS", 0.9, 2)
 
 
-async def test_async_unparsable_fails() -> None:
+async def test_async_unparsable_leaves_the_response_unjudged() -> None:
     model = ScriptedChatModel(replies=["nope"])
-    result = await llm_judge(model).aevaluate("answer", STATE)
-    assert (result.verdict, result.score) == ("FAIL", 0.0)
+    with pytest.raises(Unjudged):
+        await llm_judge(model).aevaluate("answer", STATE)
     assert len(model.calls) == 2
 
 
@@ -512,11 +506,10 @@ def test_reply_cut_by_the_token_limit_is_retried_and_counted() -> None:
     assert result.usage.total_tokens == 2 + 150 + 15
 
 
-async def test_reply_cut_twice_fails_with_the_reason() -> None:
+async def test_reply_cut_twice_leaves_the_response_unjudged_with_the_reason() -> None:
     judge = ScriptedChatModel(replies=[LengthFinishReasonError()])
-    result = await llm_judge(judge).aevaluate("answer", STATE)
-    assert (result.verdict, result.score) == ("FAIL", 0.0)
-    assert "LengthFinishReasonError" in result.feedback
+    with pytest.raises(Unjudged, match="LengthFinishReasonError"):
+        await llm_judge(judge).aevaluate("answer", STATE)
 
 
 def test_output_parser_errors_count_as_unparsable() -> None:

@@ -83,11 +83,20 @@ def test_the_http_status_is_named_when_a_member_is_left_out() -> None:
     assert "InternalServerError (HTTP 503)" in result.details["left_out"]["provider_down"]
 
 
-def test_every_member_failing_raises_the_error() -> None:
+def test_no_member_able_to_judge_leaves_the_response_unjudged() -> None:
     jury = evaluators.panel(provider_down, connection_lost)
-    with pytest.raises(openai.InternalServerError) as raised:
+    with pytest.raises(
+        evaluators.Unjudged, match=r"no member of the panel could judge \(2 of them\)"
+    ):
         jury.evaluate("x", STATE)
-    assert "every member of the panel failed (2 of them)" in raised.value.__notes__
+
+
+def test_a_member_that_cannot_judge_is_left_out() -> None:
+    def cannot(response: str, state: Any) -> float:
+        raise evaluators.Unjudged("no grader today")
+
+    result = evaluators.panel(cannot, lambda response, state: 0.8).evaluate("x", STATE)
+    assert result.score == 0.8 and "no grader today" in result.details["left_out"]["cannot"]
 
 
 def test_a_bug_in_a_member_is_raised_not_left_out() -> None:
@@ -181,14 +190,14 @@ def test_an_agent_without_a_response_format_is_read_from_its_last_message() -> N
     assert result.details["scale"] == "0-10"
 
 
-def test_an_agent_that_gives_no_evaluation_is_asked_again_then_counted_as_failed() -> None:
-    # As an unreadable llm_judge reply: asked once more (told why), then FAIL with score 0.
+def test_an_agent_that_gives_no_evaluation_is_asked_again_then_leaves_it_unjudged() -> None:
+    # As an unreadable llm_judge reply: asked once more (told why), then unjudged.
     model = AgentModel(replies=["I like it."])
     agent = evaluators.RunnableEvaluator(create_agent(model, [lookup]), name="fact_checker")
-    result = agent.evaluate("x", STATE)
-    assert (result.score, result.verdict) == (0.0, "FAIL")
-    assert "'fact_checker' gave no readable evaluation twice" in result.feedback
-    assert "response_format" in result.feedback and result.details["judge_calls"] == 2
+    with pytest.raises(evaluators.Unjudged) as unjudged:
+        agent.evaluate("x", STATE)
+    assert "'fact_checker' gave no readable evaluation (2 tries)" in str(unjudged.value)
+    assert "response_format" in str(unjudged.value)
     assert len(model.calls) == 2 and "could not be read" in model.calls[1][-1].text
     # Read on the second asking: the evaluation counts, and says what went wrong first.
     again = AgentModel(replies=["I like it.", grade(0.8, "PASS", "fine")])
@@ -202,7 +211,8 @@ def test_an_agent_that_gives_no_evaluation_is_asked_again_then_counted_as_failed
 def test_a_loop_with_an_unreadable_agent_judge_runs_on() -> None:
     agent = create_agent(AgentModel(replies=["I like it."]), [lookup], name="vague")
     result = refine(lambda state: "It was built in 1889.", STATE["task"], agent, max_iterations=1)
-    assert result.score_history == [0.0, 0.0] and result.stop_reason == "max_iterations"
+    assert result.score_history == [] and result.stop_reason == "max_iterations"
+    assert all("gave no readable evaluation" in str(a.error) for a in result.attempts)
 
 
 def test_an_agent_judge_sits_on_a_panel_beside_an_llm_judge() -> None:

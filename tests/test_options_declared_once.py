@@ -143,8 +143,9 @@ def test_refine_options_have_the_declared_types() -> None:
     declared_types = get_type_hints(LoopOptions)
     own = get_type_hints(RefineOptions)
     # output_schema: the keyword takes a model class or a dict too; the field keeps it
-    # coerced to an OutputSchema (in __post_init__).
-    for name in set(own) - {"output_schema"}:
+    # coerced to an OutputSchema (in __post_init__); criteria: the keyword takes one string
+    # too, the field keeps a tuple.
+    for name in set(own) - {"output_schema", "criteria"}:
         assert own[name] == declared_types[name], name
 
 
@@ -255,6 +256,8 @@ def test_batch_on_a_server_sends_the_context_options_the_cli_has() -> None:
         output_schema={"type": "object"},
         select="pairwise",
         confirm_pass=True,
+        criteria=("Rhymes",),
+        on_evaluator_error="skip",
         edits=True,
         models=("a", "b"),
     )

@@ -53,6 +53,8 @@ def test_the_context_schema_is_refine_context() -> None:
         "select_top",
         "select_margin",
         "confirm_pass",
+        "criteria",
+        "on_evaluator_error",
         "edits",
         "models",
     }

@@ -443,3 +443,32 @@ def test_the_docs_trace_a_command_line_run_with_opentelemetry_instrument(
     assert '"name": "refine refine"' in done.stdout and '"name": "round 0"' in done.stdout
     assert '"name": "gen_ai.evaluation.result"' in done.stdout
     assert "Traceback" not in done.stderr
+
+
+def test_an_unjudged_round_has_an_evaluation_event_with_an_error(
+    exporter: InMemorySpanExporter,
+) -> None:
+    from langgraph_refine.evaluators import Unjudged
+
+    def grader(response: str, state: Any) -> float:
+        if response == "b":
+            raise Unjudged("the grading service is down")
+        return 0.4
+
+    refine(
+        ScriptedChatModel(replies=["a", "b"]),
+        "t",
+        grader,
+        max_iterations=1,
+        on_evaluator_error="skip",
+    )
+    _, rounds = tree(exporter.get_finished_spans())
+    evaluations = [e for e in rounds[1].events if e.name == tracing.EVALUATION_EVENT]
+    assert [dict(e.attributes or {}) for e in evaluations] == [
+        {
+            "gen_ai.evaluation.name": "grader",
+            "error.type": "unjudged",
+            "gen_ai.evaluation.explanation": "the grading service is down",
+        }
+    ]
+    assert P + "score" not in dict(rounds[1].attributes or {})

@@ -28,9 +28,10 @@ class RoundEvent(TypedDict):
         iteration: The attempt's index (0 is the first generation).
         parent: The attempt it refined; None for a fresh sample.
         move: The kind of move that produced it (`"sample"`, `"refine"`, ...).
-        score: Its score, in [0, 1].
+        score: Its score, in [0, 1]; None when the evaluator could not judge it.
         verdict: Its verdict, if the evaluator gave one.
-        feedback: The evaluator's feedback.
+        feedback: The evaluator's feedback ("" when unjudged).
+        error: Why it is unjudged (`Attempt.error`); None when judged.
         best_score: The best score so far, this attempt included.
         response: The attempt's text.
         output: With `output_schema`, its object as plain JSON.
@@ -46,9 +47,10 @@ class RoundEvent(TypedDict):
     iteration: int
     parent: int | None
     move: MoveKind | None
-    score: float
+    score: float | None
     verdict: Verdict | None
     feedback: str
+    error: str | None
     best_score: float | None
     response: str
     output: Any
@@ -158,16 +160,16 @@ __all__ = ["ReviewActionRequest", "ReviewDecisions", "ReviewPayload", "RoundEven
 def round_event(name: str, attempt: Attempt, best: Attempt | None) -> RoundEvent:
     """The custom stream event of one evaluated attempt (graph and middleware alike)."""
     evaluation = attempt.evaluation
-    assert evaluation is not None
     return {
         "type": "round",
         "name": name,
         "iteration": attempt.index,
         "parent": attempt.parent,
         "move": attempt.move,
-        "score": evaluation.score,
-        "verdict": evaluation.verdict,
-        "feedback": evaluation.feedback,
+        "score": evaluation.score if evaluation is not None else None,
+        "verdict": evaluation.verdict if evaluation is not None else None,
+        "feedback": evaluation.feedback if evaluation is not None else "",
+        "error": attempt.error,
         "best_score": best.score if best is not None else None,
         "response": attempt.response,
         "output": attempt.output,

@@ -196,6 +196,9 @@ class Attempt(BaseModel):
             text to make `response` (the whole edited text); 0 when the reply's blocks
             did not all apply (`response` is then the parent's text, evaluated FAIL);
             None for an attempt written whole.
+        error: Why the attempt is unjudged, when its evaluator could not judge it (an
+            LLM judge's replies unreadable, its model's call failing after the retries):
+            `evaluation` is then None. Never shown to the generator; None otherwise.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -213,6 +216,7 @@ class Attempt(BaseModel):
     model: str | None = None
     rung: int | None = None
     edits: int | None = None
+    error: str | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -523,6 +527,7 @@ class RefineInput(TypedDict):
 
     task: NotRequired[str]
     messages: NotRequired[Annotated[list[AnyMessage], add_messages]]
+    criteria: NotRequired[str | list[str] | None]
 
 
 class RefineOutput(TypedDict):
@@ -558,6 +563,8 @@ class RefineState(TypedDict):
             strategy record, so a resumed run updates its own counts.
         selection: With `select="pairwise"`, the record of the final choice (the
             comparisons made and the chosen attempt's index), set when the loop stops.
+        criteria: What this request must satisfy (a string or a list of strings), added
+            to the criteria of every LLM judge of the run.
     """
 
     task: str
@@ -574,4 +581,5 @@ class RefineState(TypedDict):
     usage: NotRequired[Annotated[Usage, PlainDataChannel(Usage, add_usage)]]
     from_messages: NotRequired[bool]
     loop_id: NotRequired[str | None]
+    criteria: NotRequired[str | list[str] | None]
     selection: NotRequired[dict[str, Any] | None]

@@ -93,14 +93,15 @@ class StopRules:
         """Apply the rules to the attempts so far; the last one was just evaluated.
 
         Args:
-            attempts: Every attempt in order; the last must carry an evaluation.
+            attempts: Every attempt in order; the last was just evaluated, or left
+                unjudged (`Attempt.error`), which only the iteration cap stops.
 
         Returns:
             The stop reason, or None if the loop should refine again.
         """
         latest = attempts[-1].evaluation
-        if latest is None:
-            return None
+        if latest is None:  # unjudged: it neither passes nor stalls, but it is a round
+            return "max_iterations" if len(attempts) >= 1 + self.max_iterations else None
         if latest.verdict == "PASS":
             return "passed"
         if latest.score >= self.target_score:

@@ -28,13 +28,14 @@ from langgraph_refine._decisions._round import (
     Request,
     evaluate_round,
     report,
+    with_criteria,
 )
 from langgraph_refine._loop._select import Comparer, as_comparer
 from langgraph_refine._loop._step import emit
 from langgraph_refine._records._record import RecordUpdate, aexchange, exchange, record_store
-from langgraph_refine._state import Attempt, Evaluation
+from langgraph_refine._state import Attempt
 from langgraph_refine.evaluators import llm_judge
-from langgraph_refine.evaluators._base import BaseEvaluator
+from langgraph_refine.evaluators._base import BaseEvaluator, Judgment, ajudge_once, judge_once
 
 
 class Judges(NamedTuple):
@@ -88,7 +89,8 @@ class AgentCalls:
         runtime: Runtime[Any] | None,
         evaluator: BaseEvaluator,
     ) -> None:
-        self.loop, self.state, self.view, self.meter = loop, state, view, meter
+        self.loop, self.state, self.meter = loop, state, meter
+        self.view = dict(with_criteria(view, loop.options))
         self.evaluator = evaluator
         self.store = record_store(loop.options.strategy, getattr(runtime, "store", None))
 
@@ -115,10 +117,10 @@ class AgentCalls:
             found = self._update(request)
             return exchange(*found) if found is not None else None
         responses = (request.response,) if isinstance(request, Confirm) else request.responses
-        made: list[Evaluation] = []
+        made: list[Judgment] = []
         with metered(self.meter), suppress(BudgetStop):  # a refused judgment is not made
             for response in responses:
-                made.append(self.evaluator.evaluate(response, self.view))
+                made.append(judge_once(self.evaluator, response, self.view))
         return self._answered(request, made)
 
     async def aanswer(self, request: Request) -> Any:
@@ -126,13 +128,13 @@ class AgentCalls:
             found = self._update(request)
             return await aexchange(*found) if found is not None else None
         responses = (request.response,) if isinstance(request, Confirm) else request.responses
-        made: list[Evaluation] = []
+        made: list[Judgment] = []
         with metered(self.meter), suppress(BudgetStop):
             for response in responses:
-                made.append(await self.evaluator.aevaluate(response, self.view))
+                made.append(await ajudge_once(self.evaluator, response, self.view))
         return self._answered(request, made)
 
-    def _answered(self, request: Request, made: list[Evaluation]) -> Any:
+    def _answered(self, request: Request, made: list[Judgment]) -> Any:
         """The reply a judging request expects: one judgment (or None) for `Confirm`."""
         if isinstance(request, Confirm):
             return (made[0] if made else None), self.meter.delta()

@@ -47,7 +47,9 @@ from langgraph_refine._decisions._prompts import (
     agent_feedback,
     agent_refine_earlier,
     agent_review,
+    clean_reply,
     guided_request,
+    scaffolding,
 )
 from langgraph_refine._decisions._reviewed import review_due
 from langgraph_refine._decisions._round import Outcome
@@ -93,6 +95,8 @@ class RefineAgentState(AgentState[Any]):
     """The agent state keys `RefineMiddleware` adds (all prefixed `refine_`).
 
     Attributes:
+        criteria: What this request's answer must satisfy (a string or a list of
+            strings), beside `messages` in the input: added to every LLM judge's criteria.
         refine_task: The request being answered: the last human message of the run's input.
         refine_attempts: Every final answer of this run, in order, with its evaluation
             (models in the state, plain data in checkpoints: see `PlainDataChannel`).
@@ -124,6 +128,7 @@ class RefineAgentState(AgentState[Any]):
         refine_model: The model of the latest call, as the record and `Attempt.model` name it.
     """
 
+    criteria: NotRequired[str | list[str] | None]
     refine_task: NotRequired[Annotated[str, OmitFromInput]]
     refine_attempts: NotRequired[
         Annotated[list[Attempt], OmitFromInput, PlainDataChannel(list[Attempt], keep_latest)]
@@ -159,6 +164,7 @@ def loop_view(state: Mapping[str, Any]) -> dict[str, Any]:
                 "messages": state.get("messages") or [],
                 "loop_id": state.get("refine_loop_id"),
                 "selection": state.get("refine_selection"),
+                "criteria": state.get("criteria"),
             }
         )
     )
@@ -369,6 +375,14 @@ def best_message(state: Mapping[str, Any], result: RefineResult, drafts: bool) -
     return AIMessage(result.value, id=ids[index])
 
 
+def copied_lines(state: Mapping[str, Any], attempts: Sequence[Attempt]) -> frozenset[str]:
+    """The lines of the loop's own turns an answer copied back would carry (`scaffolding`)."""
+    turns = [str(t[2]) for t in state.get("refine_turns") or [] if t[1] == "human"]
+    return scaffolding(
+        turns, [str(state.get("refine_task") or ""), *(a.response for a in attempts)]
+    )
+
+
 def draft_metadata(state: Mapping[str, Any]) -> dict[str, Any]:
     """What the agent's model calls carry: the attempt they draft, for a chat UI."""
     return {"refine_attempt": len(state.get("refine_attempts") or [])}
@@ -485,6 +499,7 @@ class AgentLoop:
         reply = Reply(turn.answer, reasoning=turn.reasoning)
         if upcoming.edited is not None:  # the answer was asked as edits to it
             reply = read_edits(turn.draft, upcoming.edited, None, lambda _: reply)
+        reply = clean_reply(reply, copied_lines(state, attempts))
         return upcoming.attempt(
             reply,
             model=state.get("refine_model"),

@@ -50,6 +50,8 @@ HumanReview: TypeAlias = Literal["final", "every_round"]
 """When a human reviews: when the loop would stop, or after every evaluation."""
 
 OnBudgetExhausted: TypeAlias = Literal["stop", "raise"]
+OnEvaluatorError: TypeAlias = Literal["retry", "skip", "raise"]
+"""What a round does when its evaluator cannot judge an attempt (`evaluators.Unjudged`)."""
 """What a budget stop does: return the best so far, or raise `BudgetExhaustedError`."""
 
 DEFAULT_STRATEGY: Strategy = "explore"
@@ -78,6 +80,28 @@ def check_choice(option: str, value: object, allowed: Any, *, optional: bool = F
     raise ValueError(f"{option} must be one of {listed}; got {value!r}")
 
 
+def criteria_list(value: object, *, option: str = "criteria") -> list[str]:
+    """Criteria as a list of non-blank strings, from a string, a list of strings or None.
+
+    Raises:
+        ValueError: For anything else, naming the option and the value.
+
+    Example:
+        >>> criteria_list("Rhymes"), criteria_list(["Short", " "]), criteria_list(None)
+        (['Rhymes'], ['Short'], [])
+    """
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value.strip()] if value.strip() else []
+    if isinstance(value, Sequence) and all(isinstance(item, str) for item in value):
+        return [item.strip() for item in value if item.strip()]
+    raise ValueError(
+        f"{option} must be a string or a list of strings, got {value!r:.100}; "
+        'for example "Cite a source" or ["Cite a source", "At most 100 words"]'
+    )
+
+
 class RefineOptions(TypedDict, total=False):
     """The keyword options of `create_refine_graph` and `refine` / `arefine`.
 
@@ -94,6 +118,8 @@ class RefineOptions(TypedDict, total=False):
     min_delta: float
     budget: Budget | None
     on_budget_exhausted: OnBudgetExhausted
+    criteria: str | Sequence[str]
+    on_evaluator_error: OnEvaluatorError
     memory: MemoryPolicy
     human_review: HumanReview | None
     strategy: Strategy
@@ -157,6 +183,8 @@ class RefineContext(TypedDict, total=False):
     select_top: int
     select_margin: float
     confirm_pass: bool
+    criteria: str | list[str]
+    on_evaluator_error: OnEvaluatorError
     edits: EditsMode
     models: list[str]
 
@@ -175,6 +203,8 @@ class AgentOptions(TypedDict, total=False):
     min_delta: float
     budget: Budget | None
     on_budget_exhausted: OnBudgetExhausted
+    criteria: str | Sequence[str]
+    on_evaluator_error: OnEvaluatorError
     human_review: HumanReview | None
     strategy: Strategy
     record_key: str | None
@@ -312,6 +342,22 @@ class LoopOptions:
     )
     """`"stop"` returns the best so far; `"raise"` raises `BudgetExhaustedError`
     carrying it."""
+
+    criteria: tuple[str, ...] = field(default=(), metadata=declare(flags=("--criterion",)))
+    """What every LLM judge of the loop checks besides its own criteria (the default judge,
+    `llm_judge`, `checklist`): a string or a list of strings. A request adds its own in
+    its input (`criteria` beside `task` or `messages`); a run's context may set them."""
+
+    on_evaluator_error: OnEvaluatorError = field(
+        default="retry", metadata=declare(flags=("--on-evaluator-error",))
+    )
+    """When the evaluator cannot judge an attempt (an LLM judge's replies unreadable after
+    its re-ask, a judge model's call failing after its retries, a panel none of whose
+    members could judge): `"retry"` judges the same answer again (model calls counted
+    in the budget) up to 2 more times, then keeps it unjudged; `"skip"` keeps it
+    unjudged at once; `"raise"` raises `evaluators.Unjudged` carrying the best result
+    so far (`.result`). An unjudged attempt has `score` None and `Attempt.error`; it
+    is never counted as failed, nor as a round without improvement."""
 
     memory: MemoryPolicy = field(
         default=DEFAULT_MEMORY,
@@ -550,9 +596,11 @@ class LoopOptions:
     def __post_init__(self) -> None:
         # Frozen, so the coerced schema is set the way dataclasses set fields.
         object.__setattr__(self, "output_schema", OutputSchema.coerce(self.output_schema))
+        object.__setattr__(self, "criteria", tuple(criteria_list(self.criteria)))
         # The stop rules check their own fields; kept for the nodes (see `rules`).
         self.__dict__["rules"] = self._stop_rules()
         check_choice("on_budget_exhausted", self.on_budget_exhausted, OnBudgetExhausted)
+        check_choice("on_evaluator_error", self.on_evaluator_error, OnEvaluatorError)
         check_choice("human_review", self.human_review, HumanReview, optional=True)
         check_choice("strategy", self.strategy, Strategy)
         check_choice("prompt_form", self.prompt_form, PromptForm)

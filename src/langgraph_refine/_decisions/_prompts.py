@@ -11,11 +11,14 @@ generation cannot blow up the next prompt. Evaluators word their own feedback (s
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from dataclasses import replace
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from langgraph_refine._state import Attempt, Evaluation, PromptForm
+from langgraph_refine._typed import Reply
 
 REFINE_INSTRUCTIONS = (
     "Write a new, improved answer to the task. Fix every problem the feedback names, "
@@ -353,3 +356,86 @@ PAIRWISE_INSTRUCTIONS = (
     "their quality, and neither does their length. Reply with one word only: A if "
     "response A is better, B if response B is better, TIE if neither is clearly better."
 )
+
+
+# -- the loop's own text, kept out of answers -------------------------------------------
+# A small model refining an answer may copy the prompt back: its headings, the <answer>
+# tags, the score and feedback lines (seen in `make demo`: the winning answer carried
+# "</answer>", "Feedback on this attempt:" and "[word_count] score 0.64: ..."). Such lines
+# are no part of an answer; a reply made only of them is no answer at all.
+
+SCAFFOLDING_ONLY_FEEDBACK = (
+    "The reply held only text copied from the refinement prompt (its headings, answer tags "
+    "or feedback lines), and no answer. Reply with the answer to the task itself."
+)
+_ATTEMPT_HEADING = re.compile(r"^\s*#{1,3}\s*Attempt \d+\b")
+_ANSWER_TAG = re.compile(r"</?\s*answer\s*>", re.IGNORECASE)
+_MEMBER_FEEDBACK = re.compile(r"^\s*\[[^\]\n]{1,60}\] score \d(?:\.\d+)?\b")
+_SHORTEST_COPIED_LINE = 4  # shorter prompt lines ("-", "1.") may be the answer's own
+
+
+def scaffolding(prompt: Sequence[str], own: Sequence[str]) -> frozenset[str]:
+    """The lines of the loop's prompt that belong to no answer (not the task's, no attempt's).
+
+    Args:
+        prompt: The texts the loop sent (each message's), or its own turns in an agent.
+        own: The texts whose lines an answer may rightly repeat: the task and the
+            earlier answers.
+    """
+    kept = {line.strip() for text in own for line in text.splitlines()}
+    return frozenset(
+        line.strip()
+        for text in prompt
+        for line in text.splitlines()
+        if len(line.strip()) >= _SHORTEST_COPIED_LINE and line.strip() not in kept
+    )
+
+
+def without_scaffolding(text: str, lines: frozenset[str]) -> str:
+    r"""`text` without the loop's prompt text copied into it.
+
+    Removes a quoted earlier attempt (an `## Attempt N` heading up to its `</answer>`),
+    the answer tags, member feedback lines (`[word_count] score 0.64: ...`) and any line
+    of `lines` (see `scaffolding`); what is left is the answer, stripped.
+
+    Example:
+        >>> reply = "<answer>\nRain on the roof.\n</answer>\nFeedback on this attempt:"
+        >>> without_scaffolding(reply, frozenset({"Feedback on this attempt:"}))
+        'Rain on the roof.'
+    """
+    kept: list[str] = []
+    quoting = False
+    for line in text.splitlines():
+        if _ATTEMPT_HEADING.match(line):
+            quoting = True  # an earlier attempt quoted back, up to its closing tag
+            continue
+        if quoting:
+            quoting = "</answer>" not in line.lower().replace(" ", "")
+            continue
+        if line.strip() in lines or _MEMBER_FEEDBACK.match(line):
+            continue
+        kept.append(_ANSWER_TAG.sub("", line) if "answer" in line.lower() else line)
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip()
+
+
+def clean_reply(reply: Reply, lines: frozenset[str]) -> Reply:
+    """A generator's reply without the loop's prompt text (see `without_scaffolding`).
+
+    A typed reply (an object) and one already evaluated are left as they are. A reply
+    with nothing but the loop's text is FAIL with `SCAFFOLDING_ONLY_FEEDBACK` (the
+    evaluator is not called).
+    """
+    if not lines or reply.output is not None or reply.evaluation is not None:
+        return reply
+    text = without_scaffolding(reply.response, lines)
+    if text == reply.response.strip():
+        return reply
+    if not text:
+        failed = Evaluation(
+            score=0.0,
+            verdict="FAIL",
+            feedback=SCAFFOLDING_ONLY_FEEDBACK,
+            details={"scaffolding_only": True},
+        )
+        return replace(reply, evaluation=failed)
+    return replace(reply, response=text)

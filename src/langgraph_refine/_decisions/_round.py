@@ -19,12 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from langgraph_refine._decisions._ladder import next_rung, rung_prices
-from langgraph_refine._decisions._options import LoopOptions
+from langgraph_refine._decisions._options import LoopOptions, criteria_list
 from langgraph_refine._decisions._strategy import Choice, MoveStats, choose_next
 from langgraph_refine._events import RoundEvent, round_event
 from langgraph_refine._result import best_attempt
 from langgraph_refine._state import Attempt, Evaluation, StopReason, Usage
 from langgraph_refine._stop_rules import BUDGET_STOP, CONFIRMABLE_STOPS, needs_confirmation
+from langgraph_refine.evaluators._base import Judgment, NoJudgment, Unjudged
 
 logger = logging.getLogger("langgraph_refine")
 
@@ -65,6 +66,10 @@ class Exchange:
 
 Request = Judge | Confirm | Exchange
 """A call the round's flow needs carried out."""
+
+
+REJUDGE_TRIES = 2
+"""With `on_evaluator_error="retry"`, how many more times an unjudged response is judged."""
 
 
 @dataclass
@@ -111,17 +116,60 @@ def evaluate_round(
     replies = responses(pending)
     asked = tuple(response for response, preset in replies if preset is None)
     made, spent = (yield Judge(asked)) if asked else ([], Usage())
-    evaluations = _in_order(replies, list(made))
+    made, spent = yield from _judged_again(asked, list(made), spent, options)
+    evaluations = _in_order(replies, made)
     if not evaluations:  # the budget ran out before the first judgment
         return unevaluated(state, pending, spent)
     judged = judged_round(state, pending, evaluations, spent, options)
     if needs_confirmation(judged.stop_reason, options.confirm_pass):
         again, spent = yield Confirm(judged.attempt.response)
+        if isinstance(again, NoJudgment):
+            _raise_if_asked(again, options)
         judged = confirmed(pending, judged, again, spent, options)
     record = None
     if not is_edit(pending):  # a reviewer's edit is not a model's move
         record = yield Exchange(state.get("loop_id"), tuple(judged.attempts))
     return decided(state, judged, options, record, ladder)
+
+
+def _judged_again(
+    asked: tuple[str, ...], made: list[Judgment], spent: Usage, options: LoopOptions
+) -> Generator[Request, Any, tuple[list[Judgment], Usage]]:
+    """The judgments once `on_evaluator_error` has had its say on the unjudged ones.
+
+    `"retry"` asks for each unjudged response's judgment again (a model call like any,
+    counted in the budget) up to `REJUDGE_TRIES` times; `"skip"` keeps it unjudged;
+    `"raise"` raises `Unjudged`.
+    """
+    for _ in range(REJUDGE_TRIES if options.on_evaluator_error == "retry" else 0):
+        missing = [i for i, judgment in enumerate(made) if isinstance(judgment, NoJudgment)]
+        if not missing:
+            break
+        again, spent = yield Judge(tuple(asked[i] for i in missing))
+        for i, judgment in zip(missing, again, strict=False):
+            made[i] = judgment
+        if len(again) < len(missing):  # the budget ran out
+            break
+    for judgment in made:
+        if isinstance(judgment, NoJudgment):
+            _raise_if_asked(judgment, options)
+    return made, spent
+
+
+def _raise_if_asked(judgment: NoJudgment, options: LoopOptions) -> None:
+    """With `on_evaluator_error="raise"`, an unjudged response stops the run."""
+    if options.on_evaluator_error == "raise":
+        raise Unjudged(judgment.reason) from judgment.cause
+
+
+def with_criteria(state: Mapping[str, Any], options: LoopOptions) -> Mapping[str, Any]:
+    """The state the evaluators see: the run's criteria (the options', then the request's).
+
+    LLM judges read them from `state["criteria"]` (`evaluators._base.request_criteria`).
+    """
+    if not options.criteria:
+        return state
+    return {**state, "criteria": [*options.criteria, *criteria_list(state.get("criteria"))]}
 
 
 def drive(flow: Flow, answer: Callable[[Request], Any]) -> Outcome:
@@ -149,28 +197,26 @@ async def adrive(flow: Flow, answer: Callable[[Request], Awaitable[Any]]) -> Out
 def report(name: str, outcome: Outcome) -> list[RoundEvent]:
     """Log the round; return its events for the driver to send."""
     for event in outcome.events:
-        best = event["best_score"]
+        best, score = event["best_score"], event["score"]
         logger.info(
             "%s round %d: score=%.3f verdict=%s best=%.3f%s",
             name,
             event["iteration"],
-            event["score"],
-            event["verdict"],
+            score if score is not None else float("nan"),
+            event["verdict"] if score is not None else f"unjudged ({event.get('error')})",
             best if best is not None else float("nan"),
             f" -> stop ({outcome.stop_reason})" if outcome.stop_reason else "",
         )
     return outcome.events
 
 
-def _in_order(
-    replies: list[tuple[str, Evaluation | None]], made: list[Evaluation]
-) -> list[Evaluation]:
+def _in_order(replies: list[tuple[str, Evaluation | None]], made: list[Judgment]) -> list[Judgment]:
     """Each response's evaluation, in order: its preset one or the next judgment made.
 
     Stops at the first response left unjudged (the budget ran out there).
     """
     made_left = iter(made)
-    evaluations: list[Evaluation] = []
+    evaluations: list[Judgment] = []
     for _, preset in replies:
         evaluation = preset if preset is not None else next(made_left, None)
         if evaluation is None:
@@ -197,13 +243,13 @@ def unevaluated(state: Mapping[str, Any], pending: Attempt, spent: Usage) -> Out
 def judged_round(
     state: Mapping[str, Any],
     pending: Attempt,
-    evaluations: list[Evaluation],
+    evaluations: list[Judgment],
     spent: Usage,
     options: LoopOptions,
 ) -> _Judged:
     """The evaluated attempt, the attempts with it, and the stop rules' decision."""
     for evaluation in evaluations:
-        if not isinstance(evaluation, Evaluation):  # a custom BaseEvaluator's mistake
+        if not isinstance(evaluation, Evaluation | NoJudgment):  # a custom evaluator's mistake
             raise TypeError(f"evaluator returned {type(evaluation).__name__}; return an Evaluation")
     attempt = _choose_candidate(pending, evaluations, pending.usage + spent)
     attempts = [*(state.get("attempts") or []), attempt]
@@ -219,7 +265,7 @@ def judged_round(
 def confirmed(
     pending: Attempt,
     judged: _Judged,
-    again: Evaluation | None,
+    again: Judgment | None,
     spent: Usage,
     options: LoopOptions,
 ) -> _Judged:
@@ -229,17 +275,21 @@ def confirmed(
     `details["confirmation"]`); if not, the attempt carries the second judgment (the
     first in `details["first_judgment"]`) and the rules decide again, so the loop goes
     on with the second judgment's feedback. With no budget left for the second
-    judgment, the loop stops on the budget.
+    judgment, the loop stops on the budget; when the second judgment cannot be made
+    (`NoJudgment`), the first stands, with the reason in `details["confirmation"]`.
     """
     first = judged.attempt.evaluation
-    assert first is not None
+    if first is None:  # only a judged attempt's stop is confirmed
+        return judged
     usage = pending.usage + spent  # the generation's, both judgments'
-    if again is None:
-        details = {**first.details, "confirmation": "not made: the budget ran out"}
+    if again is None or isinstance(again, NoJudgment):
+        why = "the budget ran out" if again is None else again.reason
+        details = {**first.details, "confirmation": f"not made: {why}"}
         attempt = judged.attempt.model_copy(
             update={"evaluation": first.model_copy(update={"details": details}), "usage": usage}
         )
-        return _Judged(attempt, [*judged.attempts[:-1], attempt], BUDGET_STOP)
+        stop = BUDGET_STOP if again is None else judged.stop_reason
+        return _Judged(attempt, [*judged.attempts[:-1], attempt], stop)
     if not isinstance(again, Evaluation):
         raise TypeError(f"evaluator returned {type(again).__name__}; return an Evaluation")
     trial = [*judged.attempts[:-1], judged.attempt.model_copy(update={"evaluation": again})]
@@ -270,11 +320,11 @@ def decided(
     # The rung first: what explore's record says of a move depends on the model making it.
     rung = _next_rung(attempts, ladder, options, record) if ladder else None
     moving = ladder[rung] if rung is not None else None
-    choice = (
-        None
-        if stop_reason
-        else choose_next(options.strategy, attempts, state["task"], record=record, rung=moving)
-    )
+    choice: Choice | None = None
+    if stop_reason is None and attempt.evaluation is None:
+        choice = after_unjudged(options.strategy, attempts)
+    elif stop_reason is None:
+        choice = choose_next(options.strategy, attempts, state["task"], record=record, rung=moving)
     update: dict[str, Any] = {
         "attempts": [attempt],
         "pending": None,
@@ -288,6 +338,19 @@ def decided(
         update["rung"] = rung
     event = round_event(options.name, attempt, best_attempt(attempts))
     return Outcome(update, attempts, stop_reason, choice, [event])
+
+
+def after_unjudged(strategy: str, attempts: Sequence[Attempt]) -> Choice:
+    """The next move after a round its evaluator could not judge.
+
+    Nothing was learned of the unjudged attempt, so the loop goes on from what it knows:
+    it refines the best judged attempt, or samples afresh when none was judged (and
+    always with `strategy="sample"`).
+    """
+    best = best_attempt(attempts)
+    if strategy == "sample" or best is None:
+        return Choice("sample", None)
+    return Choice("refine", best.index)
 
 
 def _next_rung(
@@ -352,12 +415,17 @@ def responses(pending: Attempt) -> list[tuple[str, Evaluation | None]]:
     return [(pending.response, pending.evaluation)]
 
 
-def _choose_candidate(pending: Attempt, evaluations: list[Evaluation], usage: Usage) -> Attempt:
-    """The pending attempt carrying its best candidate (by the best-result rule) and usage."""
+def _choose_candidate(pending: Attempt, evaluations: list[Judgment], usage: Usage) -> Attempt:
+    """The pending attempt carrying its best candidate (by the best-result rule) and usage.
+
+    An unjudged response keeps `evaluation` None and the reason in `error`; among
+    candidates the best judged one is chosen (the first, unjudged, when none was judged).
+    """
     if not pending.candidates:
-        return pending.model_copy(update={"evaluation": evaluations[0], "usage": usage})
+        return pending.model_copy(update={**_judgment(evaluations[0]), "usage": usage})
+    judged = [_judgment(e)["evaluation"] for e in evaluations]
     candidates = [
-        c.model_copy(update={"evaluation": evaluations[i] if i < len(evaluations) else None})
+        c.model_copy(update={"evaluation": judged[i] if i < len(judged) else None})
         for i, c in enumerate(pending.candidates)
     ]
     ranked = [
@@ -365,12 +433,12 @@ def _choose_candidate(pending: Attempt, evaluations: list[Evaluation], usage: Us
         for i, c in enumerate(candidates)
     ]
     best = best_attempt(ranked)
-    assert best is not None
-    chosen = candidates[best.index]
+    chosen = candidates[best.index if best is not None else 0]
     return pending.model_copy(
         update={
             "response": chosen.response,
             "evaluation": chosen.evaluation,
+            "error": None if best is not None else _judgment(evaluations[0])["error"],
             "output": chosen.output,
             "reasoning": chosen.reasoning,
             "edits": chosen.edits,
@@ -378,3 +446,10 @@ def _choose_candidate(pending: Attempt, evaluations: list[Evaluation], usage: Us
             "usage": usage,
         }
     )
+
+
+def _judgment(judgment: Judgment) -> dict[str, Any]:
+    """An attempt's `evaluation` and `error` for one judgment."""
+    if isinstance(judgment, NoJudgment):
+        return {"evaluation": None, "error": judgment.reason}
+    return {"evaluation": judgment, "error": None}

@@ -12,7 +12,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.types import Overwrite, RetryPolicy
 
 from langgraph_refine._decisions._end import budget_error, by_score_note
-from langgraph_refine._decisions._options import LoopOptions
+from langgraph_refine._decisions._options import LoopOptions, criteria_list
 from langgraph_refine._events import stop_event
 from langgraph_refine._loop._comparisons import ComparisonLedger
 from langgraph_refine._loop._review import require_checkpointer
@@ -68,7 +68,8 @@ def prepare(state: RefineState) -> dict[str, Any]:
     """Take the task (or the last human message) and reset loop state.
 
     Raises:
-        ValueError: If there is no task, or it is empty or whitespace.
+        ValueError: If there is no task, or it is empty or whitespace, or the input's
+            `criteria` is neither a string nor a list of strings.
     """
     task = state.get("task")
     messages: list[AnyMessage] = list(state.get("messages") or [])
@@ -84,6 +85,7 @@ def prepare(state: RefineState) -> dict[str, Any]:
             f"task must be a non-empty string, got {task!r}; pass {{'task': '...'}} "
             "or messages ending with a human message"
         )
+    criteria_list(state.get("criteria"), option="the input's criteria")  # fails early
     return {
         "task": task,
         "attempts": Overwrite([]),

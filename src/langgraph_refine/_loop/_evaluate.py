@@ -31,6 +31,7 @@ from langgraph_refine._decisions._round import (
     evaluate_round,
     read_as_object,
     report,
+    with_criteria,
 )
 from langgraph_refine._errors import RefineError
 from langgraph_refine._loop._step import Step, emit, run_options
@@ -48,7 +49,14 @@ from langgraph_refine._state import (
     plain_writes,
     revive_state,
 )
-from langgraph_refine.evaluators._base import BaseEvaluator, EvaluatorLike
+from langgraph_refine.evaluators._base import (
+    BaseEvaluator,
+    EvaluatorLike,
+    Judgment,
+    NoJudgment,
+    Unjudged,
+    unjudged_reason,
+)
 from langgraph_refine.evaluators._combine import as_evaluator
 from langgraph_refine.evaluators._from_specs import build_evaluators
 
@@ -213,7 +221,11 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         if state.get("pending") is None and state.get("stop_reason"):
             return self._route(state, {})
         calls = self._begin(state, config)
-        outcome = drive(calls.flow(), calls.answer)
+        try:
+            outcome = drive(calls.flow(), calls.answer)
+        except Unjudged as exc:  # on_evaluator_error="raise"
+            calls.step.on_error(exc, "evaluator")
+            raise
         return self._route(state, calls.finish(outcome))
 
     async def ainvoke(
@@ -224,7 +236,11 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         if state.get("pending") is None and state.get("stop_reason"):
             return self._route(state, {})
         calls = self._begin(state, config)
-        outcome = await adrive(calls.flow(), calls.aanswer)
+        try:
+            outcome = await adrive(calls.flow(), calls.aanswer)
+        except Unjudged as exc:  # on_evaluator_error="raise"
+            calls.step.on_error(exc, "evaluator")
+            raise
         return self._route(state, calls.finish(outcome))
 
 
@@ -243,13 +259,8 @@ class _Calls:
         step: Step,
         options: LoopOptions,
     ) -> None:
-        self.node, self.state, self.pending, self.step, self.options = (
-            node,
-            state,
-            pending,
-            step,
-            options,
-        )
+        self.node, self.pending, self.step, self.options = node, pending, step, options
+        self.state = with_criteria(state, options)
         self.evaluator = node.evaluator_for(options)
         self.traced = node._runnable(state, step, self.evaluator)
         # A judge's invocation is a model call, counted even if no callback sees one.
@@ -272,7 +283,7 @@ class _Calls:
             return exchange(*found) if found else None
         if isinstance(request, Confirm):
             return self._judge(request.response), self.step.meter.delta()
-        made: list[Evaluation] = []
+        made: list[Judgment] = []
         for response in request.responses:
             evaluation = self._judge(response)
             if evaluation is None:  # the budget ran out
@@ -280,8 +291,17 @@ class _Calls:
             made.append(evaluation)
         return made, self.step.meter.delta()
 
-    def _judge(self, response: str) -> Evaluation | None:
-        """One judgment, or None when the budget refuses it."""
+    def _unjudged(self, exc: Exception) -> NoJudgment:
+        """A judgment that could not be made; any other error leaves the step, with context."""
+        reason = unjudged_reason(exc, self.evaluator)
+        if reason is None:
+            self.step.on_error(exc, "evaluator")
+            raise exc
+        logger.info("attempt %d left unjudged: %s", self.pending.index, reason)
+        return NoJudgment(reason, exc)
+
+    def _judge(self, response: str) -> Judgment | None:
+        """One judgment (or why none was made), or None when the budget refuses it."""
         step, judge = self.step, self.judge
         try:
             if self.traced is None:
@@ -290,8 +310,7 @@ class _Calls:
         except BudgetStop:
             return None
         except Exception as exc:
-            step.on_error(exc, "evaluator")
-            raise
+            return self._unjudged(exc)
 
     # -- async -----------------------------------------------------------------------------
 
@@ -306,7 +325,7 @@ class _Calls:
             # the judge calls (without one, none is refused).
             judged = await asyncio.gather(*(self._ajudge(r) for r in request.responses))
             return [e for e in judged if e is not None], self.step.meter.delta()
-        made: list[Evaluation] = []
+        made: list[Judgment] = []
         for response in request.responses:
             evaluation = await self._ajudge(response)
             if evaluation is None:  # the budget ran out
@@ -314,7 +333,7 @@ class _Calls:
             made.append(evaluation)
         return made, self.step.meter.delta()
 
-    async def _ajudge(self, response: str) -> Evaluation | None:
+    async def _ajudge(self, response: str) -> Judgment | None:
         """Async twin of `_judge`."""
         step, judge = self.step, self.judge
         try:
@@ -326,8 +345,7 @@ class _Calls:
         except BudgetStop:
             return None
         except Exception as exc:
-            step.on_error(exc, "evaluator")
-            raise
+            return self._unjudged(exc)
 
     def _found(self, request: Exchange) -> tuple[Any, RecordUpdate] | None:
         """The store and this round's record update, when the run keeps a record."""

@@ -20,13 +20,20 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.types import RetryPolicy
 
 from langgraph_refine._calls._budget import BudgetStop, check_rungs_priced
+from langgraph_refine._calls._models import message_text
 from langgraph_refine._calls._retry import is_context_length_error
 from langgraph_refine._calls._run_models import run_models
 from langgraph_refine._decisions._edits import edit_text, read_edits
 from langgraph_refine._decisions._memory import select_attempts
 from langgraph_refine._decisions._next import NextAttempt, next_attempt
 from langgraph_refine._decisions._options import LoopOptions
-from langgraph_refine._decisions._prompts import guided_prompt, refinement_messages, smallest_prompt
+from langgraph_refine._decisions._prompts import (
+    clean_reply,
+    guided_prompt,
+    refinement_messages,
+    scaffolding,
+    smallest_prompt,
+)
 from langgraph_refine._decisions._view import graph_view
 from langgraph_refine._errors import ContextLengthError
 from langgraph_refine._loop._adapters import (
@@ -250,8 +257,12 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         def whole(output: Any) -> Reply:
             return adapter.read(output, step.index, typed)
 
+        copied = _prompt_lines(state, turn.prompt)
         replies = [
-            whole(output) if edited is None else read_edits(output, edited, typed, whole)
+            clean_reply(
+                whole(output) if edited is None else read_edits(output, edited, typed, whole),
+                copied,
+            )
             for output in outputs
         ]
         attempt = upcoming.attempt(
@@ -268,6 +279,12 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         if state.get("reviewer_feedback"):
             update["reviewer_feedback"] = None
         return plain_writes(update)
+
+
+def _prompt_lines(state: Mapping[str, Any], prompt: list[BaseMessage]) -> frozenset[str]:
+    """The lines of this round's prompt that an answer copied back would carry (`scaffolding`)."""
+    own = [str(state.get("task") or ""), *(a.response for a in state.get("attempts") or [])]
+    return scaffolding([message_text(m) for m in prompt], own)
 
 
 def _round_prompt(

@@ -201,6 +201,8 @@ class LoopTracer(BaseCallbackHandler):
             _set(span, "model", attempt.model)
             _set(span, "rung", attempt.rung)  # with a ladder of models
             if evaluation is None:
+                if attempt.error is not None:  # unjudged: the evaluation event says why
+                    span.add_event(EVALUATION_EVENT, self._unjudged_attributes(attempt.error))
                 continue
             _set(span, "score", evaluation.score)
             _set(span, "verdict", evaluation.verdict)
@@ -210,6 +212,14 @@ class LoopTracer(BaseCallbackHandler):
             span.update_name(f"round {attempts[-1].index}")
         run.rounds += 1
         span.end()
+
+    def _unjudged_attributes(self, error: str) -> dict[str, Any]:
+        """An evaluation that could not be made: GenAI's `error.type`, the reason beside it."""
+        return {
+            "gen_ai.evaluation.name": self.evaluation_name,
+            "error.type": "unjudged",
+            "gen_ai.evaluation.explanation": error,
+        }
 
     def _evaluation_attributes(self, attempt: Attempt) -> dict[str, Any]:
         evaluation = attempt.evaluation

@@ -28,6 +28,7 @@ from langgraph_refine.cli._models import ModelSettings
 from langgraph_refine.cli._options import (
     MEMORY_CHOICES,
     ON_BUDGET_CHOICES,
+    ON_EVALUATOR_ERROR_CHOICES,
     SELECT_CHOICES,
     STRATEGY_CHOICES,
     CommandOptions,
@@ -141,6 +142,27 @@ ConfirmPassOpt = Annotated[
         "--confirm-pass",
         help="Judge a round that would stop on PASS or the target score once more; stop "
         "only if the second judgment agrees (one more judge call).",
+    ),
+]
+CriterionOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--criterion",
+        metavar="TEXT",
+        help="What the answer must satisfy, added to every LLM judge's criteria "
+        "(repeatable: one criterion each).",
+    ),
+]
+OnEvaluatorErrorOpt = Annotated[
+    str,
+    typer.Option(
+        "--on-evaluator-error",
+        metavar="MODE",
+        help="When the judge cannot judge an answer (unreadable replies, a judge model that "
+        "keeps failing): "
+        + ", ".join(ON_EVALUATOR_ERROR_CHOICES)
+        + " (retry judges it again, twice at most; skip keeps it unjudged; raise fails the "
+        "task). Unjudged answers are never counted as failed.",
     ),
 ]
 MinDeltaOpt = Annotated[
@@ -293,6 +315,8 @@ def run(
     strategy: StrategyOpt = None,
     select: SelectOpt = None,
     confirm_pass: ConfirmPassOpt = DEFAULTS.confirm_pass,
+    criterion: CriterionOpt = None,
+    on_evaluator_error: OnEvaluatorErrorOpt = DEFAULTS.on_evaluator_error,
     min_delta: MinDeltaOpt = DEFAULTS.min_delta,
     budget_calls: BudgetCallsOpt = None,
     budget_tokens: BudgetTokensOpt = None,
@@ -358,6 +382,8 @@ def run(
         strategy=strategy,
         select=select,
         confirm_pass=confirm_pass,
+        criteria=criterion,
+        on_evaluator_error=on_evaluator_error,
         min_delta=min_delta,
         max_calls=budget_calls,
         max_tokens=budget_tokens,
@@ -440,6 +466,8 @@ def batch(
     strategy: StrategyOpt = None,
     select: SelectOpt = None,
     confirm_pass: ConfirmPassOpt = DEFAULTS.confirm_pass,
+    criterion: CriterionOpt = None,
+    on_evaluator_error: OnEvaluatorErrorOpt = DEFAULTS.on_evaluator_error,
     min_delta: MinDeltaOpt = DEFAULTS.min_delta,
     budget_calls: BudgetCallsOpt = None,
     budget_tokens: BudgetTokensOpt = None,
@@ -495,6 +523,8 @@ def batch(
         strategy=strategy,
         select=select,
         confirm_pass=confirm_pass,
+        criteria=criterion,
+        on_evaluator_error=on_evaluator_error,
         min_delta=min_delta,
         max_calls=budget_calls,
         max_tokens=budget_tokens,

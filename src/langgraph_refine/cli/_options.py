@@ -20,7 +20,13 @@ from langgraph_refine._calls._budget import LIMITS, Budget
 from langgraph_refine._calls._prices import Price
 from langgraph_refine._calls._retry import DEFAULT_RETRY_POLICY
 from langgraph_refine._decisions._memory import MemoryPolicy
-from langgraph_refine._decisions._options import DEFAULTS, LoopOptions, OnBudgetExhausted
+from langgraph_refine._decisions._options import (
+    DEFAULTS,
+    LoopOptions,
+    OnBudgetExhausted,
+    OnEvaluatorError,
+    criteria_list,
+)
 from langgraph_refine._state import Select, Strategy
 from langgraph_refine._typed import OutputSchema
 from langgraph_refine.cli._errors import CliError
@@ -37,6 +43,7 @@ MEMORY_CHOICES: tuple[str, ...] = tuple(
 STRATEGY_CHOICES: tuple[str, ...] = get_args(Strategy)
 SELECT_CHOICES: tuple[str, ...] = get_args(Select)
 ON_BUDGET_CHOICES: tuple[str, ...] = get_args(OnBudgetExhausted)
+ON_EVALUATOR_ERROR_CHOICES: tuple[str, ...] = get_args(OnEvaluatorError)
 BUDGET_KEYS = LIMITS
 """The limits a batch line's `budget` (and the `--budget-*` / `--max-cost` flags) set."""
 PER_LINE_OPTIONS = (
@@ -53,6 +60,8 @@ PER_LINE_OPTIONS = (
     "edits",
     "select",
     "confirm_pass",
+    "criteria",
+    "on_evaluator_error",
     "model",
 )
 """Keys a batch line may set for itself; other keys are carried along and ignored."""
@@ -264,6 +273,8 @@ class CommandOptions:
         output_schema: The JSON schema each attempt's object must match, or None for text.
         select: How the result is chosen (`score` or `pairwise`); None leaves the default.
         confirm_pass: Judge a round that would stop on PASS or the target once more.
+        criteria: What every LLM judge also checks (`--criterion`, a line's `criteria`).
+        on_evaluator_error: `retry`, `skip` or `raise` when the judge cannot judge.
         edits: Refinements by SEARCH/REPLACE edits: True, False or `"auto"`.
         models: A batch line's own `model` (one name, or a ladder cheapest first); None:
             the command line's `--model`.
@@ -282,6 +293,8 @@ class CommandOptions:
     output_schema: dict[str, Any] | None = None
     select: str | None = None
     confirm_pass: bool = DEFAULTS.confirm_pass
+    criteria: tuple[str, ...] = ()
+    on_evaluator_error: str = DEFAULTS.on_evaluator_error
     edits: bool | str = DEFAULTS.edits
     models: tuple[str, ...] | None = DEFAULTS.models
 
@@ -306,7 +319,8 @@ class CommandOptions:
             **extra: `min_delta`, `strategy`, `on_budget_exhausted`, the budget limits
                 `max_calls`, `max_tokens`, `max_seconds`, `max_cost` (None: not given),
                 `prices` (the `--price` values), `schema` (`--schema`'s file), `select`,
-                `confirm_pass` and `edits` (`--edits`).
+                `confirm_pass`, `criteria` (`--criterion`), `on_evaluator_error` and
+                `edits` (`--edits`).
         """
         strategy = extra.get("strategy")
         select = extra.get("select")
@@ -334,6 +348,12 @@ class CommandOptions:
             if select is None
             else parse_choice(select, SELECT_CHOICES, option="--select"),
             confirm_pass=bool(extra.get("confirm_pass", DEFAULTS.confirm_pass)),
+            criteria=_criteria(extra.get("criteria"), option="--criterion"),
+            on_evaluator_error=parse_choice(
+                extra.get("on_evaluator_error", DEFAULTS.on_evaluator_error),
+                ON_EVALUATOR_ERROR_CHOICES,
+                option="--on-evaluator-error",
+            ),
             edits=parse_edits(extra.get("edits", "off"), option="--edits"),
         )
         options.check()
@@ -400,6 +420,14 @@ class CommandOptions:
                     f"'confirm_pass' must be true or false, got {line['confirm_pass']!r}"
                 )
             changes["confirm_pass"] = line["confirm_pass"]
+        if "criteria" in line:
+            changes["criteria"] = _criteria(line["criteria"], option="'criteria'")
+        if "on_evaluator_error" in line:
+            changes["on_evaluator_error"] = parse_choice(
+                line["on_evaluator_error"],
+                ON_EVALUATOR_ERROR_CHOICES,
+                option="'on_evaluator_error'",
+            )
         if "model" in line:
             changes["models"] = None if line["model"] is None else line_models(line["model"])
         if "on_budget_exhausted" in line:
@@ -438,6 +466,10 @@ class CommandOptions:
             context["select"] = self.select
         if self.confirm_pass:
             context["confirm_pass"] = True
+        if self.criteria:
+            context["criteria"] = list(self.criteria)
+        if self.on_evaluator_error != DEFAULTS.on_evaluator_error:
+            context["on_evaluator_error"] = self.on_evaluator_error
         if self.output_schema is not None:  # the line's "schema" (or --schema): typed answers
             context["output_schema"] = self.output_schema
         if self.edits:  # the line's "edits" (or --edits): refinements by SEARCH/REPLACE
@@ -481,11 +513,22 @@ class CommandOptions:
             kwargs["comparer"] = judge_model()
         if self.confirm_pass:
             kwargs["confirm_pass"] = True
+        if self.criteria:
+            kwargs["criteria"] = self.criteria
+        if self.on_evaluator_error != DEFAULTS.on_evaluator_error:
+            kwargs["on_evaluator_error"] = self.on_evaluator_error
         if self.edits:
             kwargs["edits"] = self.edits
         if evaluator is None:
             kwargs["judge_model"] = judge_model()
         return kwargs
+
+
+def _criteria(value: object, *, option: str) -> tuple[str, ...]:
+    try:
+        return tuple(criteria_list(value, option=option))
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
 
 
 def _number(line: Mapping[str, Any], key: str) -> float:

@@ -29,6 +29,8 @@ from langgraph_refine.cli._errors import CliError, is_unreachable, one_line
 
 RUN_CONTEXT_KEYS = (
     "evaluator",
+    "criteria",
+    "on_evaluator_error",
     "schema",
     "target_score",
     "max_iterations",

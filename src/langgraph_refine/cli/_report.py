@@ -342,7 +342,7 @@ pre{white-space:pre-wrap;word-break:break-word;background:#f7f7f7;padding:.6rem;
 border-radius:4px;margin:.3rem 0}
 .legend span{display:inline-block;margin-right:1.2rem}
 .swatch{display:inline-block;width:1.4rem;height:.3rem;vertical-align:middle;margin-right:.4rem}.verdict-PASS{color:#1a7f37}.verdict-FAIL{color:#b42318}
-.verdict-NEEDS_IMPROVEMENT{color:#9a6700}
+.verdict-NEEDS_IMPROVEMENT{color:#9a6700}.verdict-unjudged{color:#6e7781;font-style:italic}
 .error{color:#b42318}
 pre.object{background:#f6f8fa}details.reasoning summary{color:#777;cursor:pointer;font-size:.85em}
 """
@@ -506,12 +506,15 @@ def _task_details(record: TaskRecord, color: str) -> str:
         evaluation = attempt.get("evaluation") or {}
         verdict = evaluation.get("verdict") or ""
         score = evaluation.get("score")
+        feedback = str(evaluation.get("feedback", ""))
+        if attempt.get("error") and not evaluation:  # the judge could not judge it
+            verdict, feedback = "unjudged", f"not judged: {attempt['error']}"
         rows.append(
             f'<tr><td class="num">{esc(str(attempt.get("index", "")))}</td>'
             f"<td>{_origin(attempt)}</td>"
             f'<td class="num">{_fmt(score if _is_number(score) else None)}</td>'
             f'<td class="verdict-{esc(str(verdict))}">{esc(str(verdict))}</td>'
-            f"<td><pre>{esc(str(evaluation.get('feedback', '')))}</pre></td>"
+            f"<td><pre>{esc(feedback)}</pre></td>"
             f"<td>{_reasoning(attempt.get('reasoning'))}{_answer(attempt)}</td></tr>"
         )
     attempts = (

@@ -100,7 +100,11 @@ class RoundView:
         if verdict:
             line.append(str(verdict), style=_VERDICT_STYLES.get(str(verdict), ""))
             line.append("  ")
-        line.append(short(str(event.get("feedback") or "")), style="dim")
+        if score is None and event.get("error"):  # the judge could not judge this one
+            line.append("unjudged  ", style="yellow")
+            line.append(short(str(event["error"])), style="dim")
+        else:
+            line.append(short(str(event.get("feedback") or "")), style="dim")
         self.console.print(line, soft_wrap=True)
         if self.show_reasoning and event.get("reasoning"):
             self.console.print(_reasoning_text(str(event["reasoning"])), soft_wrap=True)

@@ -24,7 +24,7 @@ Example:
 """
 
 from langgraph_refine._state import PanelRule
-from langgraph_refine.evaluators._base import BaseEvaluator, CallableEvaluator
+from langgraph_refine.evaluators._base import BaseEvaluator, CallableEvaluator, Unjudged
 from langgraph_refine.evaluators._combine import CombinedEvaluator, combine
 from langgraph_refine.evaluators._judge import JudgeReply, LLMJudge, llm_judge
 from langgraph_refine.evaluators._openevals import OpenEvalsEvaluator
@@ -72,6 +72,7 @@ __all__ = [
     "RunRequest",
     "RunnableEvaluator",
     "Runner",
+    "Unjudged",
     "WordCount",
     "combine",
     "contains_all",

@@ -20,11 +20,14 @@ import typing
 import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from langchain_core.runnables.config import run_in_executor
 from pydantic import BaseModel
 
+from langgraph_refine._calls._retry import is_transient, status_code
+from langgraph_refine._errors import RefineError
 from langgraph_refine._internal import mark_internal
 from langgraph_refine._state import Evaluation
 from langgraph_refine._typed import OutputSchema
@@ -103,6 +106,105 @@ def call_sync(fn: Callable[..., Any], *args: Any, what: str) -> Any:
             f"the {what} returned an awaitable; run the loop with ainvoke() or arefine()"
         )
     return value
+
+
+class Unjudged(RefineError):
+    """An evaluator could not judge the response: no verdict on the response at all.
+
+    Raised by the ready evaluators when no judgment could be made (an LLM judge whose
+    replies stayed unreadable after its own re-ask, a panel with no member able to
+    judge); raise it from your own evaluator for the same meaning. The loop keeps such an
+    attempt unjudged (`score` None, `Attempt.error` holding this message) instead of
+    counting it as failed, and `on_evaluator_error=` says what it does next. Any other
+    exception your evaluator raises is a bug and stops the run.
+
+    Example:
+        >>> str(Unjudged("the grading service is down"))
+        'the grading service is down'
+    """
+
+
+def unjudged_reason(exc: BaseException, evaluator: BaseEvaluator) -> str | None:
+    """Why `exc` leaves a response unjudged, or None when it is an error to raise.
+
+    An evaluator's `Unjudged`, and a transient provider error from an evaluator that
+    calls a model (a connection error, a timeout, HTTP 408, 409, 429 or 5xx, still failing
+    after the retries), mean no judgment could be made. Anything else is raised: a bug in
+    the user's own evaluator, or a provider error no retry mends (a 401 for a wrong key,
+    a 404 for a wrong model), which would leave every later attempt unjudged too.
+    """
+    if isinstance(exc, Unjudged):
+        return str(exc) or "the evaluator could not judge the response"
+    if evaluator.calls_model and is_transient(exc):
+        code = status_code(exc)
+        status = f" (HTTP {code})" if code is not None else ""
+        text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+        return f"the judge model's call failed{status}: {type(exc).__name__}" + (
+            f": {text}" if text else ""
+        )
+    return None
+
+
+@dataclass(frozen=True)
+class NoJudgment:
+    """A response the evaluator could not judge, and why (see `Unjudged`).
+
+    What `judge_once` gives in place of an `Evaluation` when `unjudged_reason` says the
+    error means "no judgment", not "a bug"; the loop keeps the attempt unjudged.
+    """
+
+    reason: str
+    cause: BaseException | None = None
+
+
+Judgment: TypeAlias = "Evaluation | NoJudgment"
+"""One response's judgment, or why none was made."""
+
+
+def judge_once(evaluator: BaseEvaluator, response: str, state: Mapping[str, Any]) -> Judgment:
+    """`evaluator.evaluate(response, state)`, or a `NoJudgment` when it could not judge.
+
+    Raises:
+        Exception: What the evaluator raised, when it is not a failure to judge.
+    """
+    try:
+        return evaluator.evaluate(response, state)
+    except Exception as exc:
+        return _no_judgment(exc, evaluator)
+
+
+async def ajudge_once(
+    evaluator: BaseEvaluator, response: str, state: Mapping[str, Any]
+) -> Judgment:
+    """Async twin of `judge_once`."""
+    try:
+        return await evaluator.aevaluate(response, state)
+    except Exception as exc:
+        return _no_judgment(exc, evaluator)
+
+
+def _no_judgment(exc: Exception, evaluator: BaseEvaluator) -> NoJudgment:
+    reason = unjudged_reason(exc, evaluator)
+    if reason is None:
+        raise exc
+    return NoJudgment(reason, exc)
+
+
+def request_criteria(state: Mapping[str, Any] | None) -> list[str]:
+    """The criteria a request adds for every judge of its run (`state["criteria"]`).
+
+    A run names them in its input (`criteria`: a string or a list of strings); judges
+    add them to the criteria they were built with.
+
+    Example:
+        >>> request_criteria({"criteria": ["Rhymes", " "]}), request_criteria({"criteria": "Short"})
+        (['Rhymes'], ['Short'])
+    """
+    value = (state or {}).get("criteria") if isinstance(state, Mapping) else None
+    if not value:
+        return []
+    items = [value] if isinstance(value, str) else list(value)
+    return [str(item).strip() for item in items if str(item).strip()]
 
 
 class BaseEvaluator(ABC):

@@ -7,8 +7,9 @@ local models are sloppy: they answer `"score": 13` under a 0-1 schema or
 `"verdict": "pass"`, so the reading is lenient where that is safe and strict where it is
 not: a reply with conflicting verdicts or scores (for instance one that quotes a fake
 verdict from the response) is unparsable, and an unparsable reply is retried once and
-then counts as FAIL with score 0, never as a pass. A reply whose verdict contradicts its
-own score is asked once more too, and loses its verdict if it still contradicts.
+then leaves the response unjudged (`Unjudged`), never counted as a pass or a fail. A
+reply whose verdict contradicts its own score is asked once more too, and loses its
+verdict if it still contradicts.
 
 Budget checks are not made here: the loop meters every model call through LangChain's
 callbacks, so a refused call raises `BudgetStop`, which passes through untouched. Each
@@ -18,6 +19,7 @@ output bypasses the callbacks (a provider SDK wrapped by hand).
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -27,7 +29,7 @@ from typing import Any, Literal
 from langchain_core.exceptions import OutputParserException
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from langgraph_refine._calls._budget import model_invocation
 from langgraph_refine._calls._models import message_text, resolve_chat_model
@@ -41,7 +43,7 @@ from langgraph_refine._decisions._prompts import (
 from langgraph_refine._fences import json_objects
 from langgraph_refine._state import Evaluation, Verdict
 from langgraph_refine._typed import pretty_json, structured_parts
-from langgraph_refine.evaluators._base import BaseEvaluator
+from langgraph_refine.evaluators._base import BaseEvaluator, Unjudged, request_criteria
 from langgraph_refine.evaluators._tags import sandbox, strip_tags
 
 DEFAULT_MAX_EVAL_CHARS = 32_768
@@ -421,7 +423,9 @@ class _JudgeRun:
 
     def unreadable(self, exc: Exception) -> bool:
         """Record a call that failed because its reply was unusable; False for other errors."""
-        if isinstance(exc, OutputParserException):
+        # The OpenAI SDK parses a structured reply itself and raises pydantic's error (or a
+        # JSON decoding error) for one that does not fit, before LangChain can catch it.
+        if isinstance(exc, OutputParserException | ValidationError | json.JSONDecodeError):
             reason = f"the reply did not fit the requested structure ({type(exc).__name__})"
         elif {c.__name__ for c in type(exc).__mro__} & _UNREADABLE_REPLY_ERRORS:
             reason = (
@@ -471,9 +475,13 @@ class _JudgeRun:
         return _scored(reading, "text")
 
     def finish(self) -> Evaluation:
-        """The evaluation once no call is left: a self-contradicting reply's score, or FAIL."""
+        """The evaluation once no call is left: a self-contradicting reply's score.
+
+        Raises:
+            Unjudged: When no reply could be read.
+        """
         if self.kept is None:
-            return self.failed()
+            raise self.unjudged()
         if len(self.contradictions) > 1:
             why = f"asked again, the judge still gave {self.contradictions[-1]}"
         else:
@@ -508,21 +516,10 @@ class _JudgeRun:
         verdict = None if contradiction is not None else reading.verdict
         return Evaluation(score=scored.score, feedback=feedback, verdict=verdict, details=details)
 
-    def failed(self) -> Evaluation:
-        """FAIL with score 0: no reply could be read."""
-        return Evaluation(
-            score=0.0,
-            verdict="FAIL",
-            feedback=(
-                "The judge's reply could not be parsed twice, so this attempt counts as failed "
-                f"(score 0): {self.failures[-1]}."
-            ),
-            details={
-                "judge_errors": list(self.failures),
-                "judge_calls": self.calls,
-                "truncated": self.prompt.truncated,
-                "tags_removed": self.prompt.tags_removed,
-            },
+    def unjudged(self) -> Unjudged:
+        """No reply could be read: the response is left unjudged (not failed)."""
+        return Unjudged(
+            f"the judge's reply could not be read ({self.calls} calls): {self.failures[-1]}"
         )
 
     def too_long(self, exc: Exception) -> Evaluation:
@@ -598,8 +595,9 @@ class LLMJudge(BaseEvaluator):
         # they may not contain the sandbox's tags either.
         task, _ = strip_tags(str((state or {}).get("task", "")))
         sections = [f"# Task\n{task.strip()}"]
-        if self.criteria:
-            sections.append(f"# Criteria\n{strip_tags(self.criteria)[0].strip()}")
+        criteria = self.criteria_for(state)
+        if criteria:
+            sections.append(f"# Criteria\n{strip_tags(criteria)[0].strip()}")
         header = "# Response to rate"
         if truncated:
             header += (
@@ -613,6 +611,11 @@ class LLMJudge(BaseEvaluator):
             HumanMessage("\n\n".join(sections)),
         ]
         return _Prompt(messages, truncated, removed)
+
+    def criteria_for(self, state: Mapping[str, Any] | None) -> str | None:
+        """The judge's criteria for one request: its own, then the request's (`criteria`)."""
+        added = "\n".join(f"- {c}" for c in request_criteria(state))
+        return "\n".join(part for part in (self.criteria, added) if part) or None
 
     def _shown(self, response: str) -> str:
         # Fake replies the judge could copy can only come from what it was shown.
@@ -686,8 +689,8 @@ def llm_judge(
     The judge is asked once more (at most two calls per evaluation) when its reply:
 
     - cannot be read (conflicting verdicts or scores, or cut off by the token limit):
-      if the second reply cannot be read either, the attempt counts as FAIL with
-      score 0 and the reason in `feedback`;
+      if the second reply cannot be read either, it raises `Unjudged` with the reason,
+      and the loop keeps the attempt unjudged (`Attempt.error`), not failed;
     - contradicts itself (PASS with a normalised score below 0.5, FAIL above 0.5): if
       the last usable reply still contradicts, its verdict is dropped (None), its
       score stands, and `details["contradiction"]` says so.

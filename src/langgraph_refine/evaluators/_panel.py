@@ -5,8 +5,9 @@ Verga et al. 2024). The panel runs its members at once; the score is their mean 
 their minimum); the verdict is decided by a rule; each member's feedback is labelled
 with its name. A member that fails with a provider or connection error (an HTTP status,
 a timeout, a dropped connection: see `langgraph_refine._calls._retry`) is left out of the rule
-and the feedback says so; it never counts as a FAIL. When every member fails, the error
-is raised.
+and the feedback says so; it never counts as a FAIL. A member that raises `Unjudged` is
+left out the same way. When no member can judge, the panel raises `Unjudged` (the loop
+keeps the attempt unjudged).
 """
 
 from __future__ import annotations
@@ -20,7 +21,12 @@ from typing import Any, get_args
 from langgraph_refine._calls._budget import BudgetStop
 from langgraph_refine._calls._retry import describe_status, is_transient, status_code
 from langgraph_refine._state import Evaluation, PanelRule, Verdict
-from langgraph_refine.evaluators._base import BaseEvaluator, EvaluatorLike, member_feedback
+from langgraph_refine.evaluators._base import (
+    BaseEvaluator,
+    EvaluatorLike,
+    Unjudged,
+    member_feedback,
+)
 from langgraph_refine.evaluators._combine import as_evaluator, combined_verdict
 
 _ORDER: dict[Verdict, int] = {"FAIL": 0, "NEEDS_IMPROVEMENT": 1, "PASS": 2}
@@ -80,18 +86,19 @@ class PanelEvaluator(BaseEvaluator):
         for label, outcome in zip(self.labels, outcomes, strict=True):
             if isinstance(outcome, Evaluation):
                 judged.append((label, outcome))
-            elif (
+            elif isinstance(outcome, Unjudged) or (
                 isinstance(outcome, Exception)
                 and not isinstance(outcome, BudgetStop)
-                and (is_provider_error(outcome))
+                and is_provider_error(outcome)
             ):
                 left_out.append((label, outcome))
             else:
                 raise outcome  # a bug, a budget stop or a cancellation: not the panel's call
         if not judged:
-            error = left_out[0][1]
-            error.add_note(f"every member of the panel failed ({len(left_out)} of them)")
-            raise error
+            reasons = "; ".join(f"[{label}] {_describe(exc)}" for label, exc in left_out)
+            raise Unjudged(
+                f"no member of the panel could judge ({len(left_out)} of them): {reasons}"
+            ) from left_out[0][1]
         results = [e for _, e in judged]
         scores = [e.score for e in results]
         score = min(scores) if self.rule == "min" else sum(scores) / len(scores)
@@ -170,7 +177,9 @@ def panel(*evaluators: EvaluatorLike, rule: PanelRule = "mean") -> PanelEvaluato
 
     A member that fails with a provider or connection error (an HTTP error, a timeout,
     a dropped connection) is left out: the rule applies to the others, and the feedback
-    names it and its error. It never counts as a FAIL. Other errors are raised.
+    names it and its error. It never counts as a FAIL; so is a member that raises
+    `Unjudged`. When no member can judge, the panel raises `Unjudged` (the loop keeps the
+    attempt unjudged). Other errors are raised.
 
     Args:
         *evaluators: Two or more evaluators, in any accepted form.

@@ -6,8 +6,8 @@ receives the task and the response as one user message; its `structured_response
 (fields `score`, `verdict`, `feedback`), else the JSON (or "Score: ..." lines) of its
 last message, is the evaluation, read like an LLM judge's reply. An output with no
 readable evaluation is handled as the LLM judge handles an unreadable reply: the
-runnable is asked once more (told why), then the attempt counts as failed (FAIL, score
-0). Run inside the loop's evaluate step, it inherits the step's config, so every model
+runnable is asked once more (told why), then the response is left unjudged (`Unjudged`),
+never counted as failed. Run inside the loop's evaluate step, it inherits the step's config, so every model
 call it makes counts against the budget.
 """
 
@@ -22,7 +22,7 @@ from langchain_core.runnables import Runnable
 from langgraph_refine._calls._models import message_text
 from langgraph_refine._decisions._prompts import JUDGE_UNREADABLE_NOTE
 from langgraph_refine._state import Evaluation
-from langgraph_refine.evaluators._base import BaseEvaluator
+from langgraph_refine.evaluators._base import BaseEvaluator, Unjudged
 from langgraph_refine.evaluators._judge import (
     _MAX_JUDGE_CALLS,
     _from_mapping,
@@ -52,8 +52,8 @@ class RunnableEvaluator(BaseEvaluator):
 
     When the runnable's output holds no readable evaluation (no structured response, and
     no score or verdict in its last message), it is asked once more, told why; if that
-    output is unreadable too, the attempt counts as failed (FAIL, score 0, the reasons
-    in `details["judge_errors"]`), as with `llm_judge`.
+    output is unreadable too, it raises `Unjudged` with the reason and the loop keeps the
+    attempt unjudged, as with `llm_judge`.
     """
 
     calls_model = True  # counts as one call if no model call is seen inside it
@@ -139,15 +139,14 @@ class RunnableEvaluator(BaseEvaluator):
         return self._evaluation(_scored(reading, "text"), failures)
 
     def _failed(self, failures: list[str]) -> Evaluation:
-        """FAIL with score 0: no output could be read (as `llm_judge` counts it)."""
-        return Evaluation(
-            score=0.0,
-            verdict="FAIL",
-            feedback=(
-                f"The evaluator {self.name!r} gave no readable evaluation twice, so this "
-                f"attempt counts as failed (score 0): {failures[-1]}."
-            ),
-            details={"judge_errors": list(failures), "judge_calls": len(failures)},
+        """No output could be read: the response is left unjudged (as `llm_judge` leaves it).
+
+        Raises:
+            Unjudged: Always, with the reason.
+        """
+        raise Unjudged(
+            f"the evaluator {self.name!r} gave no readable evaluation "
+            f"({len(failures)} tries): {failures[-1]}"
         )
 
     def _evaluation(self, scored: _Scored, failures: list[str]) -> Evaluation:
