@@ -408,3 +408,56 @@ def test_a_budget_raise_skips_the_review_and_raises_the_same_result(review: str 
     assert from_graph.value.result is not None and from_agent.value.result is not None
     assert shape(from_agent.value.result) == shape(from_graph.value.result)
     assert str(from_agent.value) == str(from_graph.value)
+
+
+# -- models resolved once ----------------------------------------------------------------
+
+
+def test_the_graph_and_the_agent_resolve_judge_and_comparer_by_one_rule() -> None:
+    from langgraph_refine._loop._resolve import loop_models
+    from langgraph_refine.evaluators import LLMJudge, combine, llm_judge, panel
+    from tests.fakes import ScriptedChatModel
+
+    writer, judge_model = AgentModel(replies=["x"]), ScriptedChatModel(replies=["y"])
+
+    def compared_with(models: Any) -> Any:
+        return getattr(models.comparer, "model", None)
+
+    for evaluator in (
+        panel(llm_judge(judge_model), review_judge),
+        combine(review_judge, judge_model),
+    ):
+        graph = loop_models(writer, evaluator)
+        agent = loop_models(None, evaluator, own_model=True, option="models")
+        # An LLM judge inside a panel or combine compares, in both.
+        assert compared_with(graph) is judge_model and compared_with(agent) is judge_model
+
+    # Without an evaluator: the graph's generator judges and compares; the agent's own
+    # model does, once it runs (nothing resolved yet), unless judge_model names one.
+    graph = loop_models(writer, None)
+    assert isinstance(graph.evaluator, LLMJudge) and graph.evaluator.model is writer
+    assert compared_with(graph) is writer and graph.judge_model is writer
+    agent = loop_models(None, None, own_model=True)
+    assert (agent.evaluator, agent.comparer, agent.judge_model) == (None, None, None)
+    for models in (
+        loop_models(writer, None, judge_model=judge_model),
+        loop_models(None, None, judge_model=judge_model, own_model=True),
+    ):
+        assert isinstance(models.evaluator, LLMJudge) and models.evaluator.model is judge_model
+        assert compared_with(models) is judge_model
+
+    # A callable evaluator: the graph compares with its generator, the agent with its own.
+    assert compared_with(loop_models(writer, review_judge)) is writer
+    assert loop_models(None, review_judge, own_model=True).comparer is None
+    with pytest.raises(ValueError, match="judge_model is only used when evaluator is None"):
+        loop_models(None, review_judge, judge_model=judge_model, own_model=True)
+
+
+def test_a_ladder_naming_one_model_twice_is_refused_alike() -> None:
+    from tests.fakes import ScriptedChatModel
+
+    twice = [ScriptedChatModel(replies=["a"]), ScriptedChatModel(replies=["b"])]
+    with pytest.raises(ValueError, match=r"generator\[0\] and generator\[1\] .* more than once"):
+        create_refine_graph(twice, review_judge)
+    with pytest.raises(ValueError, match=r"models\[0\] and models\[1\] .* more than once"):
+        RefineMiddleware(review_judge, models=twice)

@@ -36,7 +36,6 @@ from langgraph_refine._agents._transcript import (
     woven,
 )
 from langgraph_refine._calls._budget import BudgetMeter, active_meter
-from langgraph_refine._calls._models import resolve_chat_model
 from langgraph_refine._decisions._edits import read_edits
 from langgraph_refine._decisions._end import budget_error, by_score_note
 from langgraph_refine._decisions._memory import MemoryPolicy
@@ -56,12 +55,12 @@ from langgraph_refine._decisions._round import Outcome
 from langgraph_refine._decisions._view import LoopView
 from langgraph_refine._events import stop_event
 from langgraph_refine._kinds import kind_of, model_name
+from langgraph_refine._loop._resolve import LoopModels, chat_rungs, loop_models
 from langgraph_refine._loop._review import ReviewNode
 from langgraph_refine._loop._review_schema import ask_review
 from langgraph_refine._loop._select import (
     Comparer,
     Selection,
-    as_comparer,
     calls_left,
     selection_for,
 )
@@ -80,10 +79,7 @@ from langgraph_refine._state import (
     to_plain,
 )
 from langgraph_refine._typed import Reply
-from langgraph_refine.evaluators import llm_judge
 from langgraph_refine.evaluators._base import BaseEvaluator, EvaluatorLike
-from langgraph_refine.evaluators._combine import as_evaluator
-from langgraph_refine.evaluators._judge import LLMJudge
 
 LOOP_NAME = "refine"
 """The loop's name in stream events and review payloads."""
@@ -660,58 +656,36 @@ class AgentLoop:
         return RefineResult.from_state(loop_view(state))
 
 
-def resolve_evaluator(
-    evaluator: EvaluatorLike, judge_model: BaseChatModel | str | None
-) -> BaseEvaluator | None:
-    """The middleware's evaluator: the one given, an LLM judge on `judge_model`, or None.
+def agent_models(
+    models: Sequence[BaseChatModel | str] | None,
+    evaluator: EvaluatorLike,
+    judge_model: BaseChatModel | str | None,
+    comparer: ComparerLike,
+) -> tuple[list[BaseChatModel], LoopModels]:
+    """The agent's ladder (cheapest first, model strings resolved) and its loop's models.
 
-    None means the agent's own model judges, as the graph's judge falls back to the
-    generator's model; the middleware sees it at the first model call.
-
-    Raises:
-        ValueError: If both an evaluator and `judge_model` are given.
-    """
-    if evaluator is None:
-        return None if judge_model is None else llm_judge(judge_model)
-    if judge_model is not None:
-        raise ValueError("judge_model is only used when evaluator is None; pass one or the other")
-    return as_evaluator(evaluator)
-
-
-def default_comparer(comparer: ComparerLike, judge: BaseEvaluator | None) -> Comparer | None:
-    """The comparer of `select="pairwise"`: the one given, else the LLM judge's model.
-
-    None: the agent's own model compares, as it judges (set at the first model call).
-    """
-    if comparer is not None:
-        return as_comparer(comparer)
-    return as_comparer(judge.model) if isinstance(judge, LLMJudge) else None
-
-
-def ladder_of(models: Sequence[BaseChatModel | str] | None) -> list[BaseChatModel]:
-    """The ladder's chat models, cheapest first (model strings resolved), or none.
+    Resolved as the graph's are (`loop_models`), except that the agent's own model,
+    known when it runs, judges and compares when nothing else is named.
 
     Raises:
-        ValueError: If `models` is not a list of chat models or model strings, is empty,
-            or names one model twice.
+        ValueError: If `models` is not a non-empty list of chat models or model strings,
+            or names one model twice; if both an evaluator and `judge_model` are given.
     """
-    if models is None:
-        return []
     one = isinstance(models, str) or kind_of(models) in ("chat", "runnable")
-    if one or not isinstance(models, Sequence) or not models:
+    if models is not None and (one or not isinstance(models, Sequence) or not models):
         raise ValueError(
             f"models must be a non-empty list of chat models or 'provider:model' strings, "
             f"cheapest first, got {models!r}"
         )
-    rungs = [resolve_chat_model(model, option=f"models[{i}]") for i, model in enumerate(models)]
-    names = [model_name(rung) for rung in rungs]
-    twice = sorted({name for name in names if names.count(name) > 1})
-    if twice:
-        raise ValueError(
-            f"models names {twice} more than once: each rung of the ladder must be a "
-            "different model (Attempt.model and the strategy record tell rungs apart by name)"
-        )
-    return rungs
+    resolved = loop_models(
+        list(models) if models is not None else None,
+        evaluator,
+        judge_model=judge_model,
+        comparer=comparer,
+        own_model=True,
+        option="models",
+    )
+    return chat_rungs(resolved.rungs, "models"), resolved
 
 
 def check_binds(rungs: Sequence[BaseChatModel], tools: Sequence[Any]) -> None:

@@ -65,10 +65,8 @@ from langgraph_refine._agents._agent_loop import (
     Edit,
     Finish,
     RefineAgentState,
+    agent_models,
     check_binds,
-    default_comparer,
-    ladder_of,
-    resolve_evaluator,
 )
 from langgraph_refine._calls._budget import BudgetMeter, BudgetStop, check_rungs_priced, metered
 from langgraph_refine._decisions._options import AGENT, AGENT_DEFAULTS, AgentOptions, LoopOptions
@@ -154,16 +152,17 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
                 built.human_review, on_budget_exhausted=built.on_budget_exhausted, name=LOOP_NAME
             )
         )
-        self.rungs = ladder_of(models)
+        # The evaluator and comparer stay None when the agent's own model is to judge
+        # and compare: each run resolves them (`judges_for`), nothing is kept here.
+        self.rungs, resolved = agent_models(models, evaluator, built.judge_model, built.comparer)
         check_rungs_priced(built.budget, self.rungs, "models")  # before any call is paid
-        judge = resolve_evaluator(evaluator, built.judge_model)  # None: the agent's model
         self.loop = AgentLoop(
             replace(built, name=LOOP_NAME),
-            judge,
+            resolved.evaluator,
             review,
             bool(keep_evaluation_turns),
             ladder=[model_name(rung) for rung in self.rungs],
-            comparer=default_comparer(built.comparer, judge),
+            comparer=resolved.comparer,
         )
 
     @property
