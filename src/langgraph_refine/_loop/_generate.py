@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Generic, NamedTuple, TypeVar
 
@@ -51,6 +51,54 @@ from langgraph_refine._typed import OutputSchema, Reply
 logger = logging.getLogger("langgraph_refine")
 
 StateT = TypeVar("StateT", bound=RefineState)
+
+
+class _Ask(NamedTuple):
+    """What the generation flow asks its driver for: `times` outputs of `prompt`."""
+
+    prompt: list[BaseMessage]
+    times: int
+
+
+class _Done(NamedTuple):
+    """The generation flow's end: the step's update."""
+
+    update: dict[str, Any]
+
+
+_Flow = Generator[_Ask, list[Any], dict[str, Any]]
+
+
+def _resume(flow: _Flow, reply: list[Any] | None, error: Exception | None) -> _Ask | _Done:
+    """The flow's next ask, sent the outputs (or thrown the error) of its last; or its end."""
+    try:
+        return flow.send(reply) if error is None else flow.throw(error)  # type: ignore[arg-type]
+    except StopIteration as done:
+        return _Done(done.value)
+
+
+def _drive(flow: _Flow, outputs: Callable[[_Ask], list[Any]]) -> dict[str, Any]:
+    """Carry out a generation flow: each ask answered by `outputs`, or its error thrown in."""
+    ask = _resume(flow, None, None)  # the flow's first ask
+    while isinstance(ask, _Ask):
+        try:
+            reply, error = outputs(ask), None
+        except Exception as exc:  # the flow decides what an error means
+            reply, error = [], exc
+        ask = _resume(flow, reply, error)
+    return ask.update
+
+
+async def _adrive(flow: _Flow, outputs: Callable[[_Ask], Awaitable[list[Any]]]) -> dict[str, Any]:
+    """Async twin of `_drive`."""
+    ask = _resume(flow, None, None)  # the flow's first ask
+    while isinstance(ask, _Ask):
+        try:
+            reply, error = await outputs(ask), None
+        except Exception as exc:
+            reply, error = [], exc
+        ask = _resume(flow, reply, error)
+    return ask.update
 
 
 class _Round(NamedTuple):
@@ -180,40 +228,39 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         """Generate the next attempt (sync)."""
         state = revive_state(input)
         turn = self._begin(state, config)
-        step, count, prompt, adapter = turn.step, turn.calls, turn.prompt, turn.adapter
-        call = adapter.invoke
-        outputs: list[Any] = []
-        try:
-            for _ in range(count):
-                outputs.append(step.call(call, prompt, state, step))
-        except BudgetStop as stop:
-            return _stopped(stop, step)
-        except Exception as exc:
-            small = self._shrink(state, turn, exc)
-            if small is None:
-                step.on_error(exc, "generator")
-                raise
-            try:
-                outputs = [step.call(call, small, state, step)]
-            except Exception as again:
-                raise _overflow(state, turn, again) from again
-        return self._finish(state, outputs, turn)
+        step, call = turn.step, turn.adapter.invoke
+
+        def outputs(ask: _Ask) -> list[Any]:
+            return [step.call(call, ask.prompt, state, step) for _ in range(ask.times)]
+
+        return _drive(self._generation(state, turn), outputs)
 
     async def ainvoke(
         self, input: StateT, config: RunnableConfig | None = None, **kwargs: Any
     ) -> dict[str, Any]:
-        """Generate the next attempt (async)."""
+        """Generate the next attempt (async): the candidates concurrently."""
         state = revive_state(input)
         turn = self._begin(state, config)
-        step, count, prompt, adapter = turn.step, turn.calls, turn.prompt, turn.adapter
-        call = adapter.ainvoke
-        outputs: list[Any] = []
+        step, call = turn.step, turn.adapter.ainvoke
+
+        async def outputs(ask: _Ask) -> list[Any]:
+            if ask.times == 1:  # awaited directly: gather() would cost a task per round
+                return [await step.acall(call, ask.prompt, state, step)]
+            calls = (step.acall(call, ask.prompt, state, step) for _ in range(ask.times))
+            return list(await asyncio.gather(*calls))
+
+        return await _adrive(self._generation(state, turn), outputs)
+
+    def _generation(self, state: Mapping[str, Any], turn: _Round) -> _Flow:
+        """The round's generator calls as a flow, written once for `invoke` and `ainvoke`.
+
+        It asks for the round's outputs (`_Ask`) and is sent them, or thrown the error
+        the calls raised: a budget stop ends the loop; a prompt past the model's context
+        is asked once more in its smallest form; any other error is noted and raised.
+        """
+        step = turn.step
         try:
-            if count == 1:  # awaited directly: gather() would cost a task per round
-                outputs.append(await step.acall(call, prompt, state, step))
-            else:
-                calls = (step.acall(call, prompt, state, step) for _ in range(count))
-                outputs = list(await asyncio.gather(*calls))
+            outputs = yield _Ask(turn.prompt, turn.calls)
         except BudgetStop as stop:
             return _stopped(stop, step)
         except Exception as exc:
@@ -222,7 +269,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
                 step.on_error(exc, "generator")
                 raise
             try:
-                outputs = [await step.acall(call, small, state, step)]
+                outputs = yield _Ask(small, 1)
             except Exception as again:
                 raise _overflow(state, turn, again) from again
         return self._finish(state, outputs, turn)
