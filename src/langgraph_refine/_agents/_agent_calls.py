@@ -45,6 +45,13 @@ class Judges(NamedTuple):
     comparer: Comparer
 
 
+class Judging(NamedTuple):
+    """A round for the model step's driver to carry out: its flow and who answers its calls."""
+
+    calls: AgentCalls
+    flow: Flow
+
+
 def judges_for(loop: AgentLoop, model: BaseChatModel) -> Judges:
     """The run's judges: the middleware's own, else an LLM judge on the agent's `model`."""
     evaluator = loop.evaluator if loop.evaluator is not None else llm_judge(model)

@@ -35,7 +35,7 @@ from langgraph_refine._agents._transcript import (
     prompt_turn,
     woven,
 )
-from langgraph_refine._calls._budget import BudgetMeter, active_meter
+from langgraph_refine._calls._budget import BudgetMeter, BudgetStop, active_meter
 from langgraph_refine._decisions._edits import read_edits
 from langgraph_refine._decisions._end import budget_error, by_score_note
 from langgraph_refine._decisions._memory import MemoryPolicy
@@ -243,6 +243,20 @@ def judged(update: dict[str, Any]) -> ExtendedModelResponse[Any]:
     empty: ModelResponse[Any] = ModelResponse(result=[])
     done = update | {"refine_judging": None, "refine_route": "end"}
     return ExtendedModelResponse(model_response=empty, command=Command(update=done))
+
+
+def failed(
+    request: ModelRequest[Any], meter: BudgetMeter, exc: Exception
+) -> ExtendedModelResponse[Any]:
+    """After a model call that raised: the budget's refusal ends the loop, else `exc` is raised.
+
+    Raises:
+        Exception: `exc`, when it is not the budget's refusal (what it spent kept).
+    """
+    if isinstance(exc, BudgetStop):
+        return refused(meter)
+    carry(request, meter)
+    raise exc
 
 
 def carry(request: ModelRequest[Any], meter: BudgetMeter) -> None:

@@ -55,6 +55,7 @@ from langgraph_refine._agents import _agent_loop as turns
 from langgraph_refine._agents._agent_calls import (
     AgentCalls,
     Judges,
+    Judging,
     ametered_call,
     judges_for,
     metered_call,
@@ -68,10 +69,12 @@ from langgraph_refine._agents._agent_loop import (
     agent_models,
     check_binds,
 )
-from langgraph_refine._calls._budget import BudgetMeter, BudgetStop, check_rungs_priced, metered
+from langgraph_refine._calls._budget import BudgetMeter, check_rungs_priced, metered
 from langgraph_refine._decisions._options import AGENT, AGENT_DEFAULTS, AgentOptions, LoopOptions
-from langgraph_refine._decisions._round import adrive, drive
+from langgraph_refine._decisions._round import adrive as adrive_round
+from langgraph_refine._decisions._round import drive as drive_round
 from langgraph_refine._kinds import model_name
+from langgraph_refine._loop._flows import CallFlow, adrive, drive
 from langgraph_refine._loop._review import ReviewNode, require_checkpointer
 from langgraph_refine._loop._step import child_config
 from langgraph_refine._result import RefineResult
@@ -205,36 +208,24 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         kept aside and judged here, where the run's judge is known (the agent's own model
         without an evaluator, see `judges_for`); `after_model` goes where the round says.
         When a reviewer's edit or a pairwise end awaits its judge, no answer is asked:
-        the step judges it and ends the loop.
+        the step judges it and ends the loop (see `_judged`).
         """
-        judges = judges_for(self.loop, request.model)
-        state = request.state
-        if state.get("refine_phase") == "judging":
-            job = self.loop.judging(state, judges.comparer)
-            if isinstance(job, Edit):
-                calls = self._calls(state, job.view, job.meter, request, judges)
-                judged = calls.sent(drive(calls.flow(job.attempt), calls.answer))
-                return turns.judged(self.loop.end_with_edit(state, job, judged))
-            if isinstance(job, Finish):
-                record = job.selection.run(metered_call(job.meter))
-                return turns.judged(self.loop.selected(state, job, record))
-            return turns.judged(job)
-        called, meter = self._request(request), self.loop.meter(state)
-        try:
-            with metered(meter), meter.invocation() as done, drafting(self.loop.options, state):
-                response = done(handler(called))
-        except BudgetStop:
-            return turns.refused(meter)
-        except Exception:
-            turns.carry(request, meter)
-            raise
-        reply = turns.counted(response, meter, turns.model_of(called))
-        answered, turn = self.loop.answered(state, reply)
-        if turn is None:  # tool calls: the agent goes on
-            return reply
-        calls = self._calls(answered, turn.view, turn.meter, request, judges)
-        outcome = drive(calls.flow(self.loop.pending(answered, turn)), calls.answer)
-        return turns.updated(reply, self.loop.after_round(answered, turn, calls.sent(outcome)))
+
+        def carry_out(ask: Any) -> Any:
+            if isinstance(ask, Judging):
+                return drive_round(ask.flow, ask.calls.answer)
+            return ask.selection.run(metered_call(ask.meter))
+
+        reply = None
+        if request.state.get("refine_phase") != "judging":
+            called, meter = self._request(request), self.loop.meter(request.state)
+            try:
+                with metered(meter), meter.invocation() as done, self._drafting(request):
+                    response = done(handler(called))
+            except Exception as exc:
+                return turns.failed(request, meter, exc)
+            reply = turns.counted(response, meter, turns.model_of(called))
+        return drive(self._judged(request, reply), carry_out)
 
     async def awrap_model_call(
         self,
@@ -242,34 +233,53 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ExtendedModelResponse[Any]:
         """Async twin of `wrap_model_call`."""
-        judges = judges_for(self.loop, request.model)
+
+        async def carry_out(ask: Any) -> Any:
+            if isinstance(ask, Judging):
+                return await adrive_round(ask.flow, ask.calls.aanswer)
+            return await ask.selection.arun(ametered_call(ask.meter), concurrent=False)
+
+        reply = None
+        if request.state.get("refine_phase") != "judging":
+            called, meter = self._request(request), self.loop.meter(request.state)
+            try:
+                with metered(meter), meter.invocation() as done, self._drafting(request):
+                    response = done(await handler(called))
+            except Exception as exc:
+                return turns.failed(request, meter, exc)
+            reply = turns.counted(response, meter, turns.model_of(called))
+        return await adrive(self._judged(request, reply), carry_out)
+
+    def _judged(
+        self, request: ModelRequest[Any], reply: ExtendedModelResponse[Any] | None
+    ) -> CallFlow[Judging | Finish, ExtendedModelResponse[Any]]:
+        """The model step's judging, as a flow written once for the sync and async hooks.
+
+        After the model's reply: its final answer's round (none for tool calls). Without
+        one (`refine_phase="judging"`): a reviewer's edit to evaluate, or the end's
+        comparisons. It yields the round to carry out (`Judging`) or the comparisons
+        (`Finish`), and is sent what they gave.
+        """
+        judges = judges_for(self.loop, request.model)  # the run's: nothing is kept
         state = request.state
-        if state.get("refine_phase") == "judging":
+        if reply is None:
             job = self.loop.judging(state, judges.comparer)
             if isinstance(job, Edit):
                 calls = self._calls(state, job.view, job.meter, request, judges)
-                judged = calls.sent(await adrive(calls.flow(job.attempt), calls.aanswer))
+                judged = calls.sent((yield Judging(calls, calls.flow(job.attempt))))
                 return turns.judged(self.loop.end_with_edit(state, job, judged))
             if isinstance(job, Finish):
-                run = job.selection.arun(ametered_call(job.meter), concurrent=False)
-                return turns.judged(self.loop.selected(state, job, await run))
+                return turns.judged(self.loop.selected(state, job, (yield job)))
             return turns.judged(job)
-        called, meter = self._request(request), self.loop.meter(state)
-        try:
-            with metered(meter), meter.invocation() as done, drafting(self.loop.options, state):
-                response = done(await handler(called))
-        except BudgetStop:
-            return turns.refused(meter)
-        except Exception:
-            turns.carry(request, meter)
-            raise
-        reply = turns.counted(response, meter, turns.model_of(called))
         answered, turn = self.loop.answered(state, reply)
-        if turn is None:
+        if turn is None:  # tool calls: the agent goes on
             return reply
         calls = self._calls(answered, turn.view, turn.meter, request, judges)
-        outcome = await adrive(calls.flow(self.loop.pending(answered, turn)), calls.aanswer)
+        outcome = yield Judging(calls, calls.flow(self.loop.pending(answered, turn)))
         return turns.updated(reply, self.loop.after_round(answered, turn, calls.sent(outcome)))
+
+    def _drafting(self, request: ModelRequest[Any]) -> AbstractContextManager[None]:
+        return drafting(self.loop.options, request.state)
 
     def _request(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
         """The round's request: its rung's model, the loop's turns woven in.

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Generic, NamedTuple, TypeVar
 
@@ -42,6 +42,7 @@ from langgraph_refine._loop._adapters import (
     adapt,
     adapt_ladder,
 )
+from langgraph_refine._loop._flows import CallFlow, adrive, drive
 from langgraph_refine._loop._step import Step, run_options
 from langgraph_refine._result import RefineResult
 from langgraph_refine._state import Attempt, RefineState, plain_writes, revive_state
@@ -60,45 +61,7 @@ class _Ask(NamedTuple):
     times: int
 
 
-class _Done(NamedTuple):
-    """The generation flow's end: the step's update."""
-
-    update: dict[str, Any]
-
-
-_Flow = Generator[_Ask, list[Any], dict[str, Any]]
-
-
-def _resume(flow: _Flow, reply: list[Any] | None, error: Exception | None) -> _Ask | _Done:
-    """The flow's next ask, sent the outputs (or thrown the error) of its last; or its end."""
-    try:
-        return flow.send(reply) if error is None else flow.throw(error)  # type: ignore[arg-type]
-    except StopIteration as done:
-        return _Done(done.value)
-
-
-def _drive(flow: _Flow, outputs: Callable[[_Ask], list[Any]]) -> dict[str, Any]:
-    """Carry out a generation flow: each ask answered by `outputs`, or its error thrown in."""
-    ask = _resume(flow, None, None)  # the flow's first ask
-    while isinstance(ask, _Ask):
-        try:
-            reply, error = outputs(ask), None
-        except Exception as exc:  # the flow decides what an error means
-            reply, error = [], exc
-        ask = _resume(flow, reply, error)
-    return ask.update
-
-
-async def _adrive(flow: _Flow, outputs: Callable[[_Ask], Awaitable[list[Any]]]) -> dict[str, Any]:
-    """Async twin of `_drive`."""
-    ask = _resume(flow, None, None)  # the flow's first ask
-    while isinstance(ask, _Ask):
-        try:
-            reply, error = await outputs(ask), None
-        except Exception as exc:
-            reply, error = [], exc
-        ask = _resume(flow, reply, error)
-    return ask.update
+_Flow = CallFlow[_Ask, dict[str, Any]]
 
 
 class _Round(NamedTuple):
@@ -233,7 +196,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         def outputs(ask: _Ask) -> list[Any]:
             return [step.call(call, ask.prompt, state, step) for _ in range(ask.times)]
 
-        return _drive(self._generation(state, turn), outputs)
+        return drive(self._generation(state, turn), outputs)
 
     async def ainvoke(
         self, input: StateT, config: RunnableConfig | None = None, **kwargs: Any
@@ -249,7 +212,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             calls = (step.acall(call, ask.prompt, state, step) for _ in range(ask.times))
             return list(await asyncio.gather(*calls))
 
-        return await _adrive(self._generation(state, turn), outputs)
+        return await adrive(self._generation(state, turn), outputs)
 
     def _generation(self, state: Mapping[str, Any], turn: _Round) -> _Flow:
         """The round's generator calls as a flow, written once for `invoke` and `ainvoke`.
