@@ -4,23 +4,29 @@ The agent keeps its own loop (model, tools, model, ...). When it gives a final a
 AI message without tool calls), this middleware evaluates it and either sends the agent
 back to its model with the feedback or ends the run with the best answer as the last
 message. The round is the graph's (`_round.evaluate_round`, driven here by the hooks), as
-are the options, the stop rules, the budget, the record, the prompts, selection and the
-human review; the agent's state keys and decisions are in `_agent_loop`, the loop's turns
-kept beside the conversation in `_transcript`.
+are the options, the stop rules, the budget, the record, the prompts, selection, the
+human review and the decisions around the round (`_decisions`); the agent's state keys
+and how they are written are in `_agent_loop`, the loop's calls in `_agent_calls`, the
+loop's turns kept beside the conversation in `_transcript`.
 
 The hooks, in the agent's graph:
 
 - `before_agent`: starts a loop for this run (the task is the last human message);
 - `before_model`: checks the budget before every model call;
 - `wrap_model_call`: the round's rung makes the call, which sees the conversation with
-  the loop's turns woven in; counts the call and its tokens; keeps a final answer aside;
-- `after_model`: evaluates a final answer and decides (refine, or stop);
-- `after_agent`: the human review (its own step, so resuming it repeats no model call),
-  a pairwise selection, and the end of the loop.
+  the loop's turns woven in; counts the call and its tokens; keeps a final answer aside
+  and judges it (the round), with the run's judge: the middleware's evaluator, else the
+  agent's own model, which only this step sees;
+- `after_model`: goes where the round decided (refine, or stop);
+- `after_agent`: the human review (its own step, so resuming it repeats no model call)
+  and the end of the loop; a reviewer's edit and a pairwise end's comparisons go back to
+  the model step, where the run's judge and comparer are known.
 
-`before_agent` and `before_model` make no call, so their sync hooks serve async runs
-too; the other async hooks drive the same round as their sync twins (`_round.drive` /
-`adrive`): only the evaluator's and the store's calls differ.
+The middleware holds configuration only: nothing a run resolves is kept on it, so one
+instance serves several agents, and a review resumes in a fresh agent. `before_agent`,
+`before_model`, `after_model` and `after_agent` make no call, so their sync hooks serve
+async runs too; `wrap_model_call` and its async twin differ only in the model's call,
+the rest is one flow (`_judged`).
 
 Needs the `agents` extra: `pip install 'langgraph-refine[agents]'`.
 """
