@@ -404,18 +404,25 @@ def without_scaffolding(text: str, lines: frozenset[str]) -> str:
         'Rain on the roof.'
     """
     kept: list[str] = []
-    quoting = False
-    for line in text.splitlines():
-        if _ATTEMPT_HEADING.match(line):
-            quoting = True  # an earlier attempt quoted back, up to its closing tag
+    all_lines = text.splitlines()
+    closing = [i for i, line in enumerate(all_lines) if _is_closing_tag(line)]
+    quoted_to = -1
+    for i, line in enumerate(all_lines):
+        if i <= quoted_to:
             continue
-        if quoting:
-            quoting = "</answer>" not in line.lower().replace(" ", "")
+        if _ATTEMPT_HEADING.match(line):
+            # An earlier attempt quoted back: its heading, and its text up to the closing
+            # tag when one follows (a heading alone goes alone).
+            quoted_to = next((c for c in closing if c > i), i)
             continue
         if line.strip() in lines or _MEMBER_FEEDBACK.match(line):
             continue
         kept.append(_ANSWER_TAG.sub("", line) if "answer" in line.lower() else line)
     return re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip()
+
+
+def _is_closing_tag(line: str) -> bool:
+    return "</answer>" in line.lower().replace(" ", "")
 
 
 def clean_reply(reply: Reply, lines: frozenset[str]) -> Reply:
