@@ -9,14 +9,12 @@ driver hands the decisions one `LoopView` of its state (`graph_view`, or the age
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from langgraph_refine._state import Attempt, MoveKind, StopReason
 
 
-@dataclass(frozen=True)
-class LoopView:
+class LoopView(NamedTuple):
     """What the decisions before and after a round read of a loop's state.
 
     Attributes:
@@ -44,7 +42,12 @@ class LoopView:
 
     def attempt(self, index: int | None) -> Attempt | None:
         """The attempt with this index, or None."""
-        return next((a for a in self.attempts if a.index == index), None)
+        if index is None:
+            return None
+        for attempt in reversed(self.attempts):  # mostly the latest
+            if attempt.index == index:
+                return attempt
+        return None
 
 
 def graph_view(state: Mapping[str, Any]) -> LoopView:
