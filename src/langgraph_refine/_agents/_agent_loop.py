@@ -37,7 +37,7 @@ from langgraph_refine._agents._transcript import (
 )
 from langgraph_refine._calls._budget import BudgetMeter, BudgetStop, active_meter
 from langgraph_refine._decisions._edits import read_edits
-from langgraph_refine._decisions._end import budget_error, by_score_note
+from langgraph_refine._decisions._end import budget_error, by_score_note, compares_at_end
 from langgraph_refine._decisions._memory import MemoryPolicy
 from langgraph_refine._decisions._next import next_attempt
 from langgraph_refine._decisions._options import LoopOptions
@@ -591,7 +591,7 @@ class AgentLoop:
         )
         if error is not None:
             raise error
-        if self.options.select == "pairwise":  # the comparisons are the model step's
+        if compares_at_end(self.options.select, stop_reason):  # the model step compares
             return judge_in_model_step(ended)
         return self.finish(state, view | ended)
 

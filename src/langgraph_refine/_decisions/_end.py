@@ -1,15 +1,16 @@
 """The loop's end, decided once for the graph and the agent: what is raised, how it chooses.
 
 Before the end chooses: a budget stop with `on_budget_exhausted="raise"` raises, with the
-best result so far (`budget_error`). With `select="pairwise"` the choice may be made by
-score instead of comparisons (`by_score_note`): the reviewer stopped the loop on the
-attempt they were shown, or the budget cannot pay for the comparisons.
+best result so far (`budget_error`). Whether the end compares attempts at all
+(`compares_at_end`); when it would, the choice may still be made by score
+(`by_score_note`): the reviewer stopped the loop on the attempt they were shown, or the
+budget cannot pay for the comparisons.
 """
 
 from __future__ import annotations
 
 from langgraph_refine._errors import BudgetExhaustedError
-from langgraph_refine._result import RefineResult
+from langgraph_refine._result import REVIEWED_REASONS, RefineResult
 from langgraph_refine._state import StopReason
 from langgraph_refine._stop_rules import BUDGET_STOP
 
@@ -29,6 +30,14 @@ def budget_error(result: RefineResult, on_budget_exhausted: str) -> BudgetExhaus
         f"{result.score}; the best result so far is in this error's .result",
         result,
     )
+
+
+def compares_at_end(select: str, stop_reason: str | None) -> bool:
+    """Whether the end compares attempts (`select="pairwise"`) rather than take the best score.
+
+    Not when a reviewer chose the result (approved or edited).
+    """
+    return select == "pairwise" and stop_reason not in REVIEWED_REASONS
 
 
 def by_score_note(stop_reason: StopReason | None, budget_note: str | None) -> str | None:
