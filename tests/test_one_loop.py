@@ -461,3 +461,20 @@ def test_a_ladder_naming_one_model_twice_is_refused_alike() -> None:
         create_refine_graph(twice, review_judge)
     with pytest.raises(ValueError, match=r"models\[0\] and models\[1\] .* more than once"):
         RefineMiddleware(review_judge, models=twice)
+
+
+def test_a_reject_under_pairwise_selection_keeps_the_score_choice_in_both() -> None:
+    from langgraph_refine._decisions._end import REJECTED_NOTE
+
+    answers, options, reviews = REVIEWED["pairwise, final revise, reject"]
+    graph = reviewed_graph(answers, options)
+    answered(graph.invoke, {"task": TASK}, reviews, CONFIG)
+    from_graph = RefineResult.from_state(graph.get_state(CONFIG).values)
+    agent, middleware = reviewed_agent(answers, options)
+    answered(agent.invoke, {"messages": [HumanMessage(TASK)]}, reviews, CONFIG)
+    from_agent = middleware.result(agent.get_state(CONFIG).values)
+    for result in (from_graph, from_agent):
+        selection = result.metadata["selection"]
+        assert (selection["method"], selection["note"]) == ("score", REJECTED_NOTE)
+        assert selection["comparisons"] == []  # the reviewer's stop is not overruled
+        assert result.stop_reason == "rejected"

@@ -15,8 +15,8 @@ from langgraph_refine._state import StopReason
 from langgraph_refine._stop_rules import BUDGET_STOP
 
 REJECTED_NOTE = (
-    "the reviewer rejected further refinement of the attempt they were shown (the best by "
-    "score); chosen by score, not compared"
+    "the reviewer rejected further refinement of the attempt they were shown; chosen by "
+    "score, not compared"
 )
 """`metadata["selection"]["note"]` of a pairwise run stopped by a reviewer's reject."""
 
