@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal, NamedTuple, NotRequired
 
 from langchain.agents.middleware import (
@@ -424,38 +425,31 @@ class Edit(NamedTuple):
     meter: BudgetMeter
 
 
+@dataclass(frozen=True)
 class AgentLoop:
-    """The loop's decisions inside an agent, without I/O.
+    """What `RefineMiddleware`'s hooks write around the round, sync and async alike.
 
-    What `RefineMiddleware`'s hooks do between their calls (the evaluator's and the
-    store's), sync and async alike; the round itself is `_round.evaluate_round`, as in
-    the graph.
+    The decisions are the graph's (`_round.evaluate_round`, `_decisions`); this turns
+    them into the agent's state updates. Frozen: it holds the middleware's
+    configuration only, and nothing a run resolves is kept on it.
 
-    Args:
+    Attributes:
         options: The loop's options, validated once.
-        evaluator: The evaluator of every final answer.
+        evaluator: The evaluator of every final answer (None: the agent's own model,
+            known when it runs, see `_agent_calls.judges_for`).
         review: The human review, or None.
         keep_evaluation_turns: Keep the answers and feedback turns in the conversation.
         ladder: With `models`, the rungs' model names, cheapest first.
         comparer: Who compares answers with `select="pairwise"` (None: the agent's own
-            model, known at its first call).
+            model, known when it runs).
     """
 
-    def __init__(
-        self,
-        options: LoopOptions,
-        evaluator: BaseEvaluator | None,
-        review: ReviewNode | None,
-        keep_evaluation_turns: bool,
-        ladder: Sequence[str] = (),
-        comparer: Comparer | None = None,
-    ) -> None:
-        self.options = options
-        self.evaluator = evaluator
-        self.comparer = comparer
-        self.review = review
-        self.keep_evaluation_turns = keep_evaluation_turns
-        self.ladder = list(ladder)
+    options: LoopOptions
+    evaluator: BaseEvaluator | None
+    review: ReviewNode | None
+    keep_evaluation_turns: bool
+    ladder: Sequence[str] = ()
+    comparer: Comparer | None = None
 
     def budget_stop(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
         """The update that ends the loop before a model call past the budget, else None."""

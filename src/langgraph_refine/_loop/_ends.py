@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
@@ -32,10 +33,11 @@ from langgraph_refine._typed import plain
 logger = logging.getLogger("langgraph_refine")
 
 
+@dataclass
 class Prepare:
     """Starts a loop: checks the run's options, takes the task, resets loop state.
 
-    Args:
+    Attributes:
         options: The loop's options; a run's `context` is applied and validated here,
             so an invalid per-run option fails before any model call.
         review: True when the loop has a human review, which needs a checkpointer.
@@ -47,13 +49,11 @@ class Prepare:
             comparer, or a reviewed loop runs without a checkpointer.
     """
 
-    def __init__(
-        self, options: LoopOptions, *, review: bool = False, can_compare: bool = True
-    ) -> None:
-        self.options = options
-        self.review = review
-        self.can_compare = can_compare
-        self.name = "prepare"
+    options: LoopOptions
+    _: KW_ONLY
+    review: bool = False
+    can_compare: bool = True
+    name: str = "prepare"
 
     def __call__(self, state: RefineState) -> dict[str, Any]:
         options = run_options(self.options)
