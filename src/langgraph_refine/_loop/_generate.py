@@ -36,12 +36,7 @@ from langgraph_refine._decisions._prompts import (
 )
 from langgraph_refine._decisions._view import graph_view
 from langgraph_refine._errors import ContextLengthError
-from langgraph_refine._loop._adapters import (
-    GeneratorAdapter,
-    OneGenerator,
-    adapt,
-    adapt_ladder,
-)
+from langgraph_refine._loop._adapters import GeneratorAdapter, OneGenerator, adapt, adapt_ladder
 from langgraph_refine._loop._flows import CallFlow, adrive, drive
 from langgraph_refine._loop._step import Step, run_options
 from langgraph_refine._result import RefineResult
