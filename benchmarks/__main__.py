@@ -32,6 +32,7 @@ ORDER = (
     "real_overhead",
     "judge_contradictions",
     "selection",
+    "cascade",
     "edits",
     "ladder",
     "agent_ladder",

@@ -14,7 +14,9 @@ the request, so concurrent examples get the same answers in any order:
   agent asked to rate a response answers like the judge, in JSON, also when it asks for
   its `response_format`'s object);
 - a generation asked for an object (`output_schema=`) answers with one that misses a
-  field, and its refinement with the complete object.
+  field, and its refinement with the complete object;
+- a checklist's grader passes each criterion whose words in double quotes all appear in
+  the response, and names the first missing one as the gap of any other.
 """
 
 from __future__ import annotations
@@ -94,6 +96,8 @@ def reply(request: Received, number: int) -> str | dict[str, Any]:
     rating = "<response_to_rate>" in "\n".join(_text(m) for m in messages)
     if _schema_name(request.body) == "score":  # openevals' create_llm_as_judge
         return json.dumps({"reasoning": "Short and to the point.", "score": True})
+    if rating and "# Criteria\n1. " in "\n".join(_text(m) for m in messages):
+        return _checklist(messages)
     if _typed(request.body) and not (tools and rating):
         return _object(messages)
     if request.is_judge and not tools:
@@ -147,6 +151,19 @@ def _answer(messages: list[dict[str, Any]]) -> str:
     if refining:
         return f"An improved answer to: {short} For example, one concrete case."
     return f"A first answer to: {short}"
+
+
+def _checklist(messages: list[dict[str, Any]]) -> str:
+    """A checklist's grading: a criterion passes when its quoted words are in the response."""
+    text = "\n".join(_text(m) for m in messages)
+    listed = text.split("# Criteria\n", 1)[1].split("\n\n", 1)[0]
+    rated = _rated(messages).lower()
+    results = []
+    for number, criterion in re.findall(r"^(\d+)\. (.*)$", listed, flags=re.M):
+        missing = [w for w in re.findall(r'"([^"]+)"', criterion) if w.lower() not in rated]
+        gap = f'It does not mention "{missing[0]}".' if missing else ""
+        results.append({"number": int(number), "gap": gap, "passed": not missing})
+    return json.dumps({"criteria": results})
 
 
 def _object(messages: list[dict[str, Any]]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -287,3 +288,48 @@ def test_the_quality_benchs_warm_arm_keeps_one_store_over_its_tasks(
     assert found  # the record the next tasks read
     quality.methods()
     assert len(stores) == 2  # a new column starts from an empty record
+
+
+def test_the_cascade_bench_prices_and_counts_every_call() -> None:
+    from benchmarks import cascade as bench
+
+    task = bench.load_tasks()[3]  # drafts usually miss its word range
+    for build in bench.VARIANTS.values():
+        outcome = bench.run_task(task, build, 1, {"max_iterations": 4})
+        expected = (
+            outcome.judge_calls * bench.JUDGE_CALL_COST
+            + outcome.writer_calls * bench.WRITER_CALL_COST
+        )
+        assert outcome.cost == pytest.approx(expected)
+        assert 1 <= outcome.writer_calls <= 5
+    # The same draft of the wrong length: combine pays the judge, the cascade does not.
+    combined = bench.run_task(task, bench.combine, 1, {})
+    cascaded = bench.run_task(task, bench.cascade, 1, {})
+    assert cascaded.judge_calls < cascaded.writer_calls
+    assert combined.judge_calls == combined.writer_calls
+
+
+def test_the_cascade_bench_writer_and_judge_follow_the_feedback() -> None:
+    from benchmarks import cascade as bench
+    from langchain_core.messages import HumanMessage
+
+    task = bench.Task(("owl", "lamp"), 10, 20, skill=1.0, fix=1.0)
+    judge = bench.Judge()
+    rated = "# Task\n" + task.text + "\n<response_to_rate>\nAn owl sat.\n</response_to_rate>"
+    reply = json.loads(str(judge.invoke([HumanMessage(rated)]).content))
+    assert (reply["score"], reply["verdict"]) == (0.5, "NEEDS_IMPROVEMENT")
+    assert reply["feedback"] == 'Missing required words: "lamp". Use each of them.'
+
+    writer = bench.Writer(skill=1.0, seed=0)
+    first = str(writer.invoke([HumanMessage(task.text)]).content)
+    assert 10 <= bench.count_words(first) <= 20
+    refine_prompt = (
+        f"# Task\n{task.text}\n<answer>\n{first}\n</answer>\nFeedback on this attempt:\n"
+        'Missing required words: "owl", "lamp". Use each of them.\n\n# What to do'
+    )
+    fixed = [
+        str(bench.Writer(seed=s).invoke([HumanMessage(refine_prompt)]).content) for s in range(20)
+    ]
+    assert sum({"owl", "lamp"} <= bench._words(f) for f in fixed) >= 10
+    assert all(bench.count_words(f) == bench.count_words(first) for f in fixed)  # length kept
+    assert task.quality(first) < 1.0 <= task.quality("owl lamp " + " ".join(["x"] * 10))

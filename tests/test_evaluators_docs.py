@@ -16,6 +16,8 @@ PAGE = Path(__file__).resolve().parents[1] / "docs" / "evaluators.md"
 MODULES = [
     "langgraph_refine.evaluators",
     "langgraph_refine.evaluators._base",
+    "langgraph_refine.evaluators._cascade",
+    "langgraph_refine.evaluators._checklist",
     "langgraph_refine.evaluators._combine",
     "langgraph_refine.evaluators._judge",
     "langgraph_refine.evaluators._openevals",

@@ -577,3 +577,58 @@ def test_a_run_that_passes_at_once_still_counts_its_answers_score() -> None:
     assert strategy_records(store)["k"] == {"scores": {"sample": {"10": 1}}}
     refine(done, TASK, judge, store=store, record_key="k", target_score=0.9)  # another run
     assert strategy_records(store)["k"] == {"scores": {"sample": {"10": 2}}}
+
+
+# -- a record that generalizes: thin evidence borrows, this run's fall counts at once -----------
+
+
+def climbing(refined: float | None) -> ScriptedChatModel:
+    """Fresh answers score 0.30, 0.31, 0.32, ... over every run sharing the model; a
+    refinement scores `refined` (None: the refined score + 0.1)."""
+    fresh_scores = itertools.count()
+
+    def reply(messages: Sequence[BaseMessage]) -> str:
+        text = messages[-1].text
+        if "<answer>" in text:  # a refinement prompt: it shows the attempt refined
+            start = float(SCORE.findall(text)[-1])
+            return f"score={start + 0.1 if refined is None else refined:.2f}"
+        return f"score={0.3 + 0.01 * next(fresh_scores):.2f}"
+
+    return ScriptedChatModel(replies=[reply])
+
+
+def refined_bands(store: BaseStore, key: str) -> set[str]:
+    """The bands refinements in the record started from (`"b1"`, ...)."""
+    scores_ = strategy_records(store).get(key, {}).get("scores", {})
+    return {kind.split("@")[1] for kind in scores_ if kind.startswith("refine@")}
+
+
+FEW = 5
+"""Runs that may still try a refinement from a band where the record saw few of them."""
+
+
+def test_runs_whose_refinements_fall_sample_from_round_one_even_from_a_band_never_refined(
+    key: str,
+) -> None:
+    model, store = climbing(0.02), InMemoryStore()
+    runs, new_band = [], []
+    for _ in range(8):
+        known = refined_bands(store, key)
+        result = refine(model, TASK, judge, strategy="explore", store=store, record_key=key, **LOOP)
+        runs.append([move(a) for a in result.attempts])
+        first = result.attempts[0].evaluation
+        assert first is not None
+        new_band.append(f"b{min(3, int(first.score * 4))}" not in known)
+    assert runs[0][1] == "refine"  # nothing learned yet: the first run refines and sees it fall
+    # After the first few runs, every round of every run is a fresh answer...
+    for moves in runs[FEW:]:
+        assert all(m in ("sample", "guided") for m in moves), runs
+    # ...also in a run whose first answer lands in a band no refinement started from.
+    assert any(new_band[FEW:]), new_band
+
+
+def test_runs_whose_refinements_raise_keep_refining(key: str) -> None:
+    model, store = climbing(None), InMemoryStore()
+    for _ in range(8):
+        result = refine(model, TASK, judge, strategy="explore", store=store, record_key=key, **LOOP)
+    assert [move(a) for a in result.attempts[1:]] == ["refine"] * 3

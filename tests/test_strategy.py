@@ -843,3 +843,35 @@ def test_every_outcome_seen_counts_also_one_beyond_what_the_best_can_move() -> N
     # which +5 is out of reach: they still count, as raising it to 1.0.
     record = scores(sample={"9": 10, "7": 10}, refine_at_b2={"+5": 3})
     assert choose_next("explore", [attempt(0, 0.7)], TASK, record) == Choice("refine", 0)
+
+
+# -- back-off: a thin band borrows from every band, then from the whole record -----------------
+
+
+def test_a_band_no_refinement_started_from_borrows_from_the_other_bands() -> None:
+    # Refinements from b1 dropped most of what they refined; none started from b2 yet.
+    falls = scores(sample={"3": 10, "4": 10, "5": 4}, refine_at_b1={"-3": 3})
+    for task in TASKS:
+        assert choose_next("explore", [attempt(0, 0.55)], task, falls).move in FRESH_MOVES
+    # The mirror: refinements from b1 took most of the room above them; from b2, refine.
+    raises = scores(sample={"3": 10, "4": 10, "5": 4}, refine_at_b1={"+4": 3})
+    assert choose_next("explore", [attempt(0, 0.55)], TASK, raises) == Choice("refine", 0)
+
+
+def test_a_band_with_evidence_of_its_own_outweighs_the_other_bands() -> None:
+    # Refinements fall from a low score and finish the answer from a high one.
+    record = scores(
+        sample={"2": 10, "5": 10, "8": 10}, refine_at_b0={"-1": 30}, refine_at_b3={"+2": 10}
+    )
+    assert choose_next("explore", [attempt(0, 0.8)], TASK, record) == Choice("refine", 0)
+    assert choose_next("explore", [attempt(0, 0.1)], TASK, record).move in FRESH_MOVES
+
+
+def test_with_refinements_never_seen_the_whole_record_decides_after_this_runs_own() -> None:
+    # Fresh answers seen, no refinement yet: an untried refinement is worth trying...
+    record = scores(sample={"4": 10, "5": 10, "6": 4})
+    assert choose_next("explore", [attempt(0, 0.6)], TASK, record) == Choice("refine", 0)
+    # ...until one falls in this very run: its next round samples.
+    run = [attempt(0, 0.6), attempt(1, 0.02, parent=0)]
+    for task in TASKS:
+        assert choose_next("explore", run, task, record).move in FRESH_MOVES

@@ -557,6 +557,27 @@ def model_invocation() -> Iterator[Callable[[T], T]]:
         yield done
 
 
+def counted_inside() -> None:
+    """Tell the invocation around this code that its model calls were counted inside it.
+
+    An evaluator that calls a model on some paths only (a cascade whose judge stage was
+    not reached) runs as one model-calling invocation, which counts as one call when no
+    call was seen in it. Such an evaluator runs each of its model-calling parts in its own
+    `model_invocation` and calls this, so what was not run is not counted. A no-op
+    outside an invocation.
+
+    Example:
+        >>> meter = BudgetMeter(Budget(max_calls=2), Usage())
+        >>> with meter.invocation():
+        ...     counted_inside()  # e.g. a cheap check failed, so no judge was asked
+        >>> meter.calls
+        0
+    """
+    seen = _SEEN.get()
+    if seen is not None:
+        seen[0] += 1
+
+
 def enclosing_meter(config: Mapping[str, Any] | None) -> BudgetMeter | None:
     """The meter among a config's callbacks: the enclosing loop step's, in a nested loop."""
     callbacks = (config or {}).get("callbacks")

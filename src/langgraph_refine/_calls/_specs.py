@@ -15,6 +15,8 @@ check per run). Each spec maps onto one factory of `langgraph_refine.evaluators`
 | `json-schema:FILE` | `json_schema(<the JSON in FILE>)` |
 | `python-tests:FILE` | `python_tests(<the source in FILE>)` |
 | `panel[-RULE]:SPEC;SPEC;...` | `panel(<each spec's evaluator>, rule=RULE)` |
+| `cascade:SPEC;SPEC;...` | `cascade(<each spec's evaluator>)`, cheapest first |
+| `checklist` | `checklist(judge model)`, on the run's `criteria` |
 
 `-` and `_` are the same in a spec's kind (`python_tests:FILE`, `no-repetition`). Several
 specs are combined with equal weights. Specs are parsed (and their files read) before any
@@ -48,6 +50,8 @@ SPEC_FORMS = (
     "json-schema:FILE",
     "python-tests:FILE",
     "panel[-RULE]:SPEC;SPEC;...",
+    "cascade:SPEC;SPEC;...",
+    "checklist",
 )
 """The accepted spec forms, as shown in help and error messages."""
 
@@ -73,11 +77,12 @@ class EvaluatorSpec:
 
     Attributes:
         text: The spec as written.
-        kind: `judge`, `words`, `contains`, `regex`, `no-repetition`, `schema`,
-            `json-schema` or `python-tests`.
+        kind: `judge`, `checklist`, `words`, `contains`, `regex`, `no-repetition`,
+            `schema`, `json-schema`, `python-tests`, `panel` or `cascade`.
         argument: `(min, max)` for words, a word list for contains, the pattern for
             regex, the schema dict for schema and json-schema, the test source for
-            python-tests, None for judge and no-repetition.
+            python-tests, `(rule, member specs)` for panel, the stage specs for cascade,
+            None for judge, checklist and no-repetition.
     """
 
     text: str
@@ -129,6 +134,9 @@ def parse_spec(spec: object, *, allow_files: bool = True) -> EvaluatorSpec:
         )
     if kind == "panel" or kind.startswith("panel-"):
         return EvaluatorSpec(text, "panel", _panel(kind, arg, text, allow_files))
+    if kind == "cascade":
+        stages = _members(arg, text, allow_files, "a cascade", "cascade:words:50-120;judge")
+        return EvaluatorSpec(text, "cascade", stages)
     parse = _PARSERS.get((kind, bool(sep)))
     if parse is None:
         raise SpecError(f"unknown evaluator spec {spec!r}; use one of {spec_forms(allow_files)}")
@@ -147,14 +155,21 @@ def _panel(
             + ", ".join(f"panel-{r}:" for r in rules)
             + " (panel: is panel-mean:)"
         )
+    return rule, _members(arg, spec, allow_files, "a panel", "panel-majority:judge;words:10-50")
+
+
+def _members(
+    arg: str, spec: str, allow_files: bool, what: str, example: str
+) -> tuple[EvaluatorSpec, ...]:
+    """The member specs of a panel or a cascade: at least two, separated by ';'."""
     texts = [member.strip() for member in arg.split(";") if member.strip()]
     if len(texts) < 2:
         raise SpecError(
-            f"evaluator spec {spec!r}: a panel needs at least two specs separated by ';', "
-            "e.g. panel-majority:judge;words:10-50"
+            f"evaluator spec {spec!r}: {what} needs at least two specs separated by ';', "
+            f"e.g. {example}"
         )
-    # A member cannot be a panel: ';' always separates this panel's members.
-    return rule, tuple(parse_spec(member, allow_files=allow_files) for member in texts)
+    # A member cannot be a panel or a cascade: ';' always separates this one's members.
+    return tuple(parse_spec(member, allow_files=allow_files) for member in texts)
 
 
 def _words(arg: str, spec: str) -> tuple[int, int]:
@@ -219,6 +234,7 @@ def _json_schema_file(arg: str, spec: str) -> dict[str, Any]:
 
 _PARSERS: dict[tuple[str, bool], Callable[[str, str], Any]] = {
     ("judge", False): lambda arg, spec: None,
+    ("checklist", False): lambda arg, spec: None,
     ("no-repetition", False): lambda arg, spec: None,
     ("words", True): _words,
     ("contains", True): _contains,

@@ -35,9 +35,13 @@ every choice, round 1's included, weighs those counts with this run's own:
   the best, of how far the outcome lands above the best (an outcome is known to its
   tenth, `_above`), less `FALL_WEIGHT` times how far it lands below. Refining the best
   wins ties. When this run has priced both moves (`Attempt.usage.cost`), values are per
-  dollar. So a model whose refinements fall is soon sampled from round 1, one whose
-  refinements help keeps refining, and one whose refinements help only from a high
-  score samples from a low one and refines from a high one.
+  dollar. From a band where the record holds no refinement, refining backs off to what
+  refinements did from every band, then to what every answer did (`_refine_worth`,
+  pseudo-count shrinkage, `BACKOFF_ROUNDS`); this run's own outcomes count at every
+  level, so a refinement that fell in this run weighs on its next round at once. So a
+  model whose refinements fall is soon sampled from round 1, one whose refinements
+  help keeps refining, and one whose refinements help only from a high score samples
+  from a low one and refines from a high one.
 - With a ladder (`rung` given) the score counts, which pool every rung's answers, do not
   decide; nor in a record written before them. Then explore draws, for each side, a
   belief `Beta(1 + k*worth, 1 + k*(rounds - worth))` over pooled plus own counts of
@@ -69,7 +73,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -143,6 +147,11 @@ its real outcomes outweigh that. Chosen on the random refiners of seeds 2000-203
 that learns fastest that a model's refinements fall (with 2, a run still refined in
 round 1 after three runs whose every refinement fell, with 1.5 after two);
 `make bench BENCH=strategies` reports seeds 7000-7079, unseen."""
+
+BACKOFF_ROUNDS = 0.5
+"""Pseudo-outcomes a level of evidence borrows from the coarser one above it (`_backed_off`):
+a band's refinements from the moves of every band, those from every answer the record
+holds. Small, so a level's own outcomes (this run's first) soon decide."""
 
 
 @dataclass(frozen=True)
@@ -593,34 +602,22 @@ def _explore_by_gain(
     so far. A fresh answer's outcomes are its scores wherever the run stood (where a
     run stands does not change a fresh answer); a refinement's are how far it moved
     from the attempt it refined, when that attempt's score was in the band the best is
-    in now. Refining the best wins ties.
+    in now; from a band where the record holds no refinement, what refinements did
+    from every band and what every answer did stand in (`_refine_worth`). Refining the
+    best wins ties.
     """
     top = _score(best)
-    own = score_counts(attempts)
-
-    def outcomes(kind: str) -> dict[int, int]:
-        seen = {int(outcome): n for outcome, n in own.get(kind, {}).items()}
-        prefix = f"{kind}{SCORE_MARK}"
-        for key, stats in record.items():
-            if key.startswith(prefix):
-                outcome = int(key[len(prefix) :])
-                seen[outcome] = seen.get(outcome, 0) + stats.rounds
-        return seen
-
-    here = round(top * SCORE_BINS)  # a refinement of the best moves it to a score in 0..1
-    refined = _expected_value(
-        outcomes(f"refine@b{_band(top)}"),
-        range(-here, SCORE_BINS - here + 1),
-        lambda moved: _worth(moved / SCORE_BINS, top),
-    )
-    fresh = {
-        kind: _expected_value(
-            outcomes(kind),
-            range(SCORE_BINS + 1),
-            lambda score: _worth(score / SCORE_BINS - top, top),
-        )
+    seen = _outcomes(record, score_counts(attempts))
+    answers = {
+        kind: [
+            (_worth(score / SCORE_BINS - top, top), n) for score, n in seen.get(kind, {}).items()
+        ]
         for kind in FRESH_MOVES
     }
+    borrow = not _in_record(record, f"refine{STATE_MARK}b{_band(top)}")
+    refined = _refine_worth(seen, top, [a for found in answers.values() for a in found], borrow)
+    spread = _mean(_worth(score / SCORE_BINS - top, top) for score in range(SCORE_BINS + 1))
+    fresh = {kind: _backed_off([answers[kind]], spread) for kind in FRESH_MOVES}
     costs = _costs(attempts)
     if "refine" in costs and "sample" in costs:  # per dollar, when this run has priced both
         refined /= costs["refine"]
@@ -628,6 +625,48 @@ def _explore_by_gain(
         fresh = {k: value / costs.get(k, costs["sample"]) for k, value in fresh.items()}
     kind = max(FRESH_MOVES, key=lambda k: fresh[k])  # ties: the earlier in FRESH_MOVES
     return _refine(best.index) if refined >= fresh[kind] else Choice(kind)
+
+
+def _refine_worth(
+    seen: Mapping[str, Mapping[int, int]],
+    top: float,
+    answers: Sequence[tuple[float, int]],
+    borrow: bool,
+) -> float:
+    """The expected worth of refining the best (scored `top`), from the outcomes `seen`.
+
+    From the best's band, its refinements' moves with `SCORES_PRIOR` pseudo-outcomes
+    spread evenly. When the record holds no refinement from that band (`borrow`; this
+    run's own may), the band backs off (`_backed_off`) to the refinements from every band,
+    each move taken as the same share of the room above or below (`_rescaled`), then to
+    every answer's worth from here (`answers`: the fresh ones), then to the even spread.
+    The spread keeps a weight of `SCORES_PRIOR` times the share of refinements seen that
+    did not fall: a model whose refinements have always fallen gets no benefit of the
+    doubt in a band it has not refined from, one whose refinements mostly held still
+    tries there.
+
+    Measured (`make bench BENCH=strategies`): backing off also where the band holds a
+    few refinements of the record lost on the medium refiners (warm explore above both
+    fixed rules on 5-7 of 11 against 11 of 11): refinements from another band say too
+    little of this one's for a thin band to give up its own spread.
+    """
+    here = round(top * SCORE_BINS)  # a refinement of the best moves it to a score in 0..1
+    even = _mean(_worth(moved / SCORE_BINS, top) for moved in range(-here, SCORE_BINS - here + 1))
+    band = seen.get(f"refine{STATE_MARK}b{_band(top)}", {})
+    own = [(_worth(moved / SCORE_BINS, top), n) for moved, n in band.items()]
+    moves = [
+        (kind, moved, n)
+        for kind, bins in seen.items()
+        if kind.startswith(f"refine{STATE_MARK}b")
+        for moved, n in bins.items()
+    ]
+    if not borrow or not moves:
+        return _backed_off([own], even)
+    pooled = [
+        (_worth(_rescaled(moved, kind, top) / SCORE_BINS, top), n) for kind, moved, n in moves
+    ]
+    held = sum(n for _, moved, n in moves if moved >= 0) / sum(n for _, _, n in moves)
+    return _backed_off([own, pooled, [*pooled, *answers]], even, hope=SCORES_PRIOR * held)
 
 
 def _costs(attempts: Sequence[Attempt]) -> dict[str, float]:
@@ -644,19 +683,75 @@ def _costs(attempts: Sequence[Attempt]) -> dict[str, float]:
     return {k: sum(v) / len(v) for k, v in spent.items() if all(c > 0 for c in v)}
 
 
-def _expected_value(
-    seen: Mapping[int, int], possible: range, worth: Callable[[int], float]
-) -> float:
-    """The mean worth of a move's outcomes, with `SCORES_PRIOR` pseudo-outcomes spread evenly.
+def _outcomes(
+    record: Mapping[str, MoveStats], own: Mapping[str, Mapping[str, int]]
+) -> dict[str, dict[int, int]]:
+    """Every outcome by kind (and band), the record's score counts and this run's own together."""
+    seen: dict[str, dict[int, int]] = {}
+    for kind, bins in own.items():
+        for outcome, n in bins.items():
+            found = seen.setdefault(kind, {})
+            found[int(outcome)] = found.get(int(outcome), 0) + n
+    for key, stats in record.items():
+        kind, mark, outcome = key.partition(SCORE_MARK)
+        if mark:
+            found = seen.setdefault(kind, {})
+            found[int(outcome)] = found.get(int(outcome), 0) + stats.rounds
+    return seen
 
-    The pseudo-outcomes go to the `possible` ones; every outcome seen counts, also one
-    outside them (a refinement of another attempt of the band that moved further).
+
+def _in_record(record: Mapping[str, MoveStats], kind: str) -> bool:
+    """Whether the record (earlier runs, not this one) holds an outcome of `kind`."""
+    return any(key.partition(SCORE_MARK)[0] == kind for key in record)
+
+
+def _rescaled(moved: int, kind: str, top: float) -> float:
+    """A refinement's move (in tenths) from its band, as the same share of the room from `top`.
+
+    A move up is the share of the room above its start it took (the start taken at its
+    band's middle), a move down the share of the room below it; that share of the room
+    above or below `top` is how far it moves here. So a refinement that finished a
+    nearly done answer says it may finish one further off, and one that dropped most
+    of what it refined says it drops most of this one too.
     """
-    prior = SCORES_PRIOR / len(possible)
-    weights = {v: float(n) for v, n in seen.items()}
-    for v in possible:
-        weights[v] = weights.get(v, 0.0) + prior
-    return sum(w * worth(v) for v, w in weights.items()) / sum(weights.values())
+    start = (int(kind.rpartition("b")[2]) + 0.5) * SCORE_BINS / STATE_BANDS
+    here = top * SCORE_BINS
+    if moved >= 0:
+        return min(1.0, moved / (SCORE_BINS - start)) * (SCORE_BINS - here)
+    return max(-1.0, moved / start) * here
+
+
+def _backed_off(
+    levels: Sequence[Sequence[tuple[float, int]]], prior: float, hope: float = 0.0
+) -> float:
+    """A move's expected worth, each level of evidence shrunk towards the coarser one above it.
+
+    `levels` hold the worth of each outcome seen and how often it was seen, finest first
+    (say, from the best's band), each coarser one pooling more (from every band). The
+    coarsest level's mean worth is shrunk towards `prior` (the mean worth of an even
+    spread over every outcome the move can have) by `SCORES_PRIOR` pseudo-outcomes, and
+    each finer level's towards the estimate of the level above by `BACKOFF_ROUNDS`:
+    `(sum of its outcomes' worth + k * coarser) / (outcomes + k)`, the standard
+    pseudo-count back-off. So a level that has seen little starts from what the coarser
+    ones know, not from nothing, and a few of its own outcomes soon outweigh them. The
+    finest of several levels also keeps `hope` pseudo-outcomes of `prior`.
+
+    Example:
+        >>> round(_backed_off([[(0.2, 3)]], prior=0.1), 3)  # (3 * 0.2 + 1 * 0.1) / (3 + 1)
+        0.175
+    """
+    estimate, weight = prior, SCORES_PRIOR
+    for depth, level in enumerate(reversed(levels), start=1):
+        extra = hope if depth == len(levels) > 1 else 0.0
+        total = sum(worth * n for worth, n in level) + weight * estimate + extra * prior
+        estimate = total / (sum(n for _, n in level) + weight + extra)
+        weight = BACKOFF_ROUNDS
+    return estimate
+
+
+def _mean(values: Iterable[float]) -> float:
+    found = list(values)
+    return sum(found) / len(found)
 
 
 def _worth(moved: float, top: float) -> float:

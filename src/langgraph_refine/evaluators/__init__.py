@@ -2,8 +2,10 @@
 
 Deterministic checks (`word_count`, `contains_all`, `matches_regex`, `no_repetition`,
 `json_schema`, `python_tests`) call no model and cost nothing against the budget;
-`llm_judge` asks a chat model; `reward_model` wraps any reward function; `combine` takes
-a weighted mean; `panel` a jury of judges decided by a rule. A graph (a `create_agent`
+`llm_judge` asks a chat model; `checklist` has one check the response criterion by
+criterion, naming each gap; `reward_model` wraps any reward function; `combine` takes
+a weighted mean; `cascade` runs checks in stages, cheapest first, each gating the next;
+`panel` a jury of judges decided by a rule. A graph (a `create_agent`
 judge with tools) is an evaluator too (`RunnableEvaluator`).
 Any of them can be passed as `evaluator=` to `create_refine_graph`, `refine` and
 `arefine`, or called directly with `.evaluate(response, state)` / `.aevaluate(...)`.
@@ -25,6 +27,8 @@ Example:
 
 from langgraph_refine._state import PanelRule
 from langgraph_refine.evaluators._base import BaseEvaluator, CallableEvaluator, Unjudged
+from langgraph_refine.evaluators._cascade import CascadeEvaluator, cascade
+from langgraph_refine.evaluators._checklist import ChecklistEvaluator, ChecklistReply, checklist
 from langgraph_refine.evaluators._combine import CombinedEvaluator, combine
 from langgraph_refine.evaluators._judge import JudgeReply, LLMJudge, llm_judge
 from langgraph_refine.evaluators._openevals import OpenEvalsEvaluator
@@ -55,6 +59,9 @@ from langgraph_refine.evaluators._text import (
 __all__ = [
     "BaseEvaluator",
     "CallableEvaluator",
+    "CascadeEvaluator",
+    "ChecklistEvaluator",
+    "ChecklistReply",
     "CombinedEvaluator",
     "ContainsAll",
     "JsonSchema",
@@ -74,6 +81,8 @@ __all__ = [
     "Runner",
     "Unjudged",
     "WordCount",
+    "cascade",
+    "checklist",
     "combine",
     "contains_all",
     "count_words",

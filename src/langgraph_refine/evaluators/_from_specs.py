@@ -10,6 +10,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from langgraph_refine._calls._specs import EvaluatorSpec, SpecError, spec_forms
+from langgraph_refine.evaluators._cascade import cascade
+from langgraph_refine.evaluators._checklist import checklist
 from langgraph_refine.evaluators._judge import llm_judge
 from langgraph_refine.evaluators._panel import panel
 from langgraph_refine.evaluators._python_tests import python_tests
@@ -23,13 +25,15 @@ def build_evaluator(spec: EvaluatorSpec, judge_model: Callable[[], Any]) -> Any:
 
     Args:
         spec: The parsed spec.
-        judge_model: Returns the chat model a `judge` spec uses (called only for `judge`).
+        judge_model: Returns the chat model a `judge` or `checklist` spec uses (called
+            only for those).
 
     Raises:
         SpecError: If the factory rejects the argument.
     """
     builders: dict[str, Callable[[Any], Any]] = {
         "judge": lambda _: llm_judge(judge_model()),
+        "checklist": lambda _: checklist(judge_model()),
         "words": lambda bounds: word_count(*bounds),
         "contains": contains_all,
         "regex": matches_regex,
@@ -40,6 +44,7 @@ def build_evaluator(spec: EvaluatorSpec, judge_model: Callable[[], Any]) -> Any:
         "panel": lambda argument: panel(
             *(build_evaluator(member, judge_model) for member in argument[1]), rule=argument[0]
         ),
+        "cascade": lambda stages: cascade(*(build_evaluator(s, judge_model) for s in stages)),
     }
     if spec.kind not in builders:  # pragma: no cover - parse_spec makes only these kinds
         raise SpecError(f"unknown evaluator spec {spec.text!r}; use one of {spec_forms()}")

@@ -124,6 +124,25 @@ _BARE_SCORE = re.compile(
 )
 
 
+def unreadable_reply(exc: Exception, who: str) -> str | None:
+    """Why `exc` says a model's reply was unusable (asked again, then unjudged); else None.
+
+    Args:
+        exc: What the model call raised.
+        who: The model's role, for the hint (`"judge"`, `"grader"`).
+    """
+    # The OpenAI SDK parses a structured reply itself and raises pydantic's error (or a
+    # JSON decoding error) for one that does not fit, before LangChain can catch it.
+    if isinstance(exc, OutputParserException | ValidationError | json.JSONDecodeError):
+        return f"the reply did not fit the requested structure ({type(exc).__name__})"
+    if {c.__name__ for c in type(exc).__mro__} & _UNREADABLE_REPLY_ERRORS:
+        return (
+            f"the reply was cut off or filtered by the provider ({type(exc).__name__}); "
+            f"if it hit the token limit, give the {who} model a higher max_tokens"
+        )
+    return None
+
+
 class JudgeReply(BaseModel):
     """The structured reply asked of the judge model.
 
@@ -423,16 +442,8 @@ class _JudgeRun:
 
     def unreadable(self, exc: Exception) -> bool:
         """Record a call that failed because its reply was unusable; False for other errors."""
-        # The OpenAI SDK parses a structured reply itself and raises pydantic's error (or a
-        # JSON decoding error) for one that does not fit, before LangChain can catch it.
-        if isinstance(exc, OutputParserException | ValidationError | json.JSONDecodeError):
-            reason = f"the reply did not fit the requested structure ({type(exc).__name__})"
-        elif {c.__name__ for c in type(exc).__mro__} & _UNREADABLE_REPLY_ERRORS:
-            reason = (
-                f"the reply was cut off or filtered by the provider ({type(exc).__name__}); "
-                "if it hit the token limit, give the judge model a higher max_tokens"
-            )
-        else:
+        reason = unreadable_reply(exc, "judge")
+        if reason is None:
             return False
         self._unparsable(reason)
         return True

@@ -7,8 +7,8 @@ receives the task and the response as one user message; its `structured_response
 last message, is the evaluation, read like an LLM judge's reply. An output with no
 readable evaluation is handled as the LLM judge handles an unreadable reply: the
 runnable is asked once more (told why), then the response is left unjudged (`Unjudged`),
-never counted as failed. Run inside the loop's evaluate step, it inherits the step's config, so every model
-call it makes counts against the budget.
+never counted as failed. Run inside the loop's evaluate step, it inherits the step's
+config, so every model call it makes counts against the budget.
 """
 
 from __future__ import annotations
