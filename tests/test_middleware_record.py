@@ -19,8 +19,8 @@ from langgraph.store.memory import InMemoryStore
 from langgraph_refine import Attempt, Evaluation, RefineMiddleware
 from langgraph_refine._agents._agent_loop import onward
 from langgraph_refine._decisions._options import LoopOptions
-from langgraph_refine._decisions._view import LoopView
 from langgraph_refine._decisions._prompts import AGENT_REFINE_EARLIER as REFINE_EARLIER_PROMPT
+from langgraph_refine._decisions._view import LoopView
 from langgraph_refine._records._record import RECORD_NAMESPACE, StrategyRecord, read_records
 from tests.fakes import AgentModel, lookup
 
