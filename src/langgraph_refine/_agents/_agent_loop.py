@@ -1,12 +1,12 @@
-"""The loop inside an agent, without I/O: `RefineMiddleware`'s state keys, turns and decisions.
+"""The loop inside an agent, without I/O: `RefineMiddleware`'s state keys and updates.
 
-`AgentLoop` decides what the middleware's hooks write around the round (which is
-`_round.evaluate_round`, the graph's): the attempt an answer becomes (edits applied), how
-the round's outcome becomes the agent's next turn, the review's outcome, a pairwise
-selection to make, the end. The functions below it read the agent's state (and a model
-request or response): what the middleware writes back, which messages the model is shown
-(`_transcript`), and how a round's choice becomes a turn. The hooks themselves, with the
-evaluator's, the comparer's and the store's calls, are in `_middleware`.
+The decisions are the graph's: the round (`_round.evaluate_round`) and what comes
+before and after it (`_decisions`: the next answer, a review's meaning, the end), each
+handed the agent's state as the graph's are (`agent_view`, `loop_view`). `AgentLoop`
+writes them as the agent's state updates: the attempt an answer becomes, the agent's
+next turn (`onward`: which messages the model is shown, see `_transcript`), the review
+and the end. The hooks themselves are in `_middleware`, the loop's calls (judgments,
+comparisons, the record) in `_agent_calls`.
 """
 
 from __future__ import annotations
