@@ -50,8 +50,8 @@ def create_refine_graph(
     `create_refine_graph(model).compile(checkpointer=saver)`. The graph reads `task` (or
     the last human message in `messages`) and writes `response` (and, for a task taken
     from `messages`, appends the answer there as one `AIMessage`). Its `context_schema`
-    (`RefineContext`) lets a run override `target_score`, `max_iterations`, `patience`,
-    `min_delta`, `budget` and `strategy`: `graph.invoke(input, config, context={...})`.
+    (`RefineContext`) lets a run override the options a run may set (the stop rules,
+    `budget`, `strategy`, ...): `graph.invoke(input, config, context={...})`.
 
     Args:
         generator: A chat model, a `"provider:model"` string, a runnable or compiled
@@ -68,13 +68,9 @@ def create_refine_graph(
             to `refine` and `RefineMiddleware`; None: the defaults.
         **settings: Any option, as a keyword (`target_score=0.8`, `budget=...`,
             `strategy="chain"`, ...), overriding `options`. Each is a field of
-            `LoopOptions`, which gives its meaning and default: the stop rules
-            (`target_score`, `max_iterations`, `patience`, `min_delta`), `budget` and
-            `on_budget_exhausted`, `memory`, `human_review`, `strategy`,
-            `max_attempt_chars`, `prompt_form`, `name`, `candidates`, `retry_policy`,
-            `record_key`, `output_schema`, `select`, `select_top`, `select_margin`,
-            `comparer`, `confirm_pass`, `edits`, and `judge_model` (the default LLM
-            judge's model).
+            `LoopOptions` (declared once there, with its meaning, default and check;
+            `RefineOptions` types the keywords for editors), `judge_model` (the default
+            LLM judge's model) included.
 
     Returns:
         The uncompiled graph, with nodes `prepare`, `generate`, `evaluate`, `finalize`
