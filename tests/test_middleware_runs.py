@@ -154,3 +154,34 @@ async def test_an_edit_resumes_in_a_fresh_agent_async() -> None:
     result = middleware.result(out)
     assert (result.stop_reason, result.value, result.score) == ("edited", "edited", 0.7)
     assert len(model.calls) == 1
+
+
+def test_a_pairwise_end_after_a_review_compares_with_the_fresh_agents_model() -> None:
+    saver, config = InMemorySaver(), {"configurable": {"thread_id": "pairwise"}}
+    scores = {"a": 0.5, "b": 0.5}
+
+    def middleware() -> RefineMiddleware:
+        return RefineMiddleware(
+            lambda response, state: scores[response],
+            human_review="every_round",
+            select="pairwise",
+            max_iterations=1,
+            patience=None,
+        )
+
+    first = create_agent(
+        AgentModel(replies=["a", "b"]), tools=[], middleware=[middleware()], checkpointer=saver
+    )
+    first.invoke(ask(), config)
+    paused = first.invoke(Command(resume={"action": "continue"}), config)
+    assert paused["__interrupt__"][0].value["stop_reason"] == "max_iterations"
+
+    # The comparer is the agent's own model: the fresh agent's, which compares both ways.
+    model = AgentModel(replies=["second", "first"])
+    fresh = middleware()
+    agent = create_agent(model, tools=[], middleware=[fresh], checkpointer=saver)
+    result = fresh.result(agent.invoke(Command(resume={"action": "continue"}), config))
+    assert len(model.calls) == 2
+    selection = result.metadata["selection"]
+    assert selection["method"] == "pairwise" and selection["chosen"] == 1
+    assert (result.stop_reason, result.value) == ("max_iterations", "b")
