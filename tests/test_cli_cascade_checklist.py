@@ -121,7 +121,7 @@ def test_run_with_a_checklist_grades_each_criterion(cli: Any, openai_server: Any
 def test_a_bad_cascade_spec_is_one_line_of_error(cli: Any, openai_server: Any) -> None:
     server = openai_server(grader_script)
     run = cli(*run_args(server, "-e", "cascade:judge"))
-    assert run.code == 1  # as for every bad spec
+    assert run.code == 2  # a bad option value, as for every bad spec: a usage error
     assert run.err.count("\n") == 1 and "a cascade needs at least two specs" in run.err
     assert "Traceback" not in run.err
     assert server.generator_requests == []

@@ -122,8 +122,8 @@ def test_unknown_provider_package(cli: Any) -> None:
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
-        (["--target-score", "1.5"], "target_score must be in [0, 1], got 1.5"),
-        (["--max-iterations", "-1"], "max_iterations must be an integer >= 0"),
+        (["--target-score", "1.5"], "--target-score must be in [0, 1], got 1.5"),
+        (["--max-iterations", "-1"], "--max-iterations must be an integer >= 0"),
         (["--patience", "-2"], "--patience must be >= 1"),
         (["--memory", "everything"], "memory must be one of all, last, best_and_last"),
         (["--memory", "0"], "memory window must be >= 1"),
@@ -203,15 +203,15 @@ def _console_script() -> list[str]:
 def test_console_script_errors_in_a_real_process(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("REFINE_MODEL", "OPENAI_BASE_URL")}
     cases = [
-        (["run", "  ", "--model", "m"], "task is empty"),
-        (["run", "Write.", "--model", "m", "-e", "nope:x"], "unknown evaluator spec"),
-        (["run", "Write.", *model_args(closed_port_url())], "cannot reach the model server"),
+        (["run", "  ", "--model", "m"], "task is empty", 1),
+        (["run", "Write.", "--model", "m", "-e", "nope:x"], "unknown evaluator spec", 2),
+        (["run", "Write.", *model_args(closed_port_url())], "cannot reach the model server", 1),
     ]
-    for args, fragment in cases:
+    for args, fragment, code in cases:  # a bad option value is a usage error: 2
         proc = subprocess.run(
             [*_console_script(), *args], capture_output=True, text=True, env=env, timeout=60
         )
-        assert proc.returncode == 1, proc
+        assert proc.returncode == code, proc
         assert proc.stderr.count("\n") == 1 and fragment in proc.stderr, proc.stderr
         assert "Traceback" not in proc.stderr and proc.stdout == ""
 

@@ -168,7 +168,7 @@ def test_batch_ladders_per_line_models_summary_rows_and_report(
     page = html.read_text()
     assert f'<tr data-model="{CHEAP}"><td>{CHEAP}</td><td class="num">4</td>' in page
     assert f'<tr data-model="{STRONG}"><td>{STRONG}</td><td class="num">3</td>' in page
-    assert f"<title>attempt 2 by {STRONG}</title>" in page  # the attempt tree
+    assert f"<title>attempt 2 by {STRONG}: fresh attempt" in page  # the attempt tree
     assert page.count('<p class="legend models">') == 2  # the two ladder tasks' trees
     assert f'<span class="model">by {CHEAP}</span>' in page  # the attempts table
 

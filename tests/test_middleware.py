@@ -443,7 +443,7 @@ def test_round_and_stop_events_match_the_graphs() -> None:
     [
         ({"evaluator": lambda r, s: 1.0, "judge_model": ScriptedChatModel()}, "judge_model"),
         ({"evaluator": lambda r, s: 1.0, "target_score": 1.5}, "target_score"),
-        ({"evaluator": lambda r, s: 1.0, "patience": 0}, "patience"),
+        ({"evaluator": lambda r, s: 1.0, "patience": -1}, "patience"),
         ({"evaluator": lambda r, s: 1.0, "human_review": "always"}, "human_review"),
         ({"evaluator": lambda r, s: 1.0, "on_budget_exhausted": "ignore"}, "on_budget_exhausted"),
         ({"evaluator": lambda r, s: 1.0, "budget": {"max_calls": 1}}, "budget"),

@@ -45,12 +45,14 @@ from langgraph_refine._decisions._options import (
     CONTEXT,
     DEFAULTS,
     GRAPH,
+    LINE,
     RUN,
     SURFACES,
     AgentOptions,
     context_key,
     declaration,
     declared,
+    line_key,
 )
 from langgraph_refine._loop._run import CompiledLoop
 from langgraph_refine.cli._app import app
@@ -194,6 +196,7 @@ CLI_ONLY_FLAGS = {
     "--show-reasoning": "what run shows",
     "--checkpoint": "run's durable checkpoint file",
     "--thread": "run's checkpoint thread",
+    "--restart": "start run's checkpoint thread over",
     "--out": "batch's output file",
     "--concurrency": "how many loops batch runs at once",
     "--server": "batch on a LangGraph Server",
@@ -268,13 +271,40 @@ def test_batch_on_a_server_sends_the_context_options_the_cli_has() -> None:
 
 
 def test_batch_lines_on_a_server_refuse_exactly_the_options_a_run_cannot_change() -> None:
-    # A batch line's keys, as the declaration names them.
-    line_fields = {"evaluator": "checks", "schema": "output_schema", "model": "models"}
-    fields_of = {key: line_fields.get(key, key) for key in PER_LINE_OPTIONS}
-    assert set(fields_of.values()) <= set(declared(BATCH))
+    # A batch line's keys, as the declaration names them (`line_key`), for the options a
+    # line takes (`LINE`: what `batch` takes, less what is set once for the whole batch).
+    assert tuple(line_key(name) for name in declared(LINE)) == PER_LINE_OPTIONS
+    assert set(declared(LINE)) == set(declared(BATCH)) - {"judge_model", "max_tokens"}
+    fields_of = {line_key(name): name for name in declared(LINE)}
     in_context = {key for key, name in fields_of.items() if name in declared(CONTEXT)}
     assert set(GRAPH_ONLY_KEYS) == set(PER_LINE_OPTIONS) - in_context
-    assert set(RUN_CONTEXT_KEYS) <= in_context
+    assert set(RUN_CONTEXT_KEYS) == in_context  # select and confirm_pass included
+
+
+def test_every_key_a_line_may_set_is_read_from_the_line() -> None:
+    # One valid value per key: each changes the line's options (none is silently ignored).
+    values = {
+        "evaluator": "words:1-5",
+        "target_score": 0.5,
+        "max_iterations": 2,
+        "patience": 1,
+        "min_delta": 0.1,
+        "budget": {"max_calls": 4},
+        "on_budget_exhausted": "raise",
+        "criteria": ["Short"],
+        "on_evaluator_error": "skip",
+        "memory": "all",
+        "strategy": "sample",
+        "schema": {"type": "object"},
+        "select": "pairwise",
+        "confirm_pass": True,
+        "edits": "on",
+        "model": "other",
+    }
+    assert set(values) == set(PER_LINE_OPTIONS)
+    plain = CommandOptions()
+    for key, value in values.items():
+        assert plain.override({key: value}) != plain, key
 
 
 # -- options=: built once, handed to each, keywords override ---------------------------------

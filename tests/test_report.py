@@ -400,3 +400,82 @@ def test_report_draws_which_attempt_refined_which(
     assert drawn == expected
     assert len(page.find("svg", "attempt-tree")) == len(rows)
     assert len(page.find("circle", "attempt")) == sum(len(r["attempts"]) for r in rows)
+
+
+# -- what the legends and tables say --------------------------------------------------------
+
+
+def test_the_legends_say_what_the_plot_and_the_tree_draw(
+    cli: Any, batch_output: Path, tmp_path: Path
+) -> None:
+    report = tmp_path / "report.html"
+    assert cli("report", str(batch_output), "--html", str(report)).code == 0
+    page = Elements()
+    page.feed(report.read_text())
+    text = "".join(page.text)
+    # One swatch per colour the four task lines are drawn in, not one blue for all.
+    swatches = page.find("i", "swatch task-swatch")
+    assert [s["style"] for s in swatches] == [
+        f"background:{c};width:.6rem" for c in TASK_COLORS[:4]
+    ]
+    assert "one line per task, each in its own colour" in text
+    # The tree's hollow, filled and ringed dots are explained, and the result is ringed.
+    assert "a fresh attempt (written anew, refining none)" in text
+    assert "a refinement (the arrow comes from the attempt it refines)" in text
+    assert "the result (the best response)" in text
+    rows = [json.loads(line) for line in batch_output.read_text().splitlines()]
+    assert len(page.find("circle", "best-ring")) == len(rows)
+    # The attempts table gives the response the widest column.
+    assert len(page.find("col", "response")) == len(rows)
+
+
+def test_best_index_is_the_chosen_or_the_best_scored_attempt_holding_the_result() -> None:
+    from langgraph_refine.cli._report import TaskRecord, best_index
+
+    def attempt(index: int, response: str, score: float) -> dict[str, Any]:
+        return {"index": index, "response": response, "evaluation": {"score": score}}
+
+    def record(value: str, attempts: list[dict[str, Any]], **extra: Any) -> TaskRecord:
+        return TaskRecord("a", "t", value, None, None, "passed", 0, [], attempts, **extra)
+
+    attempts = [attempt(0, "x", 0.9), attempt(1, "y", 0.5), attempt(2, "x", 0.95)]
+    assert best_index(record("x", attempts)) == 2
+    assert best_index(record("x", attempts[:2])) == 0
+    assert best_index(record("y", attempts, selection={"chosen": 1})) == 1
+    assert best_index(record("z", attempts)) is None
+
+
+LAYOUT = """<script>
+for (const d of document.querySelectorAll('details')) d.open = true;
+const tables = [...document.querySelectorAll('table')].filter(t => t.caption).map(t => ({
+  caption: t.caption.getBoundingClientRect().left, table: t.rows[0].getBoundingClientRect().left}));
+const attempts = document.querySelector('table.attempts');
+const cells = [...attempts.rows[1].cells].map(c => c.getBoundingClientRect().width);
+const out = document.createElement('pre');
+out.id = 'layout';
+out.textContent = JSON.stringify({tables, cells, width: attempts.getBoundingClientRect().width,
+  body: document.body.getBoundingClientRect().width});
+document.body.appendChild(out);
+</script>"""
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_captions_sit_on_their_tables_and_responses_get_room_in_chromium(
+    chromium_binary: str, cli: Any, batch_output: Path, tmp_path: Path
+) -> None:
+    report = tmp_path / "report.html"
+    assert cli("report", str(batch_output), "--html", str(report)).code == 0
+    measured = tmp_path / "layout.html"
+    measured.write_text(report.read_text().replace("</body>", LAYOUT + "</body>"))
+    dom = run_chromium(measured, tmp_path, "--dump-dom").stdout
+    match = re.search(r'<pre id="layout">(.*?)</pre>', dom, re.S)
+    assert match, "the layout script did not run"
+    layout = json.loads(match.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    assert layout["tables"], "the report has captioned tables"
+    for table in layout["tables"]:  # each caption starts where its table starts
+        assert abs(table["caption"] - table["table"]) <= 2, table
+    # The attempts table spans the task; its response column is the widest.
+    cells = layout["cells"]
+    assert cells[-1] == max(cells) and cells[-1] > 0.3 * layout["width"]
+    assert layout["width"] > 0.8 * layout["body"] - 60

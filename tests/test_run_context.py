@@ -135,7 +135,7 @@ def test_a_context_object_with_attributes() -> None:
         ({"max_iterations": -1}, "max_iterations"),
         ({"max_iterations": 1.5}, "max_iterations"),
         ({"target_score": 2.0}, "target_score"),
-        ({"patience": 0}, "patience"),
+        ({"patience": -1}, "patience"),
         ({"min_delta": -0.1}, "min_delta"),
         ({"strategy": "x"}, "strategy"),
         ({"budget": {"max_calls": True}}, "max_calls"),

@@ -20,6 +20,7 @@ from langgraph_refine._errors import (
     ProviderError,
     RefineError,
     ReviewInputError,
+    ThreadSettingsError,
     UnknownPriceError,
 )
 from langgraph_refine._events import ReviewPayload, RoundEvent, StopEvent
@@ -59,6 +60,7 @@ __all__ = [
     "RoundEvent",
     "StopEvent",
     "StopRules",
+    "ThreadSettingsError",
     "UnknownPriceError",
     "Usage",
     "arefine",

@@ -53,6 +53,11 @@ def usage_text(usage: Usage) -> str:
     Example:
         >>> usage_text(Usage(calls=3, total_tokens=1200, cost=0.0021))
         '3 model calls, 1,200 tokens, $0.0021'
+        >>> usage_text(Usage(cache_hits=2))
+        '0 model calls, 0 tokens, $0.00, 2 cache hits'
     """
     calls = f"{usage.calls} model call" + ("" if usage.calls == 1 else "s")
-    return f"{calls}, {usage.total_tokens:,} tokens, {cost_text(usage.cost)}"
+    text = f"{calls}, {usage.total_tokens:,} tokens, {cost_text(usage.cost)}"
+    if usage.cache_hits:  # answered by --cache: not calls, and not paid for
+        text += f", {usage.cache_hits} cache hit" + ("" if usage.cache_hits == 1 else "s")
+    return text

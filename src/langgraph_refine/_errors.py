@@ -48,6 +48,34 @@ class ReviewInputError(RefineError, ValueError):
     """
 
 
+class ThreadSettingsError(RefineError, ValueError):
+    """A thread's unfinished run was started with another task or other settings.
+
+    Raised before any model call when `refine` / `arefine` (or the command line) is
+    asked to continue a thread whose unfinished run had another task, check, or option
+    that changes scores or stops: continuing would score some rounds one way and the
+    rest another, and starting over would drop the unfinished run. Rerun with the same
+    settings to continue it, use another thread, or pass `restart=True` to start over.
+
+    Attributes:
+        differences: `(name, started with, now)` for each setting that differs.
+    """
+
+    def __init__(self, differences: list[tuple[str, str, str]]) -> None:
+        self.differences = tuple(differences)
+        super().__init__(
+            f"this thread holds an unfinished run started differently "
+            f"({describe_differences(self.differences)}); rerun with the same task and "
+            "settings to continue it, pass another thread_id to start a new run, or "
+            "restart=True to discard it and start over on this thread"
+        )
+
+
+def describe_differences(differences: tuple[tuple[str, str, str], ...]) -> str:
+    """`name: started with X, now Y` for each difference, separated by semicolons."""
+    return "; ".join(f"{name}: started with {was}, now {now}" for name, was, now in differences)
+
+
 class ContextLengthError(RefineError):
     """The generator's prompt exceeded the model's context, even in its smallest form.
 

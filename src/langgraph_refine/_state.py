@@ -118,6 +118,8 @@ class Usage(BaseModel):
         seconds: Wall time spent inside the generate and evaluate steps.
         cost: US dollars spent, priced per call from its tokens and the model's price;
             None once a call's price is unknown (see `Budget(prices=...)`).
+        cache_hits: Replies a model cache answered (LangChain's `BaseCache`): no call
+            was made, so they add no calls, tokens or cost, and no budget counts them.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -128,6 +130,7 @@ class Usage(BaseModel):
     total_tokens: int = 0
     seconds: float = 0.0
     cost: float | None = 0.0
+    cache_hits: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         # An unknown cost stays unknown: a total that left it out would read as complete.
@@ -139,6 +142,7 @@ class Usage(BaseModel):
             total_tokens=self.total_tokens + other.total_tokens,
             seconds=self.seconds + other.seconds,
             cost=cost,
+            cache_hits=self.cache_hits + other.cache_hits,
         )
 
 

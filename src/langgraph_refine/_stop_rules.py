@@ -60,12 +60,13 @@ class StopRules:
     2. `"target_reached"`: the score is at least `target_score`;
     3. `"max_iterations"`: `1 + max_iterations` attempts have been generated;
     4. `"plateau"`: the last `patience` refinement rounds each failed to raise the best
-       score by more than `min_delta` (`patience=None` disables this rule).
+       score by more than `min_delta` (`patience=None` or 0 disables this rule).
 
     Args:
         target_score: Score in [0, 1] that counts as good enough.
         max_iterations: Refinement rounds allowed after the first generation (>= 0).
-        patience: Consecutive non-improving refinement rounds tolerated (>= 1), or None.
+        patience: Consecutive non-improving refinement rounds tolerated (>= 1); None or
+            0 disables the rule (kept as None).
         min_delta: Improvement of the best score that counts as progress (>= 0).
 
     Raises:
@@ -82,10 +83,13 @@ class StopRules:
             raise ValueError(f"target_score must be in [0, 1], got {self.target_score!r}")
         if not _is_int(self.max_iterations) or self.max_iterations < 0:
             raise ValueError(f"max_iterations must be an integer >= 0, got {self.max_iterations!r}")
-        if self.patience is not None and (not _is_int(self.patience) or self.patience < 1):
+        if self.patience is not None and (not _is_int(self.patience) or self.patience < 0):
             raise ValueError(
-                f"patience must be an integer >= 1, or None to disable, got {self.patience!r}"
+                f"patience must be an integer >= 1, or None (or 0) to disable the plateau "
+                f"rule, got {self.patience!r}"
             )
+        if self.patience == 0:  # one meaning on every surface: the command line's "0 disables"
+            object.__setattr__(self, "patience", None)
         if not _is_number(self.min_delta) or self.min_delta < 0:
             raise ValueError(f"min_delta must be a number >= 0, got {self.min_delta!r}")
 

@@ -245,6 +245,7 @@ class BudgetMeter(BaseCallbackHandler):
         self.output_tokens = 0
         self.total_tokens = 0
         self.cost: float | None = 0.0
+        self.cache_hits = 0
         self.started = time.perf_counter()
         self._runs: dict[UUID, ModelRef | None] = {}  # calls started, not yet ended
         self._pricing = budget.pricing if budget is not None else _NO_PRICES
@@ -265,6 +266,7 @@ class BudgetMeter(BaseCallbackHandler):
             total_tokens=self.total_tokens,
             seconds=time.perf_counter() - self.started,
             cost=self.cost,
+            cache_hits=self.cache_hits,
         )
 
     def total(self) -> Usage:
@@ -436,6 +438,10 @@ class BudgetMeter(BaseCallbackHandler):
                 meter._end(response, meter._runs.pop(run_id))
 
     def _end(self, response: LLMResult, ref: ModelRef | None) -> None:
+        if is_cache_hit(response):  # counted as a call at its start: it was none
+            self.calls -= 1
+            self.cache_hits += 1
+            return
         usages = _reply_usages(response)
         if ref is None or not self._pricing.knows(ref):  # the reply may name the model
             messages = [getattr(g, "message", None) for gs in response.generations for g in gs]
@@ -482,6 +488,22 @@ def _count_call(meter: BudgetMeter, reply: Any = None) -> None:
     for each in meter.chain():
         if each._cost_capped() and not each._pricing.knows(ref):
             raise UnknownPriceError(unknown_price_message(ref, each.what))
+
+
+def is_cache_hit(response: LLMResult) -> bool:
+    """True if a model cache answered the call (no request reached the provider).
+
+    LangChain starts a cached call's callbacks like any other and, on a hit, marks each
+    cached reply's usage metadata with `total_cost` 0 (`_convert_cached_generations`),
+    a key no provider's reply carries; the tokens it keeps are those of the original
+    call, which this run did not pay for.
+    """
+    messages = [getattr(g, "message", None) for gs in response.generations for g in gs]
+    return bool(messages) and all(
+        isinstance(usage := getattr(m, "usage_metadata", None), Mapping)
+        and usage.get("total_cost") == 0
+        for m in messages
+    )
 
 
 def _reply_usages(response: LLMResult) -> list[Mapping[str, Any]]:

@@ -233,7 +233,9 @@ RUN = "run"
 """Surface: the flags of the command line's `run`."""
 BATCH = "batch"
 """Surface: the flags of the command line's `batch`."""
-SURFACES: tuple[str, ...] = (GRAPH, AGENT, CONTEXT, RUN, BATCH)
+LINE = "line"
+"""Surface: a batch line's own keys (what `batch` takes, unless an option says not)."""
+SURFACES: tuple[str, ...] = (GRAPH, AGENT, CONTEXT, RUN, BATCH, LINE)
 
 _SURFACE_NAMES = {
     GRAPH: "create_refine_graph (and refine / arefine)",
@@ -241,6 +243,7 @@ _SURFACE_NAMES = {
     CONTEXT: "a run's context",
     RUN: "the run command",
     BATCH: "the batch command",
+    LINE: "a batch line",
 }
 
 
@@ -254,11 +257,13 @@ class Declared:
         flags: The command line's flags that set it (the `run` and `batch` surfaces).
         context_key: Its key in a run's context, when not the field's name.
         not_in: The surfaces that do not take it, each with the reason.
+        line_key: Its key in a batch line, when not the field's name.
     """
 
     flags: tuple[str, ...] = ()
     context_key: str | None = None
     not_in: Mapping[str, str] = field(default_factory=dict)
+    line_key: str | None = None
 
 
 def declare(
@@ -266,6 +271,7 @@ def declare(
     flags: tuple[str, ...] = (),
     context_key: str | None = None,
     not_in: Mapping[str, str] | None = None,
+    line_key: str | None = None,
 ) -> dict[str, Declared]:
     """A `LoopOptions` field's metadata: where it is taken (see `Declared`).
 
@@ -275,12 +281,14 @@ def declare(
     unknown = set(not_in or {}) - set(SURFACES)
     if unknown:
         raise ValueError(f"unknown surface(s) {sorted(unknown)}; surfaces: {SURFACES}")
-    return {"option": Declared(flags=flags, context_key=context_key, not_in=dict(not_in or {}))}
+    not_in = dict(not_in or {})
+    return {"option": Declared(flags, context_key, not_in, line_key)}
 
 
 _BUILT = "used when the graph is built, so a run cannot change it"
 _CLI_FIXED = "the command line does not expose it"
 _GRAPH_RUN = "a run's own setting: the graph and the middleware take a generator and an evaluator"
+_WHOLE_BATCH = "set once for the whole batch (its flag)"
 
 
 @dataclass(frozen=True)
@@ -307,7 +315,8 @@ class LoopOptions:
     """
 
     judge_model: BaseChatModel | str | None = field(
-        default=None, metadata=declare(flags=("--judge-model",))
+        default=None,
+        metadata=declare(flags=("--judge-model",), not_in={LINE: _WHOLE_BATCH}),
     )
     """The model of the default LLM judge (when `evaluator` is None): a chat model or a
     `"provider:model"` string. By default the generator's model (the ladder's first rung;
@@ -323,7 +332,7 @@ class LoopOptions:
 
     patience: int | None = field(default=2, metadata=declare(flags=("--patience",)))
     """Stop after this many refinement rounds without raising the best score by more
-    than `min_delta` (>= 1); None disables the rule."""
+    than `min_delta` (>= 1); None or 0 disables the rule (kept as None)."""
 
     min_delta: float = field(default=0.0, metadata=declare(flags=("--min-delta",)))
     """Improvement of the best score that counts as progress (>= 0)."""
@@ -465,7 +474,9 @@ class LoopOptions:
 
     output_schema: OutputSchema | None = field(
         default=None,
-        metadata=declare(flags=("--schema",), not_in={AGENT: "an agent answers in messages"}),
+        metadata=declare(
+            flags=("--schema",), not_in={AGENT: "an agent answers in messages"}, line_key="schema"
+        ),
     )
     """Refine an object instead of text: a pydantic model class or a JSON schema dict
     (kept as an `OutputSchema`). A chat model is asked for it through the provider's
@@ -567,6 +578,7 @@ class LoopOptions:
         metadata=declare(
             flags=("--evaluator",),
             context_key="evaluator",
+            line_key="evaluator",
             not_in={GRAPH: _GRAPH_RUN, AGENT: _GRAPH_RUN},
         ),
     )
@@ -577,7 +589,11 @@ class LoopOptions:
         default=None,
         metadata=declare(
             flags=("--max-tokens",),
-            not_in={GRAPH: "the generator's own setting", AGENT: "the agent's model's own setting"},
+            not_in={
+                GRAPH: "the generator's own setting",
+                AGENT: "the agent's model's own setting",
+                LINE: _WHOLE_BATCH,
+            },
         ),
     )
     """Output tokens per generator call for a run, at most the generator's own
@@ -586,7 +602,9 @@ class LoopOptions:
     models: tuple[str, ...] | None = field(
         default=None,
         metadata=declare(
-            flags=("--model",), not_in={GRAPH: _GRAPH_RUN, AGENT: "the agent's own model answers"}
+            flags=("--model",),
+            not_in={GRAPH: _GRAPH_RUN, AGENT: "the agent's own model answers"},
+            line_key="model",
         ),
     )
     """A run's own generator: model strings, cheapest first (a ladder in place of the
@@ -599,6 +617,7 @@ class LoopOptions:
         object.__setattr__(self, "criteria", tuple(criteria_list(self.criteria)))
         # The stop rules check their own fields; kept for the nodes (see `rules`).
         self.__dict__["rules"] = self._stop_rules()
+        object.__setattr__(self, "patience", self.rules.patience)  # 0 is kept as None
         check_choice("on_budget_exhausted", self.on_budget_exhausted, OnBudgetExhausted)
         check_choice("on_evaluator_error", self.on_evaluator_error, OnEvaluatorError)
         check_choice("human_review", self.human_review, HumanReview, optional=True)
@@ -692,7 +711,12 @@ def declared(surface: str) -> tuple[str, ...]:
     """
     if surface not in SURFACES:
         raise ValueError(f"unknown surface {surface!r}; surfaces: {SURFACES}")
-    return tuple(f.name for f in fields(LoopOptions) if surface not in _declared(f).not_in)
+    taken = declared(BATCH) if surface == LINE else None  # a line takes what batch takes ...
+    return tuple(
+        f.name
+        for f in fields(LoopOptions)
+        if surface not in _declared(f).not_in and (taken is None or f.name in taken)
+    )
 
 
 def declaration(name: str) -> Declared:
@@ -703,6 +727,11 @@ def declaration(name: str) -> Declared:
 def context_key(name: str) -> str:
     """The key of the option `name` in a run's context."""
     return declaration(name).context_key or name
+
+
+def line_key(name: str) -> str:
+    """The key of the option `name` in a batch line."""
+    return declaration(name).line_key or name
 
 
 def _declared(f: Field[Any]) -> Declared:

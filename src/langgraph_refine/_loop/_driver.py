@@ -23,6 +23,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
 from langgraph_refine._errors import ReviewInputError, carry_result
+from langgraph_refine._loop._thread import check_same_run, settings_metadata
 from langgraph_refine._result import RESULT_KEYS, RefineResult, loop_schema
 from langgraph_refine._typed import OutputSchema
 
@@ -57,26 +58,37 @@ FlowStep = Run | ReadState | AskReviewer
 
 
 def run_flow(
-    task: str, *, durable: bool, output_schema: OutputSchema | None = None
+    task: str,
+    *,
+    durable: bool,
+    output_schema: OutputSchema | None = None,
+    settings: Mapping[str, str] | None = None,
+    restart: bool = False,
 ) -> Generator[FlowStep, Any, RefineResult]:
     """The steps of one run, from the first invocation to the result.
 
     The result is built from the loop's final state (the run's values, or the thread's),
     which the finalize step completed: nothing else passes from the graph to the driver.
 
-    With a checkpointer (`durable`), an unfinished run of the same task on the thread is
-    continued rather than restarted (a pending review too: the reviewer is asked again
-    and no model call is repeated), and every review is answered until the loop ends.
+    With a checkpointer (`durable`), an unfinished run on the thread is continued rather
+    than restarted (a pending review too: the reviewer is asked again and no model call
+    is repeated) when it has the same task and settings, and every review is answered
+    until the loop ends. A finished thread starts a new run.
 
     Args:
         task: The task to run.
         durable: Whether the graph has a checkpointer (a thread to read and resume).
         output_schema: The loop's typed output, so the result's `output` has its type.
+        settings: This run's settings (`_thread.thread_settings`), the same the run
+            config saves with each checkpoint; None: only the task is compared.
+        restart: Start over even when the thread holds an unfinished run.
 
     Returns:
         The loop's result (as the generator's return value).
 
     Raises:
+        ThreadSettingsError: If the thread's unfinished run had another task or other
+            settings (and not `restart`), before any model call.
         ReviewInputError: If the reviewer's answer was rejected and it answers again
             with the same mistake; the review stays pending on the thread.
     """
@@ -84,8 +96,10 @@ def run_flow(
         values = yield Run({"task": task})
         return RefineResult.from_state(values, output_schema=output_schema)
     snapshot = yield ReadState()
-    unfinished = bool(snapshot.next) and snapshot.values.get("task") == task
-    yield Run(None if unfinished else {"task": task})
+    resume = bool(snapshot.next) and not restart
+    if resume:
+        check_same_run(snapshot, task, settings)
+    yield Run(None if resume else {"task": task})
     answered = False
     while True:
         snapshot = yield ReadState()
@@ -129,6 +143,8 @@ class Driver:
         reviewer: Answers review payloads (None when the loop has no human review).
         on_event: Receives the custom stream events, if given.
         durability: LangGraph's checkpoint durability for the runs.
+        settings: What the thread keeps of this run (`_thread.thread_settings`), also
+            in `config`'s metadata.
     """
 
     graph: Graph
@@ -136,6 +152,7 @@ class Driver:
     reviewer: Any = None
     on_event: EventSink | None = None
     durability: Literal["sync", "async", "exit"] | None = None
+    settings: Mapping[str, str] | None = None
 
     def _kwargs(self) -> dict[str, Any]:
         # Custom events only when someone receives them: LangGraph streams a run with
@@ -238,17 +255,22 @@ def run_config(
     durable: bool,
     thread_id: str | None,
     max_iterations: int,
+    settings: Mapping[str, str] | None = None,
 ) -> RunnableConfig:
     """The run config: the caller's, with a thread id (when durable) and a recursion limit.
 
     The limit is derived from the options, so no valid `max_iterations` runs into
-    LangGraph's default limit (25 steps on older releases).
+    LangGraph's default limit (25 steps on older releases). A durable run's `settings`
+    go into its metadata, which the checkpointer saves with every checkpoint (so a
+    rerun on the thread can be compared with them: `run_flow`).
     """
     merged: RunnableConfig = dict(config or {})  # type: ignore[assignment]
     if durable:
         configurable = dict(merged.get("configurable") or {})
         configurable.setdefault("thread_id", thread_id or str(uuid.uuid4()))
         merged["configurable"] = configurable
+        if settings is not None:
+            merged["metadata"] = {**(merged.get("metadata") or {}), **settings_metadata(settings)}
     merged.setdefault("recursion_limit", recursion_limit(max_iterations))
     return merged
 

@@ -25,6 +25,7 @@ from langgraph_refine._loop._driver import (
 )
 from langgraph_refine._loop._graph import GeneratorLike, create_refine_graph
 from langgraph_refine._loop._select import check_pairwise_only
+from langgraph_refine._loop._thread import describe_evaluator, thread_settings
 from langgraph_refine._loop._tracing import traced
 from langgraph_refine._result import RefineResult, loop_schema
 from langgraph_refine.evaluators._base import EvaluatorLike
@@ -64,20 +65,25 @@ def _driver(
     graph = create_refine_graph(generator, evaluator, options=options).compile(
         checkpointer=checkpointer, store=store, name=options.name
     )
+    # What a thread keeps of its run, so a rerun with other settings is refused.
+    settings = thread_settings(options, describe_evaluator(evaluator))
     config = run_config(
         config,
         durable=checkpointer is not None,
         thread_id=thread_id,
         max_iterations=options.max_iterations,
+        settings=settings,
     )
-    return Driver(graph, config, reviewer=reviewer)
+    return Driver(graph, config, reviewer=reviewer, settings=settings)
 
 
-def _flow(task: str, driver: Driver) -> Any:
+def _flow(task: str, driver: Driver, restart: bool = False) -> Any:
     return run_flow(
         task,
         durable=driver.graph.checkpointer is not None,
         output_schema=loop_schema(driver.graph),  # as the graph's options coerced it
+        settings=driver.settings,
+        restart=restart,
     )
 
 
@@ -127,6 +133,7 @@ def refine(
     config: RunnableConfig | None = None,
     store: BaseStore | None = None,
     options: LoopOptions | None = None,
+    restart: bool = False,
     **settings: Unpack[RefineOptions],
 ) -> RefineResult:
     """Run one refinement loop to the end (sync) and return its result.
@@ -137,7 +144,9 @@ def refine(
         task: What to do; must be non-empty.
         evaluator: Any evaluator `create_refine_graph` accepts (None: LLM judge).
         checkpointer: Saver for durable runs. With `thread_id`, an unfinished run of the
-            same task on that thread is continued rather than restarted.
+            same task and settings on that thread is continued rather than restarted
+            (the thread keeps the check and the options that change scores or stops;
+            a finished thread starts a new run).
         thread_id: The checkpoint thread (a new one by default).
         reviewer: Answers human-review interrupts when `human_review` is set, e.g.
             `lambda payload: {"action": "approve"}`.
@@ -147,6 +156,7 @@ def refine(
             so later runs on the same model and evaluator start from what earlier ones
             learned (see `record_key`).
         options: The loop's options, built once (`LoopOptions`); None: the defaults.
+        restart: Discard the thread's unfinished run and start over on it.
         **settings: Keyword options of `create_refine_graph` (`target_score`, `budget`,
             `output_schema`, ...), typed as `RefineOptions`, overriding `options`.
 
@@ -161,6 +171,8 @@ def refine(
             smallest form.
         ReviewInputError: If `reviewer` returns something that is not a review answer
             (the review stays pending on the thread).
+        ThreadSettingsError: If the thread holds an unfinished run with another task or
+            other settings (before any model call; `restart=True` starts over).
 
     Example:
         >>> from langgraph_refine import refine
@@ -171,7 +183,7 @@ def refine(
     built = LoopOptions.build(options, surface=GRAPH, **settings)
     driver = _driver(generator, evaluator, built, checkpointer, thread_id, reviewer, config, store)
     driver = traced(driver, name=built.name, evaluator=evaluator)
-    return drive(_flow(task, driver), driver)
+    return drive(_flow(task, driver, restart), driver)
 
 
 async def arefine(
@@ -185,6 +197,7 @@ async def arefine(
     config: RunnableConfig | None = None,
     store: BaseStore | None = None,
     options: LoopOptions | None = None,
+    restart: bool = False,
     **settings: Unpack[RefineOptions],
 ) -> RefineResult:
     """Run one refinement loop to the end (async) and return its result.
@@ -196,4 +209,4 @@ async def arefine(
     built = LoopOptions.build(options, surface=GRAPH, **settings)
     driver = _driver(generator, evaluator, built, checkpointer, thread_id, reviewer, config, store)
     driver = traced(driver, name=built.name, evaluator=evaluator)
-    return await adrive(_flow(task, driver), driver)
+    return await adrive(_flow(task, driver, restart), driver)

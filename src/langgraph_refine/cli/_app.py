@@ -267,7 +267,9 @@ def _settings(
     max_tokens: int | None,
 ) -> ModelSettings:
     if timeout <= 0:
-        raise CliError(f"--timeout must be a positive number of seconds, got {timeout}")
+        raise CliError(
+            f"--timeout must be a positive number of seconds, got {timeout}", exit_code=2
+        )
     names = parse_models(model)
     settings = ModelSettings.from_options(
         names[0] if names else None,
@@ -337,9 +339,17 @@ def run(
         typer.Option(
             "--thread",
             metavar="ID",
-            help="Checkpoint thread id: continues that thread's interrupted run.",
+            help="Checkpoint thread id: continues that thread's interrupted run (same task "
+            "and options).",
         ),
     ] = None,
+    restart: Annotated[
+        bool,
+        typer.Option(
+            "--restart",
+            help="Discard the --thread's interrupted run and start over on that thread.",
+        ),
+    ] = False,
     review: Annotated[
         bool,
         typer.Option("--review", help="Ask you to approve, edit, reject or revise before the end."),
@@ -397,7 +407,9 @@ def run(
     settings = _settings(model, base_url, judge_model, cache, timeout, max_tokens)
     out, err = _stdout(), _stderr()
     screen = err if json_output else out
-    request = RunRequest(task, options, checkpoint=checkpoint, thread=thread, review=review)
+    request = RunRequest(
+        task, options, checkpoint=checkpoint, thread=thread, review=review, restart=restart
+    )
     try:
         result = execute(
             request,
@@ -503,16 +515,17 @@ def batch(
     """
     from langgraph_refine.cli._batch import (
         LineWriter,
-        RichProgress,
         done_ids,
         id_key,
+        progress_for,
         read_input,
+        saved_on_interrupt,
         summary_line,
     )
     from langgraph_refine.cli._store import StoreChoice
 
     if concurrency < 1:
-        raise CliError(f"--concurrency must be >= 1, got {concurrency}")
+        raise CliError(f"--concurrency must be >= 1, got {concurrency}", exit_code=2)
     kept = StoreChoice.from_cli(store, no_store, server)
     defaults = CommandOptions.from_cli(
         evaluator,
@@ -534,9 +547,10 @@ def batch(
         on_budget_exhausted=on_budget_exhausted,
         schema=schema,
         edits=edits,
+        on_server=server is not None,
     )
     err = _stderr()
-    found = read_input(input_file, defaults)
+    found = read_input(input_file, defaults, on_server=server is not None)
     if server is not None:
         from langgraph_refine.cli._remote import check_server_items
 
@@ -558,7 +572,8 @@ def batch(
             )
             if value is not None
         }
-        stats = _batch_on_server(todo, server, assistant, out, concurrency, err, models)
+        with saved_on_interrupt(out, todo):
+            stats = _batch_on_server(todo, server, assistant, out, concurrency, err, models)
     else:
         settings = _settings(model, base_url, judge_model, cache, timeout, max_tokens)
         from langgraph_refine.cli._batch import batch_generator
@@ -566,13 +581,13 @@ def batch(
         generator = batch_generator(todo, settings)  # a bad model fails before output
         writer = LineWriter(out)
         try:
-            with RichProgress(err) as progress:
+            with saved_on_interrupt(out, todo), progress_for(err) as progress:
                 stats, learned = asyncio.run(
                     _run_local(todo, settings, writer, concurrency, progress, generator, kept)
                 )
         finally:
             writer.close()
-    _stdout().print(Text(summary_line(stats, skipped, out)), soft_wrap=True)
+    _stdout().print(Text(summary_line(stats, skipped, out, len(found.errors))), soft_wrap=True)
     for line in learned:
         _stdout().print(Text(line), soft_wrap=True)
     return 1 if found.errors or stats.failed else 0
@@ -613,7 +628,7 @@ def _batch_on_server(
     err: Console,
     models: dict[str, Any],
 ) -> Any:
-    from langgraph_refine.cli._batch import RichProgress
+    from langgraph_refine.cli._batch import progress_for
     from langgraph_refine.cli._remote import ServerBatch, run_on_server
 
     return asyncio.run(
@@ -621,7 +636,7 @@ def _batch_on_server(
             todo,
             ServerBatch(url, assistant, out, models),
             concurrency=concurrency,
-            progress=lambda: RichProgress(err),
+            progress=lambda: progress_for(err),
         )
     )
 

@@ -15,19 +15,23 @@ compiled loop per distinct set of loop options.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import difflib
 import json
 import os
-from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+import signal
+import time
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
 from langchain_core.language_models import BaseChatModel
 from langgraph.store.base import BaseStore
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
 from rich.progress import Progress as RichProgressBar
+from rich.table import Column
 from rich.text import Text
 
 from langgraph_refine._display import cost_text
@@ -111,8 +115,13 @@ def read_jsonl(path: Path, *, what: str) -> Iterable[tuple[int, str]]:
             yield number, line
 
 
-def read_input(path: Path, defaults: CommandOptions) -> BatchInput:
+def read_input(path: Path, defaults: CommandOptions, *, on_server: bool = False) -> BatchInput:
     """Read and check every input line; a bad line is reported and skipped.
+
+    Args:
+        path: The input file.
+        defaults: The batch's options, which a line's own override.
+        on_server: The tasks run on a server, which reads the files their checks name.
 
     Raises:
         CliError: If the file itself cannot be read.
@@ -129,7 +138,7 @@ def read_input(path: Path, defaults: CommandOptions) -> BatchInput:
             )
             continue
         try:
-            item = _item(data, number, defaults)
+            item = _item(data, number, defaults, on_server)
         except CliError as exc:
             found.errors.append(f"{where}: {exc}; skipped")
             continue
@@ -166,7 +175,7 @@ def near_misses(line: dict[str, Any]) -> list[str]:
     return found
 
 
-def _item(data: Any, number: int, defaults: CommandOptions) -> BatchItem:
+def _item(data: Any, number: int, defaults: CommandOptions, on_server: bool) -> BatchItem:
     if not isinstance(data, dict):
         raise CliError(
             f'expected a JSON object like {{"id": "1", "task": "..."}}, got {type(data).__name__}'
@@ -183,7 +192,7 @@ def _item(data: Any, number: int, defaults: CommandOptions) -> BatchItem:
         line=number,
         id=item_id,
         task=task,
-        options=defaults.override(data),
+        options=defaults.override(data, on_server=on_server),
         given=frozenset(data) & frozenset(PER_LINE_OPTIONS),
     )
 
@@ -308,6 +317,8 @@ class BatchStats:
     stop_reasons: dict[str, int] = field(default_factory=dict)
     cost: float = 0.0
     unpriced: int = 0  # finished tasks whose cost is unknown
+    invalid: int = 0  # input lines not run (malformed, refused), each reported
+    cache_hits: int = 0  # replies the model cache gave: no calls, no cost
     models: dict[str, dict[str, Any]] = field(default_factory=dict)  # see `per_model`
 
     def fail(self) -> None:
@@ -324,6 +335,7 @@ class BatchStats:
         reason = result.stop_reason or "unfinished"
         self.stop_reasons[reason] = self.stop_reasons.get(reason, 0) + 1
         merge(self.models, per_model(result.attempts))
+        self.cache_hits += result.usage.cache_hits
         if result.usage.cost is None:
             self.unpriced += 1
         else:
@@ -332,6 +344,8 @@ class BatchStats:
     def describe(self) -> str:
         """`done 3/10, failed 0, mean score 0.42 → 0.81` style summary."""
         text = f"done {self.done}/{self.total}, failed {self.failed}"
+        if self.invalid:
+            text += f", invalid {self.invalid} line(s) not run (reported above)"
         if self.best_scores:
             text += f", mean score {_mean(self.first_scores):.2f} → {_mean(self.best_scores):.2f}"
         if self.done == self.unpriced:
@@ -340,6 +354,8 @@ class BatchStats:
             text += f", cost {cost_text(self.cost)}"
             if self.unpriced:
                 text += f" + {self.unpriced} task(s) with an unknown price"
+        if self.cache_hits:
+            text += f", {self.cache_hits} cache hit(s)"
         return text
 
 
@@ -363,6 +379,9 @@ class Progress:
 class RichProgress(Progress):
     """A rich progress bar with counts and scores; problems are printed above it.
 
+    The counts come first and the bar takes only the width left over, so a narrow
+    terminal (80 columns) shrinks the bar, then cuts the scores, before the counts.
+
     Args:
         console: Where to draw (stderr, so stdout stays for results).
     """
@@ -370,13 +389,12 @@ class RichProgress(Progress):
     def __init__(self, console: Console) -> None:
         self.console = console
         self.bar = RichProgressBar(
-            TextColumn("refining"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.description}"),
+            BarColumn(bar_width=None, table_column=Column(ratio=1, min_width=4)),
+            TextColumn("{task.description}", table_column=Column(no_wrap=True)),
             TimeElapsedColumn(),
             console=console,
             transient=False,
+            expand=True,
         )
         self.task_id = self.bar.add_task("", total=None)
 
@@ -400,6 +418,65 @@ class RichProgress(Progress):
     def error(self, message: str) -> None:
         """Print one problem above the bar."""
         self.bar.console.print(Text(f"langgraph-refine: {one_line(message)}"), soft_wrap=True)
+
+
+class LineProgress(Progress):
+    """Progress as plain lines, for a stderr that is no terminal (a file, a CI log).
+
+    A bar redrawn in place means nothing there, and rich draws it only when the batch
+    ends; a line with the counts is written as tasks finish instead, at most one per
+    `every` seconds (the first and the last always).
+
+    Args:
+        console: Where to write.
+        every: The least seconds between two lines.
+    """
+
+    def __init__(self, console: Console, every: float = 1.0) -> None:
+        self.console = console
+        self.every = every
+        self._last = -float("inf")
+        self._stats: BatchStats | None = None
+        self._shown = ""
+
+    def __enter__(self) -> LineProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._stats is not None:  # the final counts, as a bar would end on them
+            self._counts(self._stats)
+
+    def started(self, stats: BatchStats) -> None:
+        """Say how many tasks will run."""
+        self._stats = stats
+        self._line(f"refining {stats.total} task(s)")
+
+    def finished(self, stats: BatchStats) -> None:
+        """Write the counts, unless a line was written less than `every` seconds ago."""
+        self._stats = stats
+        now = time.monotonic()
+        if now - self._last >= self.every or stats.done + stats.failed == stats.total:
+            self._counts(stats)
+            self._last = now
+
+    def _counts(self, stats: BatchStats) -> None:
+        text = f"refining: {stats.describe()}"
+        if text != self._shown:
+            self._shown = text
+            self._line(text)
+
+    def error(self, message: str) -> None:
+        """Write one problem as one line."""
+        self._line(f"langgraph-refine: {one_line(message)}")
+
+    def _line(self, text: str) -> None:
+        self.console.print(Text(text), soft_wrap=True)
+        self.console.file.flush()
+
+
+def progress_for(console: Console) -> RichProgress | LineProgress:
+    """A progress bar on a terminal, plain lines elsewhere."""
+    return RichProgress(console) if console.is_terminal else LineProgress(console)
 
 
 RunOne = Callable[[BatchItem], Awaitable[RefineResult]]
@@ -562,14 +639,13 @@ async def drive(
                 result = await run_one(item)
             except Exception as exc:
                 stop = fatal(exc)
-                if stop is not None:
+                if stop is not None:  # not the task's failure: no row, and a rerun runs it
                     stopped.append(stop)
-                    stats.fail()
-                else:
-                    message = describe_error(exc)
-                    await writer.awrite({**error_record(item, exc, message), **row_extra(item)})
-                    stats.fail()
-                    progress.error(f"id {item.id!r} (line {item.line}) failed: {message}")
+                    continue
+                message = describe_error(exc)
+                await writer.awrite({**error_record(item, exc, message), **row_extra(item)})
+                stats.fail()
+                progress.error(f"id {item.id!r} (line {item.line}) failed: {message}")
             else:
                 await writer.awrite({**output_record(item, result), **row_extra(item)})
                 stats.add(result)
@@ -577,14 +653,63 @@ async def drive(
 
     await asyncio.gather(*(worker(n) for n in range(max(1, min(concurrency, len(items))))))
     if stopped:
-        raise CliError(f"{stopped[0]} ({stats.done} task(s) finished and saved before that)")
+        saved = stats.done + stats.failed
+        raise CliError(
+            f"{stopped[0]} ({saved} task(s) saved before that: {stats.done} finished, "
+            f"{stats.failed} failed; rerun the same command to run the other "
+            f"{stats.total - saved})"
+        )
     return stats
 
 
-def summary_line(stats: BatchStats, skipped: int, out: Path) -> str:
-    """The line printed when the batch ends."""
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the batch runs, so it stops as on Ctrl-C (exit code 143)."""
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise Terminated
+
+
+@contextlib.contextmanager
+def saved_on_interrupt(out: Path, todo: list[BatchItem]) -> Iterator[None]:
+    """Turn Ctrl-C and SIGTERM during the block into one line: what is saved, how to go on.
+
+    The block's own exits run first (the progress bar stops and shows the cursor again);
+    the count is read back from the output file, so it is what a rerun will skip.
+
+    Raises:
+        CliError: On an interrupt (exit code 130, or 143 for SIGTERM).
+    """
+    try:
+        previous = signal.signal(signal.SIGTERM, _terminate)
+    except ValueError:  # not the main thread: SIGTERM keeps its handler
+        previous = None
+    try:
+        yield
+    except KeyboardInterrupt as exc:
+        keys = {id_key(item.id) for item in todo}
+        saved = len(done_ids(out, lambda message: None) & keys)
+        raise CliError(
+            f"interrupted: {saved} of {len(todo)} task(s) finished and saved in {out}; rerun "
+            "the same command to continue (saved tasks are skipped)",
+            exit_code=143 if isinstance(exc, Terminated) else 130,
+        ) from None
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def summary_line(stats: BatchStats, skipped: int, out: Path, invalid: int = 0) -> str:
+    """The line printed when the batch ends.
+
+    Args:
+        stats: The batch's totals.
+        skipped: Tasks not run because the output file already holds them.
+        out: The output file.
+        invalid: Input lines that were not run (malformed, refused), each reported above.
+    """
     reasons = ", ".join(f"{k} {v}" for k, v in sorted(stats.stop_reasons.items()))
-    text = f"{stats.describe()}; skipped {skipped} already in {out}"
+    text = replace(stats, invalid=invalid).describe() + f"; skipped {skipped} already in {out}"
     if stats.failed:
         text += " (failed tasks are rows with an 'error' field; rerun to retry them)"
     if len(stats.models) > 1:  # a ladder: which model did how much

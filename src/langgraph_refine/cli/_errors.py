@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 
 class CliError(Exception):
     """A problem with the user's input or environment, shown as one line on stderr.
@@ -59,6 +61,55 @@ def is_unreachable(exc: BaseException) -> bool:
     return not is_too_slow(exc) and bool(_names(exc) & _UNREACHABLE)
 
 
+_PYTHON_HINT = re.compile(r"[;,]? *the best result so far is in this error's \.result")
+
+
+def cli_words(message: str) -> str:
+    """A library message in the command line's words: no pointer to Python's `.result`.
+
+    The command line shows a failed run's best result before its error line (`run`),
+    and keeps it in the task's row (`batch`, then `report`).
+
+    Example:
+        >>> cli_words("budget exhausted; the best result so far is in this error's .result")
+        'budget exhausted; the attempts so far are kept'
+    """
+    return _PYTHON_HINT.sub("; the attempts so far are kept", message)
+
+
+def cause_text(exc: BaseException) -> str:
+    """What went wrong, from `exc` down to its root cause, on one line.
+
+    A client's own words ("Connection error.") are followed by what the layer under
+    them said ("[Errno 111] Connection refused"); an error without words is named by its
+    type, so a message never shows an empty cause.
+
+    Example:
+        >>> try:
+        ...     try:
+        ...         raise OSError(111, "Connection refused")
+        ...     except OSError as inner:
+        ...         raise ConnectionError("Connection error.") from inner
+        ... except ConnectionError as exc:
+        ...     cause_text(exc)
+        'Connection error: [Errno 111] Connection refused'
+    """
+    texts: list[str] = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen and len(seen) < 16:
+        seen.add(id(current))
+        text = one_line(str(current), 200)
+        if text and not any(text in earlier for earlier in texts):
+            texts.append(text)
+        current = current.__cause__ or current.__context__
+    if not texts:
+        return type(exc).__name__
+    if len(texts) == 1:
+        return texts[0]
+    return f"{texts[0].rstrip('.')}: {texts[-1]}"  # the client's words, then the root's
+
+
 def describe_error(
     exc: BaseException, endpoint: str | None = None, timeout: float | None = None
 ) -> str:
@@ -70,8 +121,8 @@ def describe_error(
         timeout: The `--timeout` in force, named when a call ran past it.
     """
     if isinstance(exc, CliError):
-        return one_line(str(exc))
-    message = one_line(str(exc)) or type(exc).__name__
+        return cli_words(one_line(str(exc)))
+    message = cli_words(one_line(str(exc))) or type(exc).__name__
     if is_too_slow(exc):
         where = f" at {endpoint}" if endpoint else ""
         limit = f"{timeout:g} seconds" if timeout is not None else "the time allowed"
@@ -83,7 +134,7 @@ def describe_error(
     if is_unreachable(exc):
         where = f" at {endpoint}" if endpoint else ""
         return one_line(
-            f"cannot reach the model server{where} ({message}); check --base-url / "
+            f"cannot reach the model server{where} ({cause_text(exc)}); check --base-url / "
             "OPENAI_BASE_URL and that the server is running"
         )
     status = getattr(exc, "status_code", None)

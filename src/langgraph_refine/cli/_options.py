@@ -22,10 +22,15 @@ from langgraph_refine._calls._retry import DEFAULT_RETRY_POLICY
 from langgraph_refine._decisions._memory import MemoryPolicy
 from langgraph_refine._decisions._options import (
     DEFAULTS,
+    LINE,
+    RUN,
     LoopOptions,
     OnBudgetExhausted,
     OnEvaluatorError,
     criteria_list,
+    declaration,
+    declared,
+    line_key,
 )
 from langgraph_refine._state import Select, Strategy
 from langgraph_refine._typed import OutputSchema
@@ -46,25 +51,9 @@ ON_BUDGET_CHOICES: tuple[str, ...] = get_args(OnBudgetExhausted)
 ON_EVALUATOR_ERROR_CHOICES: tuple[str, ...] = get_args(OnEvaluatorError)
 BUDGET_KEYS = LIMITS
 """The limits a batch line's `budget` (and the `--budget-*` / `--max-cost` flags) set."""
-PER_LINE_OPTIONS = (
-    "evaluator",
-    "target_score",
-    "max_iterations",
-    "patience",
-    "min_delta",
-    "memory",
-    "strategy",
-    "budget",
-    "on_budget_exhausted",
-    "schema",
-    "edits",
-    "select",
-    "confirm_pass",
-    "criteria",
-    "on_evaluator_error",
-    "model",
-)
-"""Keys a batch line may set for itself; other keys are carried along and ignored."""
+PER_LINE_OPTIONS: tuple[str, ...] = tuple(line_key(name) for name in declared(LINE))
+"""Keys a batch line may set for itself, from the options' declaration (`LINE`); other
+keys are carried along and ignored."""
 
 
 def read_schema(value: object, *, option: str) -> dict[str, Any]:
@@ -225,6 +214,22 @@ def budget_dict(budget: Budget | None) -> dict[str, Any] | None:
     return data
 
 
+def _flag_named(message: str) -> str:
+    """A check's message with the option it names written as its flag (`--target-score`).
+
+    The library's checks name an option by its field (`target_score must be in [0, 1]`);
+    on the command line the user typed the flag.
+    """
+    name, sep, rest = message.partition(" must ")
+    flag = "--" + name.replace("_", "-")
+    if sep and name.isidentifier() and flag in _FLAGS:
+        return f"{flag} must {rest}"
+    return message
+
+
+_FLAGS = frozenset(flag for name in declared(RUN) for flag in declaration(name).flags)
+
+
 def parse_memory(value: str | int) -> str | int:
     """`--memory`: `all`, `last`, `best_and_last`, or a whole number (a window of attempts)."""
     if isinstance(value, int) and not isinstance(value, bool):
@@ -321,42 +326,48 @@ class CommandOptions:
                 `prices` (the `--price` values), `schema` (`--schema`'s file), `select`,
                 `confirm_pass`, `criteria` (`--criterion`), `on_evaluator_error` and
                 `edits` (`--edits`).
+
+        Raises:
+            CliError: With exit code 2 (a usage error), naming the flag and the value.
         """
         strategy = extra.get("strategy")
         select = extra.get("select")
-        options = cls(
-            specs=parse_specs(list(evaluator or [])),
-            target_score=target_score,
-            max_iterations=max_iterations,
-            patience=parse_patience(patience),
-            memory=parse_memory(memory),
-            min_delta=extra.get("min_delta", DEFAULTS.min_delta),
-            strategy=None
-            if strategy is None
-            else parse_choice(strategy, STRATEGY_CHOICES, option="--strategy"),
-            budget=make_budget(*(extra.get(key) for key in BUDGET_KEYS)),
-            prices=parse_prices(extra.get("prices")),
-            on_budget_exhausted=parse_choice(
-                extra.get("on_budget_exhausted", DEFAULTS.on_budget_exhausted),
-                ON_BUDGET_CHOICES,
-                option="--on-budget-exhausted",
-            ),
-            output_schema=None
-            if extra.get("schema") is None
-            else read_schema(extra["schema"], option="--schema"),
-            select=None
-            if select is None
-            else parse_choice(select, SELECT_CHOICES, option="--select"),
-            confirm_pass=bool(extra.get("confirm_pass", DEFAULTS.confirm_pass)),
-            criteria=_criteria(extra.get("criteria"), option="--criterion"),
-            on_evaluator_error=parse_choice(
-                extra.get("on_evaluator_error", DEFAULTS.on_evaluator_error),
-                ON_EVALUATOR_ERROR_CHOICES,
-                option="--on-evaluator-error",
-            ),
-            edits=parse_edits(extra.get("edits", "off"), option="--edits"),
-        )
-        options.check()
+        try:
+            options = cls(
+                specs=parse_specs(list(evaluator or []), on_server=bool(extra.get("on_server"))),
+                target_score=target_score,
+                max_iterations=max_iterations,
+                patience=parse_patience(patience),
+                memory=parse_memory(memory),
+                min_delta=extra.get("min_delta", DEFAULTS.min_delta),
+                strategy=None
+                if strategy is None
+                else parse_choice(strategy, STRATEGY_CHOICES, option="--strategy"),
+                budget=make_budget(*(extra.get(key) for key in BUDGET_KEYS)),
+                prices=parse_prices(extra.get("prices")),
+                on_budget_exhausted=parse_choice(
+                    extra.get("on_budget_exhausted", DEFAULTS.on_budget_exhausted),
+                    ON_BUDGET_CHOICES,
+                    option="--on-budget-exhausted",
+                ),
+                output_schema=None
+                if extra.get("schema") is None
+                else read_schema(extra["schema"], option="--schema"),
+                select=None
+                if select is None
+                else parse_choice(select, SELECT_CHOICES, option="--select"),
+                confirm_pass=bool(extra.get("confirm_pass", DEFAULTS.confirm_pass)),
+                criteria=_criteria(extra.get("criteria"), option="--criterion"),
+                on_evaluator_error=parse_choice(
+                    extra.get("on_evaluator_error", DEFAULTS.on_evaluator_error),
+                    ON_EVALUATOR_ERROR_CHOICES,
+                    option="--on-evaluator-error",
+                ),
+                edits=parse_edits(extra.get("edits", "off"), option="--edits"),
+            )
+            options.check()
+        except CliError as exc:  # a bad option value is a usage error
+            raise CliError(_flag_named(str(exc)), exit_code=2) from None
         return options
 
     def check(self) -> None:
@@ -375,65 +386,19 @@ class CommandOptions:
         except ValueError as exc:
             raise CliError(str(exc)) from None
 
-    def override(self, line: Mapping[str, Any]) -> CommandOptions:
+    def override(self, line: Mapping[str, Any], *, on_server: bool = False) -> CommandOptions:
         """These options with a batch line's own values on top.
+
+        Args:
+            line: The batch line.
+            on_server: The line runs on a server, which reads the files its checks name
+                (see `parse_specs`).
 
         Raises:
             CliError: For a per-line value of the wrong type or range.
         """
-        changes: dict[str, Any] = {}
-        if "evaluator" in line:
-            changes["specs"] = parse_specs(line["evaluator"])
-        if "target_score" in line:
-            changes["target_score"] = _number(line, "target_score")
-        if "max_iterations" in line:
-            changes["max_iterations"] = _whole(line, "max_iterations")
-        if "patience" in line:
-            changes["patience"] = (
-                None if line["patience"] is None else parse_patience(_whole(line, "patience"))
-            )
-        if "memory" in line:
-            changes["memory"] = parse_memory(line["memory"])
-        if "min_delta" in line:
-            changes["min_delta"] = _number(line, "min_delta")
-        if "strategy" in line:
-            changes["strategy"] = parse_choice(
-                line["strategy"], STRATEGY_CHOICES, option="'strategy'"
-            )
-        if "budget" in line:
-            changes["budget"] = parse_budget(line["budget"])
-        if "schema" in line:
-            changes["output_schema"] = (
-                None if line["schema"] is None else read_schema(line["schema"], option="'schema'")
-            )
-        if "edits" in line:
-            changes["edits"] = parse_edits(line["edits"], option="'edits'")
-        if "select" in line:
-            changes["select"] = (
-                None
-                if line["select"] is None
-                else parse_choice(line["select"], SELECT_CHOICES, option="'select'")
-            )
-        if "confirm_pass" in line:
-            if not isinstance(line["confirm_pass"], bool):
-                raise CliError(
-                    f"'confirm_pass' must be true or false, got {line['confirm_pass']!r}"
-                )
-            changes["confirm_pass"] = line["confirm_pass"]
-        if "criteria" in line:
-            changes["criteria"] = _criteria(line["criteria"], option="'criteria'")
-        if "on_evaluator_error" in line:
-            changes["on_evaluator_error"] = parse_choice(
-                line["on_evaluator_error"],
-                ON_EVALUATOR_ERROR_CHOICES,
-                option="'on_evaluator_error'",
-            )
-        if "model" in line:
-            changes["models"] = None if line["model"] is None else line_models(line["model"])
-        if "on_budget_exhausted" in line:
-            changes["on_budget_exhausted"] = parse_choice(
-                line["on_budget_exhausted"], ON_BUDGET_CHOICES, option="'on_budget_exhausted'"
-            )
+        readers = _line_readers(on_server)
+        changes = {name: read(line) for key, (name, read) in readers.items() if key in line}
         if not changes:  # the same object: a batch's lines share one compiled loop
             return self
         updated = replace(self, **changes)
@@ -522,6 +487,67 @@ class CommandOptions:
         if evaluator is None:
             kwargs["judge_model"] = judge_model()
         return kwargs
+
+
+def _line_readers(on_server: bool) -> dict[str, tuple[str, Callable[[Mapping[str, Any]], Any]]]:
+    """Each key a batch line may set: the option it sets, and how its value is read."""
+
+    def choice(
+        key: str, allowed: tuple[str, ...], optional: bool = False
+    ) -> Callable[[Mapping[str, Any]], Any]:
+        return lambda line: (
+            None
+            if optional and line[key] is None
+            else parse_choice(line[key], allowed, option=repr(key))
+        )
+
+    def or_none(key: str, read: Callable[[Any], Any]) -> Callable[[Mapping[str, Any]], Any]:
+        return lambda line: None if line[key] is None else read(line[key])
+
+    return {
+        "evaluator": ("specs", lambda line: parse_specs(line["evaluator"], on_server=on_server)),
+        "target_score": ("target_score", lambda line: _number(line, "target_score")),
+        "max_iterations": ("max_iterations", lambda line: _whole(line, "max_iterations")),
+        "patience": (
+            "patience",
+            lambda line: (
+                None if line["patience"] is None else parse_patience(_whole(line, "patience"))
+            ),
+        ),
+        "memory": ("memory", lambda line: parse_memory(line["memory"])),
+        "min_delta": ("min_delta", lambda line: _number(line, "min_delta")),
+        "strategy": ("strategy", choice("strategy", STRATEGY_CHOICES)),
+        "budget": ("budget", lambda line: parse_budget(line["budget"])),
+        "schema": (
+            "output_schema",
+            lambda line: (
+                None if line["schema"] is None else read_schema(line["schema"], option="'schema'")
+            ),
+        ),
+        "edits": ("edits", lambda line: parse_edits(line["edits"], option="'edits'")),
+        "select": ("select", choice("select", SELECT_CHOICES, optional=True)),
+        "confirm_pass": ("confirm_pass", lambda line: _flag(line, "confirm_pass")),
+        "criteria": ("criteria", lambda line: _criteria(line["criteria"], option="'criteria'")),
+        "on_evaluator_error": (
+            "on_evaluator_error",
+            choice("on_evaluator_error", ON_EVALUATOR_ERROR_CHOICES),
+        ),
+        "model": (
+            "models",
+            lambda line: None if line["model"] is None else line_models(line["model"]),
+        ),
+        "on_budget_exhausted": (
+            "on_budget_exhausted",
+            choice("on_budget_exhausted", ON_BUDGET_CHOICES),
+        ),
+    }
+
+
+def _flag(line: Mapping[str, Any], key: str) -> bool:
+    value = line[key]
+    if not isinstance(value, bool):
+        raise CliError(f"{key!r} must be true or false, got {value!r}")
+    return value
 
 
 def _criteria(value: object, *, option: str) -> tuple[str, ...]:

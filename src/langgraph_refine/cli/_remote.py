@@ -23,26 +23,19 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
+from langgraph_refine._decisions._options import CONTEXT, LINE, declared, line_key
 from langgraph_refine._result import RefineResult
 from langgraph_refine.cli._batch import BatchItem, BatchStats, LineWriter, Progress, drive, id_key
-from langgraph_refine.cli._errors import CliError, is_unreachable, one_line
+from langgraph_refine.cli._errors import CliError, cause_text, is_unreachable, one_line
 
-RUN_CONTEXT_KEYS = (
-    "evaluator",
-    "criteria",
-    "on_evaluator_error",
-    "schema",
-    "target_score",
-    "max_iterations",
-    "patience",
-    "min_delta",
-    "budget",
-    "strategy",
-    "edits",
-    "model",
+RUN_CONTEXT_KEYS: tuple[str, ...] = tuple(
+    line_key(name) for name in declared(LINE) if name in declared(CONTEXT)
 )
-"""Per-line options a run on the server takes in its `context` (a line's `model`: `models`)."""
-GRAPH_ONLY_KEYS = ("memory", "on_budget_exhausted")
+"""Per-line options a run on the server takes in its `context` (a line's `model`: `models`),
+from the options' declaration: the line's keys a run's context takes."""
+GRAPH_ONLY_KEYS: tuple[str, ...] = tuple(
+    line_key(name) for name in declared(LINE) if name not in declared(CONTEXT)
+)
 """Per-line options the server's assistant fixes; a line that sets one is refused."""
 
 _THREADS = uuid.UUID("8d5a7c1e-3f3b-4c55-9a0e-6f1f3c2b9d10")
@@ -106,7 +99,7 @@ class ServerBatch:
         if not is_unreachable(exc):
             return None
         return one_line(
-            f"cannot reach the LangGraph Server at {self.url} ({exc or type(exc).__name__}); "
+            f"cannot reach the LangGraph Server at {self.url} ({cause_text(exc)}); "
             "check --server and that the server is running (e.g. `langgraph dev`)"
         )
 

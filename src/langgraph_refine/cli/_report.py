@@ -14,14 +14,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from langgraph_refine._decisions._strategy import MoveStats, round_stats
 from langgraph_refine._display import cost_text
 from langgraph_refine._records._record import StrategyRecord
 from langgraph_refine._state import Attempt
 from langgraph_refine.cli._batch import read_jsonl
-from langgraph_refine.cli._errors import CliError, one_line
+from langgraph_refine.cli._errors import CliError, cli_words, one_line
 from langgraph_refine.cli._ladder_view import (
     DEFAULT_COLOR,
     merge,
@@ -63,6 +63,7 @@ class TaskRecord:
             `reasoning`).
         error: Why the task failed (a row written by a failed task), else None.
         calls: Model calls the task made, if the row says.
+        cache_hits: Replies the model cache gave the task (not calls), if the row says.
         cost: US dollars the task spent, if the row says and its price was known.
         output: A typed run's best object (plain JSON), else None.
         selection: With `--select pairwise`, how the result was chosen: the candidates,
@@ -80,6 +81,7 @@ class TaskRecord:
     attempts: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
     calls: int | None = None
+    cache_hits: int | None = None
     cost: float | None = None
     output: Any = None
     selection: dict[str, Any] | None = None
@@ -117,8 +119,9 @@ class TaskRecord:
             iterations=int(data.get("iterations") or max(len(attempts) - 1, 0)),
             score_history=[float(s) for s in history],
             attempts=[a for a in attempts if isinstance(a, dict)],
-            error=str(data["error"]) if data.get("error") else None,
+            error=cli_words(str(data["error"])) if data.get("error") else None,
             calls=_count(usage.get("calls")),
+            cache_hits=_count(usage.get("cache_hits")),
             cost=float(usage["cost"]) if _is_number(usage.get("cost")) else None,
             output=data.get("output"),
             selection=data["selection"] if isinstance(data.get("selection"), dict) else None,
@@ -137,7 +140,7 @@ class TaskRecord:
         return max(self.score_history) if self.score_history else None
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
@@ -172,7 +175,7 @@ def read_records(path: Path, warn: Callable[[str], None]) -> list[TaskRecord]:
     """
     records: dict[str, TaskRecord] = {}
     inputs: list[int] = []  # lines that hold a task but no result: a batch's input lines
-    for number, text in read_jsonl(path, what="output file"):
+    for number, text in read_jsonl(path, what="input file (a batch's --out)"):
         try:
             data = json.loads(text)
             if not isinstance(data, dict):
@@ -345,6 +348,14 @@ border-radius:4px;margin:.3rem 0}
 .verdict-NEEDS_IMPROVEMENT{color:#9a6700}.verdict-unjudged{color:#6e7781;font-style:italic}
 .error{color:#b42318}
 pre.object{background:#f6f8fa}details.reasoning summary{color:#777;cursor:pointer;font-size:.85em}
+caption{caption-side:top;text-align:left;font-weight:600;padding:0 0 .3rem;white-space:nowrap}
+table.attempts{width:100%;table-layout:fixed}
+table.attempts col.index{width:2.6rem}table.attempts col.origin{width:6.5rem}
+table.attempts col.score{width:3.8rem}table.attempts col.verdict{width:7.5rem}
+table.attempts col.feedback{width:28%}
+table.attempts td{overflow-wrap:anywhere}table.attempts pre{max-height:18rem;overflow:auto}
+table.attempts td[class^=verdict]{overflow-wrap:normal}
+.legend.tree span{margin-right:1rem}.legend.tree svg{vertical-align:middle;margin-right:.3rem}
 """
 
 
@@ -371,6 +382,7 @@ def render_report(
         ("mean gain (best - first)", _fmt(_mean(gains))),
         ("mean refinement rounds", _fmt(_mean([float(r.iterations) for r in records]))),
         ("model calls", str(sum(r.calls or 0 for r in records))),
+        ("cache hits (no call, no cost)", str(sum(r.cache_hits or 0 for r in records))),
         ("cost (USD)", html.escape(cost_summary(records))),
     ]
     out = [
@@ -407,14 +419,23 @@ def render_report(
         '<p class="legend">'
         f'<span><i class="swatch" style="background:{MEAN_COLOR}"></i>mean best score so far '
         "(all tasks)</span>"
-        f'<span><i class="swatch" style="background:{TASK_COLORS[0]}"></i>one line per task '
-        "(hover for its id)</span></p></section>",
+        f"<span>{_task_swatches(records)}one line per task, each in its own colour "
+        "(hover a line for its task's id)</span></p></section>",
         '<section id="tasks"><h2>Tasks</h2>',
     ]
     for i, record in enumerate(records):
         out.append(_task_details(record, TASK_COLORS[i % len(TASK_COLORS)]))
     out.append("</section></body></html>")
     return "\n".join(out) + "\n"
+
+
+def _task_swatches(records: Sequence[TaskRecord]) -> str:
+    """A swatch per colour the task lines are drawn in (each colour once)."""
+    drawn = [TASK_COLORS[i % len(TASK_COLORS)] for i, r in enumerate(records) if r.score_history]
+    colors = list(dict.fromkeys(drawn)) or [TASK_COLORS[0]]
+    return "".join(
+        f'<i class="swatch task-swatch" style="background:{c};width:.6rem"></i>' for c in colors
+    )
 
 
 def _task_models(record: TaskRecord) -> str:
@@ -448,11 +469,12 @@ def _failed_section(failed: Sequence[TaskRecord]) -> str:
     )
 
 
-def attempt_tree(attempts: Sequence[dict[str, Any]]) -> str:
-    """An SVG of which attempt refined which.
+def attempt_tree(attempts: Sequence[dict[str, Any]], best: Any = None) -> str:
+    """An SVG of which attempt refined which, with a legend saying how to read it.
 
     One dot per attempt (x: order, y: score), an arrow from each refined attempt to its
-    refinement; fresh samples are hollow.
+    refinement; fresh attempts (refined from none) are hollow, refinements filled; the
+    attempt of index `best` (the task's result) has a ring around its dot.
     """
     if not attempts:
         return ""
@@ -486,16 +508,63 @@ def attempt_tree(attempts: Sequence[dict[str, Any]]) -> str:
         model = attempt.get("model")
         color = colors.get(model, DEFAULT_COLOR) if isinstance(model, str) else DEFAULT_COLOR
         by = f" by {html.escape(model)}" if isinstance(model, str) and model else ""
+        chosen = best is not None and attempt.get("index") == best
+        if chosen:
+            parts.append(
+                f'<circle class="best-ring" cx="{x:.1f}" cy="{y:.1f}" r="10" fill="none" '
+                f'stroke="{color}" stroke-width="1.5"/>'
+            )
+        kind = "fresh attempt" if fresh else f"refines #{attempt.get('parent')}"
         parts.append(
             f'<circle class="attempt" cx="{x:.1f}" cy="{y:.1f}" r="6" stroke="{color}" '
             f'stroke-width="2" data-model="{html.escape(str(model or ""), quote=True)}" '
             f'fill="{"#ffffff" if fresh else color}"><title>attempt '
-            f"{attempt.get('index')}{by}</title></circle>"
+            f"{attempt.get('index')}{by}: {kind}{', the result' if chosen else ''}</title></circle>"
             f'<text x="{x:.1f}" y="{height - 4}" text-anchor="middle" font-size="11">'
             f"#{attempt.get('index')}</text>"
         )
     parts.append("</svg>")
-    return "".join(parts) + model_legend(colors)
+    return "".join(parts) + _tree_legend(best is not None) + model_legend(colors)
+
+
+def _tree_legend(ringed: bool) -> str:
+    """How to read the attempt tree: filled, hollow and ringed dots, arrows, height."""
+
+    def dot(fill: str, ring: bool = False) -> str:
+        extra = '<circle cx="9" cy="9" r="8" fill="none" stroke="#555" stroke-width="1.2"/>'
+        return (
+            '<svg width="18" height="18" viewBox="0 0 18 18">'
+            + (extra if ring else "")
+            + f'<circle cx="9" cy="9" r="5" fill="{fill}" stroke="#555" stroke-width="2"/></svg>'
+        )
+
+    items = [
+        f"<span>{dot('#555')}a refinement (the arrow comes from the attempt it refines)</span>",
+        f"<span>{dot('#ffffff')}a fresh attempt (written anew, refining none)</span>",
+    ]
+    if ringed:
+        items.append(f"<span>{dot('#ffffff', ring=True)}the result (the best response)</span>")
+    items.append("<span>height: the attempt's score</span>")
+    return f'<p class="legend tree">{"".join(items)}</p>'
+
+
+def best_index(record: TaskRecord) -> Any:
+    """The index of the attempt that is the task's result, or None.
+
+    The selection's choice, else the best-scored attempt whose response is the result.
+    """
+    chosen = (record.selection or {}).get("chosen")
+    if chosen is not None:
+        return chosen
+    matching = [a for a in record.attempts if a.get("response") == record.value]
+    if not matching:
+        return None
+
+    def score(attempt: dict[str, Any]) -> float:
+        value = (attempt.get("evaluation") or {}).get("score")
+        return float(value) if _is_number(value) else -1.0
+
+    return max(matching, key=score).get("index")  # max keeps the first of equal scores
 
 
 def _task_details(record: TaskRecord, color: str) -> str:
@@ -509,17 +578,20 @@ def _task_details(record: TaskRecord, color: str) -> str:
         feedback = str(evaluation.get("feedback", ""))
         if attempt.get("error") and not evaluation:  # the judge could not judge it
             verdict, feedback = "unjudged", f"not judged: {attempt['error']}"
+        shown = esc(str(verdict)).replace("_", "_<wbr>")  # NEEDS_IMPROVEMENT breaks at its _
         rows.append(
             f'<tr><td class="num">{esc(str(attempt.get("index", "")))}</td>'
             f"<td>{_origin(attempt)}</td>"
             f'<td class="num">{_fmt(score if _is_number(score) else None)}</td>'
-            f'<td class="verdict-{esc(str(verdict))}">{esc(str(verdict))}</td>'
+            f'<td class="verdict-{esc(str(verdict))}">{shown}</td>'
             f"<td><pre>{esc(feedback)}</pre></td>"
             f"<td>{_reasoning(attempt.get('reasoning'))}{_answer(attempt)}</td></tr>"
         )
     attempts = (
-        attempt_tree(record.attempts)
-        + '<table class="attempts"><thead><tr><th>#</th><th>from</th><th>score</th><th>verdict</th>'
+        attempt_tree(record.attempts, best_index(record))
+        + '<table class="attempts"><colgroup><col class="index"><col class="origin">'
+        '<col class="score"><col class="verdict"><col class="feedback"><col class="response">'
+        "</colgroup><thead><tr><th>#</th><th>from</th><th>score</th><th>verdict</th>"
         "<th>feedback</th><th>response</th></tr></thead><tbody>"
         + "".join(rows)
         + "</tbody></table>"

@@ -24,8 +24,11 @@ from langgraph.graph.state import CompiledStateGraph
 from rich.console import Console
 from rich.text import Text
 
+from langgraph_refine._decisions._options import LoopOptions
+from langgraph_refine._errors import ThreadSettingsError, describe_differences
 from langgraph_refine._loop._driver import Driver, drive, run_config, run_flow, strict_serde
 from langgraph_refine._loop._graph import create_refine_graph
+from langgraph_refine._loop._thread import thread_settings
 from langgraph_refine._loop._tracing import traced
 from langgraph_refine._result import RefineResult, loop_schema
 from langgraph_refine._typed import plain
@@ -47,6 +50,7 @@ class RunRequest:
         checkpoint: SQLite file for durable runs, if any.
         thread: Checkpoint thread to continue, if any.
         review: Whether to ask the human before the loop ends.
+        restart: Start the thread over even if it holds an unfinished run.
     """
 
     task: str
@@ -54,6 +58,7 @@ class RunRequest:
     checkpoint: Path | None = None
     thread: str | None = None
     review: bool = False
+    restart: bool = False
 
 
 def check_task(task: str) -> str:
@@ -215,10 +220,17 @@ def execute(
     except ValueError as exc:
         raise CliError(str(exc)) from None
     thread = request.thread or str(uuid.uuid4())
+    # What the thread keeps of this run: the checks as written, and the options.
+    checks = ", ".join(spec.text for spec in request.options.specs) or "judge"
+    kept = thread_settings(LoopOptions.build(None, **kwargs), checks)
     with open_checkpointer(request.checkpoint) as saver:
         graph = builder.compile(checkpointer=saver)
         config = run_config(
-            None, durable=True, thread_id=thread, max_iterations=request.options.max_iterations
+            None,
+            durable=True,
+            thread_id=thread,
+            max_iterations=request.options.max_iterations,
+            settings=kept,
         )
         if request.checkpoint is not None and request.thread is None:
             notes.print(
@@ -227,7 +239,8 @@ def execute(
                     style="dim",
                 )
             )
-        _check_pending_review(graph, config, request)
+        if not request.restart:
+            _check_pending_review(graph, config, request)
 
         def ask(payload: dict[str, Any]) -> Any:
             view.stop()  # the prompt needs the terminal
@@ -248,8 +261,26 @@ def execute(
         )
         driver = traced(driver, name="refine", evaluator=evaluator)
         view.start("round 0: generating…" if request.thread is None else "resuming…")
+        flow = run_flow(
+            request.task,
+            durable=True,
+            output_schema=loop_schema(graph),
+            settings=kept,
+            restart=request.restart,
+        )
         try:
-            schema = loop_schema(graph)
-            return drive(run_flow(request.task, durable=True, output_schema=schema), driver)
+            return drive(flow, driver)
+        except ThreadSettingsError as exc:
+            raise CliError(_thread_refusal(thread, exc), exit_code=2) from None
         finally:
             view.stop()
+
+
+def _thread_refusal(thread: str, exc: ThreadSettingsError) -> str:
+    """The command line's words for a rerun that differs from the thread's unfinished run."""
+    return (
+        f"thread {thread!r} holds an interrupted run started differently "
+        f"({describe_differences(exc.differences)}); rerun with the same task and options to "
+        "continue it, use a new --thread to start another run, or add --restart to discard "
+        "it and start over on this thread"
+    )

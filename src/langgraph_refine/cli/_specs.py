@@ -6,6 +6,7 @@ the served graphs use for a run's context too; here its errors become `CliError`
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -17,16 +18,35 @@ from langgraph_refine.evaluators._from_specs import build_evaluators as _build_e
 __all__ = ["SPEC_FORMS", "EvaluatorSpec", "build_evaluators", "parse_specs"]
 
 
-def parse_specs(specs: object) -> list[EvaluatorSpec]:
+def parse_specs(specs: object, *, on_server: bool = False) -> list[EvaluatorSpec]:
     """Parse a spec string or a list of them, reading any file they name.
+
+    Args:
+        specs: A spec string or a list of them.
+        on_server: The checks run on a LangGraph Server (`batch --server`): a spec that
+            names a file (`json-schema:FILE`, `python-tests:FILE`, in a panel too) is kept
+            as written and not opened here, since its path is the server's; the others
+            are checked here as the server will.
 
     Raises:
         CliError: For an unknown form, a malformed argument, or an unreadable file.
     """
     try:
+        if on_server and isinstance(specs, str | list | tuple):
+            texts = [specs] if isinstance(specs, str) else list(specs)
+            return [spec for text in texts for spec in _server_specs(text)]
         return _parse_specs(specs)
     except SpecError as exc:
         raise CliError(str(exc)) from None
+
+
+_NAMES_FILE = re.compile(r"(?:^|[:;])\s*(?:json[-_]schema|python[-_]tests)\s*:", re.IGNORECASE)
+
+
+def _server_specs(text: object) -> list[EvaluatorSpec]:
+    if isinstance(text, str) and _NAMES_FILE.search(text):
+        return [EvaluatorSpec(text.strip(), "server file", None)]  # the server reads the file
+    return _parse_specs(text, allow_files=False)
 
 
 def build_evaluators(specs: Sequence[EvaluatorSpec], judge_model: Callable[[], Any]) -> Any:
