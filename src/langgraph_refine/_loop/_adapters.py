@@ -144,7 +144,8 @@ class ChatAdapter(GeneratorAdapter):
         parts = structured_parts(output)
         if parts is None:
             return super().read(output, index, schema)
-        assert schema is not None  # only a typed call answers in parts
+        if schema is None:  # only a typed call answers in parts
+            return super().read(output, index, schema)
         raw, parsed = parts
         text, reasoning = split_reasoning(raw) if raw is not None else ("", None)
         return schema.read(text if parsed is None else parsed, reasoning)

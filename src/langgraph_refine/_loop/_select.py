@@ -272,8 +272,7 @@ def select_candidates(attempts: Sequence[Attempt], top: int, margin: float) -> l
 
 
 def _score(attempt: Attempt) -> float:
-    assert attempt.evaluation is not None
-    return attempt.evaluation.score
+    return attempt.evaluation.score if attempt.evaluation is not None else 0.0
 
 
 def outcome(first: int, second: int, forward: Preference, backward: Preference) -> int | None:
