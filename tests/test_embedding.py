@@ -308,10 +308,11 @@ def test_interrupt_inside_the_subgraph_is_resumed_from_the_parent(checkpointer: 
     out = parent.invoke(Command(resume={"action": "revise", "feedback": "more colour"}), cfg)
     payload = out["__interrupt__"][0].value
     assert payload["iteration"] == 3 and "error" not in payload
+    assert (payload["attempt"], payload["best_attempt"]) == (3, 1)  # the revision is shown
 
     out = parent.invoke(Command(resume={"action": "approve"}), cfg)
     assert "__interrupt__" not in out
-    assert out["response"] == "a:t:1"
+    assert out["response"] == "a:t:3"  # approving approves what was shown
     assert out["steps"] == ["before", "after"]
     # Resuming restarted neither the parent's earlier node nor any model call.
     assert before_runs == ["t"]

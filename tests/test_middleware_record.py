@@ -17,9 +17,10 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.store.memory import InMemoryStore
 
 from langgraph_refine import Attempt, Evaluation, RefineMiddleware
-from langgraph_refine._agents._agent_loop import move as _move
+from langgraph_refine._agents._agent_loop import onward
+from langgraph_refine._decisions._options import LoopOptions
 from langgraph_refine._decisions._prompts import AGENT_REFINE_EARLIER as REFINE_EARLIER_PROMPT
-from langgraph_refine._decisions._strategy import Choice
+from langgraph_refine._decisions._view import LoopView
 from langgraph_refine._records._record import RECORD_NAMESPACE, StrategyRecord, read_records
 from tests.fakes import AgentModel, lookup
 
@@ -135,10 +136,10 @@ def test_refining_an_earlier_answer_shows_it_with_its_feedback() -> None:
     ]
     state = {"messages": [HumanMessage(REQUEST, id="request")]}
     turns = [["request", "ai", "first", "a0"], ["request", "ai", "second", "a1"]]
-    update = _move(state, Choice("refine", 0), attempts, turns)
+    view = LoopView(task=REQUEST, attempts=tuple(attempts), parent=0, move="refine")
+    update = onward(state, view, turns, LoopOptions())
     # The model no longer sees the two answers (the turns so far) nor the run's messages.
     assert update["refine_hidden_to"] == [2, "request"]
-    assert update["refine_next"] == ["refine", 0]
     # The earlier answer comes back in one new loop turn; the conversation is untouched.
     assert "messages" not in update
     anchor, kind, text, _ = update["refine_turns"][-1]

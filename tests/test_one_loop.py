@@ -156,3 +156,325 @@ def test_a_reviewers_edit_ends_both_loops_the_same_way() -> None:
     assert from_graph.stop_reason == "edited"
     assert from_graph.attempts[-1].move == "edit"
     assert from_graph.score == 0.95
+
+
+# -- review and selection: the same answers, the same reviewer, the same run -------------
+
+REVIEW_SCORES = {"a": 0.3, "b": 0.5, "c": 0.5, "d": 0.4, "e": 0.95, "E": 0.7, "f": 0.2}
+"""Each scripted answer's (and a reviewer's edit's) score."""
+
+
+def review_judge(response: str, state: Any) -> Evaluation:
+    return Evaluation(score=REVIEW_SCORES[response], verdict=None, feedback=f"improve {response}")
+
+
+def compare_by_score(task: str, first: str, second: str) -> str:
+    """A comparer that prefers the higher-scored text (and so may disagree with ties)."""
+    a, b = REVIEW_SCORES[first], REVIEW_SCORES[second]
+    return "first" if a > b else "second" if b > a else "tie"
+
+
+def reviewed_graph(answers: list[str], options: dict[str, Any]) -> Any:
+    replies = iter(answers)
+    return create_refine_graph(
+        lambda state: next(replies), review_judge, target_score=0.9, **options
+    ).compile(store=InMemoryStore(), checkpointer=InMemorySaver())
+
+
+def reviewed_agent(answers: list[str], options: dict[str, Any]) -> tuple[Any, RefineMiddleware]:
+    middleware = RefineMiddleware(review_judge, target_score=0.9, **options)
+    agent = create_agent(
+        AgentModel(replies=answers),
+        tools=[],
+        middleware=[middleware],
+        checkpointer=InMemorySaver(),
+        store=InMemoryStore(),
+    )
+    return agent, middleware
+
+
+def answered(run: Any, first: Any, reviews: list[Any], config: Any) -> list[Any]:
+    """Run, answering each review pause with the next scripted answer; the payloads seen."""
+    shown: list[Any] = []
+    out = run(first, config)
+    for answer in reviews:
+        if "__interrupt__" not in out:
+            break
+        shown.append(out["__interrupt__"][0].value)
+        out = run(Command(resume=answer), config)
+    assert "__interrupt__" not in out, "the scripted reviewer ran out of answers"
+    return shown
+
+
+def reviewed_shape(payload: Any) -> tuple[Any, ...]:
+    return (payload["response"], payload["attempt"], payload["score"], payload["stop_reason"])
+
+
+REVISE = {"action": "revise", "feedback": "make it better"}
+LC_REJECT = {"decisions": [{"type": "reject", "message": "make it better"}]}
+LC_EDIT = {
+    "decisions": [{"type": "edit", "edited_action": {"name": "refine", "args": {"response": "E"}}}]
+}
+
+REVIEWED: dict[str, tuple[list[str], dict[str, Any], list[Any]]] = {
+    "final approve": (
+        ["a", "b", "c"],
+        {"human_review": "final", "max_iterations": 1},
+        [{"action": "approve"}],
+    ),
+    "final reject": (
+        ["a", "b", "c"],
+        {"human_review": "final", "max_iterations": 1},
+        [{"action": "reject"}],
+    ),
+    "final edit": (
+        ["a", "b", "c"],
+        {"human_review": "final", "max_iterations": 1},
+        [{"action": "edit", "response": "E"}],
+    ),
+    "final revise, approve": (
+        ["b", "a", "c", "f"],
+        {"human_review": "final", "max_iterations": 1},
+        [REVISE, {"action": "approve"}],
+    ),
+    "final revise twice, reject": (
+        ["b", "a", "c", "c", "f"],
+        {"human_review": "final", "max_iterations": 1, "strategy": "explore"},
+        [REVISE, REVISE, {"action": "reject"}],
+    ),
+    "final LangChain decisions": (
+        ["a", "b", "c", "f"],
+        {"human_review": "final", "max_iterations": 1},
+        [LC_REJECT, LC_EDIT],
+    ),
+    "final LangChain approve": (
+        ["a", "b", "c"],
+        {"human_review": "final", "max_iterations": 1},
+        [{"decisions": [{"type": "approve"}]}],
+    ),
+    "final LangChain reject": (
+        ["a", "b", "c"],
+        {"human_review": "final", "max_iterations": 1},
+        [{"decisions": [{"type": "reject"}]}],
+    ),
+    "every_round sample continue": (
+        ["a", "b", "c", "f"],
+        {"human_review": "every_round", "strategy": "sample", "max_iterations": 2},
+        [{"action": "continue"}] * 3,
+    ),
+    "every_round explore continue, revise": (
+        ["a", "b", "d", "c", "f", "f"],
+        {"human_review": "every_round", "strategy": "explore", "max_iterations": 3},
+        [
+            {"action": "continue"},
+            REVISE,
+            {"action": "continue"},
+            {"action": "continue"},
+        ],
+    ),
+    "every_round chain approve": (
+        ["a", "b", "c"],
+        {"human_review": "every_round", "strategy": "chain"},
+        [{"action": "continue"}, {"action": "approve"}],
+    ),
+    "every_round edit": (
+        ["a", "b", "c"],
+        {"human_review": "every_round", "strategy": "chain"},
+        [{"action": "continue"}, {"action": "edit", "response": "E"}],
+    ),
+    "every_round reject": (
+        ["a", "b", "c"],
+        {"human_review": "every_round", "strategy": "sample"},
+        [{"action": "continue"}, {"action": "reject"}],
+    ),
+    "pairwise": (
+        ["b", "c", "d", "f"],
+        {
+            "select": "pairwise",
+            "comparer": compare_by_score,
+            "strategy": "explore",
+            "max_iterations": 3,
+            "patience": None,
+        },
+        [],
+    ),
+    "pairwise, final revise, reject": (
+        ["b", "c", "f", "c"],
+        {
+            "select": "pairwise",
+            "comparer": compare_by_score,
+            "strategy": "chain",
+            "human_review": "final",
+            "max_iterations": 1,
+        },
+        [REVISE, {"action": "reject"}],
+    ),
+    "pairwise budget note": (
+        ["b", "c", "d", "f"],
+        {
+            "select": "pairwise",
+            "comparer": compare_by_score,
+            "strategy": "sample",
+            "max_iterations": 2,
+            "patience": None,
+            "budget": Budget(max_calls=7),
+        },
+        [],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(REVIEWED))
+def test_graph_and_agent_agree_under_review_and_selection(case: str) -> None:
+    answers, options, reviews = REVIEWED[case]
+    graph = reviewed_graph(answers, options)
+    seen_by_graph = answered(
+        graph.invoke, {"task": TASK}, reviews, {"configurable": {"thread_id": "g"}}
+    )
+    from_graph = RefineResult.from_state(
+        graph.get_state({"configurable": {"thread_id": "g"}}).values
+    )
+    agent, middleware = reviewed_agent(answers, options)
+    config = {"configurable": {"thread_id": "a"}}
+    seen_by_agent = answered(agent.invoke, {"messages": [HumanMessage(TASK)]}, reviews, config)
+    from_agent = middleware.result(agent.get_state(config).values)
+    assert shape(from_agent) == shape(from_graph)
+    assert from_agent.metadata.get("selection") == from_graph.metadata.get("selection")
+    assert [reviewed_shape(p) for p in seen_by_agent] == [reviewed_shape(p) for p in seen_by_graph]
+    assert len(seen_by_graph) == len(reviews)
+
+
+async def test_graph_and_agent_agree_under_review_async() -> None:
+    answers, options, reviews = REVIEWED["every_round explore continue, revise"]
+    graph = reviewed_graph(answers, options)
+    config: Any = {"configurable": {"thread_id": "g"}}
+    shown: list[Any] = []
+    out = await graph.ainvoke({"task": TASK}, config)
+    agent, middleware = reviewed_agent(answers, options)
+    agent_config: Any = {"configurable": {"thread_id": "a"}}
+    agent_out = await agent.ainvoke({"messages": [HumanMessage(TASK)]}, agent_config)
+    for answer in reviews:
+        shown.append(
+            (
+                out["__interrupt__"][0].value["attempt"],
+                agent_out["__interrupt__"][0].value["attempt"],
+            )
+        )
+        out = await graph.ainvoke(Command(resume=answer), config)
+        agent_out = await agent.ainvoke(Command(resume=answer), agent_config)
+    from_graph = RefineResult.from_state((await graph.aget_state(config)).values)
+    from_agent = middleware.result((await agent.aget_state(agent_config)).values)
+    assert shape(from_agent) == shape(from_graph)
+    assert all(g == a for g, a in shown)
+
+
+def test_the_reported_divergences_are_gone() -> None:
+    """Every-round review with `continue` keeps the strategy's moves; a revise is a "revise"."""
+    answers, options, reviews = REVIEWED["every_round sample continue"]
+    agent, middleware = reviewed_agent(answers, options)
+    config = {"configurable": {"thread_id": "a"}}
+    answered(agent.invoke, {"messages": [HumanMessage(TASK)]}, reviews, config)
+    moves = [a.move for a in middleware.result(agent.get_state(config).values).attempts]
+    assert moves == ["sample", "sample", "sample"]
+
+    answers, options, reviews = REVIEWED["final revise, approve"]
+    agent, middleware = reviewed_agent(answers, options)
+    answered(agent.invoke, {"messages": [HumanMessage(TASK)]}, reviews, config)
+    result = middleware.result(agent.get_state(config).values)
+    assert [a.move for a in result.attempts] == ["sample", "refine", "revise"]
+    assert result.attempts[2].parent == 0  # the reviewed attempt: the best, not the latest
+
+
+@pytest.mark.parametrize("review", [None, "final", "every_round"])
+def test_a_budget_raise_skips_the_review_and_raises_the_same_result(review: str | None) -> None:
+    from langgraph_refine import BudgetExhaustedError
+
+    answers = ["a", "b", "c", "f"]
+    options: dict[str, Any] = {
+        "strategy": "chain",
+        "budget": Budget(max_calls=3),
+        "on_budget_exhausted": "raise",
+        "patience": None,
+        "human_review": review,
+    }
+    graph = reviewed_graph(answers, options)
+    with pytest.raises(BudgetExhaustedError) as from_graph:
+        answered(graph.invoke, {"task": TASK}, [{"action": "continue"}] * 3, CONFIG)
+    agent, _ = reviewed_agent(answers, options)
+    with pytest.raises(BudgetExhaustedError) as from_agent:
+        answered(
+            agent.invoke, {"messages": [HumanMessage(TASK)]}, [{"action": "continue"}] * 3, CONFIG
+        )
+    assert from_graph.value.result is not None and from_agent.value.result is not None
+    assert shape(from_agent.value.result) == shape(from_graph.value.result)
+    assert str(from_agent.value) == str(from_graph.value)
+
+
+# -- models resolved once ----------------------------------------------------------------
+
+
+def test_the_graph_and_the_agent_resolve_judge_and_comparer_by_one_rule() -> None:
+    from langgraph_refine._loop._resolve import loop_models
+    from langgraph_refine.evaluators import LLMJudge, combine, llm_judge, panel
+    from tests.fakes import ScriptedChatModel
+
+    writer, judge_model = AgentModel(replies=["x"]), ScriptedChatModel(replies=["y"])
+
+    def compared_with(models: Any) -> Any:
+        return getattr(models.comparer, "model", None)
+
+    for evaluator in (
+        panel(llm_judge(judge_model), review_judge),
+        combine(review_judge, judge_model),
+    ):
+        graph = loop_models(writer, evaluator)
+        agent = loop_models(None, evaluator, own_model=True, option="models")
+        # An LLM judge inside a panel or combine compares, in both.
+        assert compared_with(graph) is judge_model and compared_with(agent) is judge_model
+
+    # Without an evaluator: the graph's generator judges and compares; the agent's own
+    # model does, once it runs (nothing resolved yet), unless judge_model names one.
+    graph = loop_models(writer, None)
+    assert isinstance(graph.evaluator, LLMJudge) and graph.evaluator.model is writer
+    assert compared_with(graph) is writer and graph.judge_model is writer
+    agent = loop_models(None, None, own_model=True)
+    assert (agent.evaluator, agent.comparer, agent.judge_model) == (None, None, None)
+    for models in (
+        loop_models(writer, None, judge_model=judge_model),
+        loop_models(None, None, judge_model=judge_model, own_model=True),
+    ):
+        assert isinstance(models.evaluator, LLMJudge) and models.evaluator.model is judge_model
+        assert compared_with(models) is judge_model
+
+    # A callable evaluator: the graph compares with its generator, the agent with its own.
+    assert compared_with(loop_models(writer, review_judge)) is writer
+    assert loop_models(None, review_judge, own_model=True).comparer is None
+    with pytest.raises(ValueError, match="judge_model is only used when evaluator is None"):
+        loop_models(None, review_judge, judge_model=judge_model, own_model=True)
+
+
+def test_a_ladder_naming_one_model_twice_is_refused_alike() -> None:
+    from tests.fakes import ScriptedChatModel
+
+    twice = [ScriptedChatModel(replies=["a"]), ScriptedChatModel(replies=["b"])]
+    with pytest.raises(ValueError, match=r"generator\[0\] and generator\[1\] .* more than once"):
+        create_refine_graph(twice, review_judge)
+    with pytest.raises(ValueError, match=r"models\[0\] and models\[1\] .* more than once"):
+        RefineMiddleware(review_judge, models=twice)
+
+
+def test_a_reject_under_pairwise_selection_keeps_the_score_choice_in_both() -> None:
+    from langgraph_refine._decisions._end import REJECTED_NOTE
+
+    answers, options, reviews = REVIEWED["pairwise, final revise, reject"]
+    graph = reviewed_graph(answers, options)
+    answered(graph.invoke, {"task": TASK}, reviews, CONFIG)
+    from_graph = RefineResult.from_state(graph.get_state(CONFIG).values)
+    agent, middleware = reviewed_agent(answers, options)
+    answered(agent.invoke, {"messages": [HumanMessage(TASK)]}, reviews, CONFIG)
+    from_agent = middleware.result(agent.get_state(CONFIG).values)
+    for result in (from_graph, from_agent):
+        selection = result.metadata["selection"]
+        assert (selection["method"], selection["note"]) == ("score", REJECTED_NOTE)
+        assert selection["comparisons"] == []  # the reviewer's stop is not overruled
+        assert result.stop_reason == "rejected"

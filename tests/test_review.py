@@ -208,7 +208,13 @@ def test_revise_twice_runs_one_round_each() -> None:
     assert "# Reviewer request" not in model.prompts[2]
     payload = paused(graph, cfg)
     assert payload["iteration"] == 4
-    assert payload["response"] == "draft D"  # best of A..E
+    # The revision asked for last is shown (a human's request outranks the best score),
+    # with the best beside it.
+    assert (payload["response"], payload["attempt"]) == ("draft E", 4)
+    assert payload["best_attempt"] == 3
+    description = payload["action_requests"][0]["description"]
+    assert description.startswith("The revised answer (attempt 4), scored 0.50 of 1.")
+    assert "The best answer so far is attempt 3, scored 0.80 of 1." in description
     graph.invoke(Command(resume={"action": "reject"}), cfg)
     assert RefineResult.from_state(graph.get_state(cfg).values).stop_reason == "rejected"
 

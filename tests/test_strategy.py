@@ -295,8 +295,12 @@ def test_revise_refines_the_reviewed_attempt_under_every_strategy(strategy: Stra
     assert "Use fewer words." in prompt[0].text
     assert "feedback on r1" in prompt[0].text
 
+    # The next review shows the revision (below the best, r1, shown beside it), and
+    # approving approves what was shown.
+    payload = graph.get_state(cfg).interrupts[0].value
+    assert (payload["attempt"], payload["best_attempt"]) == (3, 1)
     out = graph.invoke(Command(resume={"action": "approve"}), cfg)
-    assert out["response"] == "r1"
+    assert out["response"] == "r3"
 
 
 # -- prompt forms ---------------------------------------------------------------------------
@@ -604,7 +608,13 @@ def test_a_guided_sample_without_feedback_is_the_task_alone() -> None:
 
 
 def test_the_agent_middleware_asks_a_guided_answer_with_the_feedback_alone() -> None:
-    from langgraph_refine._agents._agent_loop import move as _move
+    from langgraph_refine._agents._agent_loop import onward
+    from langgraph_refine._decisions._options import LoopOptions
+    from langgraph_refine._decisions._view import LoopView
+
+    def _move(state: Any, choice: Choice, attempts: list[Attempt], turns: Any) -> Any:
+        view = LoopView(TASK, tuple(attempts), parent=choice.parent, move=choice.move)
+        return onward(state, view, turns, LoopOptions())
 
     first = Attempt(
         index=0, response="DRAFT", evaluation=Evaluation(score=0.4, feedback="Name the tower.")
@@ -612,7 +622,6 @@ def test_the_agent_middleware_asks_a_guided_answer_with_the_feedback_alone() -> 
     state = {"messages": [HumanMessage(TASK, id="task")]}
     turns = [["task", "ai", "DRAFT", "d0"]]
     update = _move(state, Choice("guided"), [first], turns)
-    assert update["refine_next"] == ["guided", None]
     assert update["refine_hidden_to"] == [1, "task"]  # the earlier turns are hidden
     _, kind, asked, _ = update["refine_turns"][-1]
     assert kind == "human" and "Name the tower." in asked and "DRAFT" not in asked

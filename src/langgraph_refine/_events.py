@@ -124,7 +124,9 @@ class ReviewPayload(TypedDict):
         verdict: Its verdict.
         feedback: Its feedback.
         iteration: The latest attempt's index.
-        attempt: The reviewed attempt's index.
+        attempt: The reviewed attempt's index: the best, the latest (every round), or
+            after a reviewer's request the revision (see `_reviewed.reviewed`).
+        best_attempt: The best attempt's index, shown beside the reviewed one.
         best_score: The best score so far.
         stop_reason: Why the loop would stop (None mid-loop in `"every_round"` mode).
         actions: The answers accepted here (`"approve"`, `"edit"`, ...).
@@ -145,6 +147,7 @@ class ReviewPayload(TypedDict):
     feedback: str
     iteration: int
     attempt: int | None
+    best_attempt: int | None
     best_score: float | None
     stop_reason: StopReason | None
     actions: list[str]

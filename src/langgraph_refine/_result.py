@@ -42,9 +42,10 @@ state to read back, so runs ask `invoke`/`stream` for these channels (`output_ke
 
 
 def attempt_rank(attempt: Attempt) -> tuple[bool, float]:
-    """How an evaluated attempt ranks: a PASS first, then the score (higher is better)."""
+    """How an attempt ranks: a PASS first, then the score (higher is better); unjudged last."""
     evaluation = attempt.evaluation
-    assert evaluation is not None
+    if evaluation is None:
+        return (False, -1.0)
     return (evaluation.verdict == "PASS", evaluation.score)
 
 

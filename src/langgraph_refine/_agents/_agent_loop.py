@@ -1,18 +1,19 @@
-"""The loop inside an agent, without I/O: `RefineMiddleware`'s state keys, turns and decisions.
+"""The loop inside an agent, without I/O: `RefineMiddleware`'s state keys and updates.
 
-`AgentLoop` decides what the middleware's hooks write around the round (which is
-`_round.evaluate_round`, the graph's): the attempt an answer becomes (edits applied), how
-the round's outcome becomes the agent's next turn, the review's outcome, a pairwise
-selection to make, the end. The functions below it read the agent's state (and a model
-request or response): what the middleware writes back, which messages the model is shown
-(`_transcript`), and how a round's choice becomes a turn. The hooks themselves, with the
-evaluator's, the comparer's and the store's calls, are in `_middleware`.
+The decisions are the graph's: the round (`_round.evaluate_round`) and what comes
+before and after it (`_decisions`: the next answer, a review's meaning, the end), each
+handed the agent's state as the graph's are (`agent_view`, `loop_view`). `AgentLoop`
+writes them as the agent's state updates: the attempt an answer becomes, the agent's
+next turn (`onward`: which messages the model is shown, see `_transcript`), the review
+and the end. The hooks themselves are in `_middleware`, the loop's calls (judgments,
+comparisons, the record) in `_agent_calls`.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal, NamedTuple, NotRequired
 
 from langchain.agents.middleware import (
@@ -35,10 +36,11 @@ from langgraph_refine._agents._transcript import (
     prompt_turn,
     woven,
 )
-from langgraph_refine._calls._budget import BudgetMeter, active_meter
-from langgraph_refine._calls._models import resolve_chat_model
-from langgraph_refine._decisions._edits import asks_for_edits, read_edits
+from langgraph_refine._calls._budget import BudgetMeter, BudgetStop, active_meter
+from langgraph_refine._decisions._edits import read_edits
+from langgraph_refine._decisions._end import budget_error, by_score_note, compares_at_end
 from langgraph_refine._decisions._memory import MemoryPolicy
+from langgraph_refine._decisions._next import next_attempt
 from langgraph_refine._decisions._options import LoopOptions
 from langgraph_refine._decisions._prompts import (
     EDIT_INSTRUCTIONS,
@@ -49,28 +51,27 @@ from langgraph_refine._decisions._prompts import (
     guided_request,
     scaffolding,
 )
+from langgraph_refine._decisions._reviewed import review_due
 from langgraph_refine._decisions._round import Outcome
-from langgraph_refine._decisions._strategy import Choice
-from langgraph_refine._errors import BudgetExhaustedError
+from langgraph_refine._decisions._view import LoopView
 from langgraph_refine._events import stop_event
 from langgraph_refine._kinds import kind_of, model_name
+from langgraph_refine._loop._resolve import LoopModels, chat_rungs, loop_models
 from langgraph_refine._loop._review import ReviewNode
 from langgraph_refine._loop._review_schema import ask_review
 from langgraph_refine._loop._select import (
     Comparer,
     Selection,
-    as_comparer,
     calls_left,
     selection_for,
 )
 from langgraph_refine._loop._step import emit
 from langgraph_refine._reasoning import split_reasoning
 from langgraph_refine._records._record import compose_key
-from langgraph_refine._result import RefineResult, best_feedback
+from langgraph_refine._result import RefineResult
 from langgraph_refine._state import (
     Attempt,
     ComparerLike,
-    MoveKind,
     PlainDataChannel,
     StopReason,
     Usage,
@@ -79,15 +80,12 @@ from langgraph_refine._state import (
     to_plain,
 )
 from langgraph_refine._typed import Reply
-from langgraph_refine.evaluators import llm_judge
 from langgraph_refine.evaluators._base import BaseEvaluator, EvaluatorLike
-from langgraph_refine.evaluators._combine import as_evaluator
-from langgraph_refine.evaluators._judge import LLMJudge
 
 LOOP_NAME = "refine"
 """The loop's name in stream events and review payloads."""
 
-Phase = Literal["running", "deciding", "done"]
+Phase = Literal["running", "deciding", "judging", "done"]
 
 
 class RefineAgentState(AgentState[Any]):
@@ -104,7 +102,14 @@ class RefineAgentState(AgentState[Any]):
         refine_response: The loop's answer, set when it stops.
         refine_selection: With `select="pairwise"`, the selection's record (as the
             graph's `selection`: `metadata["selection"]` of the result).
-        refine_phase: `running`, `deciding` (an answer awaits review or the end), `done`.
+        refine_phase: `running`, `deciding` (an answer awaits review or the end),
+            `judging` (a reviewer's edit or a pairwise end awaits the model step, where
+            the run's judge and comparer are known), `done`.
+        refine_judging: What the model step is to judge before the end: a reviewer's
+            edit (`{"edit": attempt}`), or the end's comparisons (its stop reason and
+            response).
+        refine_route: Where the agent goes after the model step judged an answer:
+            `model` (the next answer) or `end`.
         refine_instruction: A reviewer's request, recorded on the next attempt.
         refine_base: How many messages came before this run's loop (its conversation).
         refine_turns: The loop's own turns (answers, feedback, requests), kept beside
@@ -130,6 +135,8 @@ class RefineAgentState(AgentState[Any]):
     refine_response: NotRequired[Annotated[str | None, OmitFromInput]]
     refine_selection: NotRequired[Annotated[dict[str, Any] | None, OmitFromInput]]
     refine_phase: NotRequired[Annotated[Phase, PrivateStateAttr]]
+    refine_judging: NotRequired[Annotated[dict[str, Any] | None, PrivateStateAttr]]
+    refine_route: NotRequired[Annotated[str | None, PrivateStateAttr]]
     refine_instruction: NotRequired[Annotated[str | None, PrivateStateAttr]]
     refine_base: NotRequired[Annotated[int, PrivateStateAttr]]
     refine_turns: NotRequired[Annotated[list[list[Any]], PrivateStateAttr]]
@@ -157,6 +164,25 @@ def loop_view(state: Mapping[str, Any]) -> dict[str, Any]:
                 "criteria": state.get("criteria"),
             }
         )
+    )
+
+
+def agent_view(state: Mapping[str, Any]) -> LoopView:
+    """The agent's state as the decisions around the round read it (the graph's `graph_view`).
+
+    `refine_next` holds the move and parent chosen for the next answer (by the round or a
+    reviewer); without one, the next answer refines the latest, as in the graph.
+    """
+    attempts = tuple(revive_state({"attempts": state.get("refine_attempts") or []})["attempts"])
+    chosen = state.get("refine_next")
+    latest = attempts[-1].index if attempts else None
+    return LoopView(
+        task=state.get("refine_task", ""),
+        attempts=attempts,
+        parent=chosen[1] if chosen else latest,
+        move=chosen[0] if chosen else None,
+        request=state.get("refine_instruction"),
+        stop_reason=state.get("refine_stop_reason"),
     )
 
 
@@ -202,6 +228,38 @@ def counted(
     return ExtendedModelResponse(model_response=response, command=Command(update=update))
 
 
+def updated(
+    reply: ExtendedModelResponse[Any], update: dict[str, Any]
+) -> ExtendedModelResponse[Any]:
+    """The model step's reply with `update` (its round's) written after its own."""
+    command = reply.command
+    written = dict(command.update) if command is not None and command.update else {}
+    return ExtendedModelResponse(
+        model_response=reply.model_response, command=Command(update=written | update)
+    )
+
+
+def judged(update: dict[str, Any]) -> ExtendedModelResponse[Any]:
+    """The model step that judged a reviewer's edit or made the end's comparisons: the end."""
+    empty: ModelResponse[Any] = ModelResponse(result=[])
+    done = update | {"refine_judging": None, "refine_route": "end"}
+    return ExtendedModelResponse(model_response=empty, command=Command(update=done))
+
+
+def failed(
+    request: ModelRequest[Any], meter: BudgetMeter, exc: Exception
+) -> ExtendedModelResponse[Any]:
+    """After a model call that raised: the budget's refusal ends the loop, else `exc` is raised.
+
+    Raises:
+        Exception: `exc`, when it is not the budget's refusal (what it spent kept).
+    """
+    if isinstance(exc, BudgetStop):
+        return refused(meter)
+    carry(request, meter)
+    raise exc
+
+
 def carry(request: ModelRequest[Any], meter: BudgetMeter) -> None:
     """Keep what a failed call of `request` spent in the request's state, for its retry.
 
@@ -224,6 +282,7 @@ def refused(meter: BudgetMeter) -> ExtendedModelResponse[Any]:
         "refine_usage": to_plain(meter.spent_before + meter.delta()),
         "refine_stop_reason": "budget_exhausted",
         "refine_phase": "deciding",
+        "refine_route": "end",
     }
     empty: ModelResponse[Any] = ModelResponse(result=[])
     return ExtendedModelResponse(model_response=empty, command=Command(update=update))
@@ -243,51 +302,65 @@ def shown(request: ModelRequest[Any], memory: MemoryPolicy = "all") -> ModelRequ
     return request.override(messages=model_view(request.state, request.messages, memory))
 
 
-def next_move(state: Mapping[str, Any], attempts: list[Attempt]) -> tuple[MoveKind, int | None]:
-    """The move and parent of the answer just given: what was chosen for it, else the chain's."""
-    chosen = state.get("refine_next")
-    if chosen:
-        return chosen[0], chosen[1]
-    if not attempts:
-        return "sample", None
-    return "refine", attempts[-1].index
-
-
-def move(
-    state: Mapping[str, Any],
-    choice: Choice,
-    attempts: list[Attempt],
-    turns: list[Turn],
-    options: LoopOptions | None = None,
+def onward(
+    state: Mapping[str, Any], view: LoopView, turns: list[Turn], options: LoopOptions
 ) -> dict[str, Any]:
-    """The update that sends the agent back to its model for the chosen move.
+    """The update that sends the agent back to its model for the next answer.
 
-    Refining the latest answer continues the conversation with the feedback (what the
-    chain strategy always does). A fresh sample hides this loop's turns so far from the
-    model, which then answers the request as if first asked. Refining an earlier answer
-    hides them too, and shows that answer with its feedback in one new turn.
+    The answer is decided once (`_next.next_attempt`); this renders it as a turn.
+    Refining the latest answer continues the conversation with its feedback (or the
+    reviewer's request). A fresh answer hides this loop's turns so far from the model,
+    which then answers the request as if first asked (a guided one told the best
+    answer's feedback). Refining an earlier answer hides them too, and shows that answer
+    with its feedback (and the reviewer's request) in one new turn.
 
     Args:
         state: The agent's state.
-        choice: The strategy's next move.
-        attempts: The attempts so far.
+        view: The loop's state after the round (or the review), as the decisions read it.
         turns: The loop's turns so far, the latest answer's included.
-        options: The loop's options (`edits`: a refinement may ask for edit blocks).
+        options: The loop's options.
     """
-    latest = attempts[-1]
-    chosen: dict[str, Any] = {"refine_next": [choice.move, choice.parent]}
-    edited = None if options is None else edit_target(options, attempts, choice.parent)
-    closing = "" if edited is None else "\n\n" + EDIT_INSTRUCTIONS
-    if choice.parent == latest.index:
-        return again(state, turns, agent_feedback(latest.evaluation) + closing) | chosen
-    chosen["refine_hidden_to"] = hidden_from(state, turns)
-    if choice.parent is None:
-        feedback = best_feedback(attempts) if choice.move == "guided" else ""
-        if feedback.strip():  # a fresh answer told what the best one's feedback asked
-            return again(state, turns, guided_request(feedback)) | chosen
-        return {"refine_turns": turns, "refine_phase": "running", "jump_to": "model"} | chosen
-    refined = next(a for a in attempts if a.index == choice.parent)
-    return again(state, turns, agent_refine_earlier(refined) + closing) | chosen
+    upcoming = next_attempt(view, options)
+    parent, request = upcoming.parent, upcoming.request
+    closing = "" if upcoming.edited is None else "\n\n" + EDIT_INSTRUCTIONS
+    asked = "" if request is None else agent_review(request)
+    if parent is not None and view.latest is not None and parent.index == view.latest.index:
+        return again(state, turns, (asked or agent_feedback(parent.evaluation)) + closing)
+    hidden = {"refine_hidden_to": hidden_from(state, turns)}
+    if parent is None:
+        if upcoming.guidance.strip():  # a fresh answer told what the best one's feedback asked
+            return again(state, turns, guided_request(upcoming.guidance)) | hidden
+        return {"refine_turns": turns, "refine_phase": "running", "jump_to": "model"} | hidden
+    earlier = agent_refine_earlier(parent) + ("\n\n" + asked if asked else "")
+    return again(state, turns, earlier + closing) | hidden
+
+
+def started(state: Mapping[str, Any]) -> dict[str, Any]:
+    """A new loop for this run: the task is the last human message."""
+    human = [m for m in state["messages"] if isinstance(m, HumanMessage)]
+    return {
+        "refine_task": human[-1].text if human else "",
+        "refine_attempts": [],
+        "refine_usage": to_plain(Usage()),
+        "refine_stop_reason": None,
+        "refine_response": None,
+        "refine_phase": "running",
+        "refine_judging": None,
+        "refine_route": None,
+        "refine_instruction": None,
+        "refine_base": len(state["messages"]),
+        "refine_turns": [],
+        "refine_hidden_to": None,
+        "refine_draft": None,
+        "refine_next": None,
+        "refine_rung": 0,
+        "refine_loop_id": uuid.uuid4().hex,
+    }
+
+
+def judge_in_model_step(job: dict[str, Any]) -> dict[str, Any]:
+    """The update that hands `job` to the model step, where the run's judges are known."""
+    return {"refine_judging": job, "refine_phase": "judging", "jump_to": "model"}
 
 
 def again(state: Mapping[str, Any], turns: list[Turn], text: str) -> dict[str, Any]:
@@ -311,16 +384,6 @@ def best_message(state: Mapping[str, Any], result: RefineResult, drafts: bool) -
     if result.attempts[index].response != result.value:  # a reviewer's text
         return AIMessage(result.value)
     return AIMessage(result.value, id=ids[index])
-
-
-def edit_target(
-    options: LoopOptions, attempts: Sequence[Attempt], parent: int | None
-) -> Attempt | None:
-    """The attempt an answer refining `parent` was asked to edit (`edits=`), or None."""
-    refined = next((a for a in attempts if a.index == parent), None)
-    if refined is None or not asks_for_edits(options.edits, refined, None):
-        return None
-    return refined
 
 
 def copied_lines(state: Mapping[str, Any], attempts: Sequence[Attempt]) -> frozenset[str]:
@@ -362,62 +425,37 @@ class Edit(NamedTuple):
     meter: BudgetMeter
 
 
+@dataclass(frozen=True)
 class AgentLoop:
-    """The loop's decisions inside an agent, without I/O.
+    """What `RefineMiddleware`'s hooks write around the round, sync and async alike.
 
-    What `RefineMiddleware`'s hooks do between their calls (the evaluator's and the
-    store's), sync and async alike; the round itself is `_round.evaluate_round`, as in
-    the graph.
+    The decisions are the graph's (`_round.evaluate_round`, `_decisions`); this turns
+    them into the agent's state updates. Frozen: it holds the middleware's
+    configuration only, and nothing a run resolves is kept on it.
 
-    Args:
+    Attributes:
         options: The loop's options, validated once.
-        evaluator: The evaluator of every final answer.
+        evaluator: The evaluator of every final answer (None: the agent's own model,
+            known when it runs, see `_agent_calls.judges_for`).
         review: The human review, or None.
         keep_evaluation_turns: Keep the answers and feedback turns in the conversation.
         ladder: With `models`, the rungs' model names, cheapest first.
         comparer: Who compares answers with `select="pairwise"` (None: the agent's own
-            model, known at its first call).
+            model, known when it runs).
     """
 
-    def __init__(
-        self,
-        options: LoopOptions,
-        evaluator: BaseEvaluator | None,
-        review: ReviewNode | None,
-        keep_evaluation_turns: bool,
-        ladder: Sequence[str] = (),
-        comparer: Comparer | None = None,
-    ) -> None:
-        self.options = options
-        self.evaluator = evaluator
-        self.comparer = comparer
-        self.review = review
-        self.keep_evaluation_turns = keep_evaluation_turns
-        self.ladder = list(ladder)
-
-    def start(self, state: Mapping[str, Any]) -> dict[str, Any]:
-        """A new loop for this run: the task is the last human message."""
-        human = [m for m in state["messages"] if isinstance(m, HumanMessage)]
-        return {
-            "refine_task": human[-1].text if human else "",
-            "refine_attempts": [],
-            "refine_usage": to_plain(Usage()),
-            "refine_stop_reason": None,
-            "refine_response": None,
-            "refine_phase": "running",
-            "refine_instruction": None,
-            "refine_base": len(state["messages"]),
-            "refine_turns": [],
-            "refine_hidden_to": None,
-            "refine_draft": None,
-            "refine_next": None,
-            "refine_rung": 0,
-            "refine_loop_id": uuid.uuid4().hex,
-        }
+    options: LoopOptions
+    evaluator: BaseEvaluator | None
+    review: ReviewNode | None
+    keep_evaluation_turns: bool
+    ladder: Sequence[str] = ()
+    comparer: Comparer | None = None
 
     def budget_stop(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
         """The update that ends the loop before a model call past the budget, else None."""
         budget = self.options.budget
+        if state.get("refine_phase") == "judging":
+            return None  # no answer is asked: each judgment is metered and refused alone
         if budget is None or budget.exceeded(spent(state)) is None:
             return None
         return {
@@ -436,16 +474,13 @@ class AgentLoop:
         # loop spends from the outer budget too).
         return BudgetMeter(self.options.budget, spent(state), what=what, parent=active_meter())
 
-    def judge(self) -> BaseEvaluator:
-        """The evaluator (the agent's own model's judge is set at its first call)."""
-        assert self.evaluator is not None, "the agent's model is known once it is called"
-        return self.evaluator
-
-    def unanswered(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
-        """After a model call that gave no answer: end the turn if the budget refused it."""
-        if state.get("refine_phase") == "deciding" and state.get("refine_draft") is None:
-            return {"jump_to": "end"}
-        return None
+    def answered(
+        self, state: Mapping[str, Any], reply: ExtendedModelResponse[Any]
+    ) -> tuple[dict[str, Any], Answer | None]:
+        """The state after the model step's reply, and the final answer it holds, if any."""
+        command = reply.command
+        answered = {**state, **(command.update if command is not None and command.update else {})}
+        return answered, self.turn(answered)
 
     def turn(self, state: Mapping[str, Any]) -> Answer | None:
         """The agent's final answer to evaluate, or None if there is none (tool calls)."""
@@ -464,30 +499,22 @@ class AgentLoop:
         tool turns); the round adds the evaluation's.
         """
         attempts: list[Attempt] = list(turn.view["attempts"])
-        move, parent = next_move(state, attempts)
+        upcoming = next_attempt(agent_view(state), self.options)
         reply = Reply(turn.answer, reasoning=turn.reasoning)
-        edited = edit_target(self.options, attempts, parent)
-        if edited is not None:  # the answer was asked as edits to `edited`
-            reply = read_edits(turn.draft, edited, None, lambda _: reply)
+        if upcoming.edited is not None:  # the answer was asked as edits to it
+            reply = read_edits(turn.draft, upcoming.edited, None, lambda _: reply)
         reply = clean_reply(reply, copied_lines(state, attempts))
-        return Attempt(
-            index=len(attempts),
-            response=reply.response,
-            evaluation=reply.evaluation,  # blocks that did not apply: FAIL, not judged
-            edits=reply.edits,
-            reasoning=reply.reasoning,
-            instruction=state.get("refine_instruction"),
-            parent=parent,
-            move=move,
+        return upcoming.attempt(
+            reply,
             model=state.get("refine_model"),
             rung=state.get("refine_rung", 0) if self.ladder else None,
             usage=minus(turn.meter.spent_before, sum((a.usage for a in attempts), Usage())),
         )
 
-    def record_key(self, state: Mapping[str, Any]) -> str | None:
-        """The strategy record's key: `record_key`, else the models and the evaluator."""
+    def record_key(self, state: Mapping[str, Any], evaluator: BaseEvaluator) -> str | None:
+        """The strategy record's key: `record_key`, else the models and the run's evaluator."""
         model = ">".join(self.ladder) or state.get("refine_model")
-        return compose_key(model, self.evaluator, self.options.record_key)
+        return compose_key(model, evaluator, self.options.record_key)
 
     def after_round(
         self, state: Mapping[str, Any], turn: Answer, outcome: Outcome
@@ -496,61 +523,95 @@ class AgentLoop:
 
         The loop goes on: back to the model with the chosen move. It stops, or an
         every-round review follows: the agent ends its turn and `after_agent` decides.
+        The round runs in the model step, so where the agent goes is `refine_route`,
+        which `after_model` follows.
         """
         turns = [*(state.get("refine_turns") or []), answer_turn(state, turn.draft)]
         # Plain data in the agent's state: its checkpoints never hold the loop's models.
+        choice = outcome.choice
         update: dict[str, Any] = {
             "refine_attempts": to_plain(outcome.attempts),
             "refine_usage": to_plain(turn.meter.spent_before + turn.meter.delta()),
             "refine_instruction": None,
-            "refine_next": None,
+            # Kept across an every-round review: its "continue" lets this choice stand.
+            "refine_next": None if choice is None else [choice.move, choice.parent],
             "refine_draft": None,
         }
         if "rung" in outcome.update:
             update["refine_rung"] = outcome.update["rung"]
-        if outcome.choice is not None and (self.review is None or self.review.mode == "final"):
-            return update | move(state, outcome.choice, outcome.attempts, turns, self.options)
-        return update | {
-            "refine_turns": turns,
-            "refine_stop_reason": outcome.stop_reason,
-            "refine_phase": "deciding",
-            "jump_to": "end",
-        }
+        if choice is not None and (self.review is None or self.review.mode == "final"):
+            view = agent_view({**state, **update})
+            update |= onward(state, view, turns, self.options)
+        else:
+            update |= {
+                "refine_turns": turns,
+                "refine_stop_reason": outcome.stop_reason,
+                "refine_phase": "deciding",
+                "jump_to": "end",
+            }
+        update["refine_route"] = update.pop("jump_to")
+        return update
 
-    def review_outcome(self, state: Mapping[str, Any]) -> dict[str, Any] | Edit | Finish | None:
-        """The review and its decision: an update, or an edit still to evaluate."""
+    def review_outcome(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The review (if any) and its decision, as the agent's update.
+
+        A reviewer's edit and a pairwise end need the run's judge or comparer, which the
+        model step knows: they are handed to it (`refine_judging`, see `judging`).
+        """
         if state.get("refine_phase") != "deciding":
             return None  # the agent ended for another reason (e.g. another middleware)
         view = loop_view(state)
         stop_reason: StopReason | None = view["stop_reason"]
         response: str | None = None
         turns: list[Turn] = list(state.get("refine_turns") or [])
-        raising = stop_reason == "budget_exhausted" and self.options.on_budget_exhausted == "raise"
-        if self.review is not None and not raising:
-            decision = ask_review(self.review.payload(view), self.review.apply, self.review.actions)
-            if decision.get("reviewer_feedback"):
-                feedback = decision["reviewer_feedback"]
-                return again(state, turns, agent_review(feedback)) | {
+        due = review_due(stop_reason, self.options.on_budget_exhausted)
+        if self.review is not None and due:
+            answer = ask_review(self.review.payload(view), self.review.answer, self.review.actions)
+            if answer.edit is not None:  # evaluated, as in the graph
+                return judge_in_model_step({"edit": to_plain(answer.edit)})
+            if answer.request is not None:  # one more answer, refining the reviewed one
+                chosen = {
+                    "refine_next": ["revise", answer.parent],
+                    "refine_instruction": answer.request,
                     "refine_stop_reason": None,
-                    "refine_instruction": feedback,
                 }
-            if decision.get("pending") is not None:  # an edit: evaluated, as in the graph
-                attempt = Attempt.model_validate(decision["pending"])
-                return Edit(view, attempt, self.meter(state, what="evaluator"))
-            stop_reason = decision.get("stop_reason", stop_reason)
-            response = decision.get("response")
+                return chosen | onward(state, agent_view({**state, **chosen}), turns, self.options)
+            stop_reason, response = answer.stop_reason, answer.response
         if stop_reason is None:  # an every-round review said "continue" mid-loop
-            return again(state, turns, agent_feedback(view["attempts"][-1].evaluation))
-        return self.ending(state, view | {"stop_reason": stop_reason, "response": response})
+            return onward(state, agent_view(state), turns, self.options)
+        ended = {"stop_reason": stop_reason, "response": response}
+        error = budget_error(
+            RefineResult.from_state(view | ended), self.options.on_budget_exhausted
+        )
+        if error is not None:
+            raise error
+        if compares_at_end(self.options.select, stop_reason):  # the model step compares
+            return judge_in_model_step(ended)
+        return self.finish(state, view | ended)
 
-    def ending(self, state: Mapping[str, Any], view: dict[str, Any]) -> dict[str, Any] | Finish:
-        """The end, or with `select="pairwise"` the comparisons to make before it."""
-        task, attempts = view["task"], view["attempts"]
-        selection = selection_for(self.options, view["stop_reason"], task, attempts, self.comparer)
+    def judging(
+        self, state: Mapping[str, Any], comparer: Comparer
+    ) -> Edit | Finish | dict[str, Any]:
+        """What the model step judges before the end (see `review_outcome`).
+
+        Returns:
+            A reviewer's edit to evaluate, a pairwise selection to make, or the end's
+            update when the selection is made by score.
+        """
+        job = dict(state.get("refine_judging") or {})
+        view = loop_view(state)
+        if "edit" in job:
+            edit = Attempt.model_validate(job["edit"])
+            return Edit(view, edit, self.meter(state, what="evaluator"))
+        view |= job
+        selection = selection_for(
+            self.options, view["stop_reason"], view["task"], view["attempts"], comparer
+        )
         if selection is None:
             return self.finish(state, view)
         meter = self.meter(state, what="comparer")
-        note = selection.budget_note(calls_left(self.options.budget, meter.total()))
+        budget_note = selection.budget_note(calls_left(self.options.budget, meter.total()))
+        note = by_score_note(view["stop_reason"], budget_note)
         if note is not None:  # the budget cannot pay for every comparison: by score
             return self.finish(state, view | {"selection": selection.record(note=note)})
         return Finish(view, selection, meter)
@@ -582,12 +643,9 @@ class AgentLoop:
     def finish(self, state: Mapping[str, Any], view: dict[str, Any]) -> dict[str, Any]:
         """End the loop: the best answer joins the conversation once, as its last message."""
         result = RefineResult.from_state(view)
-        if result.stop_reason == "budget_exhausted" and self.options.on_budget_exhausted == "raise":
-            raise BudgetExhaustedError(
-                f"budget exhausted after {len(result.attempts)} answer(s); best score "
-                f"{result.score}; the best result so far is in this error's .result",
-                result,
-            )
+        error = budget_error(result, self.options.on_budget_exhausted)
+        if error is not None:  # a budget stop while judging an edit or comparing
+            raise error
         emit(stop_event(LOOP_NAME, result))
         update: dict[str, Any] = {
             "refine_stop_reason": result.stop_reason,
@@ -606,58 +664,36 @@ class AgentLoop:
         return RefineResult.from_state(loop_view(state))
 
 
-def resolve_evaluator(
-    evaluator: EvaluatorLike, judge_model: BaseChatModel | str | None
-) -> BaseEvaluator | None:
-    """The middleware's evaluator: the one given, an LLM judge on `judge_model`, or None.
+def agent_models(
+    models: Sequence[BaseChatModel | str] | None,
+    evaluator: EvaluatorLike,
+    judge_model: BaseChatModel | str | None,
+    comparer: ComparerLike,
+) -> tuple[list[BaseChatModel], LoopModels]:
+    """The agent's ladder (cheapest first, model strings resolved) and its loop's models.
 
-    None means the agent's own model judges, as the graph's judge falls back to the
-    generator's model; the middleware sees it at the first model call.
-
-    Raises:
-        ValueError: If both an evaluator and `judge_model` are given.
-    """
-    if evaluator is None:
-        return None if judge_model is None else llm_judge(judge_model)
-    if judge_model is not None:
-        raise ValueError("judge_model is only used when evaluator is None; pass one or the other")
-    return as_evaluator(evaluator)
-
-
-def default_comparer(comparer: ComparerLike, judge: BaseEvaluator | None) -> Comparer | None:
-    """The comparer of `select="pairwise"`: the one given, else the LLM judge's model.
-
-    None: the agent's own model compares, as it judges (set at the first model call).
-    """
-    if comparer is not None:
-        return as_comparer(comparer)
-    return as_comparer(judge.model) if isinstance(judge, LLMJudge) else None
-
-
-def ladder_of(models: Sequence[BaseChatModel | str] | None) -> list[BaseChatModel]:
-    """The ladder's chat models, cheapest first (model strings resolved), or none.
+    Resolved as the graph's are (`loop_models`), except that the agent's own model,
+    known when it runs, judges and compares when nothing else is named.
 
     Raises:
-        ValueError: If `models` is not a list of chat models or model strings, is empty,
-            or names one model twice.
+        ValueError: If `models` is not a non-empty list of chat models or model strings,
+            or names one model twice; if both an evaluator and `judge_model` are given.
     """
-    if models is None:
-        return []
     one = isinstance(models, str) or kind_of(models) in ("chat", "runnable")
-    if one or not isinstance(models, Sequence) or not models:
+    if models is not None and (one or not isinstance(models, Sequence) or not models):
         raise ValueError(
             f"models must be a non-empty list of chat models or 'provider:model' strings, "
             f"cheapest first, got {models!r}"
         )
-    rungs = [resolve_chat_model(model, option=f"models[{i}]") for i, model in enumerate(models)]
-    names = [model_name(rung) for rung in rungs]
-    twice = sorted({name for name in names if names.count(name) > 1})
-    if twice:
-        raise ValueError(
-            f"models names {twice} more than once: each rung of the ladder must be a "
-            "different model (Attempt.model and the strategy record tell rungs apart by name)"
-        )
-    return rungs
+    resolved = loop_models(
+        list(models) if models is not None else None,
+        evaluator,
+        judge_model=judge_model,
+        comparer=comparer,
+        own_model=True,
+        option="models",
+    )
+    return chat_rungs(resolved.rungs, "models"), resolved
 
 
 def check_binds(rungs: Sequence[BaseChatModel], tools: Sequence[Any]) -> None:

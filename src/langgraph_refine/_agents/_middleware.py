@@ -4,23 +4,29 @@ The agent keeps its own loop (model, tools, model, ...). When it gives a final a
 AI message without tool calls), this middleware evaluates it and either sends the agent
 back to its model with the feedback or ends the run with the best answer as the last
 message. The round is the graph's (`_round.evaluate_round`, driven here by the hooks), as
-are the options, the stop rules, the budget, the record, the prompts, selection and the
-human review; the agent's state keys and decisions are in `_agent_loop`, the loop's turns
-kept beside the conversation in `_transcript`.
+are the options, the stop rules, the budget, the record, the prompts, selection, the
+human review and the decisions around the round (`_decisions`); the agent's state keys
+and how they are written are in `_agent_loop`, the loop's calls in `_agent_calls`, the
+loop's turns kept beside the conversation in `_transcript`.
 
 The hooks, in the agent's graph:
 
 - `before_agent`: starts a loop for this run (the task is the last human message);
 - `before_model`: checks the budget before every model call;
 - `wrap_model_call`: the round's rung makes the call, which sees the conversation with
-  the loop's turns woven in; counts the call and its tokens; keeps a final answer aside;
-- `after_model`: evaluates a final answer and decides (refine, or stop);
-- `after_agent`: the human review (its own step, so resuming it repeats no model call),
-  a pairwise selection, and the end of the loop.
+  the loop's turns woven in; counts the call and its tokens; keeps a final answer aside
+  and judges it (the round), with the run's judge: the middleware's evaluator, else the
+  agent's own model, which only this step sees;
+- `after_model`: goes where the round decided (refine, or stop);
+- `after_agent`: the human review (its own step, so resuming it repeats no model call)
+  and the end of the loop; a reviewer's edit and a pairwise end's comparisons go back to
+  the model step, where the run's judge and comparer are known.
 
-`before_agent` and `before_model` make no call, so their sync hooks serve async runs
-too; the other async hooks drive the same round as their sync twins (`_round.drive` /
-`adrive`): only the evaluator's and the store's calls differ.
+The middleware holds configuration only: nothing a run resolves is kept on it, so one
+instance serves several agents, and a review resumes in a fresh agent. `before_agent`,
+`before_model`, `after_model` and `after_agent` make no call, so their sync hooks serve
+async runs too; `wrap_model_call` and its async twin differ only in the model's call,
+the rest is one flow (`_judged`).
 
 Needs the `agents` extra: `pip install 'langgraph-refine[agents]'`.
 """
@@ -28,7 +34,7 @@ Needs the `agents` extra: `pip install 'langgraph-refine[agents]'`.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from contextlib import AbstractContextManager, suppress
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any, Unpack
 
@@ -50,47 +56,36 @@ except ImportError as exc:  # the optional dependency is missing
 from langchain_core.language_models import BaseChatModel
 from langgraph.constants import TAG_NOSTREAM
 from langgraph.runtime import Runtime
-from langgraph.store.base import BaseStore
 
 from langgraph_refine._agents import _agent_loop as turns
+from langgraph_refine._agents._agent_calls import (
+    AgentCalls,
+    Judges,
+    Judging,
+    ametered_call,
+    judges_for,
+    metered_call,
+)
 from langgraph_refine._agents._agent_loop import (
     LOOP_NAME,
     AgentLoop,
     Edit,
     Finish,
     RefineAgentState,
+    agent_models,
     check_binds,
-    default_comparer,
-    ladder_of,
-    resolve_evaluator,
 )
-from langgraph_refine._agents._transcript import judged_state
-from langgraph_refine._calls._budget import BudgetMeter, BudgetStop, check_rungs_priced, metered
+from langgraph_refine._calls._budget import BudgetMeter, check_rungs_priced, metered
 from langgraph_refine._decisions._options import AGENT, AGENT_DEFAULTS, AgentOptions, LoopOptions
-from langgraph_refine._decisions._round import (
-    Confirm,
-    Exchange,
-    Flow,
-    Outcome,
-    Request,
-    adrive,
-    drive,
-    evaluate_round,
-    report,
-    with_criteria,
-)
+from langgraph_refine._decisions._round import adrive as adrive_round
+from langgraph_refine._decisions._round import drive as drive_round
 from langgraph_refine._kinds import model_name
+from langgraph_refine._loop._flows import CallFlow, adrive, drive
 from langgraph_refine._loop._review import ReviewNode, require_checkpointer
-from langgraph_refine._loop._select import as_comparer
-from langgraph_refine._loop._step import child_config, emit
-from langgraph_refine._records._record import RecordUpdate, aexchange, exchange, record_store
+from langgraph_refine._loop._step import child_config
 from langgraph_refine._result import RefineResult
-from langgraph_refine._state import (
-    Attempt,
-)
 from langgraph_refine._stop_rules import StopRules
-from langgraph_refine.evaluators import llm_judge
-from langgraph_refine.evaluators._base import EvaluatorLike, Judgment, ajudge_once, judge_once
+from langgraph_refine.evaluators._base import EvaluatorLike
 
 
 class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
@@ -166,18 +161,18 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
                 built.human_review, on_budget_exhausted=built.on_budget_exhausted, name=LOOP_NAME
             )
         )
-        self.rungs = ladder_of(models)
+        # The evaluator and comparer stay None when the agent's own model is to judge
+        # and compare: each run resolves them (`judges_for`), nothing is kept here.
+        self.rungs, resolved = agent_models(models, evaluator, built.judge_model, built.comparer)
         check_rungs_priced(built.budget, self.rungs, "models")  # before any call is paid
-        judge = resolve_evaluator(evaluator, built.judge_model)  # None: the agent's model
         self.loop = AgentLoop(
             replace(built, name=LOOP_NAME),
-            judge,
+            resolved.evaluator,
             review,
             bool(keep_evaluation_turns),
             ladder=[model_name(rung) for rung in self.rungs],
-            comparer=default_comparer(built.comparer, judge),
+            comparer=resolved.comparer,
         )
-        self._bound_checked = False
 
     @property
     def stop_rules(self) -> StopRules:
@@ -195,43 +190,48 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         """
         if self.loop.review is not None:
             require_checkpointer()
-        return self.loop.start(state)
+        return turns.started(state)
 
     @hook_config(can_jump_to=["end"])
     def before_model(self, state: RefineAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Stop the loop (no model call) when a budget limit is already reached."""
         return self.loop.budget_stop(state)
 
-    # -- wrap_model_call: counting ---------------------------------------------------------
+    # -- wrap_model_call: the model step: the call, counted, then its round ----------------
 
     def wrap_model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ExtendedModelResponse[Any]:
-        """Call the model and count the call, its tokens, cost and time in `refine_usage`.
+        """Call the model, count the call, and judge a final answer (the round).
 
         The model call runs under the loop's meter, like the graph's steps: it is checked
         and priced before it is sent (an unpriced model under `max_cost` is refused), and
         counted once even if the model bypasses LangChain's callbacks. The model sees the
         conversation with the loop's turns woven in as the round's move shows them (see
         `_transcript`); with `models`, the round's rung makes the call. A final answer is
-        kept aside for its evaluation (see `_agent_loop.counted`).
+        kept aside and judged here, where the run's judge is known (the agent's own model
+        without an evaluator, see `judges_for`); `after_model` goes where the round says.
+        When a reviewer's edit or a pairwise end awaits its judge, no answer is asked:
+        the step judges it and ends the loop (see `_judged`).
         """
-        request, meter = self._request(request), self.loop.meter(request.state)
-        try:
-            with (
-                metered(meter),
-                meter.invocation() as done,
-                drafting(self.loop.options, request.state),
-            ):
-                response = done(handler(request))
-        except BudgetStop:
-            return turns.refused(meter)
-        except Exception:
-            turns.carry(request, meter)
-            raise
-        return turns.counted(response, meter, turns.model_of(request))
+
+        def carry_out(ask: Any) -> Any:
+            if isinstance(ask, Judging):
+                return drive_round(ask.flow, ask.calls.answer)
+            return ask.selection.run(metered_call(ask.meter))
+
+        reply = None
+        if request.state.get("refine_phase") != "judging":
+            called, meter = self._request(request), self.loop.meter(request.state)
+            try:
+                with metered(meter), meter.invocation() as done, self._drafting(request):
+                    response = done(handler(called))
+            except Exception as exc:
+                return turns.failed(request, meter, exc)
+            reply = turns.counted(response, meter, turns.model_of(called))
+        return drive(self._judged(request, reply), carry_out)
 
     async def awrap_model_call(
         self,
@@ -239,101 +239,97 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ExtendedModelResponse[Any]:
         """Async twin of `wrap_model_call`."""
-        request, meter = self._request(request), self.loop.meter(request.state)
-        try:
-            with (
-                metered(meter),
-                meter.invocation() as done,
-                drafting(self.loop.options, request.state),
-            ):
-                response = done(await handler(request))
-        except BudgetStop:
-            return turns.refused(meter)
-        except Exception:
-            turns.carry(request, meter)
-            raise
-        return turns.counted(response, meter, turns.model_of(request))
+
+        async def carry_out(ask: Any) -> Any:
+            if isinstance(ask, Judging):
+                return await adrive_round(ask.flow, ask.calls.aanswer)
+            return await ask.selection.arun(ametered_call(ask.meter), concurrent=False)
+
+        reply = None
+        if request.state.get("refine_phase") != "judging":
+            called, meter = self._request(request), self.loop.meter(request.state)
+            try:
+                with metered(meter), meter.invocation() as done, self._drafting(request):
+                    response = done(await handler(called))
+            except Exception as exc:
+                return turns.failed(request, meter, exc)
+            reply = turns.counted(response, meter, turns.model_of(called))
+        return await adrive(self._judged(request, reply), carry_out)
+
+    def _judged(
+        self, request: ModelRequest[Any], reply: ExtendedModelResponse[Any] | None
+    ) -> CallFlow[Judging | Finish, ExtendedModelResponse[Any]]:
+        """The model step's judging, as a flow written once for the sync and async hooks.
+
+        After the model's reply: its final answer's round (none for tool calls). Without
+        one (`refine_phase="judging"`): a reviewer's edit to evaluate, or the end's
+        comparisons. It yields the round to carry out (`Judging`) or the comparisons
+        (`Finish`), and is sent what they gave.
+        """
+        judges = judges_for(self.loop, request.model)  # the run's: nothing is kept
+        state = request.state
+        if reply is None:
+            job = self.loop.judging(state, judges.comparer)
+            if isinstance(job, Edit):
+                calls = self._calls(state, job.view, job.meter, request, judges)
+                judged = calls.sent((yield Judging(calls, calls.flow(job.attempt))))
+                return turns.judged(self.loop.end_with_edit(state, job, judged))
+            if isinstance(job, Finish):
+                return turns.judged(self.loop.selected(state, job, (yield job)))
+            return turns.judged(job)
+        answered, turn = self.loop.answered(state, reply)
+        if turn is None:  # tool calls: the agent goes on
+            return reply
+        calls = self._calls(answered, turn.view, turn.meter, request, judges)
+        outcome = yield Judging(calls, calls.flow(self.loop.pending(answered, turn)))
+        return turns.updated(reply, self.loop.after_round(answered, turn, calls.sent(outcome)))
+
+    def _drafting(self, request: ModelRequest[Any]) -> AbstractContextManager[None]:
+        return drafting(self.loop.options, request.state)
 
     def _request(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
         """The round's request: its rung's model, the loop's turns woven in.
 
-        Without an evaluator, the first request's model (the agent's own) becomes the judge.
-
         Raises:
-            ValueError: If a rung cannot bind the agent's tools (before any model call).
+            ValueError: If a rung cannot bind the agent's tools (at the loop's first call).
         """
-        if self.loop.evaluator is None:
-            self.loop.evaluator = llm_judge(request.model)
-        if self.loop.comparer is None:
-            self.loop.comparer = as_comparer(request.model)
         if self.rungs:
-            if not self._bound_checked:
+            if turns.spent(request.state).calls == 0:
                 check_binds(self.rungs, list(request.tools))
-                self._bound_checked = True
             rung = min(int(request.state.get("refine_rung") or 0), len(self.rungs) - 1)  # type: ignore[call-overload]
             request = request.override(model=self.rungs[rung])
         return turns.shown(request, self.loop.options.memory)
 
-    # -- after_model: evaluate a final answer ----------------------------------------------
+    def _calls(
+        self,
+        state: Mapping[str, Any],
+        view: dict[str, Any],
+        meter: BudgetMeter,
+        request: ModelRequest[Any],
+        judges: Judges,
+    ) -> AgentCalls:
+        return AgentCalls(self.loop, state, view, meter, request.runtime, judges.evaluator)
+
+    # -- after_model and after_agent: where the round goes, review and the end -------------
 
     @hook_config(can_jump_to=["model", "end"])
     def after_model(self, state: RefineAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Evaluate the agent's final answer; refine (back to the model) or stop."""
-        turn = self.loop.turn(state)
-        if turn is None:
-            return self.loop.unanswered(state)
-        calls = _Calls(self.loop, state, turn.view, turn.meter, runtime)
-        outcome = drive(calls.flow(self.loop.pending(state, turn)), calls.answer)
-        return self.loop.after_round(state, turn, calls.sent(outcome))
-
-    @hook_config(can_jump_to=["model", "end"])
-    async def aafter_model(
-        self, state: RefineAgentState, runtime: Runtime[Any]
-    ) -> dict[str, Any] | None:
-        """Async twin of `after_model`."""
-        turn = self.loop.turn(state)
-        if turn is None:
-            return self.loop.unanswered(state)
-        calls = _Calls(self.loop, state, turn.view, turn.meter, runtime)
-        outcome = await adrive(calls.flow(self.loop.pending(state, turn)), calls.aanswer)
-        return self.loop.after_round(state, turn, calls.sent(outcome))
-
-    # -- after_agent: review and the end ---------------------------------------------------
+        """Go where the model step's round decided: back to the model, or to the end."""
+        route = state.get("refine_route")
+        return None if route is None else {"jump_to": route, "refine_route": None}
 
     @hook_config(can_jump_to=["model"])
     def after_agent(self, state: RefineAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Ask the human reviewer (if any), then refine again or end with the best answer.
 
         A reviewer's edit is evaluated (one more evaluator call, within the budget) and
-        ends the loop with the edited text.
+        ends the loop with the edited text; it and a pairwise end's comparisons are made
+        in the model step (see `wrap_model_call`), where the run's judge is known.
 
         Raises:
             BudgetExhaustedError: On a budget stop with `on_budget_exhausted="raise"`.
         """
-        outcome = self.loop.review_outcome(state)
-        if isinstance(outcome, Finish):
-            record = outcome.selection.run(metered_call(outcome.meter))
-            return self.loop.selected(state, outcome, record)
-        if not isinstance(outcome, Edit):
-            return outcome
-        calls = _Calls(self.loop, state, outcome.view, outcome.meter, runtime)
-        judged = drive(calls.flow(outcome.attempt), calls.answer)
-        return self.loop.end_with_edit(state, outcome, calls.sent(judged))
-
-    @hook_config(can_jump_to=["model"])
-    async def aafter_agent(
-        self, state: RefineAgentState, runtime: Runtime[Any]
-    ) -> dict[str, Any] | None:
-        """Async twin of `after_agent`."""
-        outcome = self.loop.review_outcome(state)
-        if isinstance(outcome, Finish):
-            run = outcome.selection.arun(ametered_call(outcome.meter), concurrent=False)
-            return self.loop.selected(state, outcome, await run)
-        if not isinstance(outcome, Edit):
-            return outcome
-        calls = _Calls(self.loop, state, outcome.view, outcome.meter, runtime)
-        judged = await adrive(calls.flow(outcome.attempt), calls.aanswer)
-        return self.loop.end_with_edit(state, outcome, calls.sent(judged))
+        return self.loop.review_outcome(state)
 
     def result(self, state: Mapping[str, Any]) -> RefineResult:
         """The loop's `RefineResult` from the agent's state (what `invoke` returned).
@@ -349,97 +345,6 @@ def drafting(options: LoopOptions, state: Mapping[str, Any]) -> AbstractContextM
     if options.stream_drafts:
         return child_config(metadata=turns.draft_metadata(state))
     return child_config(tags=[TAG_NOSTREAM])
-
-
-def metered_call(meter: BudgetMeter) -> Callable[..., Any]:
-    """`call(fn, *args)` under the loop's meter: a comparison counted, refused past the budget."""
-
-    def call(fn: Callable[..., Any], *args: Any) -> Any:
-        with metered(meter):
-            return fn(*args)
-
-    return call
-
-
-def ametered_call(meter: BudgetMeter) -> Callable[..., Awaitable[Any]]:
-    """Async twin of `metered_call`."""
-
-    async def call(fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
-        with metered(meter):
-            return await fn(*args)
-
-    return call
-
-
-class _Calls:
-    """A hook's answers to the round's requests (see `_round.evaluate_round`).
-
-    The round's decisions are the graph's own; this carries out its calls inside the
-    agent: the evaluator's judgments under the loop's meter (a judgment the budget
-    refuses is not made), the meter's reading, and the strategy record in the agent's
-    store.
-    """
-
-    def __init__(
-        self,
-        loop: AgentLoop,
-        state: Mapping[str, Any],
-        view: dict[str, Any],
-        meter: BudgetMeter,
-        runtime: Runtime[Any],
-    ) -> None:
-        self.loop, self.state, self.meter = loop, state, meter
-        self.view = dict(with_criteria(view, loop.options))
-        self.judged = judged_state(state, self.view)  # the evaluator's state: the evidence too
-        self.store = record_store(loop.options.strategy, getattr(runtime, "store", None))
-
-    def flow(self, pending: Attempt) -> Flow:
-        return evaluate_round(self.view, pending, self.loop.options, self.loop.ladder)
-
-    def sent(self, outcome: Outcome) -> Outcome:
-        """The outcome, its round events sent to the custom stream."""
-        for event in report(LOOP_NAME, outcome):
-            emit(event)
-        return outcome
-
-    def _update(self, request: Exchange) -> tuple[BaseStore, RecordUpdate] | None:
-        """The agent's store and this round's record update, when the loop keeps a record."""
-        key = self.loop.record_key(self.state) if self.store is not None else None
-        if self.store is None or key is None:
-            return None
-        return self.store, RecordUpdate(key, request.loop_id, request.attempts)
-
-    def answer(self, request: Request) -> Any:
-        if isinstance(request, Exchange):
-            found = self._update(request)
-            return exchange(*found) if found is not None else None
-        evaluator = self.loop.judge()
-        if isinstance(request, Confirm):
-            again: Judgment | None = None
-            with metered(self.meter), suppress(BudgetStop):
-                again = judge_once(evaluator, request.response, self.judged)
-            return again, self.meter.delta()
-        made: list[Judgment] = []
-        with metered(self.meter), suppress(BudgetStop):  # a refused judgment is not made
-            for response in request.responses:
-                made.append(judge_once(evaluator, response, self.judged))
-        return made, self.meter.delta()
-
-    async def aanswer(self, request: Request) -> Any:
-        if isinstance(request, Exchange):
-            found = self._update(request)
-            return await aexchange(*found) if found is not None else None
-        evaluator = self.loop.judge()
-        if isinstance(request, Confirm):
-            again: Judgment | None = None
-            with metered(self.meter), suppress(BudgetStop):
-                again = await ajudge_once(evaluator, request.response, self.judged)
-            return again, self.meter.delta()
-        made: list[Judgment] = []
-        with metered(self.meter), suppress(BudgetStop):
-            for response in request.responses:
-                made.append(await ajudge_once(evaluator, response, self.judged))
-        return made, self.meter.delta()
 
 
 __all__ = ["RefineAgentState", "RefineMiddleware"]

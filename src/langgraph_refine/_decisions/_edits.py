@@ -187,7 +187,8 @@ def _apply_one(text: str, block: Block) -> tuple[str | None, str]:
 
 def _readings(block: Block) -> list[tuple[str, str]]:
     """The (search, replace) readings of a block, strictest first."""
-    assert block.search is not None
+    if block.search is None:  # a block without a SEARCH part has nothing to find
+        return []
     readings = [(block.search, block.replace)]
     unfenced = _unfenced(block.search), _unfenced(block.replace)
     if unfenced[0] is not None and unfenced[1] is not None:

@@ -144,7 +144,8 @@ class ChatAdapter(GeneratorAdapter):
         parts = structured_parts(output)
         if parts is None:
             return super().read(output, index, schema)
-        assert schema is not None  # only a typed call answers in parts
+        if schema is None:  # only a typed call answers in parts
+            return super().read(output, index, schema)
         raw, parsed = parts
         text, reasoning = split_reasoning(raw) if raw is not None else ("", None)
         return schema.read(text if parsed is None else parsed, reasoning)
@@ -206,8 +207,12 @@ def adapt(generator: Any) -> GeneratorAdapter:
     return _ADAPTERS[kind](generator)
 
 
-def adapt_ladder(generator: Any) -> list[GeneratorAdapter]:
+def adapt_ladder(generator: Any, option: str = "generator") -> list[GeneratorAdapter]:
     """The adapters of a generator or of a ladder of them (a list, cheapest first).
+
+    Args:
+        generator: One generator, or a list of them.
+        option: The option that named it, for error messages.
 
     Raises:
         ValueError: If the list is empty or holds something that is not a generator
@@ -224,12 +229,12 @@ def adapt_ladder(generator: Any) -> list[GeneratorAdapter]:
         try:
             rungs.append(adapt(rung))
         except ValueError as exc:
-            raise ValueError(f"generator[{position}] of the ladder: {exc}") from None
-    _check_distinct(rungs)
+            raise ValueError(f"{option}[{position}] of the ladder: {exc}") from None
+    _check_distinct(rungs, option)
     return rungs
 
 
-def _check_distinct(rungs: list[GeneratorAdapter]) -> None:
+def _check_distinct(rungs: list[GeneratorAdapter], option: str) -> None:
     """Keep the rungs' names apart: `Attempt.model` and the record tell rungs by them.
 
     The same chat model twice (perhaps spelled two ways, `smollm2` and `openai:smollm2`)
@@ -249,9 +254,9 @@ def _check_distinct(rungs: list[GeneratorAdapter]) -> None:
             first[rung.name] = position
             continue
         raise ValueError(
-            f"generator[{earlier}] and generator[{position}] of the ladder are both the model "
-            f"{rung.name!r} (given twice, perhaps spelled two ways); each rung of a ladder is "
-            "a different model, cheapest first: drop one of them"
+            f"{option}[{earlier}] and {option}[{position}] of the ladder are both the model "
+            f"{rung.name!r} (named more than once, perhaps spelled two ways); each rung of a "
+            "ladder is a different model, cheapest first: drop one of them"
         )
 
 

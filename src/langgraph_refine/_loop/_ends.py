@@ -5,14 +5,15 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.types import Overwrite, RetryPolicy
 
+from langgraph_refine._decisions._end import budget_error, by_score_note
 from langgraph_refine._decisions._options import LoopOptions, criteria_list
-from langgraph_refine._errors import BudgetExhaustedError
 from langgraph_refine._events import stop_event
 from langgraph_refine._loop._comparisons import ComparisonLedger
 from langgraph_refine._loop._review import require_checkpointer
@@ -32,10 +33,11 @@ from langgraph_refine._typed import plain
 logger = logging.getLogger("langgraph_refine")
 
 
+@dataclass
 class Prepare:
     """Starts a loop: checks the run's options, takes the task, resets loop state.
 
-    Args:
+    Attributes:
         options: The loop's options; a run's `context` is applied and validated here,
             so an invalid per-run option fails before any model call.
         review: True when the loop has a human review, which needs a checkpointer.
@@ -47,13 +49,11 @@ class Prepare:
             comparer, or a reviewed loop runs without a checkpointer.
     """
 
-    def __init__(
-        self, options: LoopOptions, *, review: bool = False, can_compare: bool = True
-    ) -> None:
-        self.options = options
-        self.review = review
-        self.can_compare = can_compare
-        self.name = "prepare"
+    options: LoopOptions
+    _: KW_ONLY
+    review: bool = False
+    can_compare: bool = True
+    name: str = "prepare"
 
     def __call__(self, state: RefineState) -> dict[str, Any]:
         options = run_options(self.options)
@@ -174,11 +174,8 @@ class FinalizeNode(Runnable[Any, Any]):
         if selection is None:
             return state, options, None, self._finish(state, options, None, None)
         step = self._step(state, options, config)
-        note = selection.budget_note(calls_left(step.budget, step.meter.total()))
-        if stop_reason_of(state) == "rejected":
-            # The reviewer was shown the best attempt by score and stopped the loop on it:
-            # a pairwise winner they never saw must not replace it.
-            note = REJECTED_NOTE
+        budget_note = selection.budget_note(calls_left(step.budget, step.meter.total()))
+        note = by_score_note(stop_reason_of(state), budget_note)
         if note is not None:  # the budget cannot pay for every comparison: by score
             return (
                 state,
@@ -192,11 +189,9 @@ class FinalizeNode(Runnable[Any, Any]):
         if stop_reason_of(state) != BUDGET_STOP or self.options.on_budget_exhausted != "raise":
             return
         result = RefineResult.from_state(dict(state), output_schema=options.output_schema)
-        raise BudgetExhaustedError(
-            f"budget exhausted after {len(result.attempts)} attempt(s); best score "
-            f"{result.score}; the best result so far is in this error's .result",
-            result,
-        )
+        error = budget_error(result, self.options.on_budget_exhausted)
+        if error is not None:
+            raise error
 
     def _selection(self, state: Mapping[str, Any], options: LoopOptions) -> Selection | None:
         """The pairwise selection to make, or None (see `selection_for`)."""
@@ -246,10 +241,3 @@ class FinalizeNode(Runnable[Any, Any]):
         )
         emit(stop_event(options.name, result))
         return update
-
-
-REJECTED_NOTE = (
-    "the reviewer rejected further refinement of the attempt they were shown (the best by "
-    "score); chosen by score, not compared"
-)
-"""`metadata["selection"]["note"]` of a pairwise run stopped by a reviewer's reject."""

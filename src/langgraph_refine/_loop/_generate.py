@@ -23,8 +23,9 @@ from langgraph_refine._calls._budget import BudgetStop, check_rungs_priced
 from langgraph_refine._calls._models import message_text
 from langgraph_refine._calls._retry import is_context_length_error
 from langgraph_refine._calls._run_models import run_models
-from langgraph_refine._decisions._edits import asks_for_edits, edit_text, read_edits
+from langgraph_refine._decisions._edits import edit_text, read_edits
 from langgraph_refine._decisions._memory import select_attempts
+from langgraph_refine._decisions._next import NextAttempt, next_attempt
 from langgraph_refine._decisions._options import LoopOptions
 from langgraph_refine._decisions._prompts import (
     clean_reply,
@@ -33,23 +34,13 @@ from langgraph_refine._decisions._prompts import (
     scaffolding,
     smallest_prompt,
 )
+from langgraph_refine._decisions._view import graph_view
 from langgraph_refine._errors import ContextLengthError
-from langgraph_refine._loop._adapters import (
-    GeneratorAdapter,
-    OneGenerator,
-    adapt,
-    adapt_ladder,
-)
+from langgraph_refine._loop._adapters import GeneratorAdapter, OneGenerator, adapt, adapt_ladder
+from langgraph_refine._loop._flows import CallFlow, adrive, drive
 from langgraph_refine._loop._step import Step, run_options
-from langgraph_refine._result import RefineResult, best_feedback
-from langgraph_refine._state import (
-    Attempt,
-    Candidate,
-    MoveKind,
-    RefineState,
-    plain_writes,
-    revive_state,
-)
+from langgraph_refine._result import RefineResult
+from langgraph_refine._state import Attempt, RefineState, plain_writes, revive_state
 from langgraph_refine._stop_rules import BUDGET_STOP
 from langgraph_refine._typed import OutputSchema, Reply
 
@@ -58,54 +49,25 @@ logger = logging.getLogger("langgraph_refine")
 StateT = TypeVar("StateT", bound=RefineState)
 
 
-def next_index(state: Mapping[str, Any]) -> int:
-    """The index the next attempt gets."""
-    attempts = state.get("attempts") or []
-    return attempts[-1].index + 1 if attempts else 0
+class _Ask(NamedTuple):
+    """What the generation flow asks its driver for: `times` outputs of `prompt`."""
+
+    prompt: list[BaseMessage]
+    times: int
 
 
-def refined_attempt(state: Mapping[str, Any]) -> Attempt | None:
-    """The attempt the next round refines, or None for a fresh sample.
-
-    `refine_from` is set by the evaluate step; a state without the key (a custom
-    topology) refines the latest attempt, as classic self-refine does.
-    """
-    attempts: Sequence[Attempt] = state.get("attempts") or []
-    if not attempts:
-        return None
-    wanted = state["refine_from"] if "refine_from" in state else attempts[-1].index
-    if state.get("reviewer_feedback") and wanted is None:
-        wanted = attempts[-1].index  # a reviewer's "revise" always refines
-    return next((a for a in attempts if a.index == wanted), None)
-
-
-def next_move(state: Mapping[str, Any]) -> MoveKind:
-    """The kind of move the next attempt makes (recorded as its `Attempt.move`).
-
-    A reviewer's request makes it a `"revise"`; otherwise a refinement (`refined_attempt`)
-    is a `"refine"`, and a fresh answer a `"guided"` sample if the strategy chose one
-    (`next_move`), else a `"sample"`.
-    """
-    return _move(state, refined_attempt(state))
-
-
-def _move(state: Mapping[str, Any], parent: Attempt | None) -> MoveKind:
-    """`next_move` for a round that refines `parent` (its `refined_attempt`, found once)."""
-    if parent is None:
-        return "guided" if state.get("next_move") == "guided" else "sample"
-    return "revise" if state.get("reviewer_feedback") else "refine"
+_Flow = CallFlow[_Ask, dict[str, Any]]
 
 
 class _Round(NamedTuple):
     """One round's call: its step, candidates, prompt, rung, and how its reply is read."""
 
-    parent: Attempt | None  # the attempt it refines (`refined_attempt`), None: fresh
+    next: NextAttempt  # what the answer is (`_next.next_attempt`): move, parent, edits
     step: Step
     calls: int
     prompt: list[BaseMessage]
     rung: int | None  # its place on the ladder (None without one)
     adapter: GeneratorAdapter
-    edited: Attempt | None  # the attempt an edit round edits (None: written whole)
     options: LoopOptions  # the run's (the step's ask an edit round's call for text)
 
 
@@ -183,9 +145,8 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         """The messages a chat-model generator is sent for the next attempt."""
         options = options or self.options
         adapter = self.rung(state, options)
-        parent = refined_attempt(state)
-        edited = _edit_target(parent, options, adapter)
-        return _round_prompt(state, options, adapter, parent, edited)
+        upcoming = next_attempt(graph_view(state), options, takes_prompt=adapter.takes_prompt)
+        return _round_prompt(state, options, adapter, upcoming)
 
     # -- the call ----------------------------------------------------------------------
 
@@ -197,23 +158,24 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             check_rungs_priced(options.budget, [r.generator for r in self.rungs_for(options)])
         if options.max_tokens is not None:
             adapter.check_max_tokens(options.max_tokens)
-        parent = refined_attempt(state)  # found once a round
-        edited = _edit_target(parent, options, adapter)
+        upcoming = next_attempt(graph_view(state), options, takes_prompt=adapter.takes_prompt)
         # An edit round asks for text (the blocks), not the object: its call is untyped.
-        asked = options if edited is None else replace(options, output_schema=None)
-        index = next_index(state)
+        asked = options if upcoming.edited is None else replace(options, output_schema=None)
         step = Step(
-            asked, state, config, node="generate", index=index, retry_policy=self.retry_policy
+            asked,
+            state,
+            config,
+            node="generate",
+            index=upcoming.number,
+            retry_policy=self.retry_policy,
         )
         count = options.candidates
         if options.budget is not None and options.budget.max_calls is not None:
             # Sample only as many candidates as the call budget still allows (at least 1).
             left = options.budget.max_calls - step.meter.total().calls
             count = max(1, min(count, left))
-        prompt = (
-            _round_prompt(state, options, adapter, parent, edited) if adapter.takes_prompt else []
-        )
-        return _Round(parent, step, count, prompt, rung, adapter, edited, options)
+        prompt = _round_prompt(state, options, adapter, upcoming) if adapter.takes_prompt else []
+        return _Round(upcoming, step, count, prompt, rung, adapter, options)
 
     # Each call below is one generator invocation: `Step.call` counts it as a model call
     # when no callback saw one inside it (a plain callable, a client outside LangChain).
@@ -224,40 +186,39 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         """Generate the next attempt (sync)."""
         state = revive_state(input)
         turn = self._begin(state, config)
-        step, count, prompt, adapter = turn.step, turn.calls, turn.prompt, turn.adapter
-        call = adapter.invoke
-        outputs: list[Any] = []
-        try:
-            for _ in range(count):
-                outputs.append(step.call(call, prompt, state, step))
-        except BudgetStop as stop:
-            return _stopped(stop, step)
-        except Exception as exc:
-            small = self._shrink(state, turn, exc)
-            if small is None:
-                step.on_error(exc, "generator")
-                raise
-            try:
-                outputs = [step.call(call, small, state, step)]
-            except Exception as again:
-                raise _overflow(state, turn, again) from again
-        return self._finish(state, outputs, turn)
+        step, call = turn.step, turn.adapter.invoke
+
+        def outputs(ask: _Ask) -> list[Any]:
+            return [step.call(call, ask.prompt, state, step) for _ in range(ask.times)]
+
+        return drive(self._generation(state, turn), outputs)
 
     async def ainvoke(
         self, input: StateT, config: RunnableConfig | None = None, **kwargs: Any
     ) -> dict[str, Any]:
-        """Generate the next attempt (async)."""
+        """Generate the next attempt (async): the candidates concurrently."""
         state = revive_state(input)
         turn = self._begin(state, config)
-        step, count, prompt, adapter = turn.step, turn.calls, turn.prompt, turn.adapter
-        call = adapter.ainvoke
-        outputs: list[Any] = []
+        step, call = turn.step, turn.adapter.ainvoke
+
+        async def outputs(ask: _Ask) -> list[Any]:
+            if ask.times == 1:  # awaited directly: gather() would cost a task per round
+                return [await step.acall(call, ask.prompt, state, step)]
+            calls = (step.acall(call, ask.prompt, state, step) for _ in range(ask.times))
+            return list(await asyncio.gather(*calls))
+
+        return await adrive(self._generation(state, turn), outputs)
+
+    def _generation(self, state: Mapping[str, Any], turn: _Round) -> _Flow:
+        """The round's generator calls as a flow, written once for `invoke` and `ainvoke`.
+
+        It asks for the round's outputs (`_Ask`) and is sent them, or thrown the error
+        the calls raised: a budget stop ends the loop; a prompt past the model's context
+        is asked once more in its smallest form; any other error is noted and raised.
+        """
+        step = turn.step
         try:
-            if count == 1:  # awaited directly: gather() would cost a task per round
-                outputs.append(await step.acall(call, prompt, state, step))
-            else:
-                calls = (step.acall(call, prompt, state, step) for _ in range(count))
-                outputs = list(await asyncio.gather(*calls))
+            outputs = yield _Ask(turn.prompt, turn.calls)
         except BudgetStop as stop:
             return _stopped(stop, step)
         except Exception as exc:
@@ -266,7 +227,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
                 step.on_error(exc, "generator")
                 raise
             try:
-                outputs = [await step.acall(call, small, state, step)]
+                outputs = yield _Ask(small, 1)
             except Exception as again:
                 raise _overflow(state, turn, again) from again
         return self._finish(state, outputs, turn)
@@ -282,20 +243,21 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         """
         if not is_context_length_error(exc):
             return None
-        if turn.parent is None or not turn.adapter.can_shorten:
+        parent = turn.next.parent
+        if parent is None or not turn.adapter.can_shorten:
             raise _overflow(state, turn, exc) from exc
         logger.info(
             "attempt %d: prompt exceeds the context; retrying with the smallest", turn.step.index
         )
         # The smallest prompt asks for a rewrite, so a typed loop names the object even
         # in a round that asked for edits (whose step asks for text: no output schema).
-        return _smallest(state, turn.parent, turn.options)
+        return _smallest(state, parent, turn.options)
 
     # -- the update --------------------------------------------------------------------
 
     def _finish(self, state: Mapping[str, Any], outputs: list[Any], turn: _Round) -> dict[str, Any]:
-        step = turn.step
-        typed, edited, adapter = turn.options.output_schema, turn.edited, turn.adapter
+        step, upcoming = turn.step, turn.next
+        typed, edited, adapter = turn.options.output_schema, upcoming.edited, turn.adapter
 
         def whole(output: Any) -> Reply:
             return adapter.read(output, step.index, typed)
@@ -308,35 +270,12 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             )
             for output in outputs
         ]
-        usage = step.meter.delta()
-        parent = turn.parent
-        first = replies[0]
-        attempt = Attempt(
-            index=step.index,
-            response=first.response,
-            # An invalid object comes already evaluated (FAIL): the evaluator is skipped.
-            evaluation=first.evaluation,
-            output=first.output,
-            reasoning=first.reasoning,
-            edits=first.edits,
-            instruction=state.get("reviewer_feedback"),
-            parent=parent.index if parent is not None else None,
-            move=_move(state, parent),
+        attempt = upcoming.attempt(
+            replies[0],
             model=adapter.name,
             rung=turn.rung,
-            usage=usage,
-            candidates=[
-                Candidate(
-                    response=r.response,
-                    evaluation=r.evaluation,
-                    output=r.output,
-                    reasoning=r.reasoning,
-                    edits=r.edits,
-                )
-                for r in replies
-            ]
-            if len(replies) > 1
-            else [],
+            usage=step.meter.delta(),
+            candidates=replies,
         )
         logger.debug("attempt %d generated (%d candidate(s))", step.index, len(replies))
         # The usage travels in the pending attempt: the evaluate step adds it to the total
@@ -357,15 +296,13 @@ def _round_prompt(
     state: Mapping[str, Any],
     options: LoopOptions,
     adapter: GeneratorAdapter,
-    parent: Attempt | None,
-    edited: Attempt | None,
+    upcoming: NextAttempt,
 ) -> list[BaseMessage]:
-    """The messages of a round refining `parent` (None: fresh), asking edits to `edited`."""
+    """The messages of the next answer (`_next.next_attempt`): fresh, guided or a refinement."""
+    parent, edited = upcoming.parent, upcoming.edited
     if parent is None:
-        if _move(state, parent) == "guided":
-            text = _guided(state, options)
-            return _asking_for(options.output_schema, [HumanMessage(text)])
-        return _asking_for(options.output_schema, [HumanMessage(state["task"])])
+        text = guided_prompt(state["task"], upcoming.guidance, options.max_attempt_chars)
+        return _asking_for(options.output_schema, [HumanMessage(text)])
     history = _history(state.get("attempts") or [], parent, options)
     shown = select_attempts(history, options.memory)
     messages = refinement_messages(
@@ -378,19 +315,6 @@ def _round_prompt(
         edit=None if edited is None else edit_text(edited, options.output_schema),
     )
     return _asking_for(options.output_schema, messages) if edited is None else messages
-
-
-def _edit_target(
-    parent: Attempt | None, options: LoopOptions, adapter: GeneratorAdapter
-) -> Attempt | None:
-    """The attempt this round asks edits to (see `_edits`), or None: written whole.
-
-    `parent` is the attempt the round refines. Only a chat model or a graph gets the
-    library's prompt, so only they are asked.
-    """
-    if parent is None or not adapter.takes_prompt:
-        return None
-    return parent if asks_for_edits(options.edits, parent, options.output_schema) else None
 
 
 def _smallest(state: Mapping[str, Any], parent: Attempt, options: LoopOptions) -> list[BaseMessage]:
@@ -426,12 +350,6 @@ def _asking_for(schema: OutputSchema | None, messages: list[BaseMessage]) -> lis
         return messages
     last = messages[-1]
     return [*messages[:-1], HumanMessage(f"{last.text}\n\n{schema.instruction()}")]
-
-
-def _guided(state: Mapping[str, Any], options: LoopOptions) -> str:
-    """A guided sample's prompt: the task and the feedback on the best attempt so far."""
-    feedback = best_feedback(state.get("attempts") or [])
-    return guided_prompt(state["task"], feedback, options.max_attempt_chars)
 
 
 def _history(attempts: Sequence[Attempt], parent: Attempt, options: LoopOptions) -> list[Attempt]:

@@ -9,12 +9,10 @@ strategy run in `evaluate`, a budget stop in either step sets the stop reason.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Unpack
+from typing import Unpack
 
-from langchain_core.language_models import BaseChatModel
 from langgraph.graph import END, START, StateGraph
 
-from langgraph_refine._calls._models import resolve_chat_model
 from langgraph_refine._decisions._options import (
     GRAPH,
     LoopOptions,
@@ -22,22 +20,19 @@ from langgraph_refine._decisions._options import (
     RefineOptions,
 )
 from langgraph_refine._inline import Inline
-from langgraph_refine._kinds import kind_of
-from langgraph_refine._loop._adapters import GeneratorLike, adapt_ladder
+from langgraph_refine._loop._adapters import GeneratorLike
 from langgraph_refine._loop._ends import FinalizeNode, Prepare
 from langgraph_refine._loop._evaluate import EvaluatorNode
 from langgraph_refine._loop._generate import GeneratorNode
+from langgraph_refine._loop._resolve import loop_models
 from langgraph_refine._loop._review import ReviewNode, route_after_review
-from langgraph_refine._loop._select import NO_COMPARER, Comparer, as_comparer, judge_model_in
+from langgraph_refine._loop._select import NO_COMPARER
 from langgraph_refine._state import (
-    ComparerLike,
     RefineInput,
     RefineOutput,
     RefineState,
 )
-from langgraph_refine.evaluators import LLMJudge, llm_judge
 from langgraph_refine.evaluators._base import EvaluatorLike
-from langgraph_refine.evaluators._combine import as_evaluator
 
 __all__ = ["GeneratorLike", "create_refine_graph"]
 
@@ -55,8 +50,8 @@ def create_refine_graph(
     `create_refine_graph(model).compile(checkpointer=saver)`. The graph reads `task` (or
     the last human message in `messages`) and writes `response` (and, for a task taken
     from `messages`, appends the answer there as one `AIMessage`). Its `context_schema`
-    (`RefineContext`) lets a run override `target_score`, `max_iterations`, `patience`,
-    `min_delta`, `budget` and `strategy`: `graph.invoke(input, config, context={...})`.
+    (`RefineContext`) lets a run override the options a run may set (the stop rules,
+    `budget`, `strategy`, ...): `graph.invoke(input, config, context={...})`.
 
     Args:
         generator: A chat model, a `"provider:model"` string, a runnable or compiled
@@ -73,13 +68,9 @@ def create_refine_graph(
             to `refine` and `RefineMiddleware`; None: the defaults.
         **settings: Any option, as a keyword (`target_score=0.8`, `budget=...`,
             `strategy="chain"`, ...), overriding `options`. Each is a field of
-            `LoopOptions`, which gives its meaning and default: the stop rules
-            (`target_score`, `max_iterations`, `patience`, `min_delta`), `budget` and
-            `on_budget_exhausted`, `memory`, `human_review`, `strategy`,
-            `max_attempt_chars`, `prompt_form`, `name`, `candidates`, `retry_policy`,
-            `record_key`, `output_schema`, `select`, `select_top`, `select_margin`,
-            `comparer`, `confirm_pass`, `edits`, and `judge_model` (the default LLM
-            judge's model).
+            `LoopOptions` (declared once there, with its meaning, default and check;
+            `RefineOptions` types the keywords for editors), `judge_model` (the default
+            LLM judge's model) included.
 
     Returns:
         The uncompiled graph, with nodes `prepare`, `generate`, `evaluate`, `finalize`
@@ -103,19 +94,13 @@ def create_refine_graph(
     # The nodes read a run's own judge model from `judge_model` (a model string from its
     # context); the graph's judge is resolved here and handed to the evaluate node.
     options = replace(built, judge_model=None)
-    rungs = adapt_ladder(
-        [_resolved(g) for g in generator]
-        if isinstance(generator, list | tuple)
-        else _resolved(generator)
-    )
-    gen = rungs[0].generator  # the default judge's model: the ladder's first rung
-    judge = _evaluator(gen, evaluator, judge_model)
-    compare = _comparer(
-        comparer,
-        judge,
-        _judge_model(None, judge_model) if judge_model is not None else None,
-        _judge_model(gen, None),
-    )
+    models = loop_models(generator, evaluator, judge_model=judge_model, comparer=comparer)
+    rungs, judge, compare = models.rungs, models.evaluator, models.comparer
+    if judge is None:
+        raise ValueError(
+            "evaluator=None uses an LLM judge, which needs a model: pass judge_model=... "
+            "or an evaluator (the generator is not a chat model)"
+        )
     if options.select == "pairwise" and compare is None:
         raise ValueError(NO_COMPARER)
 
@@ -151,7 +136,7 @@ def create_refine_graph(
             options,
             retry_policy=retry_policy,
             routes=None if after_evaluation else {"refine": "generate", "stop": stop},
-            judge_model=_judge_model(gen, judge_model),
+            judge_model=models.judge_model,
             record_model=">".join(rung.name for rung in rungs),
             ladder=[rung.name for rung in rungs] if len(rungs) > 1 else (),
         ),
@@ -180,52 +165,3 @@ def create_refine_graph(
         )
     builder.add_edge("finalize", END)
     return builder
-
-
-def _resolved(generator: Any) -> Any:
-    """A model string as its chat model; any other generator as it is."""
-    if isinstance(generator, str):
-        return resolve_chat_model(generator, option="generator")
-    return generator
-
-
-def _evaluator(gen: Any, evaluator: EvaluatorLike, judge_model: BaseChatModel | str | None) -> Any:
-    """The evaluator to use: the given one, or an LLM judge on `judge_model` / the generator."""
-    if evaluator is None:
-        judge = judge_model if judge_model is not None else gen
-        if not isinstance(judge, str) and kind_of(judge) != "chat":
-            raise ValueError(
-                "evaluator=None uses an LLM judge, which needs a model: pass judge_model=... "
-                "or an evaluator (the generator is not a chat model)"
-            )
-        return llm_judge(judge)
-    if judge_model is not None:
-        raise ValueError("judge_model is only used when evaluator is None; pass one or the other")
-    return as_evaluator(evaluator)
-
-
-def _comparer(
-    comparer: ComparerLike,
-    judge: Any,
-    judge_model: BaseChatModel | None,
-    generator_model: BaseChatModel | None,
-) -> Comparer | None:
-    """The pairwise comparer, or None when no chat model can compare.
-
-    The given one, else the LLM judge's model, else `judge_model`, else the model of an
-    LLM judge inside a panel or `combine`, else the generator's.
-    """
-    if comparer is not None:
-        return as_comparer(comparer)
-    if isinstance(judge, LLMJudge):
-        return as_comparer(judge.model)
-    model = judge_model or judge_model_in(judge) or generator_model
-    return as_comparer(model) if model is not None else None
-
-
-def _judge_model(gen: Any, judge_model: BaseChatModel | str | None) -> BaseChatModel | None:
-    """The model a run's `judge` check uses when its context names none."""
-    judge = judge_model if judge_model is not None else gen
-    if isinstance(judge, str):
-        return resolve_chat_model(judge, option="judge_model")
-    return judge if kind_of(judge) == "chat" else None

@@ -15,13 +15,12 @@ from typing import Any, Literal, cast
 from langgraph.config import get_config
 
 from langgraph_refine._decisions._options import HumanReview, OnBudgetExhausted, check_choice
-from langgraph_refine._errors import ReviewInputError
+from langgraph_refine._decisions._reviewed import ReviewAnswer, read_answer, review_due, reviewed
 from langgraph_refine._events import ReviewPayload
 from langgraph_refine._loop._review_schema import ask_review, from_decisions, hitl_request
 from langgraph_refine._loop._router import route_after_evaluation
 from langgraph_refine._result import best_attempt
-from langgraph_refine._state import Attempt, RefineState, revive_state
-from langgraph_refine._stop_rules import BUDGET_STOP, review_stop
+from langgraph_refine._state import RefineState, revive_state
 
 logger = logging.getLogger("langgraph_refine")
 
@@ -61,22 +60,23 @@ class ReviewNode:
         )
 
     def payload(self, state: Mapping[str, Any]) -> ReviewPayload:
-        """What the reviewer is shown: the best attempt (final) or the latest (every_round)."""
+        """What the reviewer is shown (see `_reviewed.reviewed`), with the best beside it."""
         attempts = list(state.get("attempts") or [])
         best = best_attempt(attempts)
-        reviewed = attempts[-1] if self.mode == "every_round" and attempts else best
-        evaluation = reviewed.evaluation if reviewed else None
+        shown_attempt = reviewed(attempts, self.mode)
+        evaluation = shown_attempt.evaluation if shown_attempt else None
         shown: dict[str, Any] = {
             "type": "review",
             "name": self.loop_name,
             "mode": self.mode,
             "task": state.get("task", ""),
-            "response": reviewed.response if reviewed else "",
+            "response": shown_attempt.response if shown_attempt else "",
             "score": evaluation.score if evaluation else None,
             "verdict": evaluation.verdict if evaluation else None,
             "feedback": evaluation.feedback if evaluation else "",
             "iteration": attempts[-1].index if attempts else 0,
-            "attempt": reviewed.index if reviewed else None,
+            "attempt": shown_attempt.index if shown_attempt else None,
+            "best_attempt": best.index if best else None,
             "best_score": best.score if best else None,
             "stop_reason": state.get("stop_reason"),
             "actions": list(self.actions),
@@ -84,46 +84,44 @@ class ReviewNode:
         return cast(ReviewPayload, shown | hitl_request(shown))
 
     def __call__(self, state: RefineState) -> dict[str, Any]:
-        if state.get("stop_reason") == BUDGET_STOP and self.on_budget_exhausted == "raise":
+        if not review_due(state.get("stop_reason"), self.on_budget_exhausted):
             return {}
-        if state.get("stop_reason") == "edited":
-            return {}  # the reviewer's edit, now evaluated: the loop ends
         # The interrupt declares its answer's schema (LangGraph Studio shows a form); a
         # malformed answer pauses again with an `error` key (see `ask_review`).
         return ask_review(self.payload(revive_state(state)), self.apply, self.actions)
 
-    def apply(self, payload: Mapping[str, Any], value: Any) -> dict[str, Any]:
-        """Turn a resume value into a state update.
+    def answer(self, payload: Mapping[str, Any], value: Any) -> ReviewAnswer:
+        """What a resume value means (a chat client's LangChain decision too).
 
         Raises:
             ReviewInputError: If the value is not a dict with a known action and the
                 fields that action needs.
         """
-        value = from_decisions(value)  # a chat client's LangChain decision
-        action = value.get("action") if isinstance(value, Mapping) else None
-        if action not in self.actions:
-            raise ReviewInputError(
-                f"review resume value must be a dict with 'action' in {self.actions}, "
-                f"got {value!r}; resume again with Command(resume={{'action': ...}})"
-            )
-        assert isinstance(value, Mapping)
-        if action == "continue":
-            return {}  # the stop rules' decision stands
-        update: dict[str, Any] = {"stop_reason": review_stop(action, payload.get("stop_reason"))}
-        if action == "approve":
-            update["response"] = payload["response"]
-        elif action == "edit":
-            # The edited text is an attempt of its own (`move="edit"`), evaluated next
-            # (`route_after_review`) so the result's score is that text's; its evaluation
-            # ends the loop with `"edited"`. Until then the loop has not stopped.
-            text = _required_text(value, "response", action)
-            update["stop_reason"] = None
-            update["response"] = text
-            update["pending"] = edited_attempt(payload, text)
-        elif action == "revise":
-            update["reviewer_feedback"] = _required_text(value, "feedback", action)
-            update["refine_from"] = payload.get("attempt")  # the reviewed attempt
-        return update
+        return read_answer(payload, from_decisions(value), self.actions)
+
+    def apply(self, payload: Mapping[str, Any], value: Any) -> dict[str, Any]:
+        """Turn a resume value into the graph's state update.
+
+        Raises:
+            ReviewInputError: If the value is not a dict with a known action and the
+                fields that action needs.
+        """
+        return graph_update(self.answer(payload, value))
+
+
+def graph_update(answer: ReviewAnswer) -> dict[str, Any]:
+    """A review's answer written to the graph's state."""
+    if answer.action == "continue":
+        return {}  # the stop rules' decision stands
+    update: dict[str, Any] = {"stop_reason": answer.stop_reason}
+    if answer.response is not None:
+        update["response"] = answer.response
+    if answer.edit is not None:  # evaluated next (`route_after_review`)
+        update["pending"] = answer.edit.model_dump()  # plain data: a state write
+    if answer.request is not None:
+        update["reviewer_feedback"] = answer.request
+        update["refine_from"] = answer.parent
+    return update
 
 
 def require_checkpointer() -> None:
@@ -153,23 +151,6 @@ def require_checkpointer() -> None:
         )
 
 
-def edited_attempt(payload: Mapping[str, Any], text: str) -> dict[str, Any]:
-    """The attempt a reviewer's `edit` makes, as plain data (it is a state write).
-
-    Args:
-        payload: The review's payload (`iteration` is the latest attempt's index,
-            `attempt` the reviewed one's).
-        text: The reviewer's text.
-    """
-    attempt = Attempt(
-        index=int(payload.get("iteration") or 0) + 1,
-        response=text,
-        parent=payload.get("attempt"),
-        move="edit",
-    )
-    return attempt.model_dump()
-
-
 def route_after_review(state: Mapping[str, Any]) -> Literal["refine", "stop", "evaluate"]:
     """Where the loop goes after a review: `"evaluate"` an edit, else as after an evaluation.
 
@@ -182,13 +163,3 @@ def route_after_review(state: Mapping[str, Any]) -> Literal["refine", "stop", "e
     if state.get("pending") is not None:
         return "evaluate"
     return route_after_evaluation(state)
-
-
-def _required_text(value: Mapping[str, Any], key: str, action: str) -> str:
-    text = value.get(key)
-    if not isinstance(text, str) or not text.strip():
-        raise ReviewInputError(
-            f"review action {action!r} needs a non-empty string {key!r}, got {text!r}; "
-            "resume again with the field filled in"
-        )
-    return text

@@ -259,7 +259,10 @@ def hitl_request(payload: Mapping[str, Any]) -> dict[str, Any]:
 def _review_description(payload: Mapping[str, Any]) -> str:
     """What the reviewer is shown beside the response, in plain words."""
     which = "latest answer" if payload["mode"] == "every_round" else "best answer so far"
-    attempt = payload.get("attempt")
+    attempt, best = payload.get("attempt"), payload.get("best_attempt")
+    revised = payload["mode"] == "final" and best is not None and best != attempt
+    if revised:  # what the reviewer asked for, shown beside the best
+        which = "revised answer"
     head = f"The {which}" + (f" (attempt {attempt})" if attempt is not None else "")
     score, verdict = payload.get("score"), payload.get("verdict")
     if score is None:
@@ -269,6 +272,10 @@ def _review_description(payload: Mapping[str, Any]) -> str:
     if verdict:
         head += f": {str(verdict).replace('_', ' ').lower()}"
     lines = [head + "."]
+    if revised:
+        best_score = payload.get("best_score")
+        scored = "not scored" if best_score is None else f"scored {best_score:.2f} of 1"
+        lines.append(f"The best answer so far is attempt {best}, {scored}.")
     feedback = str(payload.get("feedback") or "").strip()
     if feedback:
         lines.append(f"The judge's feedback: {feedback}")

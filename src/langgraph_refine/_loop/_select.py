@@ -31,12 +31,13 @@ from langgraph.errors import GraphBubbleUp
 
 from langgraph_refine._calls._budget import Budget, BudgetStop, model_invocation
 from langgraph_refine._calls._models import message_text, resolve_chat_model
+from langgraph_refine._decisions._end import compares_at_end
 from langgraph_refine._decisions._options import DEFAULTS, LoopOptions
 from langgraph_refine._decisions._prompts import PAIRWISE_INSTRUCTIONS, PAIRWISE_SYSTEM
 from langgraph_refine._fences import json_objects
 from langgraph_refine._internal import mark_internal
 from langgraph_refine._kinds import kind_of
-from langgraph_refine._result import REVIEWED_REASONS, best_attempt
+from langgraph_refine._result import best_attempt
 from langgraph_refine._state import (
     Attempt,
     ComparerLike,
@@ -271,8 +272,7 @@ def select_candidates(attempts: Sequence[Attempt], top: int, margin: float) -> l
 
 
 def _score(attempt: Attempt) -> float:
-    assert attempt.evaluation is not None
-    return attempt.evaluation.score
+    return attempt.evaluation.score if attempt.evaluation is not None else 0.0
 
 
 def outcome(first: int, second: int, forward: Preference, backward: Preference) -> int | None:
@@ -459,7 +459,7 @@ def selection_for(
     Raises:
         ValueError: If pairwise selection has no comparer.
     """
-    if options.select != "pairwise" or stop_reason in REVIEWED_REASONS:
+    if not compares_at_end(options.select, stop_reason):
         return None
     if comparer is None:
         raise ValueError(NO_COMPARER)

@@ -330,9 +330,9 @@ class Step:
         raise value
 
     def _timed_out(self) -> BudgetStop:
-        assert self.budget is not None
+        seconds = self.budget.max_seconds if self.budget is not None else None
         return BudgetStop(
-            f"max_seconds={self.budget.max_seconds} reached: the {self.node} call was cut off "
+            f"max_seconds={seconds} reached: the {self.node} call was cut off "
             f"on attempt {self.index}"
         )
 

@@ -223,7 +223,8 @@ class LoopTracer(BaseCallbackHandler):
 
     def _evaluation_attributes(self, attempt: Attempt) -> dict[str, Any]:
         evaluation = attempt.evaluation
-        assert evaluation is not None
+        if evaluation is None:
+            return {"gen_ai.evaluation.name": self.evaluation_name}
         attributes: dict[str, Any] = {
             "gen_ai.evaluation.name": self.evaluation_name,
             "gen_ai.evaluation.score.value": evaluation.score,

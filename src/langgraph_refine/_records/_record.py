@@ -105,7 +105,8 @@ def record_key(generator: Any, evaluator: Any) -> str:
         'write|contains_all'
     """
     key = compose_key(model_name(generator), evaluator)
-    assert key is not None  # every generator has a name
+    if key is None:  # every generator has a name; say so if one does not
+        raise ValueError(f"cannot name the generator {generator!r}; pass record_key=")
     return key
 
 

@@ -397,59 +397,8 @@ class CommandOptions:
         Raises:
             CliError: For a per-line value of the wrong type or range.
         """
-        changes: dict[str, Any] = {}
-        if "evaluator" in line:
-            changes["specs"] = parse_specs(line["evaluator"], on_server=on_server)
-        if "target_score" in line:
-            changes["target_score"] = _number(line, "target_score")
-        if "max_iterations" in line:
-            changes["max_iterations"] = _whole(line, "max_iterations")
-        if "patience" in line:
-            changes["patience"] = (
-                None if line["patience"] is None else parse_patience(_whole(line, "patience"))
-            )
-        if "memory" in line:
-            changes["memory"] = parse_memory(line["memory"])
-        if "min_delta" in line:
-            changes["min_delta"] = _number(line, "min_delta")
-        if "strategy" in line:
-            changes["strategy"] = parse_choice(
-                line["strategy"], STRATEGY_CHOICES, option="'strategy'"
-            )
-        if "budget" in line:
-            changes["budget"] = parse_budget(line["budget"])
-        if "schema" in line:
-            changes["output_schema"] = (
-                None if line["schema"] is None else read_schema(line["schema"], option="'schema'")
-            )
-        if "edits" in line:
-            changes["edits"] = parse_edits(line["edits"], option="'edits'")
-        if "select" in line:
-            changes["select"] = (
-                None
-                if line["select"] is None
-                else parse_choice(line["select"], SELECT_CHOICES, option="'select'")
-            )
-        if "confirm_pass" in line:
-            if not isinstance(line["confirm_pass"], bool):
-                raise CliError(
-                    f"'confirm_pass' must be true or false, got {line['confirm_pass']!r}"
-                )
-            changes["confirm_pass"] = line["confirm_pass"]
-        if "criteria" in line:
-            changes["criteria"] = _criteria(line["criteria"], option="'criteria'")
-        if "on_evaluator_error" in line:
-            changes["on_evaluator_error"] = parse_choice(
-                line["on_evaluator_error"],
-                ON_EVALUATOR_ERROR_CHOICES,
-                option="'on_evaluator_error'",
-            )
-        if "model" in line:
-            changes["models"] = None if line["model"] is None else line_models(line["model"])
-        if "on_budget_exhausted" in line:
-            changes["on_budget_exhausted"] = parse_choice(
-                line["on_budget_exhausted"], ON_BUDGET_CHOICES, option="'on_budget_exhausted'"
-            )
+        readers = _line_readers(on_server)
+        changes = {name: read(line) for key, (name, read) in readers.items() if key in line}
         if not changes:  # the same object: a batch's lines share one compiled loop
             return self
         updated = replace(self, **changes)
@@ -538,6 +487,67 @@ class CommandOptions:
         if evaluator is None:
             kwargs["judge_model"] = judge_model()
         return kwargs
+
+
+def _line_readers(on_server: bool) -> dict[str, tuple[str, Callable[[Mapping[str, Any]], Any]]]:
+    """Each key a batch line may set: the option it sets, and how its value is read."""
+
+    def choice(
+        key: str, allowed: tuple[str, ...], optional: bool = False
+    ) -> Callable[[Mapping[str, Any]], Any]:
+        return lambda line: (
+            None
+            if optional and line[key] is None
+            else parse_choice(line[key], allowed, option=repr(key))
+        )
+
+    def or_none(key: str, read: Callable[[Any], Any]) -> Callable[[Mapping[str, Any]], Any]:
+        return lambda line: None if line[key] is None else read(line[key])
+
+    return {
+        "evaluator": ("specs", lambda line: parse_specs(line["evaluator"], on_server=on_server)),
+        "target_score": ("target_score", lambda line: _number(line, "target_score")),
+        "max_iterations": ("max_iterations", lambda line: _whole(line, "max_iterations")),
+        "patience": (
+            "patience",
+            lambda line: (
+                None if line["patience"] is None else parse_patience(_whole(line, "patience"))
+            ),
+        ),
+        "memory": ("memory", lambda line: parse_memory(line["memory"])),
+        "min_delta": ("min_delta", lambda line: _number(line, "min_delta")),
+        "strategy": ("strategy", choice("strategy", STRATEGY_CHOICES)),
+        "budget": ("budget", lambda line: parse_budget(line["budget"])),
+        "schema": (
+            "output_schema",
+            lambda line: (
+                None if line["schema"] is None else read_schema(line["schema"], option="'schema'")
+            ),
+        ),
+        "edits": ("edits", lambda line: parse_edits(line["edits"], option="'edits'")),
+        "select": ("select", choice("select", SELECT_CHOICES, optional=True)),
+        "confirm_pass": ("confirm_pass", lambda line: _flag(line, "confirm_pass")),
+        "criteria": ("criteria", lambda line: _criteria(line["criteria"], option="'criteria'")),
+        "on_evaluator_error": (
+            "on_evaluator_error",
+            choice("on_evaluator_error", ON_EVALUATOR_ERROR_CHOICES),
+        ),
+        "model": (
+            "models",
+            lambda line: None if line["model"] is None else line_models(line["model"]),
+        ),
+        "on_budget_exhausted": (
+            "on_budget_exhausted",
+            choice("on_budget_exhausted", ON_BUDGET_CHOICES),
+        ),
+    }
+
+
+def _flag(line: Mapping[str, Any], key: str) -> bool:
+    value = line[key]
+    if not isinstance(value, bool):
+        raise CliError(f"{key!r} must be true or false, got {value!r}")
+    return value
 
 
 def _criteria(value: object, *, option: str) -> tuple[str, ...]:

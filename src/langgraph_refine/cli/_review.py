@@ -62,6 +62,7 @@ class TerminalReviewer:
     def __call__(self, payload: Mapping[str, Any]) -> dict[str, Any]:
         """Show the review and return the resume value, e.g. `{"action": "approve"}`."""
         show_review(self.console, payload)
+        self.console.print(Text(shown_attempt(payload), style="bold"))
         while True:
             answer = self._require("[a]pprove, [e]dit, [r]eject or re[v]ise? ").strip().lower()
             action = ACTIONS.get(answer)
@@ -92,6 +93,26 @@ class TerminalReviewer:
         while (line := self._readline("")) is not None and line != END_OF_EDIT:
             lines.append(line)
         return "\n".join(lines)
+
+
+def shown_attempt(payload: Mapping[str, Any]) -> str:
+    """Which attempt the review shows, and the best so far beside it when that is another.
+
+    After a revise the review shows the revision (a person's request outranks a tie);
+    approving approves what is shown.
+    """
+    attempt, best = payload.get("attempt"), payload.get("best_attempt")
+    if attempt is None:
+        return "no attempt to show"
+    line = f"showing attempt {attempt}"
+    if payload.get("mode") == "every_round":
+        line += " (the latest)"
+    if best is None or best == attempt:
+        return line + (", the best so far" if best == attempt else "")
+    best_score = payload.get("best_score")
+    scored = "not scored" if best_score is None else f"score {best_score:.2f}"
+    why = " (the revision you asked for)" if payload.get("mode") != "every_round" else ""
+    return f"{line}{why}; the best so far is attempt {best} ({scored})"
 
 
 Reviewer = Callable[[Mapping[str, Any]], Mapping[str, Any]]

@@ -179,7 +179,8 @@ def _review_pending(graph: CompiledStateGraph[Any, Any, Any, Any], config: Runna
     only reports interrupts of nodes the current graph has.
     """
     saver = graph.checkpointer
-    assert isinstance(saver, BaseCheckpointSaver)
+    if not isinstance(saver, BaseCheckpointSaver):  # no checkpoint: nothing can be paused
+        return False
     saved = saver.get_tuple(config)
     return bool(saved and any(w[1] == "__interrupt__" for w in saved.pending_writes or ()))
 

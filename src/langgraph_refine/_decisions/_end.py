@@ -1,0 +1,55 @@
+"""The loop's end, decided once for the graph and the agent: what is raised, how it chooses.
+
+Before the end chooses: a budget stop with `on_budget_exhausted="raise"` raises, with the
+best result so far (`budget_error`). Whether the end compares attempts at all
+(`compares_at_end`); when it would, the choice may still be made by score
+(`by_score_note`): the reviewer stopped the loop on the attempt they were shown, or the
+budget cannot pay for the comparisons.
+"""
+
+from __future__ import annotations
+
+from langgraph_refine._errors import BudgetExhaustedError
+from langgraph_refine._result import REVIEWED_REASONS, RefineResult
+from langgraph_refine._state import StopReason
+from langgraph_refine._stop_rules import BUDGET_STOP
+
+REJECTED_NOTE = (
+    "the reviewer rejected further refinement of the attempt they were shown; chosen by "
+    "score, not compared"
+)
+"""`metadata["selection"]["note"]` of a pairwise run stopped by a reviewer's reject."""
+
+
+def budget_error(result: RefineResult, on_budget_exhausted: str) -> BudgetExhaustedError | None:
+    """The error a budget stop raises under `on_budget_exhausted="raise"`, else None."""
+    if result.stop_reason != BUDGET_STOP or on_budget_exhausted != "raise":
+        return None
+    return BudgetExhaustedError(
+        f"budget exhausted after {len(result.attempts)} attempt(s); best score "
+        f"{result.score}; the best result so far is in this error's .result",
+        result,
+    )
+
+
+def compares_at_end(select: str, stop_reason: str | None) -> bool:
+    """Whether the end compares attempts (`select="pairwise"`) rather than take the best score.
+
+    Not when a reviewer chose the result (approved or edited).
+    """
+    return select == "pairwise" and stop_reason not in REVIEWED_REASONS
+
+
+def by_score_note(stop_reason: StopReason | None, budget_note: str | None) -> str | None:
+    """Why a pairwise end chooses by score without comparing, or None: it compares.
+
+    Args:
+        stop_reason: Why the loop stopped.
+        budget_note: The selection's note when the budget left cannot pay for its
+            comparisons (`Selection.budget_note`), else None.
+    """
+    if stop_reason == "rejected":
+        # The reviewer was shown an attempt and stopped the loop on it: a pairwise
+        # winner they never saw must not replace it.
+        return REJECTED_NOTE
+    return budget_note

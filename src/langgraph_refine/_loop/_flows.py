@@ -1,0 +1,57 @@
+"""Drivers of a flow that asks for calls: one generator, a sync and an async driver.
+
+A step's logic is written once as a generator that yields what it needs carried out and
+is sent the result, or thrown the error the call raised (it decides what an error
+means), the pattern of httpx's auth flows. `drive` carries the asks out synchronously,
+`adrive` with an awaitable; the flow's return value is theirs. Used by the generate step
+(`_generate`) and the agent's model step (`RefineMiddleware.wrap_model_call`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Generator
+from typing import Any, Generic, NamedTuple, TypeVar
+
+AskT = TypeVar("AskT")
+DoneT = TypeVar("DoneT")
+
+CallFlow = Generator[AskT, Any, DoneT]
+"""A flow yielding asks of type `AskT`, returning `DoneT`."""
+
+
+class _Done(NamedTuple, Generic[DoneT]):
+    value: DoneT
+
+
+def _resume(flow: CallFlow[AskT, DoneT], reply: Any, error: Exception | None) -> Any:
+    """The flow's next ask, sent the reply (or thrown the error) of its last; or its end."""
+    try:
+        return flow.send(reply) if error is None else flow.throw(error)
+    except StopIteration as done:
+        return _Done(done.value)
+
+
+def drive(flow: CallFlow[AskT, DoneT], carry_out: Callable[[AskT], Any]) -> DoneT:
+    """Carry out a flow: each ask answered by `carry_out`, or its error thrown in."""
+    ask = _resume(flow, None, None)  # the flow's first ask
+    while not isinstance(ask, _Done):
+        try:
+            reply, error = carry_out(ask), None
+        except Exception as exc:  # the flow decides what an error means
+            reply, error = None, exc
+        ask = _resume(flow, reply, error)
+    value: DoneT = ask.value
+    return value
+
+
+async def adrive(flow: CallFlow[AskT, DoneT], carry_out: Callable[[AskT], Awaitable[Any]]) -> DoneT:
+    """Async twin of `drive`: `carry_out` returns an awaitable."""
+    ask = _resume(flow, None, None)
+    while not isinstance(ask, _Done):
+        try:
+            reply, error = await carry_out(ask), None
+        except Exception as exc:
+            reply, error = None, exc
+        ask = _resume(flow, reply, error)
+    value: DoneT = ask.value
+    return value
