@@ -7,12 +7,14 @@ refinement (an attempt with a parent) scored above every attempt before it. Besi
 from the same runs, the goal's floor: how often one refinement, and one fresh answer,
 raised the best at all. It also reports the first attempt's score against the best, and
 the winner of each run, to read: a loop that raises a score into text nobody would want
-is a failure here too.
+is a failure here too; and how many winners carry a line of the loop's own prompt (its
+headings, answer tags, feedback lines), which should be none.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import statistics
 from typing import Any
 
@@ -21,6 +23,12 @@ from benchmarks._harness import BenchResult, Figure, md_table
 from langgraph_refine import Attempt, RefineResult
 
 RUNS = 10
+PROMPT_LINES = re.compile(
+    r"</?answer>|^#+ (?:Task|Attempt \d|What to do|Your earlier attempts)|Feedback on this attempt:"
+    r"|^\s*\[[a-z_]+\] score \d\.\d\d|^Score: \d\.\d\d",
+    re.IGNORECASE | re.MULTILINE,
+)
+"""Lines of the loop's own prompt (headings, tags, feedback and score lines)."""
 GOAL = 0.5
 """A refinement raises the best score in more than this share of runs ("most runs")."""
 
@@ -86,6 +94,13 @@ def run(quick: bool = False) -> BenchResult:
             passed=rate > GOAL,
         ),
         *floor_figures([raises(list(r.attempts)) for r in runs]),
+        Figure(
+            "winners carrying a line of the loop's prompt",
+            sum(bool(PROMPT_LINES.search(r.value)) for r in runs),
+            unit="",
+            target="0",
+            passed=not any(PROMPT_LINES.search(r.value) for r in runs),
+        ),
         Figure("mean first-attempt score", statistics.mean(firsts), unit=""),
         Figure("mean best score", statistics.mean(bests), unit=""),
     ]
