@@ -82,5 +82,5 @@ def test_the_local_model_is_the_first_rung_and_the_ladder_climbs_priced_per_mode
     assert row["models"]["test:strong"]["calls"] == len(models) - first_strong
     page = render_report([TaskRecord.from_json(row)], source="ladder.jsonl")
     assert f"<title>attempt 0 by {local}: " in page
-    assert f"<title>attempt {first_strong} by test:strong</title>" in page
+    assert f"<title>attempt {first_strong} by test:strong: " in page
     assert f'<tr data-model="{local}">' in page and '<tr data-model="test:strong">' in page
