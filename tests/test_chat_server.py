@@ -180,3 +180,50 @@ def test_with_drafts_each_answer_streams_under_its_attempt(drafts_chat: Chat) ->
     # The answer joins the conversation under the id its draft streamed with.
     last = drafts_chat.values()[-1]["messages"][-1]
     assert (last["id"], last["content"]) == (list(shown)[1], "Answer 2.")
+
+
+EDITED = {"name": "review_answer", "args": {"response": "It is in Paris."}}
+
+
+def reviewed(url: str, answer: Any) -> dict[str, Any]:
+    """A reviewed chat run paused for its review, then resumed with `answer` in a new run."""
+    from langgraph_sdk import get_sync_client
+
+    client = get_sync_client(url=url)
+    try:
+        thread = client.threads.create()["thread_id"]
+        request: Any = {"messages": [{"role": "user", "content": TASK}]}
+        client.runs.wait(thread, "chat_agent_reviewed", input=request)
+        paused = client.threads.get_state(thread)
+        assert paused["next"], "the run pauses for the review"
+        (interrupt,) = paused["tasks"][0]["interrupts"]
+        assert interrupt["value"]["action_requests"][0]["args"] == {"response": "Answer 2."}
+        # A new run on the same thread: the server builds a fresh agent to resume it.
+        client.runs.wait(thread, "chat_agent_reviewed", command={"resume": answer})
+        values: dict[str, Any] = client.threads.get_state(thread)["values"]
+        return values
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize(
+    ("answer", "final"),
+    [
+        ({"action": "approve"}, "Answer 2."),
+        ({"action": "edit", "response": "It is in Paris."}, "It is in Paris."),
+        ({"action": "reject"}, "Answer 2."),
+        ({"decisions": [{"type": "approve"}]}, "Answer 2."),
+        (
+            {"decisions": [{"type": "edit", "edited_action": EDITED}]},
+            "It is in Paris.",
+        ),
+        ({"decisions": [{"type": "reject"}]}, "Answer 2."),
+    ],
+)
+def test_a_review_resumes_on_the_server_whatever_the_answer(
+    chat_server: str, answer: Any, final: str
+) -> None:
+    # The judge is the agent's own model, known to the fresh agent only through its run.
+    values = reviewed(chat_server, answer)
+    last = values["messages"][-1]
+    assert (last["type"], last["content"]) == ("ai", final)

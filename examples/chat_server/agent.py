@@ -5,9 +5,10 @@ LangGraph API (LangChain's agent-chat-ui, LangGraph Studio, the SDK):
 
     REFINE_MODEL=openai:gpt-4o-mini langgraph dev --config examples/chat_server/langgraph.json
 
-The graph ids are `chat_agent` (the best answer reaches the chat once) and
-`chat_agent_drafts` (every draft streams, tagged with its attempt). `REFINE_MODEL` is a
-`"provider:model"` string or a model name served over the OpenAI protocol
+The graph ids are `chat_agent` (the best answer reaches the chat once),
+`chat_agent_drafts` (every draft streams, tagged with its attempt) and
+`chat_agent_reviewed` (a person approves, edits, rejects or asks for a revision first).
+`REFINE_MODEL` is a `"provider:model"` string or a model name served over the OpenAI protocol
 (`OPENAI_BASE_URL` / `OPENAI_API_KEY` point at any OpenAI-compatible server); the same
 model answers and judges (the middleware's evaluator is None: the agent's own model).
 
@@ -66,14 +67,21 @@ def chat_model(environ: dict[str, str] | None = None) -> BaseChatModel:
     return model
 
 
-def build_agent(model: BaseChatModel, *, stream_drafts: bool = False) -> Any:
+def build_agent(
+    model: BaseChatModel, *, stream_drafts: bool = False, human_review: Any = None
+) -> Any:
     """The agent: the model, a lookup tool, and the loop judging each final answer.
 
     With `stream_drafts=False` (the middleware's default) the chat gets the best answer
     once, whole; with `True` every answer streams as it is written, each chunk's metadata
     naming its attempt (`refine_attempt`), so a chat can replace a draft by the next.
     """
-    refine = RefineMiddleware(max_iterations=2, target_score=0.9, stream_drafts=stream_drafts)
+    refine = RefineMiddleware(
+        max_iterations=2,
+        target_score=0.9,
+        stream_drafts=stream_drafts,
+        human_review=human_review,
+    )
     return create_agent(
         model,
         tools=[lookup],
@@ -91,3 +99,13 @@ def chat_agent() -> Any:
 def chat_agent_drafts() -> Any:
     """The served graph that streams every draft (`stream_drafts=True`)."""
     return build_agent(chat_model(), stream_drafts=True)
+
+
+def chat_agent_reviewed() -> Any:
+    """The served graph that asks a person before it answers (`human_review="final"`).
+
+    The server builds a fresh agent for every run, so the review's answer (a LangChain
+    decision from agent-chat-ui, or the loop's own `{"action": ...}`) is applied by
+    another agent than the one that paused: the judge is that run's model.
+    """
+    return build_agent(chat_model(), human_review="final")
