@@ -282,3 +282,29 @@ def test_a_confirmation_that_cannot_be_made_leaves_the_first_judgment_standing()
     assert result.stop_reason == "target_reached" and result.score == 0.95
     first = result.attempts[0].evaluation
     assert first is not None and first.details["confirmation"] == f"not made: {REASON}"
+
+
+def test_a_confirmation_meets_on_evaluator_error_as_any_judgment() -> None:
+    calls: list[str] = []
+
+    def grader(response: str, state: Any) -> Evaluation:
+        calls.append(response)
+        if len(calls) == 2:  # the confirming judgment cannot be made the first time
+            raise Unjudged(REASON)
+        return Evaluation(score=0.95 if len(calls) == 1 else 0.3, feedback="again")
+
+    result = refine(
+        ScriptedChatModel(replies=["a"]), TASK, grader, confirm_pass=True, max_iterations=0
+    )
+    assert calls == ["a", "a", "a"]  # retried: the second judgment disagrees
+    first = result.attempts[0].evaluation
+    assert first is not None and first.score == 0.3 and "first_judgment" in first.details
+    with pytest.raises(Unjudged, match=REASON):
+        calls.clear()
+        refine(
+            ScriptedChatModel(replies=["a"]),
+            TASK,
+            grader,
+            confirm_pass=True,
+            on_evaluator_error="raise",
+        )

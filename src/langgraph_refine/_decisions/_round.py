@@ -23,7 +23,7 @@ from langgraph_refine._decisions._options import LoopOptions, criteria_list
 from langgraph_refine._decisions._strategy import Choice, MoveStats, choose_next
 from langgraph_refine._events import RoundEvent, round_event
 from langgraph_refine._result import best_attempt
-from langgraph_refine._state import Attempt, Evaluation, StopReason, Usage
+from langgraph_refine._state import Attempt, Evaluation, StopReason, Strategy, Usage
 from langgraph_refine._stop_rules import BUDGET_STOP, CONFIRMABLE_STOPS, needs_confirmation
 from langgraph_refine.evaluators._base import Judgment, NoJudgment, Unjudged
 
@@ -122,10 +122,13 @@ def evaluate_round(
         return unevaluated(state, pending, spent)
     judged = judged_round(state, pending, evaluations, spent, options)
     if needs_confirmation(judged.stop_reason, options.confirm_pass):
-        again, spent = yield Confirm(judged.attempt.response)
-        if isinstance(again, NoJudgment):
-            _raise_if_asked(again, options)
-        judged = confirmed(pending, judged, again, spent, options)
+        response = judged.attempt.response
+        again, spent = yield Confirm(response)
+        # A confirmation that cannot be made meets `on_evaluator_error` as any judgment.
+        made, spent = yield from _judged_again(
+            (response,), [again] if again else [], spent, options
+        )
+        judged = confirmed(pending, judged, made[0] if made else None, spent, options)
     record = None
     if not is_edit(pending):  # a reviewer's edit is not a model's move
         record = yield Exchange(state.get("loop_id"), tuple(judged.attempts))
@@ -340,7 +343,7 @@ def decided(
     return Outcome(update, attempts, stop_reason, choice, [event])
 
 
-def after_unjudged(strategy: str, attempts: Sequence[Attempt]) -> Choice:
+def after_unjudged(strategy: Strategy, attempts: Sequence[Attempt]) -> Choice:
     """The next move after a round its evaluator could not judge.
 
     Nothing was learned of the unjudged attempt, so the loop goes on from what it knows:
