@@ -26,7 +26,7 @@ from typing import Any, TypeAlias
 from langchain_core.runnables.config import run_in_executor
 from pydantic import BaseModel
 
-from langgraph_refine._calls._retry import is_transient, status_code
+from langgraph_refine._calls._retry import describe_status, is_transient
 from langgraph_refine._errors import RefineError
 from langgraph_refine._internal import mark_internal
 from langgraph_refine._state import Evaluation
@@ -136,13 +136,21 @@ def unjudged_reason(exc: BaseException, evaluator: BaseEvaluator) -> str | None:
     if isinstance(exc, Unjudged):
         return str(exc) or "the evaluator could not judge the response"
     if evaluator.calls_model and is_transient(exc):
-        code = status_code(exc)
-        status = f" (HTTP {code})" if code is not None else ""
-        text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
-        return f"the judge model's call failed{status}: {type(exc).__name__}" + (
-            f": {text}" if text else ""
-        )
+        return f"the judge model's call failed: {describe_error(exc)}"
     return None
+
+
+def describe_error(exc: BaseException) -> str:
+    """A provider's error in one line: its type, HTTP status and message.
+
+    Example:
+        >>> describe_error(ConnectionError("judge unreachable"))
+        'ConnectionError: judge unreachable'
+    """
+    status = describe_status(exc)
+    text = f"{type(exc).__name__}" + (f" ({status})" if status else "")
+    message = str(exc).strip()
+    return f"{text}: {message[:200]}" if message else text
 
 
 @dataclass(frozen=True)

@@ -19,12 +19,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, get_args
 
 from langgraph_refine._calls._budget import BudgetStop
-from langgraph_refine._calls._retry import describe_status, is_transient, status_code
+from langgraph_refine._calls._retry import is_transient, status_code
 from langgraph_refine._state import Evaluation, PanelRule, Verdict
 from langgraph_refine.evaluators._base import (
     BaseEvaluator,
     EvaluatorLike,
     Unjudged,
+    describe_error,
     member_feedback,
 )
 from langgraph_refine.evaluators._combine import as_evaluator, combined_verdict
@@ -95,7 +96,7 @@ class PanelEvaluator(BaseEvaluator):
             else:
                 raise outcome  # a bug, a budget stop or a cancellation: not the panel's call
         if not judged:
-            reasons = "; ".join(f"[{label}] {_describe(exc)}" for label, exc in left_out)
+            reasons = "; ".join(f"[{label}] {describe_error(exc)}" for label, exc in left_out)
             raise Unjudged(
                 f"no member of the panel could judge ({len(left_out)} of them): {reasons}"
             ) from left_out[0][1]
@@ -109,8 +110,8 @@ class PanelEvaluator(BaseEvaluator):
             for label, e in judged
         ]
         lines += [
-            f"[{label}] left out: it failed with {_describe(exc)}; the panel decided without it"
-            for label, exc in left_out
+            f"[{label}] left out: it failed with {failed}; the panel decided without it"
+            for label, failed in ((label, describe_error(exc)) for label, exc in left_out)
         ]
         return Evaluation(
             score=min(1.0, max(0.0, score)),
@@ -120,20 +121,13 @@ class PanelEvaluator(BaseEvaluator):
                 "rule": self.rule,
                 "scores": {label: e.score for label, e in judged},
                 "verdicts": {label: e.verdict for label, e in judged},
-                "left_out": {label: _describe(exc) for label, exc in left_out},
+                "left_out": {label: describe_error(exc) for label, exc in left_out},
                 "members": [
                     {"name": label, "score": e.score, "verdict": e.verdict, "details": e.details}
                     for label, e in judged
                 ],
             },
         )
-
-
-def _describe(exc: BaseException) -> str:
-    status = describe_status(exc)
-    text = f"{type(exc).__name__}" + (f" ({status})" if status else "")
-    message = str(exc).strip()
-    return f"{text}: {message[:200]}" if message else text
 
 
 def _labels(members: Sequence[BaseEvaluator]) -> list[str]:
