@@ -395,3 +395,15 @@ def test_the_options_object_is_validated_when_built() -> None:
         LoopOptions(human_review="always")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="select_top must be an integer >= 2"):
         LoopOptions.build(LoopOptions(), select_top=1)
+
+
+def test_a_thread_keeps_the_options_declared_kept() -> None:
+    from langgraph_refine._decisions._options import kept_options
+    from langgraph_refine._loop._thread import KEPT_OPTIONS
+
+    # Those that change how attempts score, when the loop stops or what it returns.
+    assert set(KEPT_OPTIONS) == set(kept_options()) == {
+        "judge_model", "target_score", "max_iterations", "patience", "min_delta", "budget",
+        "on_budget_exhausted", "criteria", "on_evaluator_error", "output_schema", "select",
+        "select_top", "select_margin", "confirm_pass",
+    }  # fmt: skip

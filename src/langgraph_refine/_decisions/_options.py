@@ -258,12 +258,16 @@ class Declared:
         context_key: Its key in a run's context, when not the field's name.
         not_in: The surfaces that do not take it, each with the reason.
         line_key: Its key in a batch line, when not the field's name.
+        kept: It changes how attempts score, when the loop stops or what it returns, so a
+            checkpointed thread keeps it: a rerun with another value is refused (see
+            `_loop._thread`).
     """
 
     flags: tuple[str, ...] = ()
     context_key: str | None = None
     not_in: Mapping[str, str] = field(default_factory=dict)
     line_key: str | None = None
+    kept: bool = False
 
 
 def declare(
@@ -272,6 +276,7 @@ def declare(
     context_key: str | None = None,
     not_in: Mapping[str, str] | None = None,
     line_key: str | None = None,
+    kept: bool = False,
 ) -> dict[str, Declared]:
     """A `LoopOptions` field's metadata: where it is taken (see `Declared`).
 
@@ -282,7 +287,7 @@ def declare(
     if unknown:
         raise ValueError(f"unknown surface(s) {sorted(unknown)}; surfaces: {SURFACES}")
     not_in = dict(not_in or {})
-    return {"option": Declared(flags, context_key, not_in, line_key)}
+    return {"option": Declared(flags, context_key, not_in, line_key, kept)}
 
 
 _BUILT = "used when the graph is built, so a run cannot change it"
@@ -316,7 +321,7 @@ class LoopOptions:
 
     judge_model: BaseChatModel | str | None = field(
         default=None,
-        metadata=declare(flags=("--judge-model",), not_in={LINE: _WHOLE_BATCH}),
+        metadata=declare(kept=True, flags=("--judge-model",), not_in={LINE: _WHOLE_BATCH}),
     )
     """The model of the default LLM judge (when `evaluator` is None): a chat model or a
     `"provider:model"` string. By default the generator's model (the ladder's first rung;
@@ -324,41 +329,51 @@ class LoopOptions:
     makes the run's check `judge` on that model (`REFINE_JUDGE_MODELS`, when set, lists
     the models a run may name)."""
 
-    target_score: float = field(default=0.9, metadata=declare(flags=("--target-score",)))
+    target_score: float = field(default=0.9, metadata=declare(kept=True, flags=("--target-score",)))
     """Stop once an attempt scores at least this, in [0, 1]."""
 
-    max_iterations: int = field(default=4, metadata=declare(flags=("--max-iterations",)))
+    max_iterations: int = field(default=4, metadata=declare(kept=True, flags=("--max-iterations",)))
     """Refinement rounds after the first generation (>= 0)."""
 
-    patience: int | None = field(default=2, metadata=declare(flags=("--patience",)))
+    patience: int | None = field(default=2, metadata=declare(kept=True, flags=("--patience",)))
     """Stop after this many refinement rounds without raising the best score by more
     than `min_delta` (>= 1); None or 0 disables the rule (kept as None)."""
 
-    min_delta: float = field(default=0.0, metadata=declare(flags=("--min-delta",)))
+    min_delta: float = field(default=0.0, metadata=declare(kept=True, flags=("--min-delta",)))
     """Improvement of the best score that counts as progress (>= 0)."""
 
     budget: Budget | None = field(
         default=None,
         metadata=declare(
-            flags=("--budget-calls", "--budget-tokens", "--budget-seconds", "--max-cost", "--price")
+            kept=True,
+            flags=(
+                "--budget-calls",
+                "--budget-tokens",
+                "--budget-seconds",
+                "--max-cost",
+                "--price",
+            ),
         ),
     )
     """Limits on model calls, tokens, seconds and cost, checked before every call (None:
     no limit). In a run's context, a dict of `Budget`'s fields."""
 
     on_budget_exhausted: OnBudgetExhausted = field(
-        default="stop", metadata=declare(flags=("--on-budget-exhausted",), not_in={CONTEXT: _BUILT})
+        default="stop",
+        metadata=declare(kept=True, flags=("--on-budget-exhausted",), not_in={CONTEXT: _BUILT}),
     )
     """`"stop"` returns the best so far; `"raise"` raises `BudgetExhaustedError`
     carrying it."""
 
-    criteria: tuple[str, ...] = field(default=(), metadata=declare(flags=("--criterion",)))
+    criteria: tuple[str, ...] = field(
+        default=(), metadata=declare(kept=True, flags=("--criterion",))
+    )
     """What every LLM judge of the loop checks besides its own criteria (the default judge,
     `llm_judge`, `checklist`): a string or a list of strings. A request adds its own in
     its input (`criteria` beside `task` or `messages`); a run's context may set them."""
 
     on_evaluator_error: OnEvaluatorError = field(
-        default="retry", metadata=declare(flags=("--on-evaluator-error",))
+        default="retry", metadata=declare(kept=True, flags=("--on-evaluator-error",))
     )
     """When the evaluator cannot judge an attempt (an LLM judge's replies unreadable after
     its re-ask, a judge model's call failing after its retries, a panel none of whose
@@ -475,7 +490,10 @@ class LoopOptions:
     output_schema: OutputSchema | None = field(
         default=None,
         metadata=declare(
-            flags=("--schema",), not_in={AGENT: "an agent answers in messages"}, line_key="schema"
+            kept=True,
+            flags=("--schema",),
+            not_in={AGENT: "an agent answers in messages"},
+            line_key="schema",
         ),
     )
     """Refine an object instead of text: a pydantic model class or a JSON schema dict
@@ -488,6 +506,7 @@ class LoopOptions:
     select: Select = field(
         default="score",
         metadata=declare(
+            kept=True,
             flags=("--select",),
         ),
     )
@@ -502,10 +521,11 @@ class LoopOptions:
     select_top: int = field(
         default=DEFAULT_SELECT_TOP,
         metadata=declare(
+            kept=True,
             not_in={
                 RUN: _CLI_FIXED,
                 BATCH: _CLI_FIXED,
-            }
+            },
         ),
     )
     """The most attempts compared with `select="pairwise"` (>= 2)."""
@@ -513,10 +533,11 @@ class LoopOptions:
     select_margin: float = field(
         default=DEFAULT_SELECT_MARGIN,
         metadata=declare(
+            kept=True,
             not_in={
                 RUN: _CLI_FIXED,
                 BATCH: _CLI_FIXED,
-            }
+            },
         ),
     )
     """Score distance from the best within which attempts are compared, in [0, 1]."""
@@ -538,7 +559,7 @@ class LoopOptions:
 
     confirm_pass: bool = field(
         default=False,
-        metadata=declare(flags=("--confirm-pass",)),
+        metadata=declare(kept=True, flags=("--confirm-pass",)),
     )
     """When a round would stop on a PASS verdict or on `target_score`, judge the same
     response once more (one more evaluator call, counted in the budget); stop only if
@@ -701,6 +722,11 @@ class LoopOptions:
             values["budget"] = Budget.coerce(values["budget"], option="context budget")
         values.update(_run_checks(values))
         return self.build(self, **values)
+
+
+def kept_options() -> tuple[str, ...]:
+    """The options a checkpointed thread keeps (declared `kept`), in declaration order."""
+    return tuple(f.name for f in fields(LoopOptions) if _declared(f).kept)
 
 
 def declared(surface: str) -> tuple[str, ...]:

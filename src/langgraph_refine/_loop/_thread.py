@@ -17,7 +17,7 @@ from typing import Any
 
 from langchain_core.language_models import BaseLanguageModel
 
-from langgraph_refine._decisions._options import LoopOptions
+from langgraph_refine._decisions._options import LoopOptions, kept_options
 from langgraph_refine._errors import ThreadSettingsError
 from langgraph_refine._kinds import model_name
 from langgraph_refine._records._record import evaluator_kind
@@ -25,25 +25,11 @@ from langgraph_refine._records._record import evaluator_kind
 SETTINGS_KEY = "refine_settings"
 """The checkpoint metadata key holding a run's settings (a JSON object of strings)."""
 
-KEPT_OPTIONS = (
-    "target_score",
-    "max_iterations",
-    "patience",
-    "min_delta",
-    "budget",
-    "on_budget_exhausted",
-    "output_schema",
-    "select",
-    "select_top",
-    "select_margin",
-    "confirm_pass",
-    "judge_model",
-    "criteria",
-    "on_evaluator_error",
-)
-"""The options a thread keeps: those that change how attempts score, or when the loop
-stops and what it returns. The others (strategy, memory, edits, ...) change what is
-tried next, which a resumed run may do differently without mixing two measures."""
+KEPT_OPTIONS = kept_options()
+"""The options a thread keeps (declared `kept=True` in `LoopOptions`): those that change
+how attempts score, or when the loop stops and what it returns. The others (strategy,
+memory, edits, ...) change what is tried next, which a resumed run may do differently
+without mixing two measures."""
 
 _SHOWN_TASK = 60
 _BUILT_IN = "langgraph_refine.evaluators."
