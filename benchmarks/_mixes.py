@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from langgraph_refine import Attempt, Evaluation
-from langgraph_refine._decisions._ladder import next_rung
+from langgraph_refine._decisions._ladder import next_rung, reach_stats
 from langgraph_refine._decisions._strategy import (
     MoveStats,
     choose_next,
@@ -37,6 +37,13 @@ WORDS = 8
 """Words per task: 8 bands of score, so a first answer tells much or little."""
 
 Counts = dict[str, MoveStats]
+
+TARGET = 1.0
+"""The target of every scripted run: every word (a run stops when it gets there)."""
+
+REACH = True
+"""Count a ladder's runs by their first answer's state (`reach_stats`), as the store does:
+False measures the ladder without the rule that reads them."""
 
 RUNG_AWARE = True
 """Tell explore which rung will move (`choose_next(..., rung=)`), as the loop does."""
@@ -92,6 +99,8 @@ def pooled_counts(attempts: Sequence[Attempt]) -> Counts:
     counts = dict(round_stats(attempts))
     for state, kinds in state_stats(attempts).items():
         counts.update({state_kind(kind, state): stats for kind, stats in kinds.items()})
+    if REACH:
+        counts.update(reach_stats(attempts, TARGET))
     counts.update(scores_as_counts(score_counts(attempts)))
     return counts
 

@@ -8,7 +8,13 @@ import pytest
 from langgraph.store.memory import InMemoryStore
 
 from langgraph_refine import Attempt, Budget, Evaluation, Usage, arefine, refine
-from langgraph_refine._decisions._ladder import next_rung, rung_kind
+from langgraph_refine._decisions._ladder import (
+    STATE_ROUNDS,
+    next_rung,
+    reach_kind,
+    reach_stats,
+    rung_kind,
+)
 from langgraph_refine._decisions._strategy import MoveStats
 from tests.fakes import ScriptedChatModel
 
@@ -254,3 +260,89 @@ def test_a_rungs_round_counts_as_raising_by_state_only_when_it_gained_a_band() -
     assert creeping["rung:c@b0/start"] == MoveStats(rounds=1, raised=0)
     assert creeping["refine@b0/start"] == MoveStats(rounds=1, raised=1)  # moves count any raise
     assert latest_state_stats(two(0.4))["rung:c@b0/start"] == MoveStats(rounds=1, raised=1)
+
+
+# -- where the cheap rung gets there: runs that started like this one decide --------------------
+
+
+def _scored(response: str, state: Any) -> float:
+    """Reads the score a scripted rung wrote (`score=<x>`)."""
+    return float(response.partition("score=")[2])
+
+
+def _creeping_cheap() -> Named:
+    """A cheap rung that raises its answer by 0.3 a round from 0.1: never to 0.9 in 3 tries."""
+
+    def reply(messages: Any) -> str:
+        text = messages[-1].text
+        if "<answer>" in text:  # a refinement prompt shows the attempt refined
+            return f"score={float(text.rpartition('score=')[2][:4]) + 0.3:.2f}"
+        return "score=0.10"
+
+    return Named(name_="cheap", replies=[reply])
+
+
+def test_the_ladder_climbs_at_once_from_a_start_where_the_cheap_rung_never_got_there() -> None:
+    from langgraph_refine import strategy_records
+
+    store, strong = InMemoryStore(), Named(name_="strong", replies=["score=1.00"])
+    loop = {"strategy": "explore", "store": store, "max_iterations": 2, "patience": None}
+    runs = [
+        refine([_creeping_cheap(), strong], "t", _scored, target_score=0.9, **loop)
+        for _ in range(STATE_ROUNDS + 1)
+    ]
+    # Each round of the cheap rung raised the best by a band, so by the rounds alone it
+    # stays; but in five runs that started at 0.1 it never reached the target...
+    assert [a.model for a in runs[0].attempts] == ["test:cheap"] * 3
+    (record,) = strategy_records(store).values()
+    assert record["states"]["b0/start"]["reach"]["test:cheap"] == {
+        "rounds": STATE_ROUNDS,
+        "raised": 0,
+        "fell": 0,
+    }
+    # ...so the next such run climbs right after its first answer, and gets there.
+    assert [a.model for a in runs[-1].attempts] == ["test:cheap", "test:strong"]
+    assert runs[-1].stop_reason == "target_reached"
+
+
+def test_the_ladder_stays_after_a_first_answer_like_those_the_cheap_rung_finished() -> None:
+    from langgraph_refine._decisions._strategy import state_kind
+
+    # From a first answer in band 2, the cheap rung's rounds rarely raised the best by a
+    # band, but in most runs that started there it reached the target: it stays.
+    record = {
+        state_kind(rung_kind("c"), "b2/start"): MoveStats(rounds=10, raised=1),
+        state_kind(reach_kind("c"), "b2/start"): MoveStats(rounds=STATE_ROUNDS, raised=3),
+    }
+    assert next_rung(_cheap_first(0.6), ["c", "s"], record=record) == 0
+    del record[state_kind(reach_kind("c"), "b2/start")]
+    assert next_rung(_cheap_first(0.6), ["c", "s"], record=record) == 1  # the rounds decide
+    # Too few runs from that start: the rounds decide too.
+    record[state_kind(reach_kind("c"), "b2/start")] = MoveStats(STATE_ROUNDS - 1, raised=3)
+    assert next_rung(_cheap_first(0.6), ["c", "s"], record=record) == 1
+    # Never reached in enough runs: it climbs at once, also after a round that raised.
+    never = {state_kind(reach_kind("c"), "b2/start"): MoveStats(rounds=STATE_ROUNDS)}
+    assert next_rung(_cheap_first(0.6), ["c", "s"], record=never) == 1
+    assert next_rung([*_cheap_first(0.6), _cheap_round(0.9)], ["c", "s"], record=never) == 1
+    assert next_rung(_cheap_first(0.6), ["c", "s"]) == 0  # cold: the first answer stays
+
+
+def test_reach_counts_a_rung_tried_from_the_first_answers_state_and_whether_it_got_there() -> None:
+    strong = Attempt(
+        index=2, response="c", parent=1, evaluation=Evaluation(score=0.95), model="s", rung=1
+    )
+    run = [*_cheap_first(0.3), _cheap_round(0.5), strong]
+    assert reach_stats(run, target=0.9) == {
+        "reach:c@b1/start": MoveStats(rounds=1, raised=0),
+        "reach:s@b1/start": MoveStats(rounds=1, raised=1),
+    }
+    assert reach_stats(run, target=None) == {  # no target: only a PASS reaches it
+        "reach:c@b1/start": MoveStats(rounds=1, raised=0),
+        "reach:s@b1/start": MoveStats(rounds=1, raised=0),
+    }
+    # A first rung left right after attempt 0 was not tried; one whose attempt 0 got there was.
+    assert reach_stats([*_cheap_first(0.3), strong.model_copy(update={"index": 1})], 0.9) == {
+        "reach:s@b1/start": MoveStats(rounds=1, raised=1)
+    }
+    assert reach_stats(_cheap_first(0.95), 0.9) == {"reach:c@b3/start": MoveStats(1, 1)}
+    assert reach_stats([Attempt(index=0, response="a", evaluation=Evaluation(score=0.3))], 0.9) == {}

@@ -119,7 +119,9 @@ class AgentCalls:
         key = self.loop.record_key(self.state, self.evaluator)
         if key is None:
             return None
-        return self.store, RecordUpdate(key, request.loop_id, request.attempts)
+        return self.store, RecordUpdate(
+            key, request.loop_id, request.attempts, self.loop.options.target_score
+        )
 
     def answer(self, request: Request) -> Any:
         if isinstance(request, Exchange):

@@ -29,6 +29,18 @@ best score:
   record has not seen follows the cold rule (and the pooled "left after attempt 0" rule
   applies only to a record written before states). Measured over random task mixes in
   `make bench BENCH=ladder`.
+- Warm, by where the run started: the record also counts, per rung and per first
+  answer's state (`"b<band>/start"`), the runs the rung was tried in from there and how
+  many of them it finished, its own answer reaching the run's target (`reach_stats`; key
+  `"reach:<model>@<state>"`). With `STATE_ROUNDS` such runs, their smoothed rate of
+  reaching the target, `(reached + 1) / (runs + 2)`, decides before anything else: under
+  `STAY_RATE` (say, the rung never reached it in five runs that started like this one)
+  the run climbs at once, after the first answer or any later round; at or above it the
+  run stays on the rung after its first answer (the rung gets there from such a start).
+  So a task whose first answer looks like those the cheap rung never finished goes to
+  the strong rung without a cheap round first, and one that looks like those it finished
+  keeps the cheap rung. A start the record has not seen often enough follows the rules
+  above. Measured in `make bench BENCH=ladder` (its notes: with and without this rule).
 - Budget (`Budget(max_cost=...)`): a rung whose next call the money left cannot pay for
   is not chosen while a cheaper rung can still be paid. A rung's next call is estimated
   as the most one of its calls has cost so far in this run (the prompt grows by round,
@@ -63,6 +75,11 @@ STATE_ROUNDS = 5
 is smoothed, `(raised + 1) / (rounds + 2)`, so it takes five rounds without a raise to
 leave a rung from a state (a rung that raises half the time shows that 3% of the time)."""
 
+REACH_KIND = "reach:"
+"""The prefix of a rung's counts of runs by their first answer's state: `"reach:<model>"`
+(rounds: runs it was tried in; raised: runs its answer reached the target; see
+`reach_stats`)."""
+
 MIN_GAIN = 0.1
 """A round counts as raising the best, for the ladder, only if it raised it by this much:
 a cheap model creeping up by a few hundredths a round would otherwise never hand over
@@ -72,6 +89,49 @@ a cheap model creeping up by a few hundredths a round would otherwise never hand
 def rung_kind(model: str) -> str:
     """The record's move kind for one rung."""
     return f"{RUNG_KIND}{model}"
+
+
+def reach_kind(model: str) -> str:
+    """The record's kind for one rung's runs by their first answer's state."""
+    return f"{REACH_KIND}{model}"
+
+
+def reach_stats(attempts: Sequence[Attempt], target: float | None) -> dict[str, MoveStats]:
+    """This run's reach counts: per rung tried, whether its answer reached the target.
+
+    Keyed `"reach:<model>@<state>"` (`state_kind`), the state being the first answer's
+    (`run_state` of attempt 0 alone). A rung counts as tried (`rounds` 1) when it wrote
+    an attempt after attempt 0, or when its attempt 0 already reached the target (a
+    first rung the run left right after attempt 0 was not tried); it reached the target
+    (`raised` 1) when one of its answers has a PASS verdict or a score of at least
+    `target` (None: a PASS only), the run's own stop rule. Empty without a ladder
+    (attempts carry no rung).
+
+    Example:
+        >>> from langgraph_refine import Attempt, Evaluation
+        >>> first = Attempt(index=0, response="a", evaluation=Evaluation(score=0.3),
+        ...     model="cheap", rung=0)
+        >>> done = Attempt(index=1, response="b", parent=0, evaluation=Evaluation(score=1.0),
+        ...     model="cheap", rung=0)
+        >>> reach_stats([first, done], target=0.9)
+        {'reach:cheap@b1/start': MoveStats(rounds=1, raised=1, fell=0)}
+    """
+    start = run_state(attempts[:1])
+    if start is None or attempts[0].rung is None:
+        return {}
+    tried: dict[str, bool] = {}
+    for attempt in attempts:
+        if attempt.model is None or attempt.evaluation is None:
+            continue
+        reached = attempt.evaluation.verdict == "PASS" or (
+            target is not None and attempt.evaluation.score >= target
+        )
+        if attempt.index > 0 or reached:
+            tried[attempt.model] = tried.get(attempt.model, False) or reached
+    return {
+        state_kind(reach_kind(model), start): MoveStats(rounds=1, raised=int(reached))
+        for model, reached in tried.items()
+    }
 
 
 def next_rung(
@@ -120,6 +180,12 @@ def _stalled(
     more often per dollar from this state; else the cold rule, and a rung whose rounds
     over every state rarely raise the best is left after attempt 0.
     """
+    reach = _reach_rate(record, names[current], attempts)
+    if reach is not None:  # runs that started like this one say whether the rung gets there
+        if reach < STAY_RATE:
+            return True
+        if len(attempts) == 1:
+            return False
     here = _rate(record, names[current], state, smooth=True)
     if here is not None:  # the record knows this rung from this state
         if here < STAY_RATE:
@@ -137,6 +203,19 @@ def _stalled(
     return not _raised_best(attempts) or (
         attempts[-1].index == 0 and _rarely_raises(record, names[current])
     )
+
+
+def _reach_rate(
+    record: Mapping[str, MoveStats] | None, name: str, attempts: Sequence[Attempt]
+) -> float | None:
+    """How often the rung reached the target in the runs it was tried in whose first answer
+    was in this run's first answer's state, `(reached + 1) / (runs + 2)`; None under
+    `STATE_ROUNDS` runs."""
+    start = run_state(attempts[:1])
+    stats = (record or {}).get(state_kind(reach_kind(name), start)) if start else None
+    if stats is None or stats.rounds < STATE_ROUNDS:
+        return None
+    return (stats.raised + 1) / (stats.rounds + 2)
 
 
 def _has_states(record: Mapping[str, MoveStats] | None) -> bool:

@@ -38,8 +38,10 @@ from langgraph.runtime import get_runtime
 from langgraph.store.base import BaseStore, Item
 
 from langgraph_refine._decisions._options import LoopOptions
+from langgraph_refine._decisions._ladder import REACH_KIND, reach_stats
 from langgraph_refine._decisions._strategy import (
     RUNG_KIND,
+    STATE_MARK,
     MoveStats,
     round_stats,
     score_counts,
@@ -165,6 +167,8 @@ class StrategyRecord:
         `_ladder`) come under their own level: `{"rungs": {model: {...}}}`. The counts
         by state come under `{"states": {state: {move_kind: {...}, "rungs": {...}}}}`, and
         the score counts under `{"scores": {"sample": {"7": n}, "refine@b1": {"+2": n}}}`.
+        A ladder's runs by their first answer's state (`reach_stats`) come under that
+        state's `"reach"` level: `{"states": {"b1/start": {"reach": {model: {...}}}}}`.
         """
         plain = _with_rungs(self.moves)
         if self.states:
@@ -184,6 +188,8 @@ def _with_rungs(counts: Counts) -> dict[str, Any]:
     for kind, stats in _plain(counts).items():
         if kind.startswith(RUNG_KIND):
             plain.setdefault("rungs", {})[kind[len(RUNG_KIND) :]] = stats
+        elif kind.startswith(REACH_KIND):  # a ladder's runs by their first answer's state
+            plain.setdefault("reach", {})[kind[len(REACH_KIND) :]] = stats
         else:
             plain[kind] = stats
     return plain
@@ -223,11 +229,14 @@ class RecordUpdate:
         key: The record key.
         loop_id: This run's id (None: read only, nothing is written).
         attempts: This run's attempts so far (the round just evaluated included).
+        target: The run's `target_score`: a ladder's rung reached it when its answer
+            scored at least this (or passed; see `reach_stats`). None: a PASS only.
     """
 
     key: str
     loop_id: str | None
     attempts: Sequence[Attempt]
+    target: float | None = None
 
     def counts(self) -> Counts:
         """This run's own counts so far."""
@@ -240,7 +249,11 @@ class RecordUpdate:
         if self.loop_id is None or not (counts or scores):  # read only, or nothing evaluated
             return Writes([], [])
         n = sum(stats.rounds for stats in counts.values())
-        states = {state: _plain(kinds) for state, kinds in state_stats(self.attempts).items()}
+        by_state = state_stats(self.attempts)
+        for kind, stats in reach_stats(self.attempts, self.target).items():
+            name, _, state = kind.partition(STATE_MARK)
+            by_state.setdefault(state, {})[name] = stats
+        states = {state: _plain(kinds) for state, kinds in by_state.items()}
         entry: dict[str, Any] = {"moves": _plain(counts)}
         if states:
             entry["states"] = states
@@ -289,7 +302,7 @@ def run_record(
     name = key()
     if name is None:
         return None
-    return store, RecordUpdate(name, loop_id, attempts)
+    return store, RecordUpdate(name, loop_id, attempts, options.target_score)
 
 
 def exchange(store: BaseStore, update: RecordUpdate) -> Counts | None:
