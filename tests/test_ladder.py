@@ -345,4 +345,5 @@ def test_reach_counts_a_rung_tried_from_the_first_answers_state_and_whether_it_g
         "reach:s@b1/start": MoveStats(rounds=1, raised=1)
     }
     assert reach_stats(_cheap_first(0.95), 0.9) == {"reach:c@b3/start": MoveStats(1, 1)}
-    assert reach_stats([Attempt(index=0, response="a", evaluation=Evaluation(score=0.3))], 0.9) == {}
+    no_ladder = [Attempt(index=0, response="a", evaluation=Evaluation(score=0.3))]
+    assert reach_stats(no_ladder, 0.9) == {}

@@ -208,9 +208,11 @@ def _stalled(
 def _reach_rate(
     record: Mapping[str, MoveStats] | None, name: str, attempts: Sequence[Attempt]
 ) -> float | None:
-    """How often the rung reached the target in the runs it was tried in whose first answer
-    was in this run's first answer's state, `(reached + 1) / (runs + 2)`; None under
-    `STATE_ROUNDS` runs."""
+    """How often the rung got there in runs that started like this one (None: too few).
+
+    Over the runs the rung was tried in whose first answer was in this run's first
+    answer's state: `(reached + 1) / (runs + 2)`, None under `STATE_ROUNDS` runs.
+    """
     start = run_state(attempts[:1])
     stats = (record or {}).get(state_kind(reach_kind(name), start)) if start else None
     if stats is None or stats.rounds < STATE_ROUNDS:

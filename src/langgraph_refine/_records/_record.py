@@ -37,8 +37,8 @@ from typing import Any
 from langgraph.runtime import get_runtime
 from langgraph.store.base import BaseStore, Item
 
-from langgraph_refine._decisions._options import LoopOptions
 from langgraph_refine._decisions._ladder import REACH_KIND, reach_stats
+from langgraph_refine._decisions._options import LoopOptions
 from langgraph_refine._decisions._strategy import (
     RUNG_KIND,
     STATE_MARK,
