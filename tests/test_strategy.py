@@ -875,3 +875,12 @@ def test_with_refinements_never_seen_the_whole_record_decides_after_this_runs_ow
     run = [attempt(0, 0.6), attempt(1, 0.02, parent=0)]
     for task in TASKS:
         assert choose_next("explore", run, task, record).move in FRESH_MOVES
+
+
+def test_an_untried_refinement_ties_an_untried_fresh_answer_and_refining_wins_the_tie() -> None:
+    # Fresh answers of the task alone scored low; no refinement and no guided answer yet:
+    # refining and a guided answer are both an even spread over every score, the same
+    # value summed in different orders (unequal floats at 0.6 and 0.7), so a tie.
+    record = scores(sample={"0": 10}, guided={})
+    for top in (0.4, 0.5, 0.6, 0.7, 0.8):
+        assert choose_next("explore", [attempt(0, top)], TASK, record) == Choice("refine", 0)
