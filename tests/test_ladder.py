@@ -347,3 +347,17 @@ def test_reach_counts_a_rung_tried_from_the_first_answers_state_and_whether_it_g
     assert reach_stats(_cheap_first(0.95), 0.9) == {"reach:c@b3/start": MoveStats(1, 1)}
     no_ladder = [Attempt(index=0, response="a", evaluation=Evaluation(score=0.3))]
     assert reach_stats(no_ladder, 0.9) == {}
+
+
+def test_reach_counts_stay_under_the_first_answers_state_whatever_the_rungs_name() -> None:
+    from langgraph_refine._records._record import RecordUpdate
+    from langgraph_refine._records._record_items import RecordView
+
+    # Two rungs of another kind sharing a name: the later one's attempts name it `f@rung1`.
+    first = Attempt(index=0, response="a", evaluation=Evaluation(score=0.3), model="f", rung=0)
+    second = Attempt(
+        index=1, response="b", parent=0, evaluation=Evaluation(score=0.95), model="f@rung1", rung=1
+    )
+    (put,) = RecordUpdate("k", "run", [first, second], target=0.9).writes(RecordView()).first
+    assert put.value is not None
+    assert put.value["states"]["b1/start"]["reach:f@rung1"] == {"rounds": 1, "raised": 1, "fell": 0}

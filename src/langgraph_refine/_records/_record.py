@@ -251,7 +251,7 @@ class RecordUpdate:
         n = sum(stats.rounds for stats in counts.values())
         by_state = state_stats(self.attempts)
         for kind, stats in reach_stats(self.attempts, self.target).items():
-            name, _, state = kind.partition(STATE_MARK)
+            name, _, state = kind.rpartition(STATE_MARK)  # a model may hold one (name@rung1)
             by_state.setdefault(state, {})[name] = stats
         states = {state: _plain(kinds) for state, kinds in by_state.items()}
         entry: dict[str, Any] = {"moves": _plain(counts)}
