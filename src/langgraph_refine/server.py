@@ -23,18 +23,25 @@ Environment:
   in its context's `models` / `judge_model` (`REFINE_MODEL` is always allowed); unset,
   any model the server can reach.
 
-Input: `{"task": "..."}` (or `{"messages": [...]}` ending with a human message); output:
-`{"response": "..."}`. A run's context may set the loop's options and its check
-(`RefineContext`: `evaluator` in the CLI's spec language, `judge_model`, `max_tokens`
-up to `REFINE_MAX_TOKENS`, and `models`: a list of model strings, cheapest first, that
-makes the run's generator a ladder of models in place of `REFINE_MODEL`; the judge stays
-on `REFINE_MODEL` unless `judge_model` names another). The server brings its own
-persistence, so the graphs are compiled without a checkpointer.
+Input (`ServedInput`): `{"task": "..."}` (or `{"messages": [...]}` ending with a human
+message), with `criteria` and any option a run's context may set beside it (derived from
+the options' declaration, so an MCP host sees each with its type and meaning). Output
+(`ServedOutput`): `response`, `score`, `verdict`, `stop_reason` and `usage` (and
+`messages`, `output`). The library's `RefineInput` / `RefineOutput` are unchanged: these
+schemas are the served graphs' own. A run's context may set the loop's options and its
+check too (`RefineContext`: `evaluator` in the CLI's spec language, `judge_model`,
+`max_tokens` up to `REFINE_MAX_TOKENS`, and `models`: a list of model strings, cheapest
+first, that makes the run's generator a ladder of models in place of `REFINE_MODEL`; the
+judge stays on `REFINE_MODEL` unless `judge_model` names another); an option set in both
+the context and the input must have one value. The server brings its own persistence, so
+the graphs are compiled without a checkpointer.
 
 Errors keep their message on the way to the client: the server hides the message of
 errors that are not built-in types, so the library's own errors are `RuntimeError`s, a
 bad option is a `ValueError`, and a provider's error that outlived the retries is raised
-again as a `ProviderError` ("the model provider failed: ...").
+again as a `ProviderError` ("the model provider failed: ..."). An MCP or A2A call shows
+only the error's type name, so a run refused without a thread is named by its message
+(see `ExplainError`).
 """
 
 from __future__ import annotations
@@ -195,7 +202,9 @@ def readable_error(message: str) -> ValueError:
     LangGraph Server (langgraph-api 0.16) answers an MCP `tools/call` (and an A2A task)
     that failed with the error's type name only; the message stays in the server log.
     """
-    kind = type(message, (ValueError,), {"__module__": __name__, "__qualname__": message})
+    kind: type[ValueError] = type(
+        message, (ValueError,), {"__module__": __name__, "__qualname__": message}
+    )
     return kind(message)
 
 
@@ -285,7 +294,7 @@ def _served_state() -> type[Any]:
     """
     keys = get_type_hints(RefineState, include_extras=True)
     keys.update({key: Annotated[Any, EphemeralValue(Any)] for key in INPUT_OPTION_KEYS})
-    state: type[Any] = TypedDict("ServedState", keys, total=False)  # type: ignore[operator]
+    state: type[Any] = TypedDict("ServedState", keys, total=False)  # type: ignore[misc]
     return state
 
 

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import Field, dataclass, field, fields, replace
 from functools import cached_property
+from itertools import pairwise
 from typing import Any, Literal, TypeAlias, get_args
 
 from langchain_core.language_models import BaseChatModel
@@ -887,7 +888,9 @@ def with_input_options(context: object, given: Mapping[str, Any] | None) -> obje
     values = _context_values(context)
     clashes = sorted(k for k in given if k in values and values[k] != given[k])
     if clashes:
-        both = "; ".join(f"{k}: {values[k]!r} in the context, {given[k]!r} in the input" for k in clashes)
+        both = "; ".join(
+            f"{k}: {values[k]!r} in the context, {given[k]!r} in the input" for k in clashes
+        )
         raise ValueError(
             f"option(s) set in both the run's context and its input, differently ({both}): "
             "set each in one place"
@@ -905,7 +908,7 @@ def option_docs() -> dict[str, str]:
     tree = ast.parse(textwrap.dedent(inspect.getsource(LoopOptions)))
     body = tree.body[0].body if isinstance(tree.body[0], ast.ClassDef) else []
     docs: dict[str, str] = {}
-    for node, after in zip(body, body[1:], strict=False):
+    for node, after in pairwise(body):
         if (
             isinstance(node, ast.AnnAssign)
             and isinstance(node.target, ast.Name)

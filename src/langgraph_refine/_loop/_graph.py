@@ -111,7 +111,7 @@ def loop_builder(
     evaluator: EvaluatorLike,
     built: LoopOptions,
     *,
-    schemas: LoopSchemas = LoopSchemas(),  # noqa: B008 - frozen, so one shared default is safe
+    schemas: LoopSchemas = LoopSchemas(),
 ) -> StateGraph[Any, RefineContext, Any, Any]:
     """The loop's uncompiled graph on options already built (see `create_refine_graph`).
 
