@@ -11,7 +11,6 @@ import asyncio
 import json
 import sys
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -19,21 +18,11 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from langgraph_refine._calls._models import DEFAULT_MAX_TOKENS, MAX_TOKENS_ENV
-from langgraph_refine._decisions._edits import EDITS_AUTO_MIN_CHARS
-from langgraph_refine._decisions._options import DEFAULTS
+from langgraph_refine._decisions._options import BATCH, RUN
 from langgraph_refine.cli._errors import CliError, describe_error, one_line
-from langgraph_refine.cli._ladder_view import parse_models
 from langgraph_refine.cli._models import ModelSettings
-from langgraph_refine.cli._options import (
-    MEMORY_CHOICES,
-    ON_BUDGET_CHOICES,
-    ON_EVALUATOR_ERROR_CHOICES,
-    SELECT_CHOICES,
-    STRATEGY_CHOICES,
-    CommandOptions,
-)
-from langgraph_refine.cli._specs import SPEC_FORMS
+from langgraph_refine.cli._options import PER_LINE_OPTIONS
+from langgraph_refine.cli._shared import SharedFlags, with_shared_flags
 
 PROG = "langgraph-refine"
 
@@ -47,208 +36,6 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-# Flags shared by `run` and `batch`. The loop's options are declared in `LoopOptions`, whose
-# defaults the flags take (`DEFAULTS`); a test checks each flag against the declaration.
-ModelOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--model",
-        "-m",
-        metavar="NAME",
-        help="Generator model: 'provider:model' (e.g. openai:gpt-4o-mini) or a model name served "
-        "over the OpenAI protocol. Repeat it for a ladder of models, cheapest first: a stronger "
-        "model writes a round only when the cheaper ones stop raising the best score. "
-        "Default: $REFINE_MODEL.",
-    ),
-]
-BaseUrlOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--base-url", metavar="URL", help="OpenAI-compatible server URL. Default: $OPENAI_BASE_URL."
-    ),
-]
-JudgeOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--judge-model",
-        metavar="NAME",
-        help="Model of the LLM judge. Default: the generator's model.",
-    ),
-]
-EvaluatorOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--evaluator",
-        "-e",
-        metavar="SPEC",
-        help="Evaluator spec, repeatable (several are combined with equal weights): "
-        + ", ".join(SPEC_FORMS)
-        + ". Default: judge.",
-    ),
-]
-TargetOpt = Annotated[
-    float,
-    typer.Option(
-        "--target-score", metavar="X", help="Stop once an attempt scores at least this (0-1)."
-    ),
-]
-MaxIterOpt = Annotated[
-    int,
-    typer.Option(
-        "--max-iterations", metavar="N", help="Refinement rounds after the first attempt."
-    ),
-]
-PatienceOpt = Annotated[
-    int,
-    typer.Option(
-        "--patience",
-        metavar="N",
-        help="Stop after this many rounds without a better score; 0 disables.",
-    ),
-]
-MemoryOpt = Annotated[
-    str,
-    typer.Option(
-        "--memory",
-        metavar="POLICY",
-        help="Earlier attempts the generator sees: "
-        + ", ".join(MEMORY_CHOICES)
-        + ", or a number N (the N most recent).",
-    ),
-]
-StrategyOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--strategy",
-        metavar="NAME",
-        help="How rounds choose what to refine: " + ", ".join(STRATEGY_CHOICES) + ". "
-        "Default: the library's.",
-    ),
-]
-SelectOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--select",
-        metavar="HOW",
-        help="How the result is chosen when the loop stops: "
-        + ", ".join(SELECT_CHOICES)
-        + " (pairwise: the judge model compares the best attempts in pairs, both orders; "
-        "each comparison is a model call). Default: score.",
-    ),
-]
-ConfirmPassOpt = Annotated[
-    bool,
-    typer.Option(
-        "--confirm-pass",
-        help="Judge a round that would stop on PASS or the target score once more; stop "
-        "only if the second judgment agrees (one more judge call).",
-    ),
-]
-CriterionOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--criterion",
-        metavar="TEXT",
-        help="What the answer must satisfy, added to every LLM judge's criteria "
-        "(repeatable: one criterion each).",
-    ),
-]
-OnEvaluatorErrorOpt = Annotated[
-    str,
-    typer.Option(
-        "--on-evaluator-error",
-        metavar="MODE",
-        help="When the judge cannot judge an answer (unreadable replies, a judge model that "
-        "keeps failing): "
-        + ", ".join(ON_EVALUATOR_ERROR_CHOICES)
-        + " (retry judges it again, twice at most; skip keeps it unjudged; raise fails the "
-        "task). Unjudged answers are never counted as failed.",
-    ),
-]
-MinDeltaOpt = Annotated[
-    float,
-    typer.Option("--min-delta", metavar="X", help="The least score gain that counts as progress."),
-]
-BudgetCallsOpt = Annotated[
-    int | None,
-    typer.Option("--budget-calls", metavar="N", help="Most model calls per task."),
-]
-BudgetTokensOpt = Annotated[
-    int | None,
-    typer.Option("--budget-tokens", metavar="N", help="Most tokens (in and out) per task."),
-]
-BudgetSecondsOpt = Annotated[
-    float | None,
-    typer.Option("--budget-seconds", metavar="S", help="Most seconds per task."),
-]
-MaxCostOpt = Annotated[
-    float | None,
-    typer.Option(
-        "--max-cost",
-        metavar="USD",
-        help="Most US dollars per task, each model call priced from its tokens "
-        "(genai-prices data, or --price). A model without a known price is refused.",
-    ),
-]
-PriceOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--price",
-        metavar="MODEL=IN,OUT",
-        help="A model's price in USD per million input and output tokens, e.g. "
-        "--price my-model=0.15,0.6 (repeatable; adds to or overrides genai-prices).",
-    ),
-]
-OnBudgetOpt = Annotated[
-    str,
-    typer.Option(
-        "--on-budget-exhausted",
-        metavar="MODE",
-        help="When the budget runs out: "
-        + " or ".join(ON_BUDGET_CHOICES)
-        + " (stop returns the best so far; raise fails the task).",
-    ),
-]
-CacheOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--cache",
-        metavar="PATH",
-        help="SQLite file of LangChain's model cache: identical model calls are answered from it.",
-    ),
-]
-TimeoutOpt = Annotated[
-    float, typer.Option("--timeout", metavar="SECONDS", help="Seconds one model call may take.")
-]
-SchemaOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--schema",
-        metavar="FILE.json",
-        help="Refine a JSON object, not text: the JSON Schema it must match. The model is "
-        "asked for it through its structured output; invalid replies fail and are refined.",
-    ),
-]
-EditsOpt = Annotated[
-    str,
-    typer.Option(
-        "--edits",
-        metavar="MODE",
-        help="How refinements change an attempt: off (rewrite it whole), on (SEARCH/REPLACE "
-        "edits, applied whole or not at all), auto (edits for attempts over "
-        f"{EDITS_AUTO_MIN_CHARS} characters).",
-    ),
-]
-MaxTokensOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--max-tokens",
-        metavar="N",
-        help=f"Output tokens one model call may generate, so a runaway generation ends. "
-        f"Default: ${MAX_TOKENS_ENV}, else {DEFAULT_MAX_TOKENS}.",
-    ),
-]
-
 
 def _stderr() -> Console:
     return Console(stderr=True, highlight=False, soft_wrap=True)
@@ -258,74 +45,12 @@ def _stdout() -> Console:
     return Console(highlight=False)
 
 
-def _settings(
-    model: list[str] | None,
-    base_url: str | None,
-    judge_model: str | None,
-    cache: Path | None,
-    timeout: float,
-    max_tokens: int | None,
-) -> ModelSettings:
-    if timeout <= 0:
-        raise CliError(
-            f"--timeout must be a positive number of seconds, got {timeout}", exit_code=2
-        )
-    names = parse_models(model)
-    settings = ModelSettings.from_options(
-        names[0] if names else None,
-        base_url,
-        judge_model,
-        timeout=timeout,
-        max_tokens=max_tokens,
-        cache=_open_cache(cache),
-    )
-    return replace(settings, ladder=names[1:]) if len(names) > 1 else settings
-
-
-def _open_cache(path: Path | None) -> Any:
-    if path is None:
-        return None
-    import sqlite3
-
-    from langgraph_refine.cli._cache import SQLiteCache
-
-    if path.is_dir():
-        raise CliError(
-            f"--cache {path} is a folder; give a file name, e.g. {path / 'cache.sqlite'}"
-        )
-    if not path.parent.exists():
-        raise CliError(f"--cache {path}: the folder {path.parent} does not exist")
-    try:
-        return SQLiteCache(path)
-    except sqlite3.DatabaseError as exc:
-        raise CliError(f"--cache {path} is not a usable SQLite database: {exc}") from None
-
-
 @app.command()
+@with_shared_flags(RUN)
 def run(
     task: Annotated[
         str, typer.Argument(metavar="TASK", help="What to do, e.g. 'Write a haiku about rain.'")
     ],
-    model: ModelOpt = None,
-    base_url: BaseUrlOpt = None,
-    judge_model: JudgeOpt = None,
-    evaluator: EvaluatorOpt = None,
-    target_score: TargetOpt = DEFAULTS.target_score,
-    max_iterations: MaxIterOpt = DEFAULTS.max_iterations,
-    patience: PatienceOpt = DEFAULTS.patience or 0,
-    memory: MemoryOpt = str(DEFAULTS.memory),
-    strategy: StrategyOpt = None,
-    select: SelectOpt = None,
-    confirm_pass: ConfirmPassOpt = DEFAULTS.confirm_pass,
-    criterion: CriterionOpt = None,
-    on_evaluator_error: OnEvaluatorErrorOpt = DEFAULTS.on_evaluator_error,
-    min_delta: MinDeltaOpt = DEFAULTS.min_delta,
-    budget_calls: BudgetCallsOpt = None,
-    budget_tokens: BudgetTokensOpt = None,
-    budget_seconds: BudgetSecondsOpt = None,
-    max_cost: MaxCostOpt = None,
-    price: PriceOpt = None,
-    on_budget_exhausted: OnBudgetOpt = DEFAULTS.on_budget_exhausted,
     checkpoint: Annotated[
         Path | None,
         typer.Option(
@@ -365,11 +90,7 @@ def run(
             "the answer: never judged, never fed back).",
         ),
     ] = False,
-    cache: CacheOpt = None,
-    timeout: TimeoutOpt = 120.0,
-    max_tokens: MaxTokensOpt = None,
-    schema: SchemaOpt = None,
-    edits: EditsOpt = "off",
+    flags: SharedFlags | None = None,
 ) -> None:
     """Refine one task, showing each round's score, verdict and feedback."""
     from langgraph_refine.cli._review import TerminalReviewer
@@ -383,28 +104,9 @@ def run(
     from langgraph_refine.cli._view import RoundView, show_result
 
     check_task(task)
-    options = CommandOptions.from_cli(
-        evaluator,
-        target_score,
-        max_iterations,
-        patience,
-        memory,
-        strategy=strategy,
-        select=select,
-        confirm_pass=confirm_pass,
-        criteria=criterion,
-        on_evaluator_error=on_evaluator_error,
-        min_delta=min_delta,
-        max_calls=budget_calls,
-        max_tokens=budget_tokens,
-        max_seconds=budget_seconds,
-        max_cost=max_cost,
-        prices=price,
-        on_budget_exhausted=on_budget_exhausted,
-        schema=schema,
-        edits=edits,
-    )
-    settings = _settings(model, base_url, judge_model, cache, timeout, max_tokens)
+    flags = flags or SharedFlags()
+    options = flags.options()
+    settings = flags.model_settings()
     out, err = _stdout(), _stderr()
     screen = err if json_output else out
     request = RunRequest(
@@ -431,7 +133,20 @@ def run(
         show_result(out, result, show_reasoning=show_reasoning)
 
 
-@app.command()
+BATCH_HELP = (
+    "Refine every task of a JSONL file; rerun with the same --out to finish an interrupted "
+    "batch.\n\nA line may set its own "
+    + ", ".join(PER_LINE_OPTIONS)
+    + " (evaluator: a spec or a list of specs; model: a name or a ladder). Bad lines are "
+    "reported with their line number and skipped; the exit code is 1 if any line or task "
+    "failed. The tasks share a strategy record (in memory, or in the --store file), so "
+    "explore learns from the tasks before."
+)
+"""`batch --help`: the keys a line may set come from the options' declaration."""
+
+
+@app.command(help=BATCH_HELP)
+@with_shared_flags(BATCH)
 def batch(
     input_file: Annotated[
         Path,
@@ -467,29 +182,6 @@ def batch(
             "--assistant", metavar="ID", help="With --server: the assistant or graph id to run."
         ),
     ] = "refine",
-    model: ModelOpt = None,
-    base_url: BaseUrlOpt = None,
-    judge_model: JudgeOpt = None,
-    evaluator: EvaluatorOpt = None,
-    target_score: TargetOpt = DEFAULTS.target_score,
-    max_iterations: MaxIterOpt = DEFAULTS.max_iterations,
-    patience: PatienceOpt = DEFAULTS.patience or 0,
-    memory: MemoryOpt = str(DEFAULTS.memory),
-    strategy: StrategyOpt = None,
-    select: SelectOpt = None,
-    confirm_pass: ConfirmPassOpt = DEFAULTS.confirm_pass,
-    criterion: CriterionOpt = None,
-    on_evaluator_error: OnEvaluatorErrorOpt = DEFAULTS.on_evaluator_error,
-    min_delta: MinDeltaOpt = DEFAULTS.min_delta,
-    budget_calls: BudgetCallsOpt = None,
-    budget_tokens: BudgetTokensOpt = None,
-    budget_seconds: BudgetSecondsOpt = None,
-    max_cost: MaxCostOpt = None,
-    price: PriceOpt = None,
-    on_budget_exhausted: OnBudgetOpt = DEFAULTS.on_budget_exhausted,
-    cache: CacheOpt = None,
-    timeout: TimeoutOpt = 120.0,
-    max_tokens: MaxTokensOpt = None,
     store: Annotated[
         Path | None,
         typer.Option(
@@ -503,16 +195,9 @@ def batch(
         bool,
         typer.Option("--no-store", help="Keep no strategy record: every task starts cold."),
     ] = False,
-    schema: SchemaOpt = None,
-    edits: EditsOpt = "off",
+    flags: SharedFlags | None = None,
 ) -> int:
-    """Refine every task of a JSONL file; rerun with the same --out to finish an interrupted batch.
-
-    A line may set its own evaluator (a spec or a list of specs), target_score,
-    max_iterations, patience, memory and edits. Bad lines are reported with their line number and
-    skipped; the exit code is 1 if any line or task failed. The tasks share a strategy
-    record (in memory, or in the --store file), so explore learns from the tasks before.
-    """
+    """Refine every task of a JSONL file (its help: `BATCH_HELP`)."""
     from langgraph_refine.cli._batch import (
         LineWriter,
         done_ids,
@@ -527,28 +212,8 @@ def batch(
     if concurrency < 1:
         raise CliError(f"--concurrency must be >= 1, got {concurrency}", exit_code=2)
     kept = StoreChoice.from_cli(store, no_store, server)
-    defaults = CommandOptions.from_cli(
-        evaluator,
-        target_score,
-        max_iterations,
-        patience,
-        memory,
-        strategy=strategy,
-        select=select,
-        confirm_pass=confirm_pass,
-        criteria=criterion,
-        on_evaluator_error=on_evaluator_error,
-        min_delta=min_delta,
-        max_calls=budget_calls,
-        max_tokens=budget_tokens,
-        max_seconds=budget_seconds,
-        max_cost=max_cost,
-        prices=price,
-        on_budget_exhausted=on_budget_exhausted,
-        schema=schema,
-        edits=edits,
-        on_server=server is not None,
-    )
+    flags = flags or SharedFlags()
+    defaults = flags.options(on_server=server is not None)
     err = _stderr()
     found = read_input(input_file, defaults, on_server=server is not None)
     if server is not None:
@@ -562,20 +227,11 @@ def batch(
     skipped = len(found.items) - len(todo)
     learned: list[str] = []
     if server is not None:
-        ladder = list(parse_models(model)) or None  # the run's `models` context
-        models = {
-            key: value
-            for key, value in (
-                ("judge_model", judge_model),
-                ("max_tokens", max_tokens),
-                ("models", ladder),
-            )
-            if value is not None
-        }
+        models = flags.server_models()
         with saved_on_interrupt(out, todo):
             stats = _batch_on_server(todo, server, assistant, out, concurrency, err, models)
     else:
-        settings = _settings(model, base_url, judge_model, cache, timeout, max_tokens)
+        settings = flags.model_settings()
         from langgraph_refine.cli._batch import batch_generator
 
         generator = batch_generator(todo, settings)  # a bad model fails before output
