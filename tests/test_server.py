@@ -8,6 +8,7 @@ real local model is covered by the recorded tests): it answers generator prompts
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import json
 import re
@@ -858,22 +859,46 @@ async def mcp_call(url: str, action: Any) -> Any:
         return await action(session)
 
 
+def tool_result(result: Any) -> dict[str, Any]:
+    """The output of a successful MCP call: LangGraph Server sends `repr()` of the run's output."""
+    assert not result.is_error, result.content
+    [content] = result.content
+    output: dict[str, Any] = ast.literal_eval(content.text)
+    return output
+
+
+def tool_error(result: Any) -> str:
+    """The text of a failed MCP call."""
+    assert result.is_error
+    [content] = result.content
+    text: str = content.text
+    return text
+
+
 @pytest.mark.server
 @pytest.mark.slow
 async def test_an_mcp_host_sees_what_each_graph_does_and_what_it_takes(
     langgraph_server: str,
 ) -> None:
+    from langgraph_refine._decisions._options import CONTEXT_KEYS, DEFAULTS
+
     async def tools(session: Any) -> Any:
         return {tool.name: tool for tool in (await session.list_tools()).tools}
 
     listed = await mcp_call(langgraph_server, tools)
     refine, reviewed = listed["refine"], listed["refine_reviewed"]
     assert refine.description.startswith("Write an answer to `task` and improve it")
-    assert "Returns `response`" in refine.description
+    assert "Returns `response`" in refine.description and "`score`" in refine.description
     assert "not for an MCP host" in reviewed.description
     properties = refine.input_schema["properties"]
-    assert {"task", "criteria"} <= set(properties)
+    # The request and every option a run may set, each with its type, meaning and default.
+    assert set(properties) == {"task", "messages", "criteria"} | CONTEXT_KEYS
     assert {"type": "array", "items": {"type": "string"}} in properties["criteria"]["anyOf"]
+    iterations = properties["max_iterations"]
+    assert iterations["type"] == "integer" and iterations["default"] == DEFAULTS.max_iterations
+    assert iterations["description"].startswith("Refinement rounds")
+    assert properties["strategy"]["enum"] == ["chain", "explore", "sample"]
+    assert refine.input_schema["additionalProperties"] is False
 
 
 @pytest.mark.server
@@ -888,13 +913,139 @@ async def test_an_mcp_host_calls_refine_with_criteria_that_reach_the_judge(
         arguments = {"task": "Write a haiku.", "criteria": [criterion]}
         return await session.call_tool("refine", arguments)
 
-    result = await mcp_call(langgraph_server, call)
-    assert not result.is_error
-    [content] = result.content
-    assert "'response': 'draft 1'" in content.text  # the tool's output: the graph's values
+    output = tool_result(await mcp_call(langgraph_server, call))
+    # The answer, and what a host needs to trust it: its score, verdict and why it stopped.
+    assert output["response"] == "draft 1"
+    assert (output["score"], output["verdict"], output["stop_reason"]) == (0.95, "PASS", "passed")
+    assert output["usage"]["calls"] == 4 and output["usage"]["total_tokens"] == 4 * 18
     judged = [
         json.dumps(body["messages"])
         for body in model_server.requests[before:]
         if "<response_to_rate>" in json.dumps(body["messages"])
     ]
     assert judged and all(criterion in prompt for prompt in judged)
+
+
+@pytest.mark.server
+@pytest.mark.slow
+async def test_an_mcp_host_sets_the_runs_options_in_its_arguments(
+    langgraph_server: str, model_server: Any
+) -> None:
+    before = calls(model_server)
+
+    async def call(session: Any) -> Any:
+        arguments = {"task": "Write a haiku.", "max_iterations": 0, "evaluator": "words:1-3"}
+        return await session.call_tool("refine", arguments)
+
+    output = tool_result(await mcp_call(langgraph_server, call))
+    # One draft ("draft 0", two words), checked by the word count, not the judge model.
+    assert output["response"] == "draft 0"
+    assert (output["score"], output["verdict"], output["stop_reason"]) == (
+        1.0,
+        None,
+        "target_reached",
+    )
+    after = calls(model_server)
+    assert (after[0] - before[0], after[1] - before[1]) == (1, 0)
+
+
+@pytest.mark.server
+@pytest.mark.slow
+async def test_an_mcp_host_reads_why_a_bad_option_was_refused(
+    langgraph_server: str, model_server: Any
+) -> None:
+    before = len(model_server.requests)
+
+    async def call(session: Any) -> Any:
+        return [
+            await session.call_tool("refine", {"task": "Write a haiku.", "max_iterations": -1}),
+            await session.call_tool("refine", {"task": "Write a haiku.", "strategy": "greedy"}),
+        ]
+
+    iterations, strategy = await mcp_call(langgraph_server, call)
+    assert tool_error(iterations) == "max_iterations must be an integer >= 0, got -1"
+    assert tool_error(strategy) == (
+        "strategy must be one of 'chain', 'explore', 'sample'; got 'greedy'"
+    )
+    assert len(model_server.requests) == before  # refused before any model call
+
+
+@pytest.mark.server
+@pytest.mark.slow
+async def test_an_mcp_host_calling_the_reviewed_graph_is_told_to_call_refine(
+    langgraph_server: str, model_server: Any
+) -> None:
+    before = len(model_server.requests)
+
+    async def call(session: Any) -> Any:
+        return await session.call_tool("refine_reviewed", {"task": "Write a haiku."})
+
+    text = tool_error(await mcp_call(langgraph_server, call))
+    assert text.startswith("refine_reviewed pauses for a person")
+    assert "call the `refine` tool instead" in text
+    assert len(model_server.requests) == before
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_an_sdk_client_sets_options_in_the_input_for_one_run(
+    langgraph_server: str, model_server: Any
+) -> None:
+    from langgraph_sdk import get_sync_client
+
+    client = get_sync_client(url=langgraph_server)
+    thread_id = client.threads.create()["thread_id"]
+    first = client.runs.wait(
+        thread_id, "refine", input={"task": "Name a lake.", "max_iterations": 0}
+    )
+    assert (first["stop_reason"], first["usage"]["calls"]) == ("max_iterations", 2)
+    second = client.runs.wait(thread_id, "refine", input={"task": "Name a lake."})
+    assert (second["stop_reason"], second["usage"]["calls"]) == ("passed", 4)
+    # On a thread, a refused run's error keeps its type (the SDK shows type and message).
+    with pytest.raises(Exception, match=r"^ValueError: option\(s\) set in both") as refused:
+        client.runs.wait(
+            thread_id,
+            "refine",
+            input={"task": "Name a lake.", "max_iterations": 1},
+            context={"max_iterations": 2},
+            raise_error=True,
+        )
+    assert "max_iterations: 2 in the context, 1 in the input" in str(refused.value)
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_an_a2a_client_sends_the_task_as_a_message_and_gets_the_best_answer(
+    langgraph_server: str,
+) -> None:
+    import httpx
+    from langgraph_sdk import get_sync_client
+
+    client = get_sync_client(url=langgraph_server)
+    [assistant] = client.assistants.search(graph_id="refine", limit=1)
+    card = httpx.get(
+        f"{langgraph_server}/.well-known/agent-card.json",
+        params={"assistant_id": assistant["assistant_id"]},
+    ).json()
+    assert card["description"].startswith("Write an answer to `task` and improve it")
+    [skill] = card["skills"]
+    assert skill["metadata"]["inputSchema"]["supportsA2A"] is True
+    send = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "message/send",
+        "params": {
+            "message": {
+                "role": "user",
+                "parts": [{"kind": "text", "text": "Write a haiku."}],
+                "messageId": "a2a-1",
+            }
+        },
+    }
+    reply = httpx.post(
+        f"{langgraph_server}/a2a/{assistant['assistant_id']}", json=send, timeout=120
+    ).json()
+    task = reply["result"]
+    assert task["status"]["state"] == "completed"
+    [artifact] = task["artifacts"]
+    assert artifact["parts"] == [{"kind": "text", "text": "draft 1"}]

@@ -586,6 +586,11 @@ class RefineState(TypedDict):
             comparisons made and the chosen attempt's index), set when the loop stops.
         criteria: What this request must satisfy (a string or a list of strings), added
             to the criteria of every LLM judge of the run.
+        score: The result's score (None when it was not judged), set when the loop stops.
+        verdict: The result's verdict, if its evaluator gave one, set when the loop stops.
+        input_options: Options this run's input gave, keyed as in a run's context (a state
+            whose schema has run-context keys beside `task`, as the served graphs' does);
+            `prepare` sets it for every run, and the nodes apply it like the run's context.
     """
 
     task: str
@@ -604,3 +609,6 @@ class RefineState(TypedDict):
     loop_id: NotRequired[str | None]
     criteria: NotRequired[str | list[str] | None]
     selection: NotRequired[dict[str, Any] | None]
+    score: NotRequired[float | None]
+    verdict: NotRequired[Verdict | None]
+    input_options: NotRequired[dict[str, Any] | None]

@@ -10,10 +10,14 @@ checks every surface against the declaration.
 
 from __future__ import annotations
 
+import ast
+import inspect
+import textwrap
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import Field, dataclass, field, fields, replace
 from functools import cached_property
+from itertools import pairwise
 from typing import Any, Literal, TypeAlias, get_args
 
 from langchain_core.language_models import BaseChatModel
@@ -921,3 +925,55 @@ DEFAULTS = LoopOptions()
 
 CONTEXT_KEYS: frozenset[str] = frozenset(context_key(name) for name in declared(CONTEXT))
 """The keys a run's context may set."""
+
+
+def with_input_options(context: object, given: Mapping[str, Any] | None) -> object:
+    """A run's context with the options its input gave (`given`, keyed as in a context).
+
+    Options may come in a run's input (a served graph takes them beside `task`, where an
+    MCP host can set them) as well as in its context; both are then checked together by
+    `LoopOptions.for_run`, so they mean the same and fail the same.
+
+    Args:
+        context: The run's context (None, a mapping or an object with its attributes).
+        given: The input's options; None or empty: `context` as it is.
+
+    Raises:
+        ValueError: For a key that is not a run-context key, or an option the context and
+            the input both set to different values (naming it and both values).
+    """
+    if not given:
+        return context
+    values = _context_values(context)
+    clashes = sorted(k for k in given if k in values and values[k] != given[k])
+    if clashes:
+        both = "; ".join(
+            f"{k}: {values[k]!r} in the context, {given[k]!r} in the input" for k in clashes
+        )
+        raise ValueError(
+            f"option(s) set in both the run's context and its input, differently ({both}): "
+            "set each in one place"
+        )
+    return {**values, **_context_values(dict(given))}
+
+
+def option_docs() -> dict[str, str]:
+    """Each `LoopOptions` field's docstring (the text under it), by field name.
+
+    What an option means is written once, under its field; surfaces that describe the
+    options to someone (a served graph's input schema) read it here. Read from the
+    source, since Python keeps no attribute docstrings at run time.
+    """
+    tree = ast.parse(textwrap.dedent(inspect.getsource(LoopOptions)))
+    body = tree.body[0].body if isinstance(tree.body[0], ast.ClassDef) else []
+    docs: dict[str, str] = {}
+    for node, after in pairwise(body):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant)
+            and isinstance(after.value.value, str)
+        ):
+            docs[node.target.id] = inspect.cleandoc(after.value.value)
+    return docs

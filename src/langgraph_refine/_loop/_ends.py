@@ -6,14 +6,14 @@ import logging
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass
-from typing import Any
+from typing import Any, get_type_hints
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.types import Overwrite, RetryPolicy
 
 from langgraph_refine._decisions._end import budget_error, by_score_note
-from langgraph_refine._decisions._options import LoopOptions, criteria_list
+from langgraph_refine._decisions._options import CONTEXT_KEYS, LoopOptions, criteria_list
 from langgraph_refine._events import stop_event
 from langgraph_refine._loop._comparisons import ComparisonLedger
 from langgraph_refine._loop._review import require_checkpointer
@@ -26,7 +26,7 @@ from langgraph_refine._loop._select import (
 )
 from langgraph_refine._loop._step import Step, emit, run_options
 from langgraph_refine._result import RefineResult
-from langgraph_refine._state import RefineState, Usage, revive_state
+from langgraph_refine._state import RefineInput, RefineState, Usage, revive_state
 from langgraph_refine._stop_rules import BUDGET_STOP, stop_reason_of
 from langgraph_refine._typed import plain
 
@@ -44,8 +44,8 @@ class Prepare:
         can_compare: True when the loop has a comparer for `select="pairwise"`.
 
     Raises:
-        ValueError: If there is no task (empty or whitespace), the run's context
-            holds an invalid option, a run asks for pairwise selection without a
+        ValueError: If there is no task (empty or whitespace), the run's context (or
+            its input) holds an invalid option, a run asks for pairwise selection without a
             comparer, or a reviewed loop runs without a checkpointer.
     """
 
@@ -56,12 +56,27 @@ class Prepare:
     name: str = "prepare"
 
     def __call__(self, state: RefineState) -> dict[str, Any]:
-        options = run_options(self.options)
+        given = input_options(state)
+        options = run_options(self.options, {"input_options": given})
         if options.select == "pairwise" and not self.can_compare:
             raise ValueError(NO_COMPARER)
         if self.review:
             require_checkpointer()
-        return prepare(state)
+        return {**prepare(state), "input_options": given}
+
+
+INPUT_OPTION_KEYS = CONTEXT_KEYS - get_type_hints(RefineInput).keys()
+"""The run-context keys a state may hold as options its input gave (`criteria` has its
+own meaning in the input: added to the context's)."""
+
+
+def input_options(state: Mapping[str, Any]) -> dict[str, Any]:
+    """The options the run's input gave: the state's run-context keys that are set.
+
+    A state has them when its schema declares them (the served graphs' does, each kept
+    for the step that reads the input only); the library's own state does not.
+    """
+    return {key: state[key] for key in sorted(INPUT_OPTION_KEYS) if state.get(key) is not None}
 
 
 def prepare(state: RefineState) -> dict[str, Any]:
@@ -168,7 +183,7 @@ class FinalizeNode(Runnable[Any, Any]):
             BudgetExhaustedError: On a budget stop with `on_budget_exhausted="raise"`.
         """
         state = revive_state(input)
-        options = run_options(self.options)  # a run's context may set the schema, select
+        options = run_options(self.options, state)  # a run's context may set the schema, select
         self._check_budget_stop(state, options)
         selection = self._selection(state, options)
         if selection is None:
@@ -223,7 +238,12 @@ class FinalizeNode(Runnable[Any, Any]):
             usage = (state.get("usage") or Usage()) + (spent or Usage())
             state = {**state, "selection": selection, "usage": usage}
         result = RefineResult.from_state(state, output_schema=schema)  # type: ignore[arg-type]
-        update: dict[str, Any] = {"response": result.value, "stop_reason": result.stop_reason}
+        update: dict[str, Any] = {
+            "response": result.value,
+            "stop_reason": result.stop_reason,
+            "score": result.score,
+            "verdict": result.verdict,
+        }
         if selection is not None:
             update["selection"] = selection
             update["usage"] = (spent or Usage()).model_dump()  # plain data: see `plain_writes`

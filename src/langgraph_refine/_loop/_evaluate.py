@@ -180,7 +180,7 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
                 "EvaluatorNode found no pending attempt in state['pending']; "
                 "run a GeneratorNode before it"
             )
-        options = run_options(self.options)
+        options = run_options(self.options, state)
         pending = read_as_object(pending, options)
         step = Step(
             options,

@@ -129,7 +129,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         self, state: Mapping[str, Any], options: LoopOptions | None = None
     ) -> GeneratorAdapter:
         """The generator of the next attempt: the ladder's rung the state names (the first)."""
-        return self._rung(state, options or run_options(self.options))[1]
+        return self._rung(state, options or run_options(self.options, state))[1]
 
     def _rung(
         self, state: Mapping[str, Any], options: LoopOptions
@@ -151,7 +151,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
     # -- the call ----------------------------------------------------------------------
 
     def _begin(self, state: Mapping[str, Any], config: RunnableConfig | None) -> _Round:
-        options = run_options(self.options)
+        options = run_options(self.options, state)
         rung, adapter = self._rung(state, options)
         if not state.get("attempts") and state.get("pending") is None:
             # Before the loop's first call: every rung it may climb to must be priceable.

@@ -8,8 +8,8 @@ strategy run in `evaluate`, a budget stop in either step sets the stop reason.
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Unpack
+from dataclasses import dataclass, replace
+from typing import Any, Unpack
 
 from langgraph.graph import END, START, StateGraph
 
@@ -89,6 +89,35 @@ def create_refine_graph(
         'a draft'
     """
     built = LoopOptions.build(options, surface=GRAPH, **settings)
+    return loop_builder(generator, evaluator, built)
+
+
+@dataclass(frozen=True)
+class LoopSchemas:
+    """The state, input and output schemas a loop's `StateGraph` is built with.
+
+    The library's graph uses `RefineState`, `RefineInput` and `RefineOutput` (what a
+    parent graph embedding the loop exchanges with it); a served graph extends them
+    (see `langgraph_refine.server`). The state must extend `RefineState`.
+    """
+
+    state: type[Any] = RefineState
+    input: type[Any] = RefineInput
+    output: type[Any] = RefineOutput
+
+
+def loop_builder(
+    generator: GeneratorLike,
+    evaluator: EvaluatorLike,
+    built: LoopOptions,
+    *,
+    schemas: LoopSchemas = LoopSchemas(),
+) -> StateGraph[Any, RefineContext, Any, Any]:
+    """The loop's uncompiled graph on options already built (see `create_refine_graph`).
+
+    Raises:
+        ValueError: If the loop has no judge, or pairwise selection has no comparer.
+    """
     judge_model, comparer, human_review = built.judge_model, built.comparer, built.human_review
     name, retry_policy = built.name, built.retry_policy
     # The nodes read a run's own judge model from `judge_model` (a model string from its
@@ -104,11 +133,11 @@ def create_refine_graph(
     if options.select == "pairwise" and compare is None:
         raise ValueError(NO_COMPARER)
 
-    builder = StateGraph(
-        RefineState,
+    builder: StateGraph[Any, RefineContext, Any, Any] = StateGraph(
+        schemas.state,
         context_schema=RefineContext,
-        input_schema=RefineInput,
-        output_schema=RefineOutput,
+        input_schema=schemas.input,
+        output_schema=schemas.output,
     )
     # The instant steps run inline: no worker thread per step under ainvoke (see _inline).
     builder.add_node(

@@ -124,6 +124,22 @@ def graph_update(answer: ReviewAnswer) -> dict[str, Any]:
     return update
 
 
+def has_checkpointer() -> bool:
+    """Whether the running graph has a checkpointer (its own or a parent's).
+
+    True outside a graph run, or on a LangGraph that does not say (nothing to refuse).
+    """
+    try:
+        from langgraph.constants import CONFIG_KEY_CHECKPOINTER
+    except ImportError:  # a LangGraph without the key: the check is skipped
+        return True
+    try:
+        configurable = get_config().get("configurable") or {}
+    except RuntimeError:  # called outside a graph run
+        return True
+    return configurable.get(CONFIG_KEY_CHECKPOINTER) is not None
+
+
 def require_checkpointer() -> None:
     """Fail before any model call when a run with human review has no checkpointer.
 
@@ -133,15 +149,7 @@ def require_checkpointer() -> None:
     Raises:
         ValueError: If the running graph has no checkpointer (its own or a parent's).
     """
-    try:
-        from langgraph.constants import CONFIG_KEY_CHECKPOINTER
-    except ImportError:  # a LangGraph without the key: the check is skipped
-        return
-    try:
-        configurable = get_config().get("configurable") or {}
-    except RuntimeError:  # called outside a graph run
-        return
-    if configurable.get(CONFIG_KEY_CHECKPOINTER) is None:
+    if not has_checkpointer():
         raise ValueError(
             "human_review needs a checkpointer (the review's pause is a saved checkpoint), "
             "and this run has none: compile with one, e.g. "

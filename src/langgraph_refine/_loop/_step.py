@@ -38,7 +38,7 @@ from langgraph_refine._calls._budget import (
     only_meter,
 )
 from langgraph_refine._calls._retry import describe_status, retry_follows, retry_wait
-from langgraph_refine._decisions._options import LoopOptions
+from langgraph_refine._decisions._options import LoopOptions, with_input_options
 from langgraph_refine._errors import carry_result
 from langgraph_refine._result import RefineResult, best_attempt
 from langgraph_refine._state import Usage
@@ -76,13 +76,26 @@ def child_config(
         var_child_runnable_config.reset(token)
 
 
-def run_options(options: LoopOptions) -> LoopOptions:
-    """The options for this run: the node's, with the run's `context` applied (if any)."""
+def run_options(options: LoopOptions, state: Mapping[str, Any] | None = None) -> LoopOptions:
+    """The options for this run: the node's, with the run's `context` applied (if any).
+
+    Args:
+        options: The node's options.
+        state: The node's state: the options its input gave (`input_options`, set by
+            `prepare`) apply as the context's do.
+
+    Raises:
+        ValueError: For an invalid option, or one the context and the input set
+            differently.
+    """
     try:
         context = get_runtime().context
     except RuntimeError:  # outside a graph run (a node called directly)
+        context = None
+    given = (state or {}).get("input_options")
+    if context is None and not given:
         return options
-    return options.for_run(context)
+    return options.for_run(with_input_options(context, given))
 
 
 def has_listeners(config: RunnableConfig | None) -> bool:
