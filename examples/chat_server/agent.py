@@ -35,6 +35,8 @@ from langchain_core.tools import tool
 from langgraph_refine import RefineMiddleware
 
 MODEL_ENV = "REFINE_MODEL"
+PROGRESS_UI = "refine_progress"
+"""The progress card's component (`progress.tsx`, registered under `"ui"` in langgraph.json)."""
 SYSTEM_PROMPT = "You are a helpful assistant. Answer in two or three sentences."
 FACTS = {
     "eiffel tower": "The Eiffel Tower was completed in 1889 in Paris; it is 330 metres tall.",
@@ -81,6 +83,7 @@ def build_agent(
         target_score=0.9,
         stream_drafts=stream_drafts,
         human_review=human_review,
+        progress_ui=PROGRESS_UI,
     )
     return create_agent(
         model,

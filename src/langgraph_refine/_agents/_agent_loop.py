@@ -24,14 +24,19 @@ from langchain.agents.middleware import (
 )
 from langchain.agents.middleware.types import OmitFromInput, PrivateStateAttr
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
+from langgraph.graph.ui import AnyUIMessage, ui_message_reducer
 from langgraph.types import Command
 
+from langgraph_refine._agents._progress import ProgressUI, progress_card
 from langgraph_refine._agents._transcript import (
     Turn,
     answer_turn,
+    card_id,
+    conversation,
     draft_ids,
     hidden_from,
+    is_host,
     model_view,
     prompt_turn,
     woven,
@@ -54,7 +59,7 @@ from langgraph_refine._decisions._prompts import (
 from langgraph_refine._decisions._reviewed import review_due
 from langgraph_refine._decisions._round import Outcome
 from langgraph_refine._decisions._view import LoopView
-from langgraph_refine._events import stop_event
+from langgraph_refine._events import ProgressCard, stop_event
 from langgraph_refine._kinds import kind_of, model_name
 from langgraph_refine._loop._resolve import LoopModels, chat_rungs, loop_models
 from langgraph_refine._loop._review import ReviewNode
@@ -148,6 +153,17 @@ class RefineAgentState(AgentState[Any]):
     refine_model: NotRequired[Annotated[str | None, PrivateStateAttr]]
 
 
+class RefineProgressState(RefineAgentState):
+    """The agent's state with a chat's UI messages (`RefineMiddleware(progress_ui=...)`).
+
+    Attributes:
+        ui: LangGraph's generative-UI messages (`langgraph.graph.ui`), merged by id with
+            `ui_message_reducer`: the progress card of each run of the loop.
+    """
+
+    ui: NotRequired[Annotated[list[AnyUIMessage], OmitFromInput, ui_message_reducer]]
+
+
 def loop_view(state: Mapping[str, Any]) -> dict[str, Any]:
     """The loop's state in the graph's terms, for evaluators, stop rules and review."""
     return dict(
@@ -158,7 +174,7 @@ def loop_view(state: Mapping[str, Any]) -> dict[str, Any]:
                 "usage": state.get("refine_usage"),
                 "stop_reason": state.get("refine_stop_reason"),
                 "response": state.get("refine_response"),
-                "messages": state.get("messages") or [],
+                "messages": conversation(state.get("messages") or []),
                 "loop_id": state.get("refine_loop_id"),
                 "selection": state.get("refine_selection"),
                 "criteria": state.get("criteria"),
@@ -297,7 +313,8 @@ def model_of(request: ModelRequest[Any]) -> str | None:
 def shown(request: ModelRequest[Any], memory: MemoryPolicy = "all") -> ModelRequest[Any]:
     """The request with the loop's turns woven in, as this round's move shows them."""
     turns = request.state.get("refine_turns")
-    if not turns and not request.state.get("refine_hidden_to"):
+    hosted = any(is_host(message) for message in request.messages)
+    if not turns and not request.state.get("refine_hidden_to") and not hosted:
         return request
     return request.override(messages=model_view(request.state, request.messages, memory))
 
@@ -336,9 +353,14 @@ def onward(
 
 
 def started(state: Mapping[str, Any]) -> dict[str, Any]:
-    """A new loop for this run: the task is the last human message."""
-    human = [m for m in state["messages"] if isinstance(m, HumanMessage)]
-    return {
+    """A new loop for this run: the task is the last human message.
+
+    A progress card's host left by a run that failed goes (see `_progress`).
+    """
+    messages = state["messages"]
+    human = [m for m in messages if isinstance(m, HumanMessage)]
+    left = [RemoveMessage(id=m.id) for m in messages if is_host(m) and m.id]
+    return ({"messages": left} if left else {}) | {
         "refine_task": human[-1].text if human else "",
         "refine_attempts": [],
         "refine_usage": to_plain(Usage()),
@@ -348,7 +370,7 @@ def started(state: Mapping[str, Any]) -> dict[str, Any]:
         "refine_judging": None,
         "refine_route": None,
         "refine_instruction": None,
-        "refine_base": len(state["messages"]),
+        "refine_base": len(messages) - len(left),
         "refine_turns": [],
         "refine_hidden_to": None,
         "refine_draft": None,
@@ -442,6 +464,7 @@ class AgentLoop:
         ladder: With `models`, the rungs' model names, cheapest first.
         comparer: Who compares answers with `select="pairwise"` (None: the agent's own
             model, known when it runs).
+        progress: Shows the loop's progress in a chat (a generative-UI card), or None.
     """
 
     options: LoopOptions
@@ -450,6 +473,7 @@ class AgentLoop:
     keep_evaluation_turns: bool
     ladder: Sequence[str] = ()
     comparer: Comparer | None = None
+    progress: ProgressUI | None = None
 
     def budget_stop(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
         """The update that ends the loop before a model call past the budget, else None."""
@@ -550,7 +574,19 @@ class AgentLoop:
                 "jump_to": "end",
             }
         update["refine_route"] = update.pop("jump_to")
+        if self.progress is not None:
+            update |= self.progress.after_round(state, self._round_card(outcome, update))
         return update
+
+    def _round_card(self, outcome: Outcome, update: Mapping[str, Any]) -> ProgressCard:
+        """The progress card after a round: its answers, and the move or stop that follows."""
+        reviewing = (
+            self.review is not None
+            and update.get("refine_phase") == "deciding"
+            and review_due(outcome.stop_reason, self.options.on_budget_exhausted)
+        )
+        upcoming = outcome.choice.move if outcome.choice is not None else None
+        return progress_card(outcome.attempts, outcome.stop_reason, upcoming, reviewing=reviewing)
 
     def review_outcome(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
         """The review (if any) and its decision, as the agent's update.
@@ -656,8 +692,38 @@ class AgentLoop:
         }
         best = best_message(state, result, self.options.stream_drafts) if result.value else None
         if self.keep_evaluation_turns:
-            return update | {"messages": woven(state, best)}
-        return update | ({"messages": [best]} if best is not None else {})
+            messages = woven(state, best)
+        else:
+            messages = [best] if best is not None else []
+        if self.progress is not None:
+            messages = self._shown_at_end(self.progress, state, result, messages, best)
+        return update | ({"messages": messages} if messages else {})
+
+    def _shown_at_end(
+        self,
+        progress: ProgressUI,
+        state: Mapping[str, Any],
+        result: RefineResult,
+        messages: list[Any],
+        best: AIMessage | None,
+    ) -> list[Any]:
+        """The end's messages with the progress card moved from its host to the answer.
+
+        The answer (the last message) gets an id of its own if it has none, for the card
+        to name; the host leaves (with `keep_evaluation_turns` the rewritten conversation
+        already leaves it out).
+        """
+        answer = messages[-1] if best is not None and isinstance(messages[-1], AIMessage) else None
+        if answer is not None and answer.id is None:
+            answer = answer.model_copy(update={"id": str(uuid.uuid4())})
+            messages = [*messages[:-1], answer]
+        progress.at_end(
+            state, progress_card(result.attempts, result.stop_reason, done=True), answer
+        )
+        hosted = card_id(state)
+        if self.keep_evaluation_turns or not any(m.id == hosted for m in state["messages"]):
+            return messages
+        return [RemoveMessage(id=hosted), *messages]
 
     def result(self, state: Mapping[str, Any]) -> RefineResult:
         """The loop's outcome from the agent's state."""

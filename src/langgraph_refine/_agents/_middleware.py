@@ -72,9 +72,11 @@ from langgraph_refine._agents._agent_loop import (
     Edit,
     Finish,
     RefineAgentState,
+    RefineProgressState,
     agent_models,
     check_binds,
 )
+from langgraph_refine._agents._progress import ProgressUI
 from langgraph_refine._calls._budget import BudgetMeter, check_rungs_priced, metered
 from langgraph_refine._decisions._options import AGENT, AGENT_DEFAULTS, AgentOptions, LoopOptions
 from langgraph_refine._decisions._round import adrive as adrive_round
@@ -115,6 +117,14 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         keep_evaluation_turns: False (default): the conversation ends as the request,
             the tool calls and the best answer. True rewrites it at the end with every
             answer and the loop's turns woven in (the best answer last).
+        progress_ui: None (default), or the name of a generative-UI component (exported
+            by the file a `langgraph.json` `"ui"` entry names) that shows the loop's
+            progress in a chat: one card per run (`ProgressCard` props: a line per round,
+            `"round 2: score 0.6, refining"`), pushed with LangGraph's
+            `push_ui_message` after each round and at the end, updated in place, kept in
+            the state key `ui` (`ui_message_reducer`). While the loop runs the card is
+            hosted by an empty AI message the model never sees; at the end it moves to
+            the answer. See `examples/chat_server`.
         **settings: The options an agent takes (`AgentOptions`): the fields of
             `LoopOptions`, with their meaning and defaults, overriding `options`. Without
             `options`, three defaults suit a chat: `strategy="chain"` (the agent goes on
@@ -148,9 +158,13 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         options: LoopOptions | None = None,
         models: Sequence[BaseChatModel | str] | None = None,
         keep_evaluation_turns: bool = False,
+        progress_ui: str | None = None,
         **settings: Unpack[AgentOptions],
     ) -> None:
         super().__init__()
+        progress = progress_for(progress_ui)
+        if progress is not None:  # the chat's UI messages need their state key
+            self.state_schema = RefineProgressState
         if options is None:
             settings = {**AGENT_DEFAULTS, **settings}
         built = LoopOptions.build(options, surface=AGENT, **settings)
@@ -172,6 +186,7 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
             bool(keep_evaluation_turns),
             ladder=[model_name(rung) for rung in self.rungs],
             comparer=resolved.comparer,
+            progress=progress,
         )
 
     @property
@@ -338,6 +353,22 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
             state: The agent's output state, or `agent.get_state(config).values`.
         """
         return self.loop.result(state)
+
+
+def progress_for(component: object) -> ProgressUI | None:
+    """The progress card named `component` (`progress_ui=`), or None.
+
+    Raises:
+        ValueError: If `component` is neither None nor a non-empty string.
+    """
+    if component is None:
+        return None
+    if not isinstance(component, str) or not component.strip():
+        raise ValueError(
+            f"progress_ui must be the name of a UI component (a non-empty string, e.g. "
+            f"'refine_progress'), or None for no progress card; got {component!r}"
+        )
+    return ProgressUI(component.strip())
 
 
 def drafting(options: LoopOptions, state: Mapping[str, Any]) -> AbstractContextManager[None]:
