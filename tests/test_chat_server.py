@@ -120,6 +120,15 @@ def without_ui(folder: Path) -> Path:
     return path
 
 
+def bundled(index: Path) -> dict[str, Any]:
+    """The bundle's index: the graphs bundled so far ({} while the bundler writes it)."""
+    try:
+        found: dict[str, Any] = json.loads(index.read_text())
+    except ValueError:
+        return {}
+    return found
+
+
 def wait_for_bundle(started: float) -> None:
     """Until the server's bundler has written this start's bundle of every graph's UI.
 
@@ -129,9 +138,9 @@ def wait_for_bundle(started: float) -> None:
     graphs = set(json.loads((ROOT / CONFIG).read_text())["ui"])
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        if index.exists() and index.stat().st_mtime >= started - 1:
-            if set(json.loads(index.read_text() or "{}")) == graphs:
-                return
+        fresh = index.exists() and index.stat().st_mtime >= started - 1
+        if fresh and set(bundled(index)) == graphs:
+            return
         time.sleep(0.5)
     raise AssertionError(f"the server did not bundle {sorted(graphs)} into {index}")
 

@@ -313,9 +313,8 @@ def model_of(request: ModelRequest[Any]) -> str | None:
 def shown(request: ModelRequest[Any], memory: MemoryPolicy = "all") -> ModelRequest[Any]:
     """The request with the loop's turns woven in, as this round's move shows them."""
     turns = request.state.get("refine_turns")
-    hosted = any(is_host(message) for message in request.messages)
-    if not turns and not request.state.get("refine_hidden_to") and not hosted:
-        return request
+    if not turns and not request.state.get("refine_hidden_to"):
+        return request  # (a card's host comes after a turn: it is left out with them)
     return request.override(messages=model_view(request.state, request.messages, memory))
 
 
