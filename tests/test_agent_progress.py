@@ -214,7 +214,9 @@ def test_the_cards_words_name_each_round_its_score_and_what_followed() -> None:
         "round 3: score 0.6, taking the reviewer's edit",
         "the reviewer's edit: score 0.9, edited by the reviewer",
     ]
-    assert done["summary"] == "done after 4 rounds: best score 0.9 (round 4), edited by the reviewer"
+    assert done["summary"] == (
+        "done after 4 rounds: best score 0.9 (round 4), edited by the reviewer"
+    )
     paused = progress_card(attempts, "max_iterations", reviewing=True)
     assert paused["lines"][-1] == "round 3: score 0.6, no rounds left, awaiting review"
     unjudged = progress_card([attempt(0, None)], "budget_exhausted", done=True)

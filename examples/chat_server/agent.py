@@ -16,6 +16,9 @@ What a chat gets: the judge's replies are the loop's own model calls and never r
 `messages` stream (the SDK's `messages-tuple`); the loop's rounds reach the `custom`
 stream (one `{"type": "round", ...}` per evaluated answer, a `{"type": "stop", ...}` at
 the end); the thread's state ends as the request, any tool calls, and the best answer.
+Run from the repository root (the configuration's paths are relative to it). A chat client drives it as `tests/test_chat_server.py` does:
+`client.runs.stream(thread_id, "chat_agent", input={"messages": [...]},
+stream_mode=["messages-tuple", "custom", "values"])`.
 
 The progress a chat renders: `progress_ui="refine_progress"` shows the rounds as one
 generative-UI card ("round 1: score 0.4, refining", "round 2: score 0.95, passed"),
@@ -25,10 +28,7 @@ for the three graphs under `"ui"` in `langgraph.json`: `langgraph dev` bundles i
 Node.js (20.16 or later, with npm: it runs `npx @langchain/langgraph-ui`, fetched from
 the npm registry the first time; `make install` fetches it). To watch it, serve the graph
 as above and open agent-chat-ui (`npx create-agent-chat-app`, or
-https://agentchat.vercel.app) on `http://localhost:2024` with the graph id `chat_agent`. Run from the repository root (the configuration's paths are
-relative to it). A chat client drives it as `tests/test_chat_server.py` does:
-`client.runs.stream(thread_id, "chat_agent", input={"messages": [...]},
-stream_mode=["messages-tuple", "custom", "values"])`.
+https://agentchat.vercel.app) on `http://localhost:2024` with the graph id `chat_agent`.
 """
 
 from __future__ import annotations
