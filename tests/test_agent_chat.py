@@ -287,12 +287,14 @@ def graph_chat(**options: Any) -> list[tuple[Any, dict[str, Any]]]:
     from langgraph_refine import create_refine_graph
 
     graph = create_refine_graph(
-        StreamingModel(replies=DRAFTS), scores(0.4, 0.7, 0.3), max_iterations=2, patience=None,
+        StreamingModel(replies=DRAFTS),
+        scores(0.4, 0.7, 0.3),
+        max_iterations=2,
+        patience=None,
         **options,
     ).compile()
     return [
-        data
-        for data in graph.stream({"messages": [HumanMessage(REQUEST)]}, stream_mode="messages")
+        data for data in graph.stream({"messages": [HumanMessage(REQUEST)]}, stream_mode="messages")
     ]
 
 

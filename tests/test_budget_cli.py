@@ -122,9 +122,7 @@ def test_bad_max_cost_is_a_one_line_error(cli: Any, value: str) -> None:
 
 
 def test_prices_join_the_budget_and_travel_in_the_context() -> None:
-    options = CommandOptions.from_cli(
-        None, 0.9, 4, 2, "last", max_cost=0.5, prices=["a=1,2", "b=0,0.5"]
-    )
+    options = CommandOptions.from_cli(None, {}, max_cost=0.5, prices=["a=1,2", "b=0,0.5"])
     budget = options.run_budget()
     assert budget == Budget(
         max_cost=0.5, prices={"a": Price(input=1, output=2), "b": Price(input=0, output=0.5)}

@@ -98,12 +98,12 @@ def test_a_batch_line_sets_its_own_edits(cli: Any, openai_server: Any, tmp_path:
 
 
 def test_cli_edits_values() -> None:
-    plain = CommandOptions.from_cli(["words:1-5"], 0.9, 2, 2, "last")
+    plain = CommandOptions.from_cli(["words:1-5"], {}, memory="last")
     assert "edits" not in plain.graph_kwargs(lambda: None)  # type: ignore[arg-type,return-value]
-    auto = CommandOptions.from_cli(["words:1-5"], 0.9, 2, 2, "last", edits="Auto")
+    auto = CommandOptions.from_cli(["words:1-5"], {}, memory="last", edits="Auto")
     assert auto.graph_kwargs(lambda: None)["edits"] == "auto"  # type: ignore[arg-type,return-value]
-    assert plain.override({"edits": "on"}).edits is True
-    assert auto.override({"edits": False}).edits is False
+    assert plain.override({"edits": "on"}).settings["edits"] is True
+    assert auto.override({"edits": False}).settings["edits"] is False
 
 
 def test_a_served_run_gets_the_lines_edits_in_its_context() -> None:

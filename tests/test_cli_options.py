@@ -12,31 +12,28 @@ import pytest
 from langgraph_refine._calls._budget import Budget
 from langgraph_refine._state import Strategy
 from langgraph_refine.cli._errors import CliError
-from langgraph_refine.cli._options import (
-    MEMORY_CHOICES,
-    ON_BUDGET_CHOICES,
-    STRATEGY_CHOICES,
-    CommandOptions,
-    budget_dict,
-)
+from langgraph_refine.cli._flags import loop_flags
+from langgraph_refine.cli._options import MEMORY_CHOICES, CommandOptions, budget_dict
 from tests.test_cli_helpers import assert_one_line_error, cli  # noqa: F401
 
 
 def test_choices_come_from_the_literals() -> None:
-    assert STRATEGY_CHOICES == get_args(Strategy) == ("chain", "explore", "sample")
+    choices = {flag.name: flag.choices for flag in loop_flags("run")}
+    assert choices["strategy"] == get_args(Strategy) == ("chain", "explore", "sample")
     assert MEMORY_CHOICES == ("all", "last", "best_and_last")
-    assert ON_BUDGET_CHOICES == ("stop", "raise")
+    assert choices["on_budget_exhausted"] == ("stop", "raise")
 
 
 def test_strategy_is_passed_only_when_given() -> None:
-    plain = CommandOptions.from_cli(["words:1-5"], 0.9, 2, 2, "last")
+    plain = CommandOptions.from_cli(["words:1-5"], {}, memory="last")
     assert "strategy" not in plain.graph_kwargs(lambda: None)  # type: ignore[arg-type,return-value]
-    chosen = CommandOptions.from_cli(["words:1-5"], 0.9, 2, 2, "last", strategy="Explore")
+    chosen = CommandOptions.from_cli(["words:1-5"], {"strategy": "Explore"}, memory="last")
     assert chosen.graph_kwargs(lambda: None)["strategy"] == "explore"  # type: ignore[arg-type,return-value]
     line = plain.override({"strategy": "sample", "budget": {"max_calls": 4}, "min_delta": 0.1})
     kwargs = line.graph_kwargs(lambda: None)  # type: ignore[arg-type,return-value]
     assert (kwargs["strategy"], kwargs["min_delta"]) == ("sample", 0.1)
-    assert kwargs["budget"] == Budget(max_calls=4) and budget_dict(line.budget) == {"max_calls": 4}
+    assert kwargs["budget"] == Budget(max_calls=4)
+    assert budget_dict(line.run_budget()) == {"max_calls": 4}
 
 
 @pytest.mark.parametrize(

@@ -96,9 +96,7 @@ def test_schema_file_mistakes_are_one_line_errors(cli: Any, tmp_path: Path) -> N
     assert_one_line_error(cli(*base, "--schema", schema_file(tmp_path, [1])), "JSON schema object")
 
 
-def test_show_reasoning_prints_it_and_the_judge_never_sees_it(
-    cli: Any, openai_server: Any
-) -> None:
+def test_show_reasoning_prints_it_and_the_judge_never_sees_it(cli: Any, openai_server: Any) -> None:
     def script(body: dict[str, Any]) -> str:
         if schema_name(body) == "JudgeReply" or "response_to_rate" in json.dumps(body):
             return judge_json(1.0, "PASS", "fine")

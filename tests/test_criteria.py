@@ -96,10 +96,10 @@ async def test_the_agents_default_judge_gets_them_async() -> None:
 def test_a_batch_line_and_the_command_line_set_criteria(tmp_path: Path) -> None:
     from langgraph_refine.cli._options import CommandOptions
 
-    options = CommandOptions.from_cli(None, 0.9, 2, 2, "all", criteria=["Rhymes"])
+    options = CommandOptions.from_cli(None, {"criteria": ["Rhymes"]}, memory="all")
     assert options.graph_kwargs(lambda: ScriptedChatModel())["criteria"] == ("Rhymes",)
     line = options.override({"criteria": "Short"})
-    assert line.criteria == ("Short",) and line.run_context()["criteria"] == ["Short"]
+    assert line.settings["criteria"] == ("Short",) and line.run_context()["criteria"] == ["Short"]
     from langgraph_refine.cli._errors import CliError
 
     with pytest.raises(CliError, match=r"'criteria' must be a string or a list of strings"):

@@ -57,6 +57,8 @@ from langgraph_refine._decisions._options import (
 from langgraph_refine._loop._run import CompiledLoop
 from langgraph_refine.cli._app import app
 from langgraph_refine.cli._batch import BatchItem
+from langgraph_refine.cli._errors import CliError
+from langgraph_refine.cli._flags import kind_of, loop_flags
 from langgraph_refine.cli._options import PER_LINE_OPTIONS, CommandOptions
 from langgraph_refine.cli._remote import GRAPH_ONLY_KEYS, RUN_CONTEXT_KEYS, run_context
 from langgraph_refine.cli._specs import parse_specs
@@ -218,6 +220,50 @@ def test_the_cli_flags_are_the_declared_ones(command: str) -> None:
     assert mismatch(flags, expected) == {}
 
 
+# The options the command line reads with code of its own (files, budgets, windows,
+# models); every other option's flag and line key are derived from its declaration.
+READ_BY_HAND = {
+    "judge_model",
+    "budget",
+    "memory",
+    "human_review",
+    "output_schema",
+    "edits",
+    "checks",
+    "max_tokens",
+    "models",
+}
+
+
+@pytest.mark.parametrize("command", [RUN, BATCH])
+def test_every_plain_option_gets_its_flag_from_the_declaration(command: str) -> None:
+    derived = {flag.name for flag in loop_flags(command)}
+    assert set(declared(command)) - derived <= READ_BY_HAND
+    # A plain option's flag says what its declaration says: help, choices, default.
+    flags = command_flags(command)
+    for flag in loop_flags(command):
+        if flag.name in READ_BY_HAND:  # the command writes this flag itself
+            continue
+        assert flag.flag in flags and declaration(flag.name).help, flag.name
+        assert declaration(flag.name).help in flags[flag.flag].help
+    assert "One of: chain, explore, sample. Default: explore." in flags["--strategy"].help
+
+
+def test_a_field_type_says_how_its_value_is_read() -> None:
+    from typing import Literal
+
+    assert kind_of(float) == ("number", (), False)
+    assert kind_of(int | None) == ("whole", (), True)
+    assert kind_of(bool) == ("flag", (), False)
+    assert kind_of(Literal["a", "b"]) == ("choice", ("a", "b"), False)
+    assert kind_of(tuple[str, ...]) == ("texts", (), False)
+    assert kind_of(Budget | None) is None and kind_of(int | str) is None
+    patience = next(flag for flag in loop_flags(LINE) if flag.name == "patience")
+    assert patience.read(None, option="'patience'") is None  # a line's null disables
+    with pytest.raises(CliError, match="'patience' must be a whole number, got True"):
+        patience.read(True, option="'patience'")
+
+
 @pytest.mark.parametrize("command", [RUN, BATCH])
 def test_the_cli_defaults_are_the_declared_ones(command: str) -> None:
     # The flags' defaults, parsed as the command parses them, give the declared defaults.
@@ -226,17 +272,12 @@ def test_the_cli_defaults_are_the_declared_ones(command: str) -> None:
     def default(flag: str) -> Any:
         return flags[flag].default
 
+    loop = {flag.name: default(flag.flag) for flag in loop_flags(command)}
+    assert set(loop.values()) <= {None, False}  # not given: the library's default applies
     options = CommandOptions.from_cli(
         None,
-        default("--target-score"),
-        default("--max-iterations"),
-        default("--patience"),
-        default("--memory"),
-        strategy=default("--strategy"),
-        select=default("--select"),
-        confirm_pass=default("--confirm-pass"),
-        min_delta=default("--min-delta"),
-        on_budget_exhausted=default("--on-budget-exhausted"),
+        loop,
+        memory=default("--memory"),
         edits=default("--edits"),
         schema=default("--schema"),
     )
@@ -250,19 +291,21 @@ def test_the_cli_defaults_are_the_declared_ones(command: str) -> None:
 def test_batch_on_a_server_sends_the_context_options_the_cli_has() -> None:
     given = CommandOptions(
         specs=parse_specs(["contains:a"]),
-        target_score=0.5,
-        max_iterations=2,
-        patience=None,
-        min_delta=0.1,
-        strategy="chain",
-        budget=Budget(max_calls=3),
-        output_schema={"type": "object"},
-        select="pairwise",
-        confirm_pass=True,
-        criteria=("Rhymes",),
-        on_evaluator_error="skip",
-        edits=True,
-        models=("a", "b"),
+        settings={
+            "target_score": 0.5,
+            "max_iterations": 2,
+            "patience": None,
+            "min_delta": 0.1,
+            "strategy": "chain",
+            "budget": Budget(max_calls=3),
+            "output_schema": {"type": "object"},
+            "select": "pairwise",
+            "confirm_pass": True,
+            "criteria": ("Rhymes",),
+            "on_evaluator_error": "skip",
+            "edits": True,
+            "models": ("a", "b"),
+        },
     )
     item = BatchItem(line=1, id="x", task="t", options=given)
     sent = run_context(item, {"judge_model": "j", "max_tokens": 64})

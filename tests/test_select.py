@@ -20,7 +20,8 @@ from langgraph_refine._loop._select import (
     select_candidates,
 )
 from langgraph_refine.cli._errors import CliError
-from langgraph_refine.cli._options import SELECT_CHOICES, CommandOptions
+from langgraph_refine.cli._flags import loop_flags
+from langgraph_refine.cli._options import CommandOptions
 from langgraph_refine.cli._report import selection_section
 from tests.fakes import ScriptedChatModel, judge_reply
 from tests.test_cli_helpers import (  # noqa: F401
@@ -331,12 +332,13 @@ def test_cli_select_pairwise_runs_the_judge_as_comparer(
 
 
 def test_cli_options_carry_select_and_the_judge_as_comparer() -> None:
-    assert SELECT_CHOICES == ("score", "pairwise")
+    choices = {flag.name: flag.choices for flag in loop_flags("run")}
+    assert choices["select"] == ("score", "pairwise")
     judge = object()
-    options = CommandOptions.from_cli(["words:1-5"], 0.9, 2, 2, "last", select="Pairwise")
+    options = CommandOptions.from_cli(["words:1-5"], {"select": "Pairwise"}, memory="last")
     kwargs = options.graph_kwargs(lambda: judge)  # type: ignore[arg-type,return-value]
     assert kwargs["select"] == "pairwise" and kwargs["comparer"] is judge
-    plain = CommandOptions.from_cli(["words:1-5"], 0.9, 2, 2, "last").graph_kwargs(lambda: judge)  # type: ignore[arg-type,return-value]
+    plain = CommandOptions.from_cli(["words:1-5"], {}, memory="last").graph_kwargs(lambda: judge)  # type: ignore[arg-type,return-value]
     assert "select" not in plain and "comparer" not in plain
 
 
@@ -391,7 +393,7 @@ def test_a_model_string_comparer_and_batch_lines_setting_select(
     )
     assert result.value == "v2" and len(server.requests) == 6
     line = CommandOptions().override({"select": "pairwise", "confirm_pass": True})
-    assert (line.select, line.confirm_pass) == ("pairwise", True)
+    assert line.settings == {"select": "pairwise", "confirm_pass": True}
     with pytest.raises(CliError, match="'confirm_pass' must be true or false, got 'yes'"):
         CommandOptions().override({"confirm_pass": "yes"})
     with pytest.raises(CliError, match="'select' must be one of score, pairwise; got 'best'"):

@@ -311,7 +311,9 @@ async def test_each_task_of_a_batch_is_a_trace(
     from langgraph_refine.cli._specs import parse_specs
 
     server = openai_server(per_task())
-    options = CommandOptions(specs=parse_specs(["contains:v1"]), target_score=1.0, max_iterations=2)
+    options = CommandOptions(
+        specs=parse_specs(["contains:v1"]), settings={"target_score": 1.0, "max_iterations": 2}
+    )
     items = [
         BatchItem(line=i + 1, id=i, task=f"task number {i}", options=options) for i in range(3)
     ]

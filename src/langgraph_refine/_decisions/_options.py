@@ -261,6 +261,7 @@ class Declared:
         kept: It changes how attempts score, when the loop stops or what it returns, so a
             checkpointed thread keeps it: a rerun with another value is refused (see
             `_loop._thread`).
+        help: What its flag's help says (the command line adds the choices and default).
     """
 
     flags: tuple[str, ...] = ()
@@ -268,6 +269,7 @@ class Declared:
     not_in: Mapping[str, str] = field(default_factory=dict)
     line_key: str | None = None
     kept: bool = False
+    help: str = ""
 
 
 def declare(
@@ -277,6 +279,7 @@ def declare(
     not_in: Mapping[str, str] | None = None,
     line_key: str | None = None,
     kept: bool = False,
+    help: str = "",
 ) -> dict[str, Declared]:
     """A `LoopOptions` field's metadata: where it is taken (see `Declared`).
 
@@ -287,7 +290,7 @@ def declare(
     if unknown:
         raise ValueError(f"unknown surface(s) {sorted(unknown)}; surfaces: {SURFACES}")
     not_in = dict(not_in or {})
-    return {"option": Declared(flags, context_key, not_in, line_key, kept)}
+    return {"option": Declared(flags, context_key, not_in, line_key, kept, help)}
 
 
 _BUILT = "used when the graph is built, so a run cannot change it"
@@ -329,17 +332,45 @@ class LoopOptions:
     makes the run's check `judge` on that model (`REFINE_JUDGE_MODELS`, when set, lists
     the models a run may name)."""
 
-    target_score: float = field(default=0.9, metadata=declare(kept=True, flags=("--target-score",)))
+    target_score: float = field(
+        default=0.9,
+        metadata=declare(
+            kept=True,
+            flags=("--target-score",),
+            help="Stop once an attempt scores at least this (0-1).",
+        ),
+    )
     """Stop once an attempt scores at least this, in [0, 1]."""
 
-    max_iterations: int = field(default=4, metadata=declare(kept=True, flags=("--max-iterations",)))
+    max_iterations: int = field(
+        default=4,
+        metadata=declare(
+            kept=True,
+            flags=("--max-iterations",),
+            help="Refinement rounds after the first attempt.",
+        ),
+    )
     """Refinement rounds after the first generation (>= 0)."""
 
-    patience: int | None = field(default=2, metadata=declare(kept=True, flags=("--patience",)))
+    patience: int | None = field(
+        default=2,
+        metadata=declare(
+            kept=True,
+            flags=("--patience",),
+            help="Stop after this many rounds without a better score; 0 disables.",
+        ),
+    )
     """Stop after this many refinement rounds without raising the best score by more
     than `min_delta` (>= 1); None or 0 disables the rule (kept as None)."""
 
-    min_delta: float = field(default=0.0, metadata=declare(kept=True, flags=("--min-delta",)))
+    min_delta: float = field(
+        default=0.0,
+        metadata=declare(
+            kept=True,
+            flags=("--min-delta",),
+            help="The least score gain that counts as progress.",
+        ),
+    )
     """Improvement of the best score that counts as progress (>= 0)."""
 
     budget: Budget | None = field(
@@ -360,20 +391,38 @@ class LoopOptions:
 
     on_budget_exhausted: OnBudgetExhausted = field(
         default="stop",
-        metadata=declare(kept=True, flags=("--on-budget-exhausted",), not_in={CONTEXT: _BUILT}),
+        metadata=declare(
+            kept=True,
+            flags=("--on-budget-exhausted",),
+            not_in={CONTEXT: _BUILT},
+            help="When the budget runs out: stop returns the best so far; raise fails the task.",
+        ),
     )
     """`"stop"` returns the best so far; `"raise"` raises `BudgetExhaustedError`
     carrying it."""
 
     criteria: tuple[str, ...] = field(
-        default=(), metadata=declare(kept=True, flags=("--criterion",))
+        default=(),
+        metadata=declare(
+            kept=True,
+            flags=("--criterion",),
+            help="What the answer must satisfy, added to every LLM judge's criteria "
+            "(repeatable: one criterion each).",
+        ),
     )
     """What every LLM judge of the loop checks besides its own criteria (the default judge,
     `llm_judge`, `checklist`): a string or a list of strings. A request adds its own in
     its input (`criteria` beside `task` or `messages`); a run's context may set them."""
 
     on_evaluator_error: OnEvaluatorError = field(
-        default="retry", metadata=declare(kept=True, flags=("--on-evaluator-error",))
+        default="retry",
+        metadata=declare(
+            kept=True,
+            flags=("--on-evaluator-error",),
+            help="When the judge cannot judge an answer (unreadable replies, a judge model "
+            "that keeps failing): retry judges it again, twice at most; skip keeps it "
+            "unjudged; raise fails the task. Unjudged answers are never counted as failed.",
+        ),
     )
     """When the evaluator cannot judge an attempt (an LLM judge's replies unreadable after
     its re-ask, a judge model's call failing after its retries, a panel none of whose
@@ -403,7 +452,10 @@ class LoopOptions:
     """None, `"final"` (interrupt when the loop would stop) or `"every_round"`
     (interrupt after every evaluation). Needs a checkpointer."""
 
-    strategy: Strategy = field(default=DEFAULT_STRATEGY, metadata=declare(flags=("--strategy",)))
+    strategy: Strategy = field(
+        default=DEFAULT_STRATEGY,
+        metadata=declare(flags=("--strategy",), help="How rounds choose what to refine."),
+    )
     """What each round after the first does: `"explore"` (default: refine while it
     helps, else choose between refining an earlier attempt and sampling afresh),
     `"chain"` (always refine the latest) or `"sample"` (best-of-N). `RefineMiddleware`
@@ -508,6 +560,9 @@ class LoopOptions:
         metadata=declare(
             kept=True,
             flags=("--select",),
+            help="How the result is chosen when the loop stops (pairwise: the judge model "
+            "compares the best attempts in pairs, both orders; each comparison is a model "
+            "call).",
         ),
     )
     """How the result is chosen when the loop stops: `"score"` (the best evaluated
@@ -559,7 +614,12 @@ class LoopOptions:
 
     confirm_pass: bool = field(
         default=False,
-        metadata=declare(kept=True, flags=("--confirm-pass",)),
+        metadata=declare(
+            kept=True,
+            flags=("--confirm-pass",),
+            help="Judge a round that would stop on PASS or the target score once more; stop "
+            "only if the second judgment agrees (one more judge call).",
+        ),
     )
     """When a round would stop on a PASS verdict or on `target_score`, judge the same
     response once more (one more evaluator call, counted in the budget); stop only if

@@ -21,18 +21,12 @@ from rich.text import Text
 
 from langgraph_refine._calls._models import DEFAULT_MAX_TOKENS, MAX_TOKENS_ENV
 from langgraph_refine._decisions._edits import EDITS_AUTO_MIN_CHARS
-from langgraph_refine._decisions._options import DEFAULTS
+from langgraph_refine._decisions._options import BATCH, RUN
 from langgraph_refine.cli._errors import CliError, describe_error, one_line
+from langgraph_refine.cli._flags import with_loop_flags
 from langgraph_refine.cli._ladder_view import parse_models
 from langgraph_refine.cli._models import ModelSettings
-from langgraph_refine.cli._options import (
-    MEMORY_CHOICES,
-    ON_BUDGET_CHOICES,
-    ON_EVALUATOR_ERROR_CHOICES,
-    SELECT_CHOICES,
-    STRATEGY_CHOICES,
-    CommandOptions,
-)
+from langgraph_refine.cli._options import MEMORY_CHOICES, PER_LINE_OPTIONS, CommandOptions
 from langgraph_refine.cli._specs import SPEC_FORMS
 
 PROG = "langgraph-refine"
@@ -86,88 +80,15 @@ EvaluatorOpt = Annotated[
         + ". Default: judge.",
     ),
 ]
-TargetOpt = Annotated[
-    float,
-    typer.Option(
-        "--target-score", metavar="X", help="Stop once an attempt scores at least this (0-1)."
-    ),
-]
-MaxIterOpt = Annotated[
-    int,
-    typer.Option(
-        "--max-iterations", metavar="N", help="Refinement rounds after the first attempt."
-    ),
-]
-PatienceOpt = Annotated[
-    int,
-    typer.Option(
-        "--patience",
-        metavar="N",
-        help="Stop after this many rounds without a better score; 0 disables.",
-    ),
-]
 MemoryOpt = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--memory",
         metavar="POLICY",
         help="Earlier attempts the generator sees: "
         + ", ".join(MEMORY_CHOICES)
-        + ", or a number N (the N most recent).",
+        + ", or a number N (the N most recent). Default: best_and_last.",
     ),
-]
-StrategyOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--strategy",
-        metavar="NAME",
-        help="How rounds choose what to refine: " + ", ".join(STRATEGY_CHOICES) + ". "
-        "Default: the library's.",
-    ),
-]
-SelectOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--select",
-        metavar="HOW",
-        help="How the result is chosen when the loop stops: "
-        + ", ".join(SELECT_CHOICES)
-        + " (pairwise: the judge model compares the best attempts in pairs, both orders; "
-        "each comparison is a model call). Default: score.",
-    ),
-]
-ConfirmPassOpt = Annotated[
-    bool,
-    typer.Option(
-        "--confirm-pass",
-        help="Judge a round that would stop on PASS or the target score once more; stop "
-        "only if the second judgment agrees (one more judge call).",
-    ),
-]
-CriterionOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--criterion",
-        metavar="TEXT",
-        help="What the answer must satisfy, added to every LLM judge's criteria "
-        "(repeatable: one criterion each).",
-    ),
-]
-OnEvaluatorErrorOpt = Annotated[
-    str,
-    typer.Option(
-        "--on-evaluator-error",
-        metavar="MODE",
-        help="When the judge cannot judge an answer (unreadable replies, a judge model that "
-        "keeps failing): "
-        + ", ".join(ON_EVALUATOR_ERROR_CHOICES)
-        + " (retry judges it again, twice at most; skip keeps it unjudged; raise fails the "
-        "task). Unjudged answers are never counted as failed.",
-    ),
-]
-MinDeltaOpt = Annotated[
-    float,
-    typer.Option("--min-delta", metavar="X", help="The least score gain that counts as progress."),
 ]
 BudgetCallsOpt = Annotated[
     int | None,
@@ -199,16 +120,6 @@ PriceOpt = Annotated[
         "--price my-model=0.15,0.6 (repeatable; adds to or overrides genai-prices).",
     ),
 ]
-OnBudgetOpt = Annotated[
-    str,
-    typer.Option(
-        "--on-budget-exhausted",
-        metavar="MODE",
-        help="When the budget runs out: "
-        + " or ".join(ON_BUDGET_CHOICES)
-        + " (stop returns the best so far; raise fails the task).",
-    ),
-]
 CacheOpt = Annotated[
     Path | None,
     typer.Option(
@@ -230,7 +141,7 @@ SchemaOpt = Annotated[
     ),
 ]
 EditsOpt = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--edits",
         metavar="MODE",
@@ -302,6 +213,7 @@ def _open_cache(path: Path | None) -> Any:
 
 
 @app.command()
+@with_loop_flags(RUN)
 def run(
     task: Annotated[
         str, typer.Argument(metavar="TASK", help="What to do, e.g. 'Write a haiku about rain.'")
@@ -310,22 +222,12 @@ def run(
     base_url: BaseUrlOpt = None,
     judge_model: JudgeOpt = None,
     evaluator: EvaluatorOpt = None,
-    target_score: TargetOpt = DEFAULTS.target_score,
-    max_iterations: MaxIterOpt = DEFAULTS.max_iterations,
-    patience: PatienceOpt = DEFAULTS.patience or 0,
-    memory: MemoryOpt = str(DEFAULTS.memory),
-    strategy: StrategyOpt = None,
-    select: SelectOpt = None,
-    confirm_pass: ConfirmPassOpt = DEFAULTS.confirm_pass,
-    criterion: CriterionOpt = None,
-    on_evaluator_error: OnEvaluatorErrorOpt = DEFAULTS.on_evaluator_error,
-    min_delta: MinDeltaOpt = DEFAULTS.min_delta,
+    memory: MemoryOpt = None,
     budget_calls: BudgetCallsOpt = None,
     budget_tokens: BudgetTokensOpt = None,
     budget_seconds: BudgetSecondsOpt = None,
     max_cost: MaxCostOpt = None,
     price: PriceOpt = None,
-    on_budget_exhausted: OnBudgetOpt = DEFAULTS.on_budget_exhausted,
     checkpoint: Annotated[
         Path | None,
         typer.Option(
@@ -369,7 +271,8 @@ def run(
     timeout: TimeoutOpt = 120.0,
     max_tokens: MaxTokensOpt = None,
     schema: SchemaOpt = None,
-    edits: EditsOpt = "off",
+    edits: EditsOpt = None,
+    loop: dict[str, Any] | None = None,
 ) -> None:
     """Refine one task, showing each round's score, verdict and feedback."""
     from langgraph_refine.cli._review import TerminalReviewer
@@ -385,22 +288,13 @@ def run(
     check_task(task)
     options = CommandOptions.from_cli(
         evaluator,
-        target_score,
-        max_iterations,
-        patience,
-        memory,
-        strategy=strategy,
-        select=select,
-        confirm_pass=confirm_pass,
-        criteria=criterion,
-        on_evaluator_error=on_evaluator_error,
-        min_delta=min_delta,
+        loop or {},
+        memory=memory,
         max_calls=budget_calls,
         max_tokens=budget_tokens,
         max_seconds=budget_seconds,
         max_cost=max_cost,
         prices=price,
-        on_budget_exhausted=on_budget_exhausted,
         schema=schema,
         edits=edits,
     )
@@ -431,7 +325,20 @@ def run(
         show_result(out, result, show_reasoning=show_reasoning)
 
 
-@app.command()
+BATCH_HELP = (
+    "Refine every task of a JSONL file; rerun with the same --out to finish an interrupted "
+    "batch.\n\nA line may set its own "
+    + ", ".join(PER_LINE_OPTIONS)
+    + " (evaluator: a spec or a list of specs; model: a name or a ladder). Bad lines are "
+    "reported with their line number and skipped; the exit code is 1 if any line or task "
+    "failed. The tasks share a strategy record (in memory, or in the --store file), so "
+    "explore learns from the tasks before."
+)
+"""`batch --help`: the keys a line may set come from the options' declaration."""
+
+
+@app.command(help=BATCH_HELP)
+@with_loop_flags(BATCH)
 def batch(
     input_file: Annotated[
         Path,
@@ -471,22 +378,12 @@ def batch(
     base_url: BaseUrlOpt = None,
     judge_model: JudgeOpt = None,
     evaluator: EvaluatorOpt = None,
-    target_score: TargetOpt = DEFAULTS.target_score,
-    max_iterations: MaxIterOpt = DEFAULTS.max_iterations,
-    patience: PatienceOpt = DEFAULTS.patience or 0,
-    memory: MemoryOpt = str(DEFAULTS.memory),
-    strategy: StrategyOpt = None,
-    select: SelectOpt = None,
-    confirm_pass: ConfirmPassOpt = DEFAULTS.confirm_pass,
-    criterion: CriterionOpt = None,
-    on_evaluator_error: OnEvaluatorErrorOpt = DEFAULTS.on_evaluator_error,
-    min_delta: MinDeltaOpt = DEFAULTS.min_delta,
+    memory: MemoryOpt = None,
     budget_calls: BudgetCallsOpt = None,
     budget_tokens: BudgetTokensOpt = None,
     budget_seconds: BudgetSecondsOpt = None,
     max_cost: MaxCostOpt = None,
     price: PriceOpt = None,
-    on_budget_exhausted: OnBudgetOpt = DEFAULTS.on_budget_exhausted,
     cache: CacheOpt = None,
     timeout: TimeoutOpt = 120.0,
     max_tokens: MaxTokensOpt = None,
@@ -504,15 +401,10 @@ def batch(
         typer.Option("--no-store", help="Keep no strategy record: every task starts cold."),
     ] = False,
     schema: SchemaOpt = None,
-    edits: EditsOpt = "off",
+    edits: EditsOpt = None,
+    loop: dict[str, Any] | None = None,
 ) -> int:
-    """Refine every task of a JSONL file; rerun with the same --out to finish an interrupted batch.
-
-    A line may set its own evaluator (a spec or a list of specs), target_score,
-    max_iterations, patience, memory and edits. Bad lines are reported with their line number and
-    skipped; the exit code is 1 if any line or task failed. The tasks share a strategy
-    record (in memory, or in the --store file), so explore learns from the tasks before.
-    """
+    """Refine every task of a JSONL file (its help: `BATCH_HELP`)."""
     from langgraph_refine.cli._batch import (
         LineWriter,
         done_ids,
@@ -529,22 +421,13 @@ def batch(
     kept = StoreChoice.from_cli(store, no_store, server)
     defaults = CommandOptions.from_cli(
         evaluator,
-        target_score,
-        max_iterations,
-        patience,
-        memory,
-        strategy=strategy,
-        select=select,
-        confirm_pass=confirm_pass,
-        criteria=criterion,
-        on_evaluator_error=on_evaluator_error,
-        min_delta=min_delta,
+        loop or {},
+        memory=memory,
         max_calls=budget_calls,
         max_tokens=budget_tokens,
         max_seconds=budget_seconds,
         max_cost=max_cost,
         prices=price,
-        on_budget_exhausted=on_budget_exhausted,
         schema=schema,
         edits=edits,
         on_server=server is not None,

@@ -1,12 +1,14 @@
 """The loop's options as `run` and `batch` take them, and how they become the library's.
 
-The options themselves are declared once, in the library's `LoopOptions`: their defaults
-and allowed values come from there (`DEFAULTS`, the `Literal` types); this module parses
-what a command line or a batch line gives.
+The options themselves are declared once, in the library's `LoopOptions`: the plain ones
+are read as their declaration says (`cli._flags`); this module reads the others (checks,
+memory, budget and prices, schema, edits, a line's models) and turns what a command line
+or a batch line gave into the library's keywords or a server run's context.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -21,20 +23,19 @@ from langgraph_refine._calls._prices import Price
 from langgraph_refine._calls._retry import DEFAULT_RETRY_POLICY
 from langgraph_refine._decisions._memory import MemoryPolicy
 from langgraph_refine._decisions._options import (
-    DEFAULTS,
+    CONTEXT,
+    GRAPH,
     LINE,
     RUN,
     LoopOptions,
-    OnBudgetExhausted,
-    OnEvaluatorError,
-    criteria_list,
+    context_key,
     declaration,
     declared,
     line_key,
 )
-from langgraph_refine._state import Select, Strategy
 from langgraph_refine._typed import OutputSchema
 from langgraph_refine.cli._errors import CliError
+from langgraph_refine.cli._flags import loop_flags, parse_choice
 from langgraph_refine.cli._ladder_view import line_models
 from langgraph_refine.cli._specs import EvaluatorSpec, build_evaluators, parse_specs
 
@@ -45,10 +46,6 @@ CLI_RETRY_POLICY: RetryPolicy = DEFAULT_RETRY_POLICY._replace(max_attempts=3)
 MEMORY_CHOICES: tuple[str, ...] = tuple(
     value for arg in get_args(MemoryPolicy) if get_origin(arg) is Literal for value in get_args(arg)
 )
-STRATEGY_CHOICES: tuple[str, ...] = get_args(Strategy)
-SELECT_CHOICES: tuple[str, ...] = get_args(Select)
-ON_BUDGET_CHOICES: tuple[str, ...] = get_args(OnBudgetExhausted)
-ON_EVALUATOR_ERROR_CHOICES: tuple[str, ...] = get_args(OnEvaluatorError)
 BUDGET_KEYS = LIMITS
 """The limits a batch line's `budget` (and the `--budget-*` / `--max-cost` flags) set."""
 PER_LINE_OPTIONS: tuple[str, ...] = tuple(line_key(name) for name in declared(LINE))
@@ -86,19 +83,6 @@ def read_schema(value: object, *, option: str) -> dict[str, Any]:
     except (ValueError, ImportError) as exc:
         raise CliError(f"{option}: {exc}") from None
     return value
-
-
-def parse_choice(value: object, choices: Sequence[str], *, option: str) -> str:
-    """`value` if it is one of `choices` (case and `-`/`_` do not matter).
-
-    Raises:
-        CliError: Naming the option, the value and the allowed values.
-    """
-    if isinstance(value, str):
-        text = value.strip().lower().replace("-", "_")
-        if text in choices:
-            return text
-    raise CliError(f"{option} must be one of {', '.join(choices)}; got {value!r}")
 
 
 EDITS_CHOICES = ("off", "on", "auto")
@@ -248,122 +232,61 @@ def parse_memory(value: str | int) -> str | int:
     return window
 
 
-def parse_patience(value: int | None) -> int | None:
-    """`--patience`: rounds without progress before stopping; 0 (or None) disables the rule."""
-    if value is None or value == 0:
-        return None
-    if value < 0:
-        raise CliError(f"--patience must be >= 1, or 0 to disable the plateau rule; got {value}")
-    return value
-
-
 @dataclass(frozen=True)
 class CommandOptions:
     """The loop's options as given on the command line (or a batch line), parsed.
 
-    Each is a `LoopOptions` field (its default comes from there) or what the command
-    line turns into one: `specs` are the run's checks, `prices` add to the budget.
-
     Attributes:
         specs: Parsed evaluator specs; empty means the default LLM judge.
-        target_score: Score that stops the loop.
-        max_iterations: Refinement rounds after the first generation.
-        patience: Non-improving rounds tolerated (None disables the rule).
-        memory: Which earlier attempts the generator sees.
-        min_delta: The least gain that counts as progress for the plateau rule.
-        strategy: The search strategy; None leaves the library's default.
-        budget: Limits on model calls, tokens, seconds and cost.
-        on_budget_exhausted: `stop` (return the best so far) or `raise` (fail the task).
+        settings: The `LoopOptions` fields given, by name, each as the field takes it
+            (a flag not given is not here: the library's default, or the server's).
         prices: `--price` values: model prices for every task's budget.
-        output_schema: The JSON schema each attempt's object must match, or None for text.
-        select: How the result is chosen (`score` or `pairwise`); None leaves the default.
-        confirm_pass: Judge a round that would stop on PASS or the target once more.
-        criteria: What every LLM judge also checks (`--criterion`, a line's `criteria`).
-        on_evaluator_error: `retry`, `skip` or `raise` when the judge cannot judge.
-        edits: Refinements by SEARCH/REPLACE edits: True, False or `"auto"`.
-        models: A batch line's own `model` (one name, or a ladder cheapest first); None:
-            the command line's `--model`.
     """
 
     specs: list[EvaluatorSpec] = field(default_factory=list)
-    target_score: float = DEFAULTS.target_score
-    max_iterations: int = DEFAULTS.max_iterations
-    patience: int | None = DEFAULTS.patience
-    memory: str | int = DEFAULTS.memory
-    min_delta: float = DEFAULTS.min_delta
-    strategy: str | None = None
-    budget: Budget | None = DEFAULTS.budget
-    on_budget_exhausted: str = DEFAULTS.on_budget_exhausted
+    settings: Mapping[str, Any] = field(default_factory=dict)
     prices: Mapping[str, Price] = field(default_factory=dict)
-    output_schema: dict[str, Any] | None = None
-    select: str | None = None
-    confirm_pass: bool = DEFAULTS.confirm_pass
-    criteria: tuple[str, ...] = ()
-    on_evaluator_error: str = DEFAULTS.on_evaluator_error
-    edits: bool | str = DEFAULTS.edits
-    models: tuple[str, ...] | None = DEFAULTS.models
+
+    @property
+    def models(self) -> tuple[str, ...] | None:
+        """A batch line's own `model` (a ladder, cheapest first); None: `--model`'s."""
+        models: tuple[str, ...] | None = self.settings.get("models")
+        return models
 
     @classmethod
     def from_cli(
         cls,
         evaluator: Sequence[str] | None,
-        target_score: float,
-        max_iterations: int,
-        patience: int | None,
-        memory: str,
-        **extra: Any,
+        loop: Mapping[str, Any],
+        *,
+        on_server: bool = False,
+        **special: Any,
     ) -> CommandOptions:
         """Parse and check the command-line values (before any model is built).
 
         Args:
             evaluator: `--evaluator` specs.
-            target_score: `--target-score`.
-            max_iterations: `--max-iterations`.
-            patience: `--patience` (0 disables).
-            memory: `--memory`.
-            **extra: `min_delta`, `strategy`, `on_budget_exhausted`, the budget limits
-                `max_calls`, `max_tokens`, `max_seconds`, `max_cost` (None: not given),
-                `prices` (the `--price` values), `schema` (`--schema`'s file), `select`,
-                `confirm_pass`, `criteria` (`--criterion`), `on_evaluator_error` and
-                `edits` (`--edits`).
+            loop: The plain options' flags (`with_loop_flags`): None (or False) when not
+                given.
+            on_server: The checks run on a server, which reads the files they name.
+            **special: The flags read here (None: not given): `memory`, the budget limits
+                `max_calls`, `max_tokens`, `max_seconds`, `max_cost`, `prices` (the
+                `--price` values), `schema` (`--schema`'s file) and `edits`.
 
         Raises:
             CliError: With exit code 2 (a usage error), naming the flag and the value.
         """
-        strategy = extra.get("strategy")
-        select = extra.get("select")
         try:
+            settings = {
+                flag.name: flag.read(loop[flag.name], option=flag.flag)
+                for flag in loop_flags(RUN)
+                if loop.get(flag.name) is not None and loop[flag.name] is not False
+            }
+            settings.update(_special_flags(special))
             options = cls(
-                specs=parse_specs(list(evaluator or []), on_server=bool(extra.get("on_server"))),
-                target_score=target_score,
-                max_iterations=max_iterations,
-                patience=parse_patience(patience),
-                memory=parse_memory(memory),
-                min_delta=extra.get("min_delta", DEFAULTS.min_delta),
-                strategy=None
-                if strategy is None
-                else parse_choice(strategy, STRATEGY_CHOICES, option="--strategy"),
-                budget=make_budget(*(extra.get(key) for key in BUDGET_KEYS)),
-                prices=parse_prices(extra.get("prices")),
-                on_budget_exhausted=parse_choice(
-                    extra.get("on_budget_exhausted", DEFAULTS.on_budget_exhausted),
-                    ON_BUDGET_CHOICES,
-                    option="--on-budget-exhausted",
-                ),
-                output_schema=None
-                if extra.get("schema") is None
-                else read_schema(extra["schema"], option="--schema"),
-                select=None
-                if select is None
-                else parse_choice(select, SELECT_CHOICES, option="--select"),
-                confirm_pass=bool(extra.get("confirm_pass", DEFAULTS.confirm_pass)),
-                criteria=_criteria(extra.get("criteria"), option="--criterion"),
-                on_evaluator_error=parse_choice(
-                    extra.get("on_evaluator_error", DEFAULTS.on_evaluator_error),
-                    ON_EVALUATOR_ERROR_CHOICES,
-                    option="--on-evaluator-error",
-                ),
-                edits=parse_edits(extra.get("edits", "off"), option="--edits"),
+                specs=parse_specs(list(evaluator or []), on_server=on_server),
+                settings=settings,
+                prices=parse_prices(special.get("prices")),
             )
             options.check()
         except CliError as exc:  # a bad option value is a usage error
@@ -377,12 +300,7 @@ class CommandOptions:
             CliError: For a value the loop would refuse (the message names the option).
         """
         try:
-            LoopOptions(
-                target_score=self.target_score,
-                max_iterations=self.max_iterations,
-                patience=self.patience,
-                min_delta=self.min_delta,
-            )
+            LoopOptions(**self.settings)
         except ValueError as exc:
             raise CliError(str(exc)) from None
 
@@ -397,19 +315,23 @@ class CommandOptions:
         Raises:
             CliError: For a per-line value of the wrong type or range.
         """
-        readers = _line_readers(on_server)
-        changes = {name: read(line) for key, (name, read) in readers.items() if key in line}
+        changes = {
+            name: read(line[key])
+            for key, (name, read) in _line_readers(on_server).items()
+            if key in line
+        }
         if not changes:  # the same object: a batch's lines share one compiled loop
             return self
-        updated = replace(self, **changes)
+        specs = changes.pop(_CHECKS, self.specs)
+        updated = replace(self, specs=specs, settings={**self.settings, **changes})
         updated.check()
         return updated
 
     def run_context(self, models: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """These options as a run's `context` on a server (`RefineContext`).
 
-        The check, the stop rules, and the options that are set (the others are left to
-        the server's assistant).
+        The check and the options given that a run's context takes (the others are left
+        to the server's assistant).
 
         Args:
             models: `judge_model` / `max_tokens` given on the command line, for every run.
@@ -417,35 +339,18 @@ class CommandOptions:
         context: dict[str, Any] = {
             **({"evaluator": [spec.text for spec in self.specs]} if self.specs else {}),
             **(models or {}),
-            "target_score": self.target_score,
-            "max_iterations": self.max_iterations,
-            "patience": self.patience,
-            "min_delta": self.min_delta,
         }
+        for name, value in self.settings.items():
+            if name in _IN_CONTEXT and name != "budget":
+                context[context_key(name)] = list(value) if isinstance(value, tuple) else value
         budget = budget_dict(self.run_budget())
         if budget:
             context["budget"] = budget
-        if self.strategy is not None:
-            context["strategy"] = self.strategy
-        if self.select is not None:
-            context["select"] = self.select
-        if self.confirm_pass:
-            context["confirm_pass"] = True
-        if self.criteria:
-            context["criteria"] = list(self.criteria)
-        if self.on_evaluator_error != DEFAULTS.on_evaluator_error:
-            context["on_evaluator_error"] = self.on_evaluator_error
-        if self.output_schema is not None:  # the line's "schema" (or --schema): typed answers
-            context["output_schema"] = self.output_schema
-        if self.edits:  # the line's "edits" (or --edits): refinements by SEARCH/REPLACE
-            context["edits"] = self.edits
-        if self.models is not None:  # the line's own model(s) win over --model
-            context["models"] = list(self.models)
         return context
 
     def run_budget(self) -> Budget | None:
         """The budget a task runs with: its limits, priced with the `--price` values."""
-        return with_prices(self.budget, self.prices)
+        return with_prices(self.settings.get("budget"), self.prices)
 
     def graph_kwargs(self, judge_model: Callable[[], BaseChatModel]) -> dict[str, Any]:
         """Keyword arguments for `create_refine_graph` / `refine` / `arefine`.
@@ -458,114 +363,60 @@ class CommandOptions:
         """
         evaluator = build_evaluators(self.specs, judge_model)
         kwargs: dict[str, Any] = {
+            **{name: value for name, value in self.settings.items() if name in _IN_GRAPH},
             "evaluator": evaluator,
-            "target_score": self.target_score,
-            "max_iterations": self.max_iterations,
-            "patience": self.patience,
-            "memory": self.memory,
-            "min_delta": self.min_delta,
             "budget": self.run_budget(),
-            "on_budget_exhausted": self.on_budget_exhausted,
             "retry_policy": CLI_RETRY_POLICY,
         }
-        if self.strategy is not None:  # only when given: the library's default otherwise
-            kwargs["strategy"] = self.strategy
-        if self.output_schema is not None:
-            kwargs["output_schema"] = self.output_schema
-        if self.select is not None:
-            kwargs["select"] = self.select
-        if self.select == "pairwise":  # the judge model compares, whatever the checks are
+        if kwargs.get("select") == "pairwise":  # the judge model compares, whatever the checks
             kwargs["comparer"] = judge_model()
-        if self.confirm_pass:
-            kwargs["confirm_pass"] = True
-        if self.criteria:
-            kwargs["criteria"] = self.criteria
-        if self.on_evaluator_error != DEFAULTS.on_evaluator_error:
-            kwargs["on_evaluator_error"] = self.on_evaluator_error
-        if self.edits:
-            kwargs["edits"] = self.edits
         if evaluator is None:
             kwargs["judge_model"] = judge_model()
         return kwargs
 
 
-def _line_readers(on_server: bool) -> dict[str, tuple[str, Callable[[Mapping[str, Any]], Any]]]:
-    """Each key a batch line may set: the option it sets, and how its value is read."""
+_CHECKS = "checks"
+"""The field a line's `evaluator` sets: its specs are `CommandOptions.specs`."""
+_IN_GRAPH = frozenset(declared(GRAPH))
+_IN_CONTEXT = frozenset(declared(CONTEXT))
 
-    def choice(
-        key: str, allowed: tuple[str, ...], optional: bool = False
-    ) -> Callable[[Mapping[str, Any]], Any]:
-        return lambda line: (
-            None
-            if optional and line[key] is None
-            else parse_choice(line[key], allowed, option=repr(key))
-        )
 
-    def or_none(key: str, read: Callable[[Any], Any]) -> Callable[[Mapping[str, Any]], Any]:
-        return lambda line: None if line[key] is None else read(line[key])
+def _special_flags(given: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields set by the flags read here (`CommandOptions.from_cli`'s `special`)."""
+    settings: dict[str, Any] = {}
+    if given.get("memory") is not None:
+        settings["memory"] = parse_memory(given["memory"])
+    budget = make_budget(*(given.get(key) for key in BUDGET_KEYS))
+    if budget is not None:
+        settings["budget"] = budget
+    if given.get("schema") is not None:
+        settings["output_schema"] = read_schema(given["schema"], option="--schema")
+    if given.get("edits") is not None:
+        settings["edits"] = parse_edits(given["edits"], option="--edits")
+    return settings
 
-    return {
-        "evaluator": ("specs", lambda line: parse_specs(line["evaluator"], on_server=on_server)),
-        "target_score": ("target_score", lambda line: _number(line, "target_score")),
-        "max_iterations": ("max_iterations", lambda line: _whole(line, "max_iterations")),
-        "patience": (
-            "patience",
-            lambda line: (
-                None if line["patience"] is None else parse_patience(_whole(line, "patience"))
-            ),
+
+def _line_readers(on_server: bool) -> dict[str, tuple[str, Callable[[Any], Any]]]:
+    """Each key a batch line may set: the field it sets, and how its value is read.
+
+    The plain options are read as their flags are (`loop_flags`); the others here.
+    """
+    special: dict[str, Callable[[Any], Any]] = {
+        _CHECKS: lambda value: parse_specs(value, on_server=on_server),
+        "memory": parse_memory,
+        "budget": parse_budget,
+        "output_schema": lambda value: (
+            None if value is None else read_schema(value, option=repr(line_key("output_schema")))
         ),
-        "memory": ("memory", lambda line: parse_memory(line["memory"])),
-        "min_delta": ("min_delta", lambda line: _number(line, "min_delta")),
-        "strategy": ("strategy", choice("strategy", STRATEGY_CHOICES)),
-        "budget": ("budget", lambda line: parse_budget(line["budget"])),
-        "schema": (
-            "output_schema",
-            lambda line: (
-                None if line["schema"] is None else read_schema(line["schema"], option="'schema'")
-            ),
-        ),
-        "edits": ("edits", lambda line: parse_edits(line["edits"], option="'edits'")),
-        "select": ("select", choice("select", SELECT_CHOICES, optional=True)),
-        "confirm_pass": ("confirm_pass", lambda line: _flag(line, "confirm_pass")),
-        "criteria": ("criteria", lambda line: _criteria(line["criteria"], option="'criteria'")),
-        "on_evaluator_error": (
-            "on_evaluator_error",
-            choice("on_evaluator_error", ON_EVALUATOR_ERROR_CHOICES),
-        ),
-        "model": (
-            "models",
-            lambda line: None if line["model"] is None else line_models(line["model"]),
-        ),
-        "on_budget_exhausted": (
-            "on_budget_exhausted",
-            choice("on_budget_exhausted", ON_BUDGET_CHOICES),
-        ),
+        "edits": lambda value: parse_edits(value, option="'edits'"),
+        "models": lambda value: None if value is None else line_models(value),
     }
-
-
-def _flag(line: Mapping[str, Any], key: str) -> bool:
-    value = line[key]
-    if not isinstance(value, bool):
-        raise CliError(f"{key!r} must be true or false, got {value!r}")
-    return value
-
-
-def _criteria(value: object, *, option: str) -> tuple[str, ...]:
-    try:
-        return tuple(criteria_list(value, option=option))
-    except ValueError as exc:
-        raise CliError(str(exc)) from None
-
-
-def _number(line: Mapping[str, Any], key: str) -> float:
-    value = line[key]
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise CliError(f"{key!r} must be a number, got {value!r}")
-    return float(value)
-
-
-def _whole(line: Mapping[str, Any], key: str) -> int:
-    value = line[key]
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise CliError(f"{key!r} must be a whole number, got {value!r}")
-    return value
+    plain = {flag.name: flag for flag in loop_flags(LINE)}
+    readers: dict[str, tuple[str, Callable[[Any], Any]]] = {}
+    for name in declared(LINE):
+        key = line_key(name)
+        if name in special:
+            readers[key] = (name, special[name])
+        else:
+            readers[key] = (name, functools.partial(plain[name].read, option=repr(key)))
+    return readers

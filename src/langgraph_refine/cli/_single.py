@@ -223,14 +223,15 @@ def execute(
     thread = request.thread or str(uuid.uuid4())
     # What the thread keeps of this run: the checks as written, and the options.
     checks = ", ".join(spec.text for spec in request.options.specs) or "judge"
-    kept = thread_settings(LoopOptions.build(None, **kwargs), checks)
+    loop = LoopOptions.build(None, **kwargs)
+    kept = thread_settings(loop, checks)
     with open_checkpointer(request.checkpoint) as saver:
         graph = builder.compile(checkpointer=saver)
         config = run_config(
             None,
             durable=True,
             thread_id=thread,
-            max_iterations=request.options.max_iterations,
+            max_iterations=loop.rules.max_iterations,
             settings=kept,
         )
         if request.checkpoint is not None and request.thread is None:

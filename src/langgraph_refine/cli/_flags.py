@@ -1,0 +1,226 @@
+"""The loop's flags of `run` and `batch`, and a batch line's keys, from `LoopOptions`.
+
+An option whose field has a plain type (a number, a whole number, true/false, one of a
+`Literal`'s values, a list of texts) needs nothing written for the command line: its
+declaration gives the flag and its help (`declare(flags=..., help=...)`), its field's type
+says how a value is read (the same for a flag and a batch line), `DEFAULTS` gives the
+default the help shows. A command takes these flags with `with_loop_flags`; adding such a
+field to `LoopOptions` puts it on `run`, `batch` and a batch line at once.
+
+The options whose values need reading of their own (a budget's limits, a schema file, a
+memory window, models, checks, the edits mode) are read in `cli._options` (`SPECIAL`).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from types import NoneType, UnionType
+from typing import (
+    Annotated,
+    Any,
+    Literal,
+    TypeVar,
+    Union,
+    cast,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
+
+import typer
+
+from langgraph_refine._decisions._options import (
+    DEFAULTS,
+    LoopOptions,
+    criteria_list,
+    declaration,
+    declared,
+)
+from langgraph_refine.cli._errors import CliError
+
+Kind = Literal["number", "whole", "flag", "choice", "texts"]
+"""How a plain option's value is read: its field's type, told apart by `kind_of`."""
+
+Command = TypeVar("Command", bound=Callable[..., Any])
+
+_METAVARS: Mapping[Kind, str] = {"number": "X", "whole": "N", "choice": "NAME", "texts": "TEXT"}
+_TYPES: Mapping[Kind, tuple[tuple[type, ...], str]] = {
+    "number": ((int, float), "a number"),
+    "whole": ((int,), "a whole number"),
+    "flag": ((bool,), "true or false"),
+}
+"""What a batch line's value must be, for the kinds JSON gives as such (and the words)."""
+_TYPER_TYPES: Mapping[Kind, Any] = {
+    "number": float | None,
+    "whole": int | None,
+    "flag": bool,
+    "choice": str | None,
+    "texts": list[str] | None,
+}
+
+
+def parse_choice(value: object, choices: Sequence[str], *, option: str) -> str:
+    """`value` if it is one of `choices` (case and `-`/`_` do not matter).
+
+    Raises:
+        CliError: Naming the option, the value and the allowed values.
+    """
+    if isinstance(value, str):
+        text = value.strip().lower().replace("-", "_")
+        if text in choices:
+            return text
+    raise CliError(f"{option} must be one of {', '.join(choices)}; got {value!r}")
+
+
+@dataclass(frozen=True)
+class LoopFlag:
+    """One plain loop option as the command line and a batch line take it.
+
+    Args:
+        name: The `LoopOptions` field (and the command's parameter).
+        flag: Its flag (`--target-score`).
+        kind: How its value is read.
+        choices: The allowed values of a `choice`.
+        nullable: A batch line may give null (the field's type allows None).
+    """
+
+    name: str
+    flag: str
+    kind: Kind
+    choices: tuple[str, ...] = ()
+    nullable: bool = False
+
+    def read(self, value: object, *, option: str) -> Any:
+        """The field's value from what a flag or a batch line gave.
+
+        Args:
+            value: The given value (typer's, or a line's JSON value).
+            option: How the user named it, for messages (`--target-score`, `'target_score'`).
+
+        Raises:
+            CliError: For a value of the wrong type or outside the choices.
+        """
+        if value is None and self.nullable:
+            return None
+        if self.kind == "choice":
+            return parse_choice(value, self.choices, option=option)
+        if self.kind == "texts":
+            try:
+                return tuple(criteria_list(value, option=option))
+            except ValueError as exc:
+                raise CliError(str(exc)) from None
+        expected: tuple[type, ...]
+        expected, wanted = _TYPES[self.kind]
+        if isinstance(value, bool) != (self.kind == "flag") or not isinstance(value, expected):
+            raise CliError(f"{option} must be {wanted}, got {value!r}")
+        return float(cast(float, value)) if self.kind == "number" else value
+
+    def parameter(self) -> inspect.Parameter:
+        """The command's keyword parameter for typer: not given is None (False for a flag)."""
+        option = typer.Option(self.flag, metavar=_METAVARS.get(self.kind), help=self.help())
+        return inspect.Parameter(
+            self.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=False if self.kind == "flag" else None,
+            annotation=Annotated[_TYPER_TYPES[self.kind], option],
+        )
+
+    def help(self) -> str:
+        """The declared help, with the choices and the default the loop uses."""
+        text = declaration(self.name).help
+        if self.choices:
+            text += f" One of: {', '.join(self.choices)}."
+        default = getattr(DEFAULTS, self.name)
+        if self.kind in ("number", "whole", "choice") and default is not None:
+            text += f" Default: {default}."
+        return text
+
+
+def kind_of(annotation: Any) -> tuple[Kind, tuple[str, ...], bool] | None:
+    """How a field of this type is read: its kind, choices and whether None is allowed.
+
+    None for a type that needs reading of its own (a budget, a schema, a union of kinds).
+
+    Example:
+        >>> kind_of(int | None), kind_of(Literal["a", "b"]), kind_of(dict)
+        (('whole', (), True), ('choice', ('a', 'b'), False), None)
+    """
+    nullable = False
+    if get_origin(annotation) in (Union, UnionType):
+        args = [arg for arg in get_args(annotation) if arg is not NoneType]
+        nullable = len(args) < len(get_args(annotation))
+        if len(args) != 1:
+            return None
+        annotation = args[0]
+    if get_origin(annotation) is Literal:
+        return "choice", tuple(str(value) for value in get_args(annotation)), nullable
+    if get_origin(annotation) is tuple and get_args(annotation) == (str, ...):
+        return "texts", (), nullable
+    plain: Mapping[Any, Kind] = {float: "number", bool: "flag", int: "whole"}
+    kind = plain.get(annotation)
+    return None if kind is None else (kind, (), nullable)
+
+
+@functools.cache
+def loop_flags(surface: str) -> tuple[LoopFlag, ...]:
+    """The plain options `surface` (`RUN`, `BATCH` or `LINE`) takes, in declaration order.
+
+    An option with a type of its own (`kind_of` is None) or more than one flag is left to
+    `cli._options`.
+    """
+    types = get_type_hints(LoopOptions)
+    taken = set(declared(surface))
+    found: list[LoopFlag] = []
+    for f in fields(LoopOptions):
+        kind = kind_of(types[f.name])
+        flags = declaration(f.name).flags
+        if f.name in taken and kind is not None and len(flags) == 1:
+            found.append(LoopFlag(f.name, flags[0], *kind))
+    return tuple(found)
+
+
+def with_loop_flags(surface: str) -> Callable[[Command], Command]:
+    """Give a typer command the plain loop options' flags of `surface`.
+
+    The command declares a `loop` parameter: it receives those flags' values by option
+    name (None, or False for a flag, when not given). A flag the command declares itself
+    is its own (`run`'s `--review` is true/false). The flags stand after `--evaluator` in
+    the command's help.
+    """
+
+    def wrap(command: Command) -> Command:
+        signature = inspect.signature(command, eval_str=True)
+        own = [p for p in signature.parameters.values() if p.name != "loop"]
+        written = {decl for p in own for decl in _declared_flags(p)}
+        flags = [flag for flag in loop_flags(surface) if flag.flag not in written]
+        at = next((i + 1 for i, p in enumerate(own) if p.name == "evaluator"), len(own))
+        positional = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own[at:]]
+        parameters = [*own[:at], *(flag.parameter() for flag in flags), *positional]
+
+        @functools.wraps(command)
+        def run(**given: Any) -> Any:
+            loop = {flag.name: given.pop(flag.name) for flag in flags}
+            return command(**given, loop=loop)
+
+        run.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+        return run  # type: ignore[return-value]
+
+    return wrap
+
+
+def _declared_flags(parameter: inspect.Parameter) -> tuple[str, ...]:
+    """The flags a command's own `Annotated[..., typer.Option(...)]` parameter declares."""
+    options = [
+        meta
+        for meta in getattr(parameter.annotation, "__metadata__", ())
+        if hasattr(meta, "param_decls")
+    ]
+    return tuple(
+        decl
+        for option in options
+        for decl in (option.default, *(option.param_decls or ()))
+        if isinstance(decl, str) and decl.startswith("--")
+    )
