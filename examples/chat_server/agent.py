@@ -16,7 +16,8 @@ What a chat gets: the judge's replies are the loop's own model calls and never r
 `messages` stream (the SDK's `messages-tuple`); the loop's rounds reach the `custom`
 stream (one `{"type": "round", ...}` per evaluated answer, a `{"type": "stop", ...}` at
 the end); the thread's state ends as the request, any tool calls, and the best answer.
-Run from the repository root (the configuration's paths are relative to it). A chat client drives it as `tests/test_chat_server.py` does:
+Run from the repository root (the configuration's paths are relative to it). A chat
+client drives it as `tests/test_chat_server.py` does:
 `client.runs.stream(thread_id, "chat_agent", input={"messages": [...]},
 stream_mode=["messages-tuple", "custom", "values"])`.
 
