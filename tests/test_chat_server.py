@@ -372,13 +372,15 @@ def test_the_server_serves_the_cards_component(chat_server: str, ui_missing: str
 
     url = chat_server
     for graph in json.loads((ROOT / CONFIG).read_text())["ui"]:
-        # What `LoadExternalComponent` asks for: the script that renders the component.
+        # What `LoadExternalComponent` asks for: the script that renders the component,
+        # by this server's address (`webapp.py`): a chat served elsewhere loads it from here.
         html = httpx.post(f"{url}/ui/{graph}", json={"name": CARD}, timeout=30)
         assert html.status_code == 200, html.text
         script = re.search(r'src="([^"]+\.js)"', html.text)
         assert script is not None, html.text
+        assert script.group(1) == f"{url}/ui/{graph}/entrypoint.js"
         assert f"render(&quot;{CARD}&quot;" in html.text
-        bundle = httpx.get(url + script.group(1), timeout=30).text
+        bundle = httpx.get(script.group(1), timeout=30).text
         assert "data-refine-progress" in bundle and CARD in bundle
 
 
