@@ -266,6 +266,8 @@ def test_with_drafts_each_answer_streams_under_its_attempt(drafts_chat: Chat) ->
     # The answer joins the conversation under the id its draft streamed with.
     last = drafts_chat.values()[-1]["messages"][-1]
     assert (last["id"], last["content"]) == (list(shown)[1], "Answer 2.")
+    # The progress card ends under that message too.
+    assert cards(drafts_chat)[-1]["metadata"]["message_id"] == last["id"]
 
 
 EDITED = {"name": "review_answer", "args": {"response": "It is in Paris."}}
