@@ -21,7 +21,8 @@ from langgraph_refine import Budget
 from langgraph_refine._calls._prices import Price
 from langgraph_refine._display import shorten
 from langgraph_refine.cli._errors import CliError
-from langgraph_refine.cli._options import CommandOptions, budget_dict, parse_prices, with_prices
+from langgraph_refine.cli._options import budget_dict, parse_prices, with_prices
+from langgraph_refine.cli._shared import SharedFlags
 from langgraph_refine.server import build_graph
 from tests.fault_server import FaultServer
 from tests.test_cli_batch import batch_args, read_jsonl, write_jsonl
@@ -122,7 +123,7 @@ def test_bad_max_cost_is_a_one_line_error(cli: Any, value: str) -> None:
 
 
 def test_prices_join_the_budget_and_travel_in_the_context() -> None:
-    options = CommandOptions.from_cli(None, {}, max_cost=0.5, prices=["a=1,2", "b=0,0.5"])
+    options = SharedFlags(max_cost=0.5, price=["a=1,2", "b=0,0.5"]).options()
     budget = options.run_budget()
     assert budget == Budget(
         max_cost=0.5, prices={"a": Price(input=1, output=2), "b": Price(input=0, output=0.5)}

@@ -14,6 +14,7 @@ from typing import Any
 
 from langgraph_refine._decisions._prompts import EDIT_INSTRUCTIONS
 from langgraph_refine.cli._options import CommandOptions
+from langgraph_refine.cli._shared import SharedFlags
 from tests.test_cli_helpers import (  # noqa: F401 - fixtures
     assert_one_line_error,
     cli,
@@ -98,9 +99,9 @@ def test_a_batch_line_sets_its_own_edits(cli: Any, openai_server: Any, tmp_path:
 
 
 def test_cli_edits_values() -> None:
-    plain = CommandOptions.from_cli(["words:1-5"], {}, memory="last")
+    plain = SharedFlags(evaluator=["words:1-5"], loop={}, memory="last").options()
     assert "edits" not in plain.graph_kwargs(lambda: None)  # type: ignore[arg-type,return-value]
-    auto = CommandOptions.from_cli(["words:1-5"], {}, memory="last", edits="Auto")
+    auto = SharedFlags(evaluator=["words:1-5"], memory="last", edits="Auto").options()
     assert auto.graph_kwargs(lambda: None)["edits"] == "auto"  # type: ignore[arg-type,return-value]
     assert plain.override({"edits": "on"}).settings["edits"] is True
     assert auto.override({"edits": False}).settings["edits"] is False

@@ -14,6 +14,7 @@ from langgraph_refine._state import Strategy
 from langgraph_refine.cli._errors import CliError
 from langgraph_refine.cli._flags import loop_flags
 from langgraph_refine.cli._options import MEMORY_CHOICES, CommandOptions, budget_dict
+from langgraph_refine.cli._shared import SharedFlags
 from tests.test_cli_helpers import assert_one_line_error, cli  # noqa: F401
 
 
@@ -25,9 +26,11 @@ def test_choices_come_from_the_literals() -> None:
 
 
 def test_strategy_is_passed_only_when_given() -> None:
-    plain = CommandOptions.from_cli(["words:1-5"], {}, memory="last")
+    plain = SharedFlags(evaluator=["words:1-5"], loop={}, memory="last").options()
     assert "strategy" not in plain.graph_kwargs(lambda: None)  # type: ignore[arg-type,return-value]
-    chosen = CommandOptions.from_cli(["words:1-5"], {"strategy": "Explore"}, memory="last")
+    chosen = SharedFlags(
+        evaluator=["words:1-5"], loop={"strategy": "Explore"}, memory="last"
+    ).options()
     assert chosen.graph_kwargs(lambda: None)["strategy"] == "explore"  # type: ignore[arg-type,return-value]
     line = plain.override({"strategy": "sample", "budget": {"max_calls": 4}, "min_delta": 0.1})
     kwargs = line.graph_kwargs(lambda: None)  # type: ignore[arg-type,return-value]

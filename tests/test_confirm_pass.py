@@ -131,14 +131,16 @@ def test_the_run_context_turns_confirmation_on_and_bad_values_are_refused() -> N
 
 
 def test_cli_confirm_pass_is_passed_to_the_loop() -> None:
-    from langgraph_refine.cli._options import CommandOptions
+    from langgraph_refine.cli._shared import SharedFlags
 
-    options = CommandOptions.from_cli(
-        ["words:1-5"], {"confirm_pass": True, "target_score": 0.9}, memory="last"
-    )
+    options = SharedFlags(
+        evaluator=["words:1-5"], loop={"confirm_pass": True, "target_score": 0.9}, memory="last"
+    ).options()
     kwargs = options.graph_kwargs(lambda: None)  # type: ignore[arg-type,return-value]
     assert kwargs["confirm_pass"] is True
     assert json.dumps(kwargs["target_score"]) == "0.9"
     # Not given: left to the library's default, not written out.
-    plain = CommandOptions.from_cli(["words:1-5"], {"confirm_pass": False}, memory="last")
+    plain = SharedFlags(
+        evaluator=["words:1-5"], loop={"confirm_pass": False}, memory="last"
+    ).options()
     assert "confirm_pass" not in plain.graph_kwargs(lambda: None)  # type: ignore[arg-type,return-value]

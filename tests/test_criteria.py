@@ -94,9 +94,9 @@ async def test_the_agents_default_judge_gets_them_async() -> None:
 
 
 def test_a_batch_line_and_the_command_line_set_criteria(tmp_path: Path) -> None:
-    from langgraph_refine.cli._options import CommandOptions
+    from langgraph_refine.cli._shared import SharedFlags
 
-    options = CommandOptions.from_cli(None, {"criteria": ["Rhymes"]}, memory="all")
+    options = SharedFlags(loop={"criteria": ["Rhymes"]}, memory="all").options()
     assert options.graph_kwargs(lambda: ScriptedChatModel())["criteria"] == ("Rhymes",)
     line = options.override({"criteria": "Short"})
     assert line.settings["criteria"] == ("Short",) and line.run_context()["criteria"] == ["Short"]

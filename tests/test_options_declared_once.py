@@ -61,6 +61,7 @@ from langgraph_refine.cli._errors import CliError
 from langgraph_refine.cli._flags import kind_of, loop_flags
 from langgraph_refine.cli._options import PER_LINE_OPTIONS, CommandOptions
 from langgraph_refine.cli._remote import GRAPH_ONLY_KEYS, RUN_CONTEXT_KEYS, run_context
+from langgraph_refine.cli._shared import SharedFlags
 from langgraph_refine.cli._specs import parse_specs
 from tests.fakes import AgentModel
 
@@ -274,13 +275,9 @@ def test_the_cli_defaults_are_the_declared_ones(command: str) -> None:
 
     loop = {flag.name: default(flag.flag) for flag in loop_flags(command)}
     assert set(loop.values()) <= {None, False}  # not given: the library's default applies
-    options = CommandOptions.from_cli(
-        None,
-        loop,
-        memory=default("--memory"),
-        edits=default("--edits"),
-        schema=default("--schema"),
-    )
+    options = SharedFlags(
+        loop=loop, memory=default("--memory"), edits=default("--edits"), schema=default("--schema")
+    ).options()
     kwargs = options.graph_kwargs(lambda: None)  # type: ignore[arg-type,return-value]
     for key in ("evaluator", "judge_model", "retry_policy"):  # not defaults: the CLI's own
         kwargs.pop(key, None)

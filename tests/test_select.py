@@ -23,6 +23,7 @@ from langgraph_refine.cli._errors import CliError
 from langgraph_refine.cli._flags import loop_flags
 from langgraph_refine.cli._options import CommandOptions
 from langgraph_refine.cli._report import selection_section
+from langgraph_refine.cli._shared import SharedFlags
 from tests.fakes import ScriptedChatModel, judge_reply
 from tests.test_cli_helpers import (  # noqa: F401
     assert_one_line_error,
@@ -335,10 +336,16 @@ def test_cli_options_carry_select_and_the_judge_as_comparer() -> None:
     choices = {flag.name: flag.choices for flag in loop_flags("run")}
     assert choices["select"] == ("score", "pairwise")
     judge = object()
-    options = CommandOptions.from_cli(["words:1-5"], {"select": "Pairwise"}, memory="last")
+    options = SharedFlags(
+        evaluator=["words:1-5"], loop={"select": "Pairwise"}, memory="last"
+    ).options()
     kwargs = options.graph_kwargs(lambda: judge)  # type: ignore[arg-type,return-value]
     assert kwargs["select"] == "pairwise" and kwargs["comparer"] is judge
-    plain = CommandOptions.from_cli(["words:1-5"], {}, memory="last").graph_kwargs(lambda: judge)  # type: ignore[arg-type,return-value]
+    plain = (
+        SharedFlags(evaluator=["words:1-5"], loop={}, memory="last")
+        .options()
+        .graph_kwargs(lambda: judge)
+    )  # type: ignore[arg-type,return-value]
     assert "select" not in plain and "comparer" not in plain
 
 

@@ -299,6 +299,14 @@ _GRAPH_RUN = "a run's own setting: the graph and the middleware take a generator
 _WHOLE_BATCH = "set once for the whole batch (its flag)"
 
 
+def _not_on_cli(reason: str = _CLI_FIXED) -> dict[str, str]:
+    """`not_in` for an option neither `run` nor `batch` takes, for `reason`."""
+    return {RUN: reason, BATCH: reason}
+
+
+_NOT_ON_CLI = _not_on_cli()
+
+
 @dataclass(frozen=True)
 class LoopOptions:
     """The refine loop's options, each declared once: type, default, validation, meaning.
@@ -467,8 +475,7 @@ class LoopOptions:
             not_in={
                 CONTEXT: _BUILT,
                 AGENT: "the agent keeps its own conversation",
-                RUN: _CLI_FIXED,
-                BATCH: _CLI_FIXED,
+                **_NOT_ON_CLI,
             }
         ),
     )
@@ -481,8 +488,7 @@ class LoopOptions:
             not_in={
                 CONTEXT: _BUILT,
                 AGENT: "the agent writes its own turns",
-                RUN: _CLI_FIXED,
-                BATCH: _CLI_FIXED,
+                **_NOT_ON_CLI,
             }
         ),
     )
@@ -495,8 +501,7 @@ class LoopOptions:
             not_in={
                 CONTEXT: _BUILT,
                 AGENT: "the agent's loop is always named 'refine'",
-                RUN: _CLI_FIXED,
-                BATCH: _CLI_FIXED,
+                **_NOT_ON_CLI,
             }
         ),
     )
@@ -508,8 +513,7 @@ class LoopOptions:
             not_in={
                 CONTEXT: _BUILT,
                 AGENT: "an agent gives one answer a turn",
-                RUN: _CLI_FIXED,
-                BATCH: _CLI_FIXED,
+                **_NOT_ON_CLI,
             }
         ),
     )
@@ -523,17 +527,16 @@ class LoopOptions:
             not_in={
                 CONTEXT: _BUILT,
                 AGENT: "the agent's own nodes retry (create_agent's middleware)",
-                RUN: "the command line sets its own (fewer tries, so a dead server fails fast)",
-                BATCH: "the command line sets its own (fewer tries, so a dead server fails fast)",
+                **_not_on_cli(
+                    "the command line sets its own (fewer tries, so a dead server fails fast)"
+                ),
             }
         ),
     )
     """Retry policy of the model-calling nodes; by default transient provider errors are
     retried with backoff and other errors fail at once."""
 
-    record_key: str | None = field(
-        default=None, metadata=declare(not_in={RUN: _CLI_FIXED, BATCH: _CLI_FIXED})
-    )
+    record_key: str | None = field(default=None, metadata=declare(not_in=_NOT_ON_CLI))
     """The key of the strategy record `strategy="explore"` keeps when the loop runs with
     a store (`compile(store=...)`). By default it names the generator's model and the
     evaluator's kind, e.g. `"openai:gpt-4o-mini|llm_judge"`; runs with the same key pool
@@ -578,8 +581,7 @@ class LoopOptions:
         metadata=declare(
             kept=True,
             not_in={
-                RUN: _CLI_FIXED,
-                BATCH: _CLI_FIXED,
+                **_NOT_ON_CLI,
             },
         ),
     )
@@ -590,8 +592,7 @@ class LoopOptions:
         metadata=declare(
             kept=True,
             not_in={
-                RUN: _CLI_FIXED,
-                BATCH: _CLI_FIXED,
+                **_NOT_ON_CLI,
             },
         ),
     )
@@ -602,8 +603,7 @@ class LoopOptions:
         metadata=declare(
             not_in={
                 CONTEXT: _BUILT,
-                RUN: "the judge model compares",
-                BATCH: "the judge model compares",
+                **_not_on_cli("the judge model compares"),
             }
         ),
     )
@@ -643,8 +643,7 @@ class LoopOptions:
         metadata=declare(
             not_in={
                 CONTEXT: _BUILT,
-                RUN: "the command line shows rounds, not tokens",
-                BATCH: "the command line shows rounds, not tokens",
+                **_not_on_cli("the command line shows rounds, not tokens"),
             }
         ),
     )

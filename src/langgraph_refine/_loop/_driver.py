@@ -185,6 +185,46 @@ class Driver:
             return
         carry_result(exc, result)
 
+    def stream(self, input: Any) -> Any:
+        """Run the graph on `input`; the last values it wrote (None if none).
+
+        Raises:
+            Exception: The run's error, carrying the work paid for so far (`carry`).
+        """
+        reply = None
+        try:
+            for chunk in self.graph.stream(input, self.config, **self._kwargs()):
+                reply = self._take(chunk, reply)
+        except Exception as exc:  # the work paid for so far goes with the error
+            self.carry(exc, reply if reply is not None else self.saved())
+            raise
+        return reply
+
+    async def astream(self, input: Any) -> Any:
+        """Async `stream`."""
+        reply = None
+        try:
+            async for chunk in self.graph.astream(input, self.config, **self._kwargs()):
+                reply = self._take(chunk, reply)
+        except Exception as exc:
+            self.carry(exc, reply if reply is not None else await self.asaved())
+            raise
+        return reply
+
+    def saved(self) -> Any:
+        """The thread's saved values, to carry with an error (None without a checkpointer)."""
+        with contextlib.suppress(Exception):  # never hide the run's own error behind this one
+            if self.graph.checkpointer is not None:
+                return self.graph.get_state(self.config).values
+        return None
+
+    async def asaved(self) -> Any:
+        """Async `saved`."""
+        with contextlib.suppress(Exception):
+            if self.graph.checkpointer is not None:
+                return (await self.graph.aget_state(self.config)).values
+        return None
+
     def _reviewer(self) -> Any:
         if self.reviewer is None:
             raise ReviewInputError(
@@ -197,53 +237,35 @@ class Driver:
 def drive(flow: Generator[FlowStep, Any, RefineResult], driver: Driver) -> RefineResult:
     """Carry out a flow's steps synchronously and return its result."""
     reply: Any = None
-    try:
-        while True:
-            step = flow.send(reply)
-            if isinstance(step, Run):
-                reply = None
-                try:
-                    for chunk in driver.graph.stream(step.input, driver.config, **driver._kwargs()):
-                        reply = driver._take(chunk, reply)
-                except Exception as exc:  # the work paid for so far goes with the error
-                    if reply is None and driver.graph.checkpointer is not None:
-                        with contextlib.suppress(Exception):
-                            reply = driver.graph.get_state(driver.config).values
-                    driver.carry(exc, reply)
-                    raise
-            elif isinstance(step, ReadState):
-                reply = driver.graph.get_state(driver.config)
-            else:
-                reply = driver._reviewer()(step.payload)
-    except StopIteration as stop:
-        result: RefineResult = stop.value
-        return result
+    while not isinstance(step := _send(flow, reply), RefineResult):
+        if isinstance(step, Run):
+            reply = driver.stream(step.input)
+        elif isinstance(step, ReadState):
+            reply = driver.graph.get_state(driver.config)
+        else:
+            reply = driver._reviewer()(step.payload)
+    return step
 
 
 async def adrive(flow: Generator[FlowStep, Any, RefineResult], driver: Driver) -> RefineResult:
     """Carry out a flow's steps asynchronously (the reviewer may be async too)."""
     reply: Any = None
+    while not isinstance(step := _send(flow, reply), RefineResult):
+        if isinstance(step, Run):
+            reply = await driver.astream(step.input)
+        elif isinstance(step, ReadState):
+            reply = await driver.graph.aget_state(driver.config)
+        else:
+            reply = driver._reviewer()(step.payload)
+            if inspect.isawaitable(reply):
+                reply = await reply
+    return step
+
+
+def _send(flow: Generator[FlowStep, Any, RefineResult], reply: Any) -> FlowStep | RefineResult:
+    """The flow's next step, given the last step's reply; its result once it ends."""
     try:
-        while True:
-            step = flow.send(reply)
-            if isinstance(step, Run):
-                reply = None
-                stream = driver.graph.astream(step.input, driver.config, **driver._kwargs())
-                try:
-                    async for chunk in stream:
-                        reply = driver._take(chunk, reply)
-                except Exception as exc:  # the work paid for so far goes with the error
-                    if reply is None and driver.graph.checkpointer is not None:
-                        with contextlib.suppress(Exception):
-                            reply = (await driver.graph.aget_state(driver.config)).values
-                    driver.carry(exc, reply)
-                    raise
-            elif isinstance(step, ReadState):
-                reply = await driver.graph.aget_state(driver.config)
-            else:
-                reply = driver._reviewer()(step.payload)
-                if inspect.isawaitable(reply):
-                    reply = await reply
+        return flow.send(reply)
     except StopIteration as stop:
         result: RefineResult = stop.value
         return result

@@ -389,6 +389,19 @@ class Selection:
             }
         )
 
+    def ended(self, exc: Exception) -> dict[str, Any]:
+        """The record of comparisons an error ended: a budget stop or a comparer's failure.
+
+        Raises:
+            GraphBubbleUp: An interrupt or a parent's command passes through.
+        """
+        if isinstance(exc, BudgetStop):
+            return self.record(note=budget_ran_out(exc))
+        if isinstance(exc, GraphBubbleUp):
+            raise exc
+        # The loop's attempts are worth more than the comparisons.
+        return self.record(note=comparer_failed(exc))
+
     def run(self, call: Callable[..., Any]) -> dict[str, Any]:
         """Make every comparison through `call(fn, *args)` (a `Step.call`); return the record."""
         try:
@@ -397,12 +410,8 @@ class Selection:
                 forward = call(self.comparer.compare, self.task, first, second)
                 backward = call(self.comparer.compare, self.task, second, first)
                 self.add((a, b), forward, backward)
-        except BudgetStop as stop:
-            return self.record(note=budget_ran_out(stop))
-        except GraphBubbleUp:
-            raise
-        except Exception as exc:  # the loop's attempts are worth more than the comparisons
-            return self.record(note=comparer_failed(exc))
+        except Exception as exc:
+            return self.ended(exc)
         return self.record()
 
     async def arun(self, acall_: Callable[..., Any], *, concurrent: bool) -> dict[str, Any]:
@@ -429,12 +438,8 @@ class Selection:
             else:
                 for a, b in self.pairs:
                     self.add((a, b), *await pair(a, b))
-        except BudgetStop as stop:
-            return self.record(note=budget_ran_out(stop))
-        except GraphBubbleUp:
-            raise
-        except Exception as exc:  # the loop's attempts are worth more than the comparisons
-            return self.record(note=comparer_failed(exc))
+        except Exception as exc:
+            return self.ended(exc)
         return self.record()
 
 

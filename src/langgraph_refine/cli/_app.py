@@ -11,7 +11,6 @@ import asyncio
 import json
 import sys
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -19,15 +18,11 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from langgraph_refine._calls._models import DEFAULT_MAX_TOKENS, MAX_TOKENS_ENV
-from langgraph_refine._decisions._edits import EDITS_AUTO_MIN_CHARS
 from langgraph_refine._decisions._options import BATCH, RUN
 from langgraph_refine.cli._errors import CliError, describe_error, one_line
-from langgraph_refine.cli._flags import with_loop_flags
-from langgraph_refine.cli._ladder_view import parse_models
 from langgraph_refine.cli._models import ModelSettings
-from langgraph_refine.cli._options import MEMORY_CHOICES, PER_LINE_OPTIONS, CommandOptions
-from langgraph_refine.cli._specs import SPEC_FORMS
+from langgraph_refine.cli._options import PER_LINE_OPTIONS
+from langgraph_refine.cli._shared import SharedFlags, with_shared_flags
 
 PROG = "langgraph-refine"
 
@@ -41,125 +36,6 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-# Flags shared by `run` and `batch`. The loop's options are declared in `LoopOptions`, whose
-# defaults the flags take (`DEFAULTS`); a test checks each flag against the declaration.
-ModelOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--model",
-        "-m",
-        metavar="NAME",
-        help="Generator model: 'provider:model' (e.g. openai:gpt-4o-mini) or a model name served "
-        "over the OpenAI protocol. Repeat it for a ladder of models, cheapest first: a stronger "
-        "model writes a round only when the cheaper ones stop raising the best score. "
-        "Default: $REFINE_MODEL.",
-    ),
-]
-BaseUrlOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--base-url", metavar="URL", help="OpenAI-compatible server URL. Default: $OPENAI_BASE_URL."
-    ),
-]
-JudgeOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--judge-model",
-        metavar="NAME",
-        help="Model of the LLM judge. Default: the generator's model.",
-    ),
-]
-EvaluatorOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--evaluator",
-        "-e",
-        metavar="SPEC",
-        help="Evaluator spec, repeatable (several are combined with equal weights): "
-        + ", ".join(SPEC_FORMS)
-        + ". Default: judge.",
-    ),
-]
-MemoryOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--memory",
-        metavar="POLICY",
-        help="Earlier attempts the generator sees: "
-        + ", ".join(MEMORY_CHOICES)
-        + ", or a number N (the N most recent). Default: best_and_last.",
-    ),
-]
-BudgetCallsOpt = Annotated[
-    int | None,
-    typer.Option("--budget-calls", metavar="N", help="Most model calls per task."),
-]
-BudgetTokensOpt = Annotated[
-    int | None,
-    typer.Option("--budget-tokens", metavar="N", help="Most tokens (in and out) per task."),
-]
-BudgetSecondsOpt = Annotated[
-    float | None,
-    typer.Option("--budget-seconds", metavar="S", help="Most seconds per task."),
-]
-MaxCostOpt = Annotated[
-    float | None,
-    typer.Option(
-        "--max-cost",
-        metavar="USD",
-        help="Most US dollars per task, each model call priced from its tokens "
-        "(genai-prices data, or --price). A model without a known price is refused.",
-    ),
-]
-PriceOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--price",
-        metavar="MODEL=IN,OUT",
-        help="A model's price in USD per million input and output tokens, e.g. "
-        "--price my-model=0.15,0.6 (repeatable; adds to or overrides genai-prices).",
-    ),
-]
-CacheOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--cache",
-        metavar="PATH",
-        help="SQLite file of LangChain's model cache: identical model calls are answered from it.",
-    ),
-]
-TimeoutOpt = Annotated[
-    float, typer.Option("--timeout", metavar="SECONDS", help="Seconds one model call may take.")
-]
-SchemaOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--schema",
-        metavar="FILE.json",
-        help="Refine a JSON object, not text: the JSON Schema it must match. The model is "
-        "asked for it through its structured output; invalid replies fail and are refined.",
-    ),
-]
-EditsOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--edits",
-        metavar="MODE",
-        help="How refinements change an attempt: off (rewrite it whole), on (SEARCH/REPLACE "
-        "edits, applied whole or not at all), auto (edits for attempts over "
-        f"{EDITS_AUTO_MIN_CHARS} characters).",
-    ),
-]
-MaxTokensOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--max-tokens",
-        metavar="N",
-        help=f"Output tokens one model call may generate, so a runaway generation ends. "
-        f"Default: ${MAX_TOKENS_ENV}, else {DEFAULT_MAX_TOKENS}.",
-    ),
-]
-
 
 def _stderr() -> Console:
     return Console(stderr=True, highlight=False, soft_wrap=True)
@@ -169,65 +45,12 @@ def _stdout() -> Console:
     return Console(highlight=False)
 
 
-def _settings(
-    model: list[str] | None,
-    base_url: str | None,
-    judge_model: str | None,
-    cache: Path | None,
-    timeout: float,
-    max_tokens: int | None,
-) -> ModelSettings:
-    if timeout <= 0:
-        raise CliError(
-            f"--timeout must be a positive number of seconds, got {timeout}", exit_code=2
-        )
-    names = parse_models(model)
-    settings = ModelSettings.from_options(
-        names[0] if names else None,
-        base_url,
-        judge_model,
-        timeout=timeout,
-        max_tokens=max_tokens,
-        cache=_open_cache(cache),
-    )
-    return replace(settings, ladder=names[1:]) if len(names) > 1 else settings
-
-
-def _open_cache(path: Path | None) -> Any:
-    if path is None:
-        return None
-    import sqlite3
-
-    from langgraph_refine.cli._cache import SQLiteCache
-
-    if path.is_dir():
-        raise CliError(
-            f"--cache {path} is a folder; give a file name, e.g. {path / 'cache.sqlite'}"
-        )
-    if not path.parent.exists():
-        raise CliError(f"--cache {path}: the folder {path.parent} does not exist")
-    try:
-        return SQLiteCache(path)
-    except sqlite3.DatabaseError as exc:
-        raise CliError(f"--cache {path} is not a usable SQLite database: {exc}") from None
-
-
 @app.command()
-@with_loop_flags(RUN)
+@with_shared_flags(RUN)
 def run(
     task: Annotated[
         str, typer.Argument(metavar="TASK", help="What to do, e.g. 'Write a haiku about rain.'")
     ],
-    model: ModelOpt = None,
-    base_url: BaseUrlOpt = None,
-    judge_model: JudgeOpt = None,
-    evaluator: EvaluatorOpt = None,
-    memory: MemoryOpt = None,
-    budget_calls: BudgetCallsOpt = None,
-    budget_tokens: BudgetTokensOpt = None,
-    budget_seconds: BudgetSecondsOpt = None,
-    max_cost: MaxCostOpt = None,
-    price: PriceOpt = None,
     checkpoint: Annotated[
         Path | None,
         typer.Option(
@@ -267,12 +90,7 @@ def run(
             "the answer: never judged, never fed back).",
         ),
     ] = False,
-    cache: CacheOpt = None,
-    timeout: TimeoutOpt = 120.0,
-    max_tokens: MaxTokensOpt = None,
-    schema: SchemaOpt = None,
-    edits: EditsOpt = None,
-    loop: dict[str, Any] | None = None,
+    flags: SharedFlags | None = None,
 ) -> None:
     """Refine one task, showing each round's score, verdict and feedback."""
     from langgraph_refine.cli._review import TerminalReviewer
@@ -286,19 +104,9 @@ def run(
     from langgraph_refine.cli._view import RoundView, show_result
 
     check_task(task)
-    options = CommandOptions.from_cli(
-        evaluator,
-        loop or {},
-        memory=memory,
-        max_calls=budget_calls,
-        max_tokens=budget_tokens,
-        max_seconds=budget_seconds,
-        max_cost=max_cost,
-        prices=price,
-        schema=schema,
-        edits=edits,
-    )
-    settings = _settings(model, base_url, judge_model, cache, timeout, max_tokens)
+    flags = flags or SharedFlags()
+    options = flags.options()
+    settings = flags.model_settings()
     out, err = _stdout(), _stderr()
     screen = err if json_output else out
     request = RunRequest(
@@ -338,7 +146,7 @@ BATCH_HELP = (
 
 
 @app.command(help=BATCH_HELP)
-@with_loop_flags(BATCH)
+@with_shared_flags(BATCH)
 def batch(
     input_file: Annotated[
         Path,
@@ -374,19 +182,6 @@ def batch(
             "--assistant", metavar="ID", help="With --server: the assistant or graph id to run."
         ),
     ] = "refine",
-    model: ModelOpt = None,
-    base_url: BaseUrlOpt = None,
-    judge_model: JudgeOpt = None,
-    evaluator: EvaluatorOpt = None,
-    memory: MemoryOpt = None,
-    budget_calls: BudgetCallsOpt = None,
-    budget_tokens: BudgetTokensOpt = None,
-    budget_seconds: BudgetSecondsOpt = None,
-    max_cost: MaxCostOpt = None,
-    price: PriceOpt = None,
-    cache: CacheOpt = None,
-    timeout: TimeoutOpt = 120.0,
-    max_tokens: MaxTokensOpt = None,
     store: Annotated[
         Path | None,
         typer.Option(
@@ -400,9 +195,7 @@ def batch(
         bool,
         typer.Option("--no-store", help="Keep no strategy record: every task starts cold."),
     ] = False,
-    schema: SchemaOpt = None,
-    edits: EditsOpt = None,
-    loop: dict[str, Any] | None = None,
+    flags: SharedFlags | None = None,
 ) -> int:
     """Refine every task of a JSONL file (its help: `BATCH_HELP`)."""
     from langgraph_refine.cli._batch import (
@@ -419,19 +212,8 @@ def batch(
     if concurrency < 1:
         raise CliError(f"--concurrency must be >= 1, got {concurrency}", exit_code=2)
     kept = StoreChoice.from_cli(store, no_store, server)
-    defaults = CommandOptions.from_cli(
-        evaluator,
-        loop or {},
-        memory=memory,
-        max_calls=budget_calls,
-        max_tokens=budget_tokens,
-        max_seconds=budget_seconds,
-        max_cost=max_cost,
-        prices=price,
-        schema=schema,
-        edits=edits,
-        on_server=server is not None,
-    )
+    flags = flags or SharedFlags()
+    defaults = flags.options(on_server=server is not None)
     err = _stderr()
     found = read_input(input_file, defaults, on_server=server is not None)
     if server is not None:
@@ -445,20 +227,11 @@ def batch(
     skipped = len(found.items) - len(todo)
     learned: list[str] = []
     if server is not None:
-        ladder = list(parse_models(model)) or None  # the run's `models` context
-        models = {
-            key: value
-            for key, value in (
-                ("judge_model", judge_model),
-                ("max_tokens", max_tokens),
-                ("models", ladder),
-            )
-            if value is not None
-        }
+        models = flags.server_models()
         with saved_on_interrupt(out, todo):
             stats = _batch_on_server(todo, server, assistant, out, concurrency, err, models)
     else:
-        settings = _settings(model, base_url, judge_model, cache, timeout, max_tokens)
+        settings = flags.model_settings()
         from langgraph_refine.cli._batch import batch_generator
 
         generator = batch_generator(todo, settings)  # a bad model fails before output

@@ -4,8 +4,8 @@ An option whose field has a plain type (a number, a whole number, true/false, on
 `Literal`'s values, a list of texts) needs nothing written for the command line: its
 declaration gives the flag and its help (`declare(flags=..., help=...)`), its field's type
 says how a value is read (the same for a flag and a batch line), `DEFAULTS` gives the
-default the help shows. A command takes these flags with `with_loop_flags`; adding such a
-field to `LoopOptions` puts it on `run`, `batch` and a batch line at once.
+default the help shows. A command takes these flags with `cli._shared.with_shared_flags`;
+adding such a field to `LoopOptions` puts it on `run`, `batch` and a batch line at once.
 
 The options whose values need reading of their own (a budget's limits, a schema file, a
 memory window, models, checks, the edits mode) are read in `cli._options` (`SPECIAL`).
@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from types import NoneType, UnionType
 from typing import (
     Annotated,
     Any,
     Literal,
-    TypeVar,
     Union,
     cast,
     get_args,
@@ -43,8 +42,6 @@ from langgraph_refine.cli._errors import CliError
 
 Kind = Literal["number", "whole", "flag", "choice", "texts"]
 """How a plain option's value is read: its field's type, told apart by `kind_of`."""
-
-Command = TypeVar("Command", bound=Callable[..., Any])
 
 _METAVARS: Mapping[Kind, str] = {"number": "X", "whole": "N", "choice": "NAME", "texts": "TEXT"}
 _TYPES: Mapping[Kind, tuple[tuple[type, ...], str]] = {
@@ -182,36 +179,7 @@ def loop_flags(surface: str) -> tuple[LoopFlag, ...]:
     return tuple(found)
 
 
-def with_loop_flags(surface: str) -> Callable[[Command], Command]:
-    """Give a typer command the plain loop options' flags of `surface`.
-
-    The command declares a `loop` parameter: it receives those flags' values by option
-    name (None, or False for a flag, when not given). A flag the command declares itself
-    is its own (`run`'s `--review` is true/false). The flags stand after `--evaluator` in
-    the command's help.
-    """
-
-    def wrap(command: Command) -> Command:
-        signature = inspect.signature(command, eval_str=True)
-        own = [p for p in signature.parameters.values() if p.name != "loop"]
-        written = {decl for p in own for decl in _declared_flags(p)}
-        flags = [flag for flag in loop_flags(surface) if flag.flag not in written]
-        at = next((i + 1 for i, p in enumerate(own) if p.name == "evaluator"), len(own))
-        positional = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own[at:]]
-        parameters = [*own[:at], *(flag.parameter() for flag in flags), *positional]
-
-        @functools.wraps(command)
-        def run(**given: Any) -> Any:
-            loop = {flag.name: given.pop(flag.name) for flag in flags}
-            return command(**given, loop=loop)
-
-        run.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
-        return run  # type: ignore[return-value]
-
-    return wrap
-
-
-def _declared_flags(parameter: inspect.Parameter) -> tuple[str, ...]:
+def declared_flags(parameter: inspect.Parameter) -> tuple[str, ...]:
     """The flags a command's own `Annotated[..., typer.Option(...)]` parameter declares."""
     options = [
         meta

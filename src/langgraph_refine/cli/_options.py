@@ -198,7 +198,7 @@ def budget_dict(budget: Budget | None) -> dict[str, Any] | None:
     return data
 
 
-def _flag_named(message: str) -> str:
+def flag_named(message: str) -> str:
     """A check's message with the option it names written as its flag (`--target-score`).
 
     The library's checks name an option by its field (`target_score must be in [0, 1]`);
@@ -252,46 +252,6 @@ class CommandOptions:
         """A batch line's own `model` (a ladder, cheapest first); None: `--model`'s."""
         models: tuple[str, ...] | None = self.settings.get("models")
         return models
-
-    @classmethod
-    def from_cli(
-        cls,
-        evaluator: Sequence[str] | None,
-        loop: Mapping[str, Any],
-        *,
-        on_server: bool = False,
-        **special: Any,
-    ) -> CommandOptions:
-        """Parse and check the command-line values (before any model is built).
-
-        Args:
-            evaluator: `--evaluator` specs.
-            loop: The plain options' flags (`with_loop_flags`): None (or False) when not
-                given.
-            on_server: The checks run on a server, which reads the files they name.
-            **special: The flags read here (None: not given): `memory`, the budget limits
-                `max_calls`, `max_tokens`, `max_seconds`, `max_cost`, `prices` (the
-                `--price` values), `schema` (`--schema`'s file) and `edits`.
-
-        Raises:
-            CliError: With exit code 2 (a usage error), naming the flag and the value.
-        """
-        try:
-            settings = {
-                flag.name: flag.read(loop[flag.name], option=flag.flag)
-                for flag in loop_flags(RUN)
-                if loop.get(flag.name) is not None and loop[flag.name] is not False
-            }
-            settings.update(_special_flags(special))
-            options = cls(
-                specs=parse_specs(list(evaluator or []), on_server=on_server),
-                settings=settings,
-                prices=parse_prices(special.get("prices")),
-            )
-            options.check()
-        except CliError as exc:  # a bad option value is a usage error
-            raise CliError(_flag_named(str(exc)), exit_code=2) from None
-        return options
 
     def check(self) -> None:
         """Reject values outside their ranges, by the library's own checks (`LoopOptions`).
@@ -379,21 +339,6 @@ _CHECKS = "checks"
 """The field a line's `evaluator` sets: its specs are `CommandOptions.specs`."""
 _IN_GRAPH = frozenset(declared(GRAPH))
 _IN_CONTEXT = frozenset(declared(CONTEXT))
-
-
-def _special_flags(given: Mapping[str, Any]) -> dict[str, Any]:
-    """The fields set by the flags read here (`CommandOptions.from_cli`'s `special`)."""
-    settings: dict[str, Any] = {}
-    if given.get("memory") is not None:
-        settings["memory"] = parse_memory(given["memory"])
-    budget = make_budget(*(given.get(key) for key in BUDGET_KEYS))
-    if budget is not None:
-        settings["budget"] = budget
-    if given.get("schema") is not None:
-        settings["output_schema"] = read_schema(given["schema"], option="--schema")
-    if given.get("edits") is not None:
-        settings["edits"] = parse_edits(given["edits"], option="--edits")
-    return settings
 
 
 def _line_readers(on_server: bool) -> dict[str, tuple[str, Callable[[Any], Any]]]:

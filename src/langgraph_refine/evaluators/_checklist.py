@@ -28,12 +28,15 @@ from pydantic import BaseModel, Field
 
 from langgraph_refine._calls._budget import model_invocation
 from langgraph_refine._calls._models import message_text, resolve_chat_model
-from langgraph_refine._calls._retry import is_context_length_error
 from langgraph_refine._fences import json_objects
 from langgraph_refine._state import Evaluation, Verdict
 from langgraph_refine._typed import pretty_json, structured_parts
 from langgraph_refine.evaluators._base import BaseEvaluator, Unjudged, request_criteria
-from langgraph_refine.evaluators._judge import DEFAULT_MAX_EVAL_CHARS, unreadable_reply
+from langgraph_refine.evaluators._judge import (
+    DEFAULT_MAX_EVAL_CHARS,
+    reply_outcome,
+    unreadable_reply,
+)
 from langgraph_refine.evaluators._tags import sandbox, strip_tags
 
 # With no criteria at all, the task itself is the one criterion.
@@ -263,21 +266,6 @@ class _Run:
         note = CHECKLIST_UNREADABLE_NOTE.format(reason=self.failures[-1])
         return [system, HumanMessage(str(human.content) + note)]
 
-    def outcome(self, output: Any) -> Evaluation | None:
-        """What one grader call gave (its output, or the error it raised); None to ask again.
-
-        Raises:
-            Exception: The call's error, when it is not about the reply (a provider or
-                budget error, a bug).
-        """
-        if not isinstance(output, Exception):
-            return self.read(output)
-        if is_context_length_error(output):
-            return self.too_long(output)
-        if self.unreadable(output):
-            return None
-        raise output
-
     def unreadable(self, exc: Exception) -> bool:
         """Record a call whose reply was unusable; False for any other error."""
         reason = unreadable_reply(exc, "grader")
@@ -437,7 +425,7 @@ class ChecklistEvaluator(BaseEvaluator):
                     output = done(self._grader.invoke(messages))
             except Exception as exc:
                 output = exc
-            if (evaluation := run.outcome(output)) is not None:
+            if (evaluation := reply_outcome(run, output)) is not None:
                 return evaluation
         raise run.unjudged()
 
@@ -449,7 +437,7 @@ class ChecklistEvaluator(BaseEvaluator):
                     output = done(await self._grader.ainvoke(messages))
             except Exception as exc:
                 output = exc
-            if (evaluation := run.outcome(output)) is not None:
+            if (evaluation := reply_outcome(run, output)) is not None:
                 return evaluation
         raise run.unjudged()
 

@@ -24,7 +24,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from langchain_core.exceptions import OutputParserException
 from langchain_core.language_models import BaseChatModel
@@ -411,6 +411,32 @@ def _scored(reading: _Reading, how: str) -> _Scored:
     return _Scored(reading, how, score, scale, tuple(notes))
 
 
+class ReplyReader(Protocol):
+    """A judging run that reads each model call's reply (`_JudgeRun`, the checklist's)."""
+
+    def read(self, output: Any) -> Evaluation | None: ...
+
+    def too_long(self, exc: Exception) -> Evaluation: ...
+
+    def unreadable(self, exc: Exception) -> bool: ...
+
+
+def reply_outcome(run: ReplyReader, output: Any) -> Evaluation | None:
+    """What one judge call gave (its output, or the error it raised); None to ask again.
+
+    Raises:
+        Exception: The call's error, when it is not about the reply (a provider or budget
+            error, a bug): no re-ask mends it.
+    """
+    if not isinstance(output, Exception):
+        return run.read(output)
+    if is_context_length_error(output):
+        return run.too_long(output)
+    if run.unreadable(output):
+        return None
+    raise output
+
+
 @dataclass
 class _JudgeRun:
     """One evaluation: the prompt, up to two judge calls, and what came of them.
@@ -642,14 +668,9 @@ class LLMJudge(BaseEvaluator):
             try:
                 with model_invocation() as done:
                     output = done((self._structured or self.model).invoke(messages))
-            except Exception as exc:
-                if is_context_length_error(exc):
-                    return run.too_long(exc)
-                if run.unreadable(exc):
-                    continue
-                raise
-            evaluation = run.read(output)
-            if evaluation is not None:
+            except Exception as exc:  # `reply_outcome` says whether it is about the reply
+                output = exc
+            if (evaluation := reply_outcome(run, output)) is not None:
                 return evaluation
         return run.finish()
 
@@ -659,14 +680,9 @@ class LLMJudge(BaseEvaluator):
             try:
                 with model_invocation() as done:
                     output = done(await (self._structured or self.model).ainvoke(messages))
-            except Exception as exc:
-                if is_context_length_error(exc):
-                    return run.too_long(exc)
-                if run.unreadable(exc):
-                    continue
-                raise
-            evaluation = run.read(output)
-            if evaluation is not None:
+            except Exception as exc:  # `reply_outcome` says whether it is about the reply
+                output = exc
+            if (evaluation := reply_outcome(run, output)) is not None:
                 return evaluation
         return run.finish()
 
