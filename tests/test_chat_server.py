@@ -11,7 +11,8 @@ The server bundles the card's component (`progress.tsx`) with Node.js: `langgrap
 runs `npx @langchain/langgraph-ui`, which `make install` fetches into npm's cache. The
 server here runs it offline; without Node.js or that cache the server is given the same
 configuration without its `"ui"` key, and the one test of the served component skips,
-saying why (the cards themselves are the loop's and are tested either way).
+saying why (the cards themselves are the loop's and are tested either way). CI's machines
+have Node.js: `.ci/run` fetches the bundler and requires it (`REQUIRE_BUNDLER_ENV`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -83,9 +84,22 @@ def bundler_missing() -> str | None:
     return None
 
 
+REQUIRE_BUNDLER_ENV = "LANGGRAPH_REFINE_REQUIRE_UI_BUNDLER"
+"""Set to 1 (as .ci/run does) to make a missing UI bundler fail the component's test."""
+
+
 @pytest.fixture(scope="module")
 def ui_missing() -> str | None:
     return bundler_missing()
+
+
+def skip_without(missing: str | None, environ: Mapping[str, str] = os.environ) -> None:
+    """Skip the test when the UI bundler is `missing` (fail instead when it is required)."""
+    if missing is None:
+        return
+    if environ.get(REQUIRE_BUNDLER_ENV, "").strip() == "1":
+        pytest.fail(f"{REQUIRE_BUNDLER_ENV}=1 but {missing}")
+    pytest.skip(missing)
 
 
 @pytest.fixture(scope="module")
@@ -368,8 +382,7 @@ def test_the_threads_ui_holds_the_card_under_the_answer(chat: Chat) -> None:
 
 
 def test_the_server_serves_the_cards_component(chat_server: str, ui_missing: str | None) -> None:
-    if ui_missing is not None:
-        pytest.skip(ui_missing)
+    skip_without(ui_missing)
     import httpx
 
     url = chat_server
@@ -406,3 +419,11 @@ def test_a_reviewed_run_shows_the_review_then_the_decision_on_its_card(
         assert [m["type"] for m in values["messages"]] == ["human", "ai"]
     finally:
         client.close()
+
+
+def test_a_missing_bundler_skips_the_component_test_unless_required() -> None:
+    skip_without(None, {REQUIRE_BUNDLER_ENV: "1"})  # present: runs
+    with pytest.raises(pytest.skip.Exception, match="npx is gone"):
+        skip_without("npx is gone", {})
+    with pytest.raises(pytest.fail.Exception, match=f"{REQUIRE_BUNDLER_ENV}=1 but npx is gone"):
+        skip_without("npx is gone", {REQUIRE_BUNDLER_ENV: "1"})

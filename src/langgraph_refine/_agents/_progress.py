@@ -12,14 +12,14 @@ With `RefineMiddleware(progress_ui=name)` each run of the loop shows one card
 round and at the end under the same id, so it is updated in place:
 
 - while the loop runs, no answer is in the conversation yet, so the card is hosted by an
-  empty AI message of the loop's (`host`, id `refine-progress-<loop id>`): it joins the
-  conversation after the first round, the model is never shown it, and it leaves when
-  the loop ends;
+  empty AI message of the loop's (id `refine-progress-<loop id>`, `_transcript.is_host`):
+  it joins the conversation after the first round, the model and the judge are never
+  shown it (`_transcript`), and it leaves when the loop ends;
 - at the end the card moves to the answer's message, which is then the conversation's
   only AI text of the run.
 
-The card's words are written here (the component shows them as they are); the pushes are
-the hooks' I/O, the updates that place and remove the host are plain state updates.
+The card's words are written here (the component shows them as they are), and so are the
+pushes; `AgentLoop` places the host after a round and takes it away at the end.
 """
 
 from __future__ import annotations
