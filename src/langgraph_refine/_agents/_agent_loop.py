@@ -28,11 +28,10 @@ from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
 from langgraph.graph.ui import AnyUIMessage, ui_message_reducer
 from langgraph.types import Command
 
-from langgraph_refine._agents._progress import ProgressUI, progress_card
+from langgraph_refine._agents._progress import ProgressUI
 from langgraph_refine._agents._transcript import (
     Turn,
     answer_turn,
-    card_id,
     conversation,
     draft_ids,
     hidden_from,
@@ -59,7 +58,7 @@ from langgraph_refine._decisions._prompts import (
 from langgraph_refine._decisions._reviewed import review_due
 from langgraph_refine._decisions._round import Outcome
 from langgraph_refine._decisions._view import LoopView
-from langgraph_refine._events import ProgressCard, stop_event
+from langgraph_refine._events import stop_event
 from langgraph_refine._kinds import kind_of, model_name
 from langgraph_refine._loop._resolve import LoopModels, chat_rungs, loop_models
 from langgraph_refine._loop._review import ReviewNode
@@ -574,18 +573,13 @@ class AgentLoop:
             }
         update["refine_route"] = update.pop("jump_to")
         if self.progress is not None:
-            update |= self.progress.after_round(state, self._round_card(outcome, update))
+            reviewing = (  # a person answers before the loop goes on or ends
+                self.review is not None
+                and update["refine_phase"] == "deciding"
+                and review_due(outcome.stop_reason, self.options.on_budget_exhausted)
+            )
+            update |= self.progress.after_round(state, outcome, reviewing)
         return update
-
-    def _round_card(self, outcome: Outcome, update: Mapping[str, Any]) -> ProgressCard:
-        """The progress card after a round: its answers, and the move or stop that follows."""
-        reviewing = (
-            self.review is not None
-            and update.get("refine_phase") == "deciding"
-            and review_due(outcome.stop_reason, self.options.on_budget_exhausted)
-        )
-        upcoming = outcome.choice.move if outcome.choice is not None else None
-        return progress_card(outcome.attempts, outcome.stop_reason, upcoming, reviewing=reviewing)
 
     def review_outcome(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
         """The review (if any) and its decision, as the agent's update.
@@ -694,35 +688,9 @@ class AgentLoop:
             messages = woven(state, best)
         else:
             messages = [best] if best is not None else []
-        if self.progress is not None:
-            messages = self._shown_at_end(self.progress, state, result, messages, best)
+        if self.progress is not None:  # the card moves under the answer
+            messages = self.progress.at_end(state, result, messages, self.keep_evaluation_turns)
         return update | ({"messages": messages} if messages else {})
-
-    def _shown_at_end(
-        self,
-        progress: ProgressUI,
-        state: Mapping[str, Any],
-        result: RefineResult,
-        messages: list[Any],
-        best: AIMessage | None,
-    ) -> list[Any]:
-        """The end's messages with the progress card moved from its host to the answer.
-
-        The answer (the last message) gets an id of its own if it has none, for the card
-        to name; the host leaves (with `keep_evaluation_turns` the rewritten conversation
-        already leaves it out).
-        """
-        answer = messages[-1] if best is not None and isinstance(messages[-1], AIMessage) else None
-        if answer is not None and answer.id is None:
-            answer = answer.model_copy(update={"id": str(uuid.uuid4())})
-            messages = [*messages[:-1], answer]
-        progress.at_end(
-            state, progress_card(result.attempts, result.stop_reason, done=True), answer
-        )
-        hosted = card_id(state)
-        if self.keep_evaluation_turns or not any(m.id == hosted for m in state["messages"]):
-            return messages
-        return [RemoveMessage(id=hosted), *messages]
 
     def result(self, state: Mapping[str, Any]) -> RefineResult:
         """The loop's outcome from the agent's state."""

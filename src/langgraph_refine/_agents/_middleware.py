@@ -36,6 +36,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
+from functools import partial
 from typing import Any, Unpack
 
 try:
@@ -60,7 +61,6 @@ from langgraph.runtime import Runtime
 from langgraph_refine._agents import _agent_loop as turns
 from langgraph_refine._agents._agent_calls import (
     AgentCalls,
-    Judges,
     Judging,
     ametered_call,
     judges_for,
@@ -77,7 +77,7 @@ from langgraph_refine._agents._agent_loop import (
     check_binds,
 )
 from langgraph_refine._agents._progress import ProgressUI
-from langgraph_refine._calls._budget import BudgetMeter, check_rungs_priced, metered
+from langgraph_refine._calls._budget import check_rungs_priced, metered
 from langgraph_refine._decisions._options import AGENT, AGENT_DEFAULTS, AgentOptions, LoopOptions
 from langgraph_refine._decisions._round import adrive as adrive_round
 from langgraph_refine._decisions._round import drive as drive_round
@@ -117,14 +117,9 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         keep_evaluation_turns: False (default): the conversation ends as the request,
             the tool calls and the best answer. True rewrites it at the end with every
             answer and the loop's turns woven in (the best answer last).
-        progress_ui: None (default), or the name of a generative-UI component (exported
-            by the file a `langgraph.json` `"ui"` entry names) that shows the loop's
-            progress in a chat: one card per run (`ProgressCard` props: a line per round,
-            `"round 2: score 0.6, refining"`), pushed with LangGraph's
-            `push_ui_message` after each round and at the end, updated in place, kept in
-            the state key `ui` (`ui_message_reducer`). While the loop runs the card is
-            hosted by an empty AI message the model never sees; at the end it moves to
-            the answer. See `examples/chat_server`.
+        progress_ui: The name of a generative-UI component that shows the loop's progress
+            in a chat (`ProgressCard` props, state key `ui`; see `_progress` and
+            `examples/chat_server`); None (default): no card.
         **settings: The options an agent takes (`AgentOptions`): the fields of
             `LoopOptions`, with their meaning and defaults, overriding `options`. Without
             `options`, three defaults suit a chat: `strategy="chain"` (the agent goes on
@@ -162,9 +157,6 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         **settings: Unpack[AgentOptions],
     ) -> None:
         super().__init__()
-        progress = progress_for(progress_ui)
-        if progress is not None:  # the chat's UI messages need their state key
-            self.state_schema = RefineProgressState
         if options is None:
             settings = {**AGENT_DEFAULTS, **settings}
         built = LoopOptions.build(options, surface=AGENT, **settings)
@@ -186,8 +178,9 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
             bool(keep_evaluation_turns),
             ladder=[model_name(rung) for rung in self.rungs],
             comparer=resolved.comparer,
-            progress=progress,
+            progress=progress_for(progress_ui),
         )
+        self.state_schema = RefineProgressState if self.loop.progress else RefineAgentState
 
     @property
     def stop_rules(self) -> StopRules:
@@ -282,11 +275,14 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         (`Finish`), and is sent what they gave.
         """
         judges = judges_for(self.loop, request.model)  # the run's: nothing is kept
+        calls_at = partial(
+            AgentCalls, self.loop, runtime=request.runtime, evaluator=judges.evaluator
+        )
         state = request.state
         if reply is None:
             job = self.loop.judging(state, judges.comparer)
             if isinstance(job, Edit):
-                calls = self._calls(state, job.view, job.meter, request, judges)
+                calls = calls_at(state, job.view, job.meter)
                 judged = calls.sent((yield Judging(calls, calls.flow(job.attempt))))
                 return turns.judged(self.loop.end_with_edit(state, job, judged))
             if isinstance(job, Finish):
@@ -295,7 +291,7 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         answered, turn = self.loop.answered(state, reply)
         if turn is None:  # tool calls: the agent goes on
             return reply
-        calls = self._calls(answered, turn.view, turn.meter, request, judges)
+        calls = calls_at(answered, turn.view, turn.meter)
         outcome = yield Judging(calls, calls.flow(self.loop.pending(answered, turn)))
         return turns.updated(reply, self.loop.after_round(answered, turn, calls.sent(outcome)))
 
@@ -314,16 +310,6 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
             rung = min(int(request.state.get("refine_rung") or 0), len(self.rungs) - 1)  # type: ignore[call-overload]
             request = request.override(model=self.rungs[rung])
         return turns.shown(request, self.loop.options.memory)
-
-    def _calls(
-        self,
-        state: Mapping[str, Any],
-        view: dict[str, Any],
-        meter: BudgetMeter,
-        request: ModelRequest[Any],
-        judges: Judges,
-    ) -> AgentCalls:
-        return AgentCalls(self.loop, state, view, meter, request.runtime, judges.evaluator)
 
     # -- after_model and after_agent: where the round goes, review and the end -------------
 

@@ -24,16 +24,18 @@ pushes; `AgentLoop` places the host after a round and takes it away at the end.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, RemoveMessage
 from langgraph.graph.ui import push_ui_message
 
 from langgraph_refine._agents._transcript import LOOP_SOURCE, card_id
+from langgraph_refine._decisions._round import Outcome
 from langgraph_refine._events import ProgressCard, ProgressRound
-from langgraph_refine._result import best_attempt
+from langgraph_refine._result import RefineResult, best_attempt
 from langgraph_refine._state import Attempt, MoveKind, StopReason
 
 MOVE_WORDS: dict[MoveKind, str] = {
@@ -148,8 +150,18 @@ class ProgressUI:
 
     component: str
 
-    def after_round(self, state: Mapping[str, Any], card: ProgressCard) -> dict[str, Any]:
-        """Push the card after a round; the update that places its host, the first time."""
+    def after_round(
+        self, state: Mapping[str, Any], outcome: Outcome, reviewing: bool
+    ) -> dict[str, Any]:
+        """Push the card after a round; the update that places its host, the first time.
+
+        Args:
+            state: The agent's state after the model's answer.
+            outcome: The round's outcome (its attempts, stop reason and next move).
+            reviewing: A person answers before the loop goes on or ends.
+        """
+        upcoming = outcome.choice.move if outcome.choice is not None else None
+        card = progress_card(outcome.attempts, outcome.stop_reason, upcoming, reviewing=reviewing)
         host = AIMessage(
             "", id=card_id(state), name=LOOP_SOURCE, additional_kwargs={"lc_source": LOOP_SOURCE}
         )
@@ -158,10 +170,30 @@ class ProgressUI:
         return {} if placed else {"messages": [host]}
 
     def at_end(
-        self, state: Mapping[str, Any], card: ProgressCard, answer: AIMessage | None
-    ) -> None:
-        """Push the final card, under the answer's message (the host then leaves)."""
-        self._push(state, card, answer)
+        self, state: Mapping[str, Any], result: RefineResult, messages: list[Any], rewritten: bool
+    ) -> list[Any]:
+        """The end's messages, the card pushed under the answer (the last) and its host gone.
+
+        Args:
+            state: The agent's state.
+            result: The loop's result.
+            messages: The end's messages, the answer last (none without an answer).
+            rewritten: The messages rewrite the conversation (`keep_evaluation_turns`),
+                which leaves the host out already.
+
+        Returns:
+            The messages to write: the answer gets an id of its own if it has none, for
+            the card to name, and the host is removed.
+        """
+        answer = messages[-1] if result.value and isinstance(messages[-1], AIMessage) else None
+        if answer is not None and answer.id is None:
+            answer = answer.model_copy(update={"id": str(uuid.uuid4())})
+            messages = [*messages[:-1], answer]
+        self._push(state, progress_card(result.attempts, result.stop_reason, done=True), answer)
+        hosted = card_id(state)
+        if rewritten or not any(m.id == hosted for m in state.get("messages") or []):
+            return messages
+        return [RemoveMessage(id=hosted), *messages]
 
     def _push(self, state: Mapping[str, Any], card: ProgressCard, host: AIMessage | None) -> None:
         # The same id every time: a chat (and `ui_message_reducer`) replaces the card in place.
