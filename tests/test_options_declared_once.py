@@ -449,3 +449,47 @@ def test_a_thread_keeps_the_options_declared_kept() -> None:
         "on_budget_exhausted", "criteria", "on_evaluator_error", "output_schema", "select",
         "select_top", "select_margin", "confirm_pass",
     }  # fmt: skip
+
+
+def test_a_command_with_the_shared_flags_gets_every_plain_option_by_name() -> None:
+    # Any command decorated with `with_shared_flags` takes each plain option's flag and
+    # hands the values to the command by option name: nothing lists them.
+    from typer.testing import CliRunner
+
+    from langgraph_refine.cli._shared import with_shared_flags
+
+    seen: dict[str, Any] = {}
+    probe = typer.Typer()
+
+    @probe.command()
+    @with_shared_flags(RUN)
+    def show(task: str, flags: SharedFlags | None = None) -> None:
+        assert flags is not None
+        seen.update(task=task, loop=dict(flags.loop), memory=flags.memory)
+
+    args = ["t", "--patience", "0", "--criterion", "a", "--criterion", "b", "--confirm-pass"]
+    result = CliRunner().invoke(probe, [*args, "--memory", "all", "--strategy", "Chain"])
+    assert result.exit_code == 0, result.output
+    assert seen["task"] == "t" and seen["memory"] == "all"
+    # All but those the shared flags read themselves (--model, --max-tokens); the probe has
+    # no --review switch of its own, so it takes human_review's declared choice flag.
+    assert set(seen["loop"]) == {flag.name for flag in loop_flags(RUN)} - {"models", "max_tokens"}
+    given = {
+        name: value
+        for name, value in seen["loop"].items()
+        if value is not None and value is not False  # 0 is given (patience 0 disables)
+    }
+    assert given == {
+        "patience": 0,
+        "criteria": ["a", "b"],
+        "confirm_pass": True,
+        "strategy": "Chain",
+    }
+    options = SharedFlags(loop=seen["loop"]).options()
+    assert dict(options.settings) == {
+        "patience": 0,
+        "criteria": ("a", "b"),
+        "confirm_pass": True,
+        "strategy": "chain",
+    }
+    assert LoopOptions(**options.settings).patience is None  # 0 disables, as everywhere

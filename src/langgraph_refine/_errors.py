@@ -113,3 +113,19 @@ def carry_result(exc: BaseException, result: RefineResult | None) -> None:
         return
     with contextlib.suppress(AttributeError):  # an exception type with __slots__
         exc.result = result  # type: ignore[attr-defined]
+
+
+class Unjudged(RefineError):
+    """An evaluator could not judge the response: no verdict on the response at all.
+
+    Raised by the ready evaluators when no judgment could be made (an LLM judge whose
+    replies stayed unreadable after its own re-ask, a panel with no member able to
+    judge); raise it from your own evaluator for the same meaning. The loop keeps such an
+    attempt unjudged (`score` None, `Attempt.error` holding this message) instead of
+    counting it as failed, and `on_evaluator_error=` says what it does next. Any other
+    exception your evaluator raises is a bug and stops the run.
+
+    Example:
+        >>> str(Unjudged("the grading service is down"))
+        'the grading service is down'
+    """

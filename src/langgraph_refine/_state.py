@@ -9,6 +9,7 @@ import os
 import re
 import typing
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal, NotRequired, Self, TypeAlias, TypeVar
 
 from langchain_core.messages import AnyMessage
@@ -105,6 +106,22 @@ class Evaluation(BaseModel):
                 "normalise your evaluator's scale (e.g. divide a 0-10 score by 10)"
             )
         return float(value)
+
+
+@dataclass(frozen=True)
+class NoJudgment:
+    """A response the evaluator could not judge, and why (see `Unjudged`).
+
+    What `judge_once` gives in place of an `Evaluation` when `unjudged_reason` says the
+    error means "no judgment", not "a bug"; the loop keeps the attempt unjudged.
+    """
+
+    reason: str
+    cause: BaseException | None = None
+
+
+Judgment: TypeAlias = "Evaluation | NoJudgment"
+"""One response's judgment, or why none was made."""
 
 
 class Usage(BaseModel):

@@ -34,9 +34,9 @@ from langgraph_refine._decisions._round import (
 from langgraph_refine._loop._select import Comparer, as_comparer
 from langgraph_refine._loop._step import emit
 from langgraph_refine._records._record import RecordUpdate, aexchange, exchange, record_store
-from langgraph_refine._state import Attempt
+from langgraph_refine._state import Attempt, Judgment
 from langgraph_refine.evaluators import llm_judge
-from langgraph_refine.evaluators._base import BaseEvaluator, Judgment, ajudge_once, judge_once
+from langgraph_refine.evaluators._base import BaseEvaluator, ajudge_once, judge_once
 
 
 class Judges(NamedTuple):

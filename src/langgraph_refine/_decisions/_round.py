@@ -21,11 +21,19 @@ from typing import Any, NamedTuple
 from langgraph_refine._decisions._ladder import next_rung, rung_prices
 from langgraph_refine._decisions._options import LoopOptions, criteria_list
 from langgraph_refine._decisions._strategy import Choice, MoveStats, choose_next
+from langgraph_refine._errors import Unjudged
 from langgraph_refine._events import RoundEvent, round_event
 from langgraph_refine._result import best_attempt
-from langgraph_refine._state import Attempt, Evaluation, StopReason, Strategy, Usage
+from langgraph_refine._state import (
+    Attempt,
+    Evaluation,
+    Judgment,
+    NoJudgment,
+    StopReason,
+    Strategy,
+    Usage,
+)
 from langgraph_refine._stop_rules import BUDGET_STOP, CONFIRMABLE_STOPS, needs_confirmation
-from langgraph_refine.evaluators._base import Judgment, NoJudgment, Unjudged
 
 logger = logging.getLogger("langgraph_refine")
 

@@ -33,7 +33,7 @@ from langgraph_refine._decisions._round import (
     report,
     with_criteria,
 )
-from langgraph_refine._errors import RefineError
+from langgraph_refine._errors import RefineError, Unjudged
 from langgraph_refine._loop._step import Step, emit, run_options
 from langgraph_refine._records._record import (
     RecordUpdate,
@@ -45,18 +45,13 @@ from langgraph_refine._records._record import (
 from langgraph_refine._state import (
     Attempt,
     Evaluation,
+    Judgment,
+    NoJudgment,
     RefineState,
     plain_writes,
     revive_state,
 )
-from langgraph_refine.evaluators._base import (
-    BaseEvaluator,
-    EvaluatorLike,
-    Judgment,
-    NoJudgment,
-    Unjudged,
-    unjudged_reason,
-)
+from langgraph_refine.evaluators._base import BaseEvaluator, EvaluatorLike, unjudged_reason
 from langgraph_refine.evaluators._combine import as_evaluator
 from langgraph_refine.evaluators._from_specs import build_evaluators
 

@@ -301,37 +301,31 @@ def exchange(store: BaseStore, update: RecordUpdate) -> Counts | None:
     Returns:
         The pooled counts of the other runs, or None if the store failed (logged).
     """
-    view: RecordView | None = None
+    view: RecordView | None
     try:
         view = read_items(_search_all(store, record_namespace(update.key)))
     except Exception as exc:  # the record is an optimisation: the loop goes on without it
-        _store_failed(exc, update.key)
+        view = _store_failed(exc, update.key)  # type: ignore[func-returns-value]
     try:
-        writes = update.writes(view or RecordView())
-        for ops in (writes.first, writes.then):
-            if ops:
-                store.batch(ops)
+        for ops in _writes(update, view):
+            store.batch(ops)
     except Exception as exc:
-        _store_failed(exc, update.key)
-        return None
+        return _store_failed(exc, update.key)  # type: ignore[func-returns-value]
     return update.others(view) if view is not None else None
 
 
 async def aexchange(store: BaseStore, update: RecordUpdate) -> Counts | None:
     """Async twin of `exchange`."""
-    view: RecordView | None = None
+    view: RecordView | None
     try:
         view = read_items(await _asearch_all(store, record_namespace(update.key)))
     except Exception as exc:  # the record is an optimisation: the loop goes on without it
-        _store_failed(exc, update.key)
+        view = _store_failed(exc, update.key)  # type: ignore[func-returns-value]
     try:
-        writes = update.writes(view or RecordView())
-        for ops in (writes.first, writes.then):
-            if ops:
-                await _run(store.abatch, store.batch, ops)
+        for ops in _writes(update, view):
+            await _run(store.abatch, store.batch, ops)
     except Exception as exc:
-        _store_failed(exc, update.key)
-        return None
+        return _store_failed(exc, update.key)  # type: ignore[func-returns-value]
     return update.others(view) if view is not None else None
 
 
@@ -457,7 +451,14 @@ async def _run(
         return await asyncio.to_thread(sync, *args, **kwargs)
 
 
+def _writes(update: RecordUpdate, view: RecordView | None) -> list[Any]:
+    """The store's batches that write this run's counts, in order (compacting when read)."""
+    writes = update.writes(view or RecordView())
+    return [ops for ops in (writes.first, writes.then) if ops]
+
+
 def _store_failed(exc: BaseException, key: str) -> None:
+    """Log a store's failure; None: the loop goes on without the record (nothing read)."""
     logger.warning(
         "strategy record %r: the store failed (%s: %s); this round goes on without the record",
         key,

@@ -40,9 +40,10 @@ Command = TypeVar("Command", bound=Callable[..., Any])
 _KEYWORD = inspect.Parameter.KEYWORD_ONLY
 
 
-def _flag(*decls: str, help: str, metavar: str | None = None) -> dict[str, Any]:
-    """A `SharedFlags` field's metadata: its typer option."""
-    return {"flag": typer.Option(*decls, metavar=metavar, help=help)}
+def _flag(*decls: str, help: str, metavar: str | None = None, default: Any = None) -> Any:
+    """A `SharedFlags` field: its default, and its typer option in the field's metadata."""
+    option = typer.Option(*decls, metavar=metavar, help=help)
+    return field(default=default, metadata={"flag": option})
 
 
 @dataclass(frozen=True)
@@ -53,124 +54,86 @@ class SharedFlags:
     holds the plain loop options' flags by option name (None, or False, when not given).
     """
 
-    model: list[str] | None = field(
-        default=None,
-        metadata=_flag(
-            "--model",
-            "-m",
-            metavar="NAME",
-            help="Generator model: 'provider:model' (e.g. openai:gpt-4o-mini) or a model name "
-            "served over the OpenAI protocol. Repeat it for a ladder of models, cheapest first: "
-            "a stronger model writes a round only when the cheaper ones stop raising the best "
-            "score. Default: $REFINE_MODEL.",
-        ),
+    model: list[str] | None = _flag(
+        "--model",
+        "-m",
+        metavar="NAME",
+        help="Generator model: 'provider:model' (e.g. openai:gpt-4o-mini) or a model name "
+        "served over the OpenAI protocol. Repeat it for a ladder of models, cheapest first: "
+        "a stronger model writes a round only when the cheaper ones stop raising the best "
+        "score. Default: $REFINE_MODEL.",
     )
-    base_url: str | None = field(
-        default=None,
-        metadata=_flag(
-            "--base-url",
-            metavar="URL",
-            help="OpenAI-compatible server URL. Default: $OPENAI_BASE_URL.",
-        ),
+    base_url: str | None = _flag(
+        "--base-url",
+        metavar="URL",
+        help="OpenAI-compatible server URL. Default: $OPENAI_BASE_URL.",
     )
-    judge_model: str | None = field(
-        default=None,
-        metadata=_flag(
-            "--judge-model",
-            metavar="NAME",
-            help="Model of the LLM judge. Default: the generator's model.",
-        ),
+    judge_model: str | None = _flag(
+        "--judge-model",
+        metavar="NAME",
+        help="Model of the LLM judge. Default: the generator's model.",
     )
-    evaluator: list[str] | None = field(
-        default=None,
-        metadata=_flag(
-            "--evaluator",
-            "-e",
-            metavar="SPEC",
-            help="Evaluator spec, repeatable (several are combined with equal weights): "
-            + ", ".join(SPEC_FORMS)
-            + ". Default: judge.",
-        ),
+    evaluator: list[str] | None = _flag(
+        "--evaluator",
+        "-e",
+        metavar="SPEC",
+        help="Evaluator spec, repeatable (several are combined with equal weights): "
+        + ", ".join(SPEC_FORMS)
+        + ". Default: judge.",
     )
-    memory: str | None = field(
-        default=None,
-        metadata=_flag(
-            "--memory",
-            metavar="POLICY",
-            help=f"Earlier attempts the generator sees: {', '.join(MEMORY_CHOICES)}, or a number N "
-            "(the N most recent). Default: best_and_last.",
-        ),
+    memory: str | None = _flag(
+        "--memory",
+        metavar="POLICY",
+        help=f"Earlier attempts the generator sees: {', '.join(MEMORY_CHOICES)}, or a number N "
+        "(the N most recent). Default: best_and_last.",
     )
-    budget_calls: int | None = field(
-        default=None,
-        metadata=_flag("--budget-calls", metavar="N", help="Most model calls per task."),
+    budget_calls: int | None = _flag(
+        "--budget-calls", metavar="N", help="Most model calls per task."
     )
-    budget_tokens: int | None = field(
-        default=None,
-        metadata=_flag("--budget-tokens", metavar="N", help="Most tokens (in and out) per task."),
+    budget_tokens: int | None = _flag(
+        "--budget-tokens", metavar="N", help="Most tokens (in and out) per task."
     )
-    budget_seconds: float | None = field(
-        default=None,
-        metadata=_flag("--budget-seconds", metavar="S", help="Most seconds per task."),
+    budget_seconds: float | None = _flag(
+        "--budget-seconds", metavar="S", help="Most seconds per task."
     )
-    max_cost: float | None = field(
-        default=None,
-        metadata=_flag(
-            "--max-cost",
-            metavar="USD",
-            help="Most US dollars per task, each model call priced from its tokens "
-            "(genai-prices data, or --price). A model without a known price is refused.",
-        ),
+    max_cost: float | None = _flag(
+        "--max-cost",
+        metavar="USD",
+        help="Most US dollars per task, each model call priced from its tokens "
+        "(genai-prices data, or --price). A model without a known price is refused.",
     )
-    price: list[str] | None = field(
-        default=None,
-        metadata=_flag(
-            "--price",
-            metavar="MODEL=IN,OUT",
-            help="A model's price in USD per million input and output tokens, e.g. "
-            "--price my-model=0.15,0.6 (repeatable; adds to or overrides genai-prices).",
-        ),
+    price: list[str] | None = _flag(
+        "--price",
+        metavar="MODEL=IN,OUT",
+        help="A model's price in USD per million input and output tokens, e.g. "
+        "--price my-model=0.15,0.6 (repeatable; adds to or overrides genai-prices).",
     )
-    cache: Path | None = field(
-        default=None,
-        metadata=_flag(
-            "--cache",
-            metavar="PATH",
-            help="SQLite file of LangChain's model cache: identical model calls are answered "
-            "from it.",
-        ),
+    cache: Path | None = _flag(
+        "--cache",
+        metavar="PATH",
+        help="SQLite file of LangChain's model cache: identical model calls are answered from it.",
     )
-    timeout: float = field(
-        default=120.0,
-        metadata=_flag("--timeout", metavar="SECONDS", help="Seconds one model call may take."),
+    timeout: float = _flag(
+        "--timeout", metavar="SECONDS", help="Seconds one model call may take.", default=120.0
     )
-    max_tokens: int | None = field(
-        default=None,
-        metadata=_flag(
-            "--max-tokens",
-            metavar="N",
-            help=f"Output tokens one model call may generate, so a runaway generation ends. "
-            f"Default: ${MAX_TOKENS_ENV}, else {DEFAULT_MAX_TOKENS}.",
-        ),
+    max_tokens: int | None = _flag(
+        "--max-tokens",
+        metavar="N",
+        help=f"Output tokens one model call may generate, so a runaway generation ends. "
+        f"Default: ${MAX_TOKENS_ENV}, else {DEFAULT_MAX_TOKENS}.",
     )
-    schema: Path | None = field(
-        default=None,
-        metadata=_flag(
-            "--schema",
-            metavar="FILE.json",
-            help="Refine a JSON object, not text: the JSON Schema it must match. The model is "
-            "asked for it through its structured output; invalid replies fail and are refined.",
-        ),
+    schema: Path | None = _flag(
+        "--schema",
+        metavar="FILE.json",
+        help="Refine a JSON object, not text: the JSON Schema it must match. The model is "
+        "asked for it through its structured output; invalid replies fail and are refined.",
     )
-    edits: str | None = field(
-        default=None,
-        metadata=_flag(
-            "--edits",
-            metavar="MODE",
-            help="How refinements change an attempt: off (rewrite it whole), on (SEARCH/REPLACE "
-            "edits, applied whole or not at all), auto (edits for attempts over "
-            f"{EDITS_AUTO_MIN_CHARS} characters).",
-        ),
+    edits: str | None = _flag(
+        "--edits",
+        metavar="MODE",
+        help="How refinements change an attempt: off (rewrite it whole), on (SEARCH/REPLACE "
+        "edits, applied whole or not at all), auto (edits for attempts over "
+        f"{EDITS_AUTO_MIN_CHARS} characters).",
     )
     loop: Mapping[str, Any] = field(default_factory=dict)
 

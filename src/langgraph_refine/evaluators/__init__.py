@@ -25,8 +25,9 @@ Example:
     [contains_all] score 0.50: Missing 1 of 2 required words: "lamp". Use each of them, ...
 """
 
+from langgraph_refine._errors import Unjudged
 from langgraph_refine._state import PanelRule
-from langgraph_refine.evaluators._base import BaseEvaluator, CallableEvaluator, Unjudged
+from langgraph_refine.evaluators._base import BaseEvaluator, CallableEvaluator
 from langgraph_refine.evaluators._cascade import CascadeEvaluator, cascade
 from langgraph_refine.evaluators._checklist import ChecklistEvaluator, ChecklistReply, checklist
 from langgraph_refine.evaluators._combine import CombinedEvaluator, combine

@@ -20,16 +20,15 @@ import typing
 import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from langchain_core.runnables.config import run_in_executor
 from pydantic import BaseModel
 
 from langgraph_refine._calls._retry import describe_status, is_transient
-from langgraph_refine._errors import RefineError
+from langgraph_refine._errors import Unjudged
 from langgraph_refine._internal import mark_internal
-from langgraph_refine._state import Evaluation
+from langgraph_refine._state import Evaluation, Judgment, NoJudgment
 from langgraph_refine._typed import OutputSchema
 
 EvaluatorLike: TypeAlias = Any
@@ -108,22 +107,6 @@ def call_sync(fn: Callable[..., Any], *args: Any, what: str) -> Any:
     return value
 
 
-class Unjudged(RefineError):
-    """An evaluator could not judge the response: no verdict on the response at all.
-
-    Raised by the ready evaluators when no judgment could be made (an LLM judge whose
-    replies stayed unreadable after its own re-ask, a panel with no member able to
-    judge); raise it from your own evaluator for the same meaning. The loop keeps such an
-    attempt unjudged (`score` None, `Attempt.error` holding this message) instead of
-    counting it as failed, and `on_evaluator_error=` says what it does next. Any other
-    exception your evaluator raises is a bug and stops the run.
-
-    Example:
-        >>> str(Unjudged("the grading service is down"))
-        'the grading service is down'
-    """
-
-
 def unjudged_reason(exc: BaseException, evaluator: BaseEvaluator) -> str | None:
     """Why `exc` leaves a response unjudged, or None when it is an error to raise.
 
@@ -151,22 +134,6 @@ def describe_error(exc: BaseException) -> str:
     text = f"{type(exc).__name__}" + (f" ({status})" if status else "")
     message = str(exc).strip()
     return f"{text}: {message[:200]}" if message else text
-
-
-@dataclass(frozen=True)
-class NoJudgment:
-    """A response the evaluator could not judge, and why (see `Unjudged`).
-
-    What `judge_once` gives in place of an `Evaluation` when `unjudged_reason` says the
-    error means "no judgment", not "a bug"; the loop keeps the attempt unjudged.
-    """
-
-    reason: str
-    cause: BaseException | None = None
-
-
-Judgment: TypeAlias = "Evaluation | NoJudgment"
-"""One response's judgment, or why none was made."""
 
 
 def judge_once(evaluator: BaseEvaluator, response: str, state: Mapping[str, Any]) -> Judgment:

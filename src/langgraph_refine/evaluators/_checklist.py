@@ -28,10 +28,11 @@ from pydantic import BaseModel, Field
 
 from langgraph_refine._calls._budget import model_invocation
 from langgraph_refine._calls._models import message_text, resolve_chat_model
+from langgraph_refine._errors import Unjudged
 from langgraph_refine._fences import json_objects
 from langgraph_refine._state import Evaluation, Verdict
 from langgraph_refine._typed import pretty_json, structured_parts
-from langgraph_refine.evaluators._base import BaseEvaluator, Unjudged, request_criteria
+from langgraph_refine.evaluators._base import BaseEvaluator, request_criteria
 from langgraph_refine.evaluators._judge import (
     DEFAULT_MAX_EVAL_CHARS,
     reply_outcome,

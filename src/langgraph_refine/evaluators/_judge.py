@@ -40,10 +40,11 @@ from langgraph_refine._decisions._prompts import (
     JUDGE_SYSTEM,
     JUDGE_UNREADABLE_NOTE,
 )
+from langgraph_refine._errors import Unjudged
 from langgraph_refine._fences import json_objects
 from langgraph_refine._state import Evaluation, Verdict
 from langgraph_refine._typed import pretty_json, structured_parts
-from langgraph_refine.evaluators._base import BaseEvaluator, Unjudged, request_criteria
+from langgraph_refine.evaluators._base import BaseEvaluator, request_criteria
 from langgraph_refine.evaluators._tags import sandbox, strip_tags
 
 DEFAULT_MAX_EVAL_CHARS = 32_768

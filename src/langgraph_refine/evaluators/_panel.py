@@ -20,11 +20,11 @@ from typing import Any, get_args
 
 from langgraph_refine._calls._budget import BudgetStop
 from langgraph_refine._calls._retry import is_transient, status_code
+from langgraph_refine._errors import Unjudged
 from langgraph_refine._state import Evaluation, PanelRule, Verdict
 from langgraph_refine.evaluators._base import (
     BaseEvaluator,
     EvaluatorLike,
-    Unjudged,
     describe_error,
     member_feedback,
 )

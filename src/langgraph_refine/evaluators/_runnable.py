@@ -21,8 +21,9 @@ from langchain_core.runnables import Runnable
 
 from langgraph_refine._calls._models import message_text
 from langgraph_refine._decisions._prompts import JUDGE_UNREADABLE_NOTE
+from langgraph_refine._errors import Unjudged
 from langgraph_refine._state import Evaluation
-from langgraph_refine.evaluators._base import BaseEvaluator, Unjudged
+from langgraph_refine.evaluators._base import BaseEvaluator
 from langgraph_refine.evaluators._judge import (
     _MAX_JUDGE_CALLS,
     _from_mapping,
