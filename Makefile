@@ -6,10 +6,10 @@ STAMP := $(VENV)/.installed
 PG_URI ?= postgresql://postgres@127.0.0.1:5432/test
 
 .DEFAULT_GOAL := help
-.PHONY: help install test lint demo record bench docs clean
+.PHONY: help install ui-bundler test lint demo record bench docs clean
 
 help: ## list the targets
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +17,19 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[test]'
 	touch $(STAMP)
 
-install: $(STAMP) ## create .venv and install the project with its test extras
+install: $(STAMP) ui-bundler ## create .venv, install the project with its test extras, fetch the UI bundler
+
+# `langgraph dev` bundles examples/chat_server/progress.tsx with `npx @langchain/langgraph-ui`:
+# fetched into npm's cache here, once, so the tests serve it offline (without Node.js or npm,
+# the one test of the served component skips, saying why; .ci/run requires it).
+ui-bundler: ## fetch the bundler langgraph dev runs for the chat's UI component into npm's cache
+	@if ! command -v npx >/dev/null 2>&1; then \
+		echo "Node.js (npx) not found: the test of the chat's served UI component will skip"; \
+	elif npx -y @langchain/langgraph-ui@latest --help >/dev/null 2>&1; then \
+		echo "UI bundler @langchain/langgraph-ui is in npm's cache"; \
+	else \
+		echo "could not fetch @langchain/langgraph-ui: the test of the served UI component will skip"; \
+	fi
 
 # The suite runs on every core (WORKERS=0 runs it in one process), a test module's tests on
 # one worker; the tests that start a heavy server run one at a time (tests/conftest.py).

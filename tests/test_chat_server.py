@@ -5,26 +5,42 @@ scripted OpenAI-compatible server on loopback that answers `Answer N.` (N counts
 agent's answers in the conversation) and judges `Answer 1.` 0.4 and any later answer a
 PASS. The client streams a run with the LangGraph SDK as agent-chat-ui does
 (`stream_mode=["messages-tuple", "custom", "values"]`) and the tests check what a chat
-would render from it.
+would render from it, the loop's progress card (a generative-UI message) included.
+
+The server bundles the card's component (`progress.tsx`) with Node.js: `langgraph dev`
+runs `npx @langchain/langgraph-ui`, which `make install` fetches into npm's cache. The
+server here runs it offline; without Node.js or that cache the server is given the same
+configuration without its `"ui"` key, and the one test of the served component skips,
+saying why (the cards themselves are the loop's and are tested either way). CI's machines
+have Node.js: `.ci/run` fetches the bundler and requires it (`REQUIRE_BUNDLER_ENV`).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
-from collections.abc import Iterator
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator, Mapping
 from http.server import ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.test_server import scripted_openai
+from tests.test_server import ROOT, scripted_openai
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
 TASK = "Tell me about the Eiffel Tower."
 FEEDBACK = "Say where it is."
 LOOP_PROMPT = "Your answer was evaluated"
+CONFIG = "examples/chat_server/langgraph.json"
+CARD = "refine_progress"
+BUNDLER = ["-y", "@langchain/langgraph-ui@latest", "--help"]  # what `langgraph dev` runs
+OFFLINE = {"npm_config_offline": "true"}  # npm answers from its cache, never the registry
 
 
 def chat_script(body: dict[str, Any]) -> str:
@@ -49,18 +65,98 @@ def chat_model_server() -> Iterator[ThreadingHTTPServer]:
         yield server
 
 
+def bundler_missing() -> str | None:
+    """Why `langgraph dev` could not bundle the example's UI here offline, or None."""
+    npx = shutil.which("npx")
+    if npx is None:
+        return (
+            "Node.js (npx) is not installed: langgraph dev bundles examples/chat_server/"
+            "progress.tsx with it (install Node.js >= 20.16 and npm, then `make install`)"
+        )
+    env = {**os.environ, **OFFLINE}
+    done = subprocess.run([npx, *BUNDLER], env=env, capture_output=True, timeout=120)
+    if done.returncode != 0:
+        said = done.stderr.decode(errors="replace").strip().splitlines() or ["nothing"]
+        return (
+            "the UI bundler @langchain/langgraph-ui is not in npm's cache: `make install` "
+            f"fetches it (npx said: {said[0]})"
+        )
+    return None
+
+
+REQUIRE_BUNDLER_ENV = "LANGGRAPH_REFINE_REQUIRE_UI_BUNDLER"
+"""Set to 1 (as .ci/run does) to make a missing UI bundler fail the component's test."""
+
+
+@pytest.fixture(scope="module")
+def ui_missing() -> str | None:
+    return bundler_missing()
+
+
+def skip_without(missing: str | None, environ: Mapping[str, str] = os.environ) -> None:
+    """Skip the test when the UI bundler is `missing` (fail instead when it is required)."""
+    if missing is None:
+        return
+    if environ.get(REQUIRE_BUNDLER_ENV, "").strip() == "1":
+        pytest.fail(f"{REQUIRE_BUNDLER_ENV}=1 but {missing}")
+    pytest.skip(missing)
+
+
 @pytest.fixture(scope="module")
 def chat_server(
-    chat_model_server: ThreadingHTTPServer, tmp_path_factory: pytest.TempPathFactory
+    chat_model_server: ThreadingHTTPServer,
+    ui_missing: str | None,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[str]:
-    """`langgraph dev` serving `examples/chat_server/langgraph.json`."""
+    """`langgraph dev` serving `examples/chat_server/langgraph.json` (its UI bundled offline)."""
     from examples.batch_on_server import serve
 
-    logs = tmp_path_factory.mktemp("chat-server") / "server.log"
+    folder = tmp_path_factory.mktemp("chat-server")
     base_url = f"http://127.0.0.1:{chat_model_server.server_address[1]}/v1"
-    config = "examples/chat_server/langgraph.json"
-    with serve(base_url, "scripted-model", logs=logs, config=config) as url:
+    config = CONFIG
+    if ui_missing is not None:  # the server would exit: its bundler cannot start
+        config = str(without_ui(folder))
+    started = time.time()
+    with serve(
+        base_url, "scripted-model", logs=folder / "server.log", settings=OFFLINE, config=config
+    ) as url:
+        if ui_missing is None:
+            wait_for_bundle(started)
         yield url
+
+
+def without_ui(folder: Path) -> Path:
+    """The example's configuration without its `"ui"` key (its paths stay the root's)."""
+    config = json.loads((ROOT / CONFIG).read_text())
+    del config["ui"]
+    path = folder / "langgraph.json"
+    path.write_text(json.dumps(config))
+    return path
+
+
+def bundled(index: Path) -> dict[str, Any]:
+    """The bundle's index: the graphs bundled so far ({} while the bundler writes it)."""
+    try:
+        found: dict[str, Any] = json.loads(index.read_text())
+    except ValueError:
+        return {}
+    return found
+
+
+def wait_for_bundle(started: float) -> None:
+    """Until the server's bundler has written this start's bundle of every graph's UI.
+
+    The server reads the bundle's index once, at the first request for a component.
+    """
+    index = ROOT / ".langgraph_api" / "ui" / "schemas.json"
+    graphs = set(json.loads((ROOT / CONFIG).read_text())["ui"])
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        fresh = index.exists() and index.stat().st_mtime >= started - 1
+        if fresh and set(bundled(index)) == graphs:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"the server did not bundle {sorted(graphs)} into {index}")
 
 
 class Chat:
@@ -86,7 +182,10 @@ class Chat:
         return [(p.data[0], p.data[1]) for p in self.parts if p.event == "messages"]
 
     def rendered(self) -> dict[str, str]:
-        """What a chat shows: each message id's text, its chunks joined in order."""
+        """What a chat shows: each message id's text, its chunks joined in order.
+
+        A message without text (the progress card's host) shows no text: it is left out.
+        """
         shown: dict[str, str] = {}
         for message, _ in self.streamed():
             text = message.get("content")
@@ -95,7 +194,7 @@ class Chat:
                 shown[message["id"]] = shown.get(message["id"], "") + text
             else:
                 shown[message["id"]] = text
-        return shown
+        return {key: text for key, text in shown.items() if text}
 
     def custom(self) -> list[dict[str, Any]]:
         return [p.data for p in self.parts if p.event == "custom"]
@@ -174,12 +273,15 @@ def test_with_drafts_each_answer_streams_under_its_attempt(drafts_chat: Chat) ->
     attempts = {
         message["id"]: metadata.get("refine_attempt")
         for message, metadata in drafts_chat.streamed()
+        if message["id"] in shown
     }
     assert list(attempts.values()) == [0, 1]
     assert not [t for t in shown.values() if LOOP_PROMPT in t or '"verdict"' in t]
     # The answer joins the conversation under the id its draft streamed with.
     last = drafts_chat.values()[-1]["messages"][-1]
     assert (last["id"], last["content"]) == (list(shown)[1], "Answer 2.")
+    # The progress card ends under that message too.
+    assert cards(drafts_chat)[-1]["metadata"]["message_id"] == last["id"]
 
 
 EDITED = {"name": "review_answer", "args": {"response": "It is in Paris."}}
@@ -227,3 +329,101 @@ def test_a_review_resumes_on_the_server_whatever_the_answer(
     values = reviewed(chat_server, answer)
     last = values["messages"][-1]
     assert (last["type"], last["content"]) == ("ai", final)
+
+
+# -- the loop's progress, as a chat renders it -------------------------------------------------
+
+ROUND_1 = "round 1: score 0.4, refining"
+ROUND_2 = "round 2: score 0.95, passed"
+
+
+def cards(chat: Chat) -> list[dict[str, Any]]:
+    """The generative-UI messages the run pushed (agent-chat-ui keeps them in `values.ui`)."""
+    return [e for e in chat.custom() if e.get("type") == "ui"]
+
+
+def test_each_round_reaches_the_chat_as_one_card_updated_in_place(chat: Chat) -> None:
+    pushed = cards(chat)
+    assert [c["props"]["lines"] for c in pushed] == [
+        [ROUND_1],
+        [ROUND_1, ROUND_2],
+        [ROUND_1, ROUND_2],  # the end: the card moves under the answer
+    ]
+    assert [c["props"]["status"] for c in pushed] == ["running", "running", "done"]
+    assert {(c["id"], c["name"]) for c in pushed} == {(pushed[0]["id"], CARD)}
+    rounds = pushed[-1]["props"]["rounds"]
+    assert [(r["round"], r["score"], r["next"]) for r in rounds] == [
+        (1, 0.4, "refining"),
+        (2, 0.95, "passed"),
+    ]
+    assert FEEDBACK not in json.dumps(pushed), "the judge's words stay out of the chat"
+
+
+def test_while_the_loop_runs_the_card_sits_under_an_empty_ai_message(chat: Chat) -> None:
+    # agent-chat-ui shows a UI message under the AI message its metadata names.
+    host = cards(chat)[0]["metadata"]["message_id"]
+    hosting = [v for v in chat.values() if host in [m["id"] for m in v["messages"]]]
+    assert hosting, "a values update holds the card's message while the loop runs"
+    for values in hosting:
+        (message,) = [m for m in values["messages"] if m["id"] == host]
+        assert (message["type"], message["content"], message["tool_calls"]) == ("ai", "", [])
+    assert host not in [m["id"] for m in chat.values()[-1]["messages"]]
+
+
+def test_the_threads_ui_holds_the_card_under_the_answer(chat: Chat) -> None:
+    values: Any = chat.client.threads.get_state(chat.thread_id)["values"]
+    (card,) = values["ui"]
+    answer = values["messages"][-1]
+    assert card["metadata"]["message_id"] == answer["id"]
+    assert card["props"]["summary"] == "done after 2 rounds: best score 0.95 (round 2), passed"
+    assert card == cards(chat)[-1]
+    texts = [m["content"] for m in values["messages"] if m["type"] == "ai" and m["content"]]
+    assert texts == ["Answer 2."], "the answer is the only AI text"
+
+
+def test_the_server_serves_the_cards_component(chat_server: str, ui_missing: str | None) -> None:
+    skip_without(ui_missing)
+    import httpx
+
+    url = chat_server
+    for graph in json.loads((ROOT / CONFIG).read_text())["ui"]:
+        # What `LoadExternalComponent` asks for: the script that renders the component,
+        # by this server's address (`webapp.py`): a chat served elsewhere loads it from here.
+        html = httpx.post(f"{url}/ui/{graph}", json={"name": CARD}, timeout=30)
+        assert html.status_code == 200, html.text
+        script = re.search(r'src="([^"]+\.js)"', html.text)
+        assert script is not None, html.text
+        assert script.group(1) == f"{url}/ui/{graph}/entrypoint.js"
+        assert f"render(&quot;{CARD}&quot;" in html.text
+        bundle = httpx.get(script.group(1), timeout=30).text
+        assert "data-refine-progress" in bundle and CARD in bundle
+
+
+def test_a_reviewed_run_shows_the_review_then_the_decision_on_its_card(
+    chat_server: str,
+) -> None:
+    from langgraph_sdk import get_sync_client
+
+    client = get_sync_client(url=chat_server)
+    try:
+        thread = client.threads.create()["thread_id"]
+        request: Any = {"messages": [{"role": "user", "content": TASK}]}
+        client.runs.wait(thread, "chat_agent_reviewed", input=request)
+        (paused,) = client.threads.get_state(thread)["values"]["ui"]
+        assert paused["props"]["lines"] == [ROUND_1, ROUND_2 + ", awaiting review"]
+        client.runs.wait(thread, "chat_agent_reviewed", command={"resume": {"action": "approve"}})
+        values: Any = client.threads.get_state(thread)["values"]
+        (card,) = values["ui"]
+        assert card["props"]["lines"] == [ROUND_1, "round 2: score 0.95, approved"]
+        assert card["metadata"]["message_id"] == values["messages"][-1]["id"]
+        assert [m["type"] for m in values["messages"]] == ["human", "ai"]
+    finally:
+        client.close()
+
+
+def test_a_missing_bundler_skips_the_component_test_unless_required() -> None:
+    skip_without(None, {REQUIRE_BUNDLER_ENV: "1"})  # present: runs
+    with pytest.raises(pytest.skip.Exception, match="npx is gone"):
+        skip_without("npx is gone", {})
+    with pytest.raises(pytest.fail.Exception, match=f"{REQUIRE_BUNDLER_ENV}=1 but npx is gone"):
+        skip_without("npx is gone", {REQUIRE_BUNDLER_ENV: "1"})

@@ -158,14 +158,16 @@ def test_the_middleware_takes_the_agent_options() -> None:
     assert mismatch(set(get_type_hints(AgentOptions)), set(declared(AGENT))) == {}
     parameters = inspect.signature(RefineMiddleware.__init__).parameters
     assert "Unpack[AgentOptions]" in str(parameters["settings"])
-    # keep_evaluation_turns is about the agent's messages, not the loop: its own; `models`
-    # is the agent's ladder (chat models), as the graph's is its `generator` argument.
+    # keep_evaluation_turns and progress_ui are about the agent's messages and the chat's
+    # UI, not the loop: its own; `models` is the agent's ladder (chat models), as the
+    # graph's is its `generator` argument.
     assert set(parameters) == {
         "self",
         "evaluator",
         "options",
         "models",
         "keep_evaluation_turns",
+        "progress_ui",
         "settings",
     }
 

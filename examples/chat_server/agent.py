@@ -15,11 +15,22 @@ model answers and judges (the middleware's evaluator is None: the agent's own mo
 What a chat gets: the judge's replies are the loop's own model calls and never reach the
 `messages` stream (the SDK's `messages-tuple`); the loop's rounds reach the `custom`
 stream (one `{"type": "round", ...}` per evaluated answer, a `{"type": "stop", ...}` at
-the end), for a progress line; the thread's state ends as the request, any tool calls,
-and the best answer. Run from the repository root (the configuration's paths are
-relative to it). A chat client drives it as `tests/test_chat_server.py` does:
+the end); the thread's state ends as the request, any tool calls, and the best answer.
+Run from the repository root (the configuration's paths are relative to it). A chat
+client drives it as `tests/test_chat_server.py` does:
 `client.runs.stream(thread_id, "chat_agent", input={"messages": [...]},
 stream_mode=["messages-tuple", "custom", "values"])`.
+
+The progress a chat renders: `progress_ui="refine_progress"` shows the rounds as one
+generative-UI card ("round 1: score 0.4, refining", "round 2: score 0.95, passed"),
+updated in place and kept in the state key `ui`; agent-chat-ui shows it where the loading
+dots were, and under the answer at the end. Its component is `progress.tsx`, registered
+for the three graphs under `"ui"` in `langgraph.json`: `langgraph dev` bundles it with
+Node.js (20.16 or later, with npm: it runs `npx @langchain/langgraph-ui`, fetched from
+the npm registry the first time; `make install` fetches it); `webapp.py` (under `"http"`)
+makes the component's script load in a chat served from another address. To watch it,
+serve the graph as above and open agent-chat-ui (`npx create-agent-chat-app`, or
+https://agentchat.vercel.app) on `http://localhost:2024` with the graph id `chat_agent`.
 """
 
 from __future__ import annotations
@@ -35,6 +46,8 @@ from langchain_core.tools import tool
 from langgraph_refine import RefineMiddleware
 
 MODEL_ENV = "REFINE_MODEL"
+PROGRESS_UI = "refine_progress"
+"""The progress card's component (`progress.tsx`, registered under `"ui"` in langgraph.json)."""
 SYSTEM_PROMPT = "You are a helpful assistant. Answer in two or three sentences."
 FACTS = {
     "eiffel tower": "The Eiffel Tower was completed in 1889 in Paris; it is 330 metres tall.",
@@ -81,6 +94,7 @@ def build_agent(
         target_score=0.9,
         stream_drafts=stream_drafts,
         human_review=human_review,
+        progress_ui=PROGRESS_UI,
     )
     return create_agent(
         model,

@@ -23,7 +23,7 @@ from langgraph_refine._errors import (
     ThreadSettingsError,
     UnknownPriceError,
 )
-from langgraph_refine._events import ReviewPayload, RoundEvent, StopEvent
+from langgraph_refine._events import ProgressCard, ReviewPayload, RoundEvent, StopEvent
 from langgraph_refine._loop._evaluate import EvaluatorNode
 from langgraph_refine._loop._generate import GeneratorNode
 from langgraph_refine._loop._graph import create_refine_graph
@@ -48,6 +48,7 @@ __all__ = [
     "EvaluatorNode",
     "GeneratorNode",
     "LoopOptions",
+    "ProgressCard",
     "ProviderError",
     "RefineContext",
     "RefineError",

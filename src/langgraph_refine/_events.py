@@ -2,8 +2,10 @@
 
 `stream_mode="custom"` yields a `RoundEvent` per evaluated attempt and a `StopEvent` at the
 end (from the graph and from `RefineMiddleware` alike); a human review pauses with a
-`ReviewPayload` as the interrupt's value. They are plain dicts at run time (JSON-ready,
-as LangGraph Server sends them); these types let editors and type checkers read them.
+`ReviewPayload` as the interrupt's value; `RefineMiddleware(progress_ui=...)` shows a
+`ProgressCard` in a chat (a LangGraph generative-UI message). They are plain dicts at run
+time (JSON-ready, as LangGraph Server sends them); these types let editors and type
+checkers read them.
 """
 
 from __future__ import annotations
@@ -156,7 +158,58 @@ class ReviewPayload(TypedDict):
     error: NotRequired[str]
 
 
-__all__ = ["ReviewActionRequest", "ReviewDecisions", "ReviewPayload", "RoundEvent", "StopEvent"]
+class ProgressRound(TypedDict):
+    """One evaluated answer on the progress card.
+
+    Attributes:
+        round: The answer's round, counted from 1 (the attempt's index + 1).
+        score: Its score; None when the evaluator could not judge it.
+        verdict: Its verdict, if the evaluator gave one.
+        next: What the loop did next, in words (`"refining"`, `"passed"`, ...).
+        line: The round in one line: `"round 2: score 0.6, refining"`.
+    """
+
+    round: int
+    score: float | None
+    verdict: Verdict | None
+    next: str
+    line: str
+
+
+class ProgressCard(TypedDict):
+    """The props of the progress card `RefineMiddleware(progress_ui=...)` shows in a chat.
+
+    One card per run of the loop, updated in place after each round and at the end (a
+    LangGraph UI message, the same id each time, in the agent's `ui` state key). Its
+    words are written here, so a component can show `lines` as they are.
+
+    Attributes:
+        status: `"running"` while the loop goes on, `"done"` once it has ended.
+        rounds: Every evaluated answer so far, in order.
+        lines: Each round's `line`, in order.
+        summary: The latest line while running; at the end, the outcome
+            (`"done after 2 rounds: best score 0.95 (round 2), passed"`).
+        best_score: The best score so far.
+        stop_reason: Why the loop stopped (None while it runs).
+    """
+
+    status: Literal["running", "done"]
+    rounds: list[ProgressRound]
+    lines: list[str]
+    summary: str
+    best_score: float | None
+    stop_reason: StopReason | None
+
+
+__all__ = [
+    "ProgressCard",
+    "ProgressRound",
+    "ReviewActionRequest",
+    "ReviewDecisions",
+    "ReviewPayload",
+    "RoundEvent",
+    "StopEvent",
+]
 
 
 def round_event(name: str, attempt: Attempt, best: Attempt | None) -> RoundEvent:

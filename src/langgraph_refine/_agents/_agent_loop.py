@@ -24,14 +24,18 @@ from langchain.agents.middleware import (
 )
 from langchain.agents.middleware.types import OmitFromInput, PrivateStateAttr
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
+from langgraph.graph.ui import AnyUIMessage, ui_message_reducer
 from langgraph.types import Command
 
+from langgraph_refine._agents._progress import ProgressUI
 from langgraph_refine._agents._transcript import (
     Turn,
     answer_turn,
+    conversation,
     draft_ids,
     hidden_from,
+    is_host,
     model_view,
     prompt_turn,
     woven,
@@ -148,6 +152,17 @@ class RefineAgentState(AgentState[Any]):
     refine_model: NotRequired[Annotated[str | None, PrivateStateAttr]]
 
 
+class RefineProgressState(RefineAgentState):
+    """The agent's state with a chat's UI messages (`RefineMiddleware(progress_ui=...)`).
+
+    Attributes:
+        ui: LangGraph's generative-UI messages (`langgraph.graph.ui`), merged by id with
+            `ui_message_reducer`: the progress card of each run of the loop.
+    """
+
+    ui: NotRequired[Annotated[list[AnyUIMessage], OmitFromInput, ui_message_reducer]]
+
+
 def loop_view(state: Mapping[str, Any]) -> dict[str, Any]:
     """The loop's state in the graph's terms, for evaluators, stop rules and review."""
     return dict(
@@ -158,7 +173,7 @@ def loop_view(state: Mapping[str, Any]) -> dict[str, Any]:
                 "usage": state.get("refine_usage"),
                 "stop_reason": state.get("refine_stop_reason"),
                 "response": state.get("refine_response"),
-                "messages": state.get("messages") or [],
+                "messages": conversation(state.get("messages") or []),
                 "loop_id": state.get("refine_loop_id"),
                 "selection": state.get("refine_selection"),
                 "criteria": state.get("criteria"),
@@ -298,7 +313,7 @@ def shown(request: ModelRequest[Any], memory: MemoryPolicy = "all") -> ModelRequ
     """The request with the loop's turns woven in, as this round's move shows them."""
     turns = request.state.get("refine_turns")
     if not turns and not request.state.get("refine_hidden_to"):
-        return request
+        return request  # (a card's host comes after a turn: it is left out with them)
     return request.override(messages=model_view(request.state, request.messages, memory))
 
 
@@ -336,9 +351,14 @@ def onward(
 
 
 def started(state: Mapping[str, Any]) -> dict[str, Any]:
-    """A new loop for this run: the task is the last human message."""
-    human = [m for m in state["messages"] if isinstance(m, HumanMessage)]
-    return {
+    """A new loop for this run: the task is the last human message.
+
+    A progress card's host left by a run that failed goes (see `_progress`).
+    """
+    messages = state["messages"]
+    human = [m for m in messages if isinstance(m, HumanMessage)]
+    left = [RemoveMessage(id=m.id) for m in messages if is_host(m) and m.id]
+    return ({"messages": left} if left else {}) | {
         "refine_task": human[-1].text if human else "",
         "refine_attempts": [],
         "refine_usage": to_plain(Usage()),
@@ -348,7 +368,7 @@ def started(state: Mapping[str, Any]) -> dict[str, Any]:
         "refine_judging": None,
         "refine_route": None,
         "refine_instruction": None,
-        "refine_base": len(state["messages"]),
+        "refine_base": len(messages) - len(left),
         "refine_turns": [],
         "refine_hidden_to": None,
         "refine_draft": None,
@@ -442,6 +462,7 @@ class AgentLoop:
         ladder: With `models`, the rungs' model names, cheapest first.
         comparer: Who compares answers with `select="pairwise"` (None: the agent's own
             model, known when it runs).
+        progress: Shows the loop's progress in a chat (a generative-UI card), or None.
     """
 
     options: LoopOptions
@@ -450,6 +471,7 @@ class AgentLoop:
     keep_evaluation_turns: bool
     ladder: Sequence[str] = ()
     comparer: Comparer | None = None
+    progress: ProgressUI | None = None
 
     def budget_stop(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
         """The update that ends the loop before a model call past the budget, else None."""
@@ -550,6 +572,13 @@ class AgentLoop:
                 "jump_to": "end",
             }
         update["refine_route"] = update.pop("jump_to")
+        if self.progress is not None:
+            reviewing = (  # a person answers before the loop goes on or ends
+                self.review is not None
+                and update["refine_phase"] == "deciding"
+                and review_due(outcome.stop_reason, self.options.on_budget_exhausted)
+            )
+            update |= self.progress.after_round(state, outcome, reviewing)
         return update
 
     def review_outcome(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -656,8 +685,12 @@ class AgentLoop:
         }
         best = best_message(state, result, self.options.stream_drafts) if result.value else None
         if self.keep_evaluation_turns:
-            return update | {"messages": woven(state, best)}
-        return update | ({"messages": [best]} if best is not None else {})
+            messages = woven(state, best)
+        else:
+            messages = [best] if best is not None else []
+        if self.progress is not None:  # the card moves under the answer
+            messages = self.progress.at_end(state, result, messages, self.keep_evaluation_turns)
+        return update | ({"messages": messages} if messages else {})
 
     def result(self, state: Mapping[str, Any]) -> RefineResult:
         """The loop's outcome from the agent's state."""

@@ -36,6 +36,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
+from functools import partial
 from typing import Any, Unpack
 
 try:
@@ -60,7 +61,6 @@ from langgraph.runtime import Runtime
 from langgraph_refine._agents import _agent_loop as turns
 from langgraph_refine._agents._agent_calls import (
     AgentCalls,
-    Judges,
     Judging,
     ametered_call,
     judges_for,
@@ -72,10 +72,12 @@ from langgraph_refine._agents._agent_loop import (
     Edit,
     Finish,
     RefineAgentState,
+    RefineProgressState,
     agent_models,
     check_binds,
 )
-from langgraph_refine._calls._budget import BudgetMeter, check_rungs_priced, metered
+from langgraph_refine._agents._progress import ProgressUI
+from langgraph_refine._calls._budget import check_rungs_priced, metered
 from langgraph_refine._decisions._options import AGENT, AGENT_DEFAULTS, AgentOptions, LoopOptions
 from langgraph_refine._decisions._round import adrive as adrive_round
 from langgraph_refine._decisions._round import drive as drive_round
@@ -115,6 +117,9 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         keep_evaluation_turns: False (default): the conversation ends as the request,
             the tool calls and the best answer. True rewrites it at the end with every
             answer and the loop's turns woven in (the best answer last).
+        progress_ui: The name of a generative-UI component that shows the loop's progress
+            in a chat (`ProgressCard` props, state key `ui`; see `_progress` and
+            `examples/chat_server`); None (default): no card.
         **settings: The options an agent takes (`AgentOptions`): the fields of
             `LoopOptions`, with their meaning and defaults, overriding `options`. Without
             `options`, three defaults suit a chat: `strategy="chain"` (the agent goes on
@@ -148,6 +153,7 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         options: LoopOptions | None = None,
         models: Sequence[BaseChatModel | str] | None = None,
         keep_evaluation_turns: bool = False,
+        progress_ui: str | None = None,
         **settings: Unpack[AgentOptions],
     ) -> None:
         super().__init__()
@@ -172,7 +178,9 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
             bool(keep_evaluation_turns),
             ladder=[model_name(rung) for rung in self.rungs],
             comparer=resolved.comparer,
+            progress=progress_for(progress_ui),
         )
+        self.state_schema = RefineProgressState if self.loop.progress else RefineAgentState
 
     @property
     def stop_rules(self) -> StopRules:
@@ -267,11 +275,14 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         (`Finish`), and is sent what they gave.
         """
         judges = judges_for(self.loop, request.model)  # the run's: nothing is kept
+        calls_at = partial(
+            AgentCalls, self.loop, runtime=request.runtime, evaluator=judges.evaluator
+        )
         state = request.state
         if reply is None:
             job = self.loop.judging(state, judges.comparer)
             if isinstance(job, Edit):
-                calls = self._calls(state, job.view, job.meter, request, judges)
+                calls = calls_at(state, job.view, job.meter)
                 judged = calls.sent((yield Judging(calls, calls.flow(job.attempt))))
                 return turns.judged(self.loop.end_with_edit(state, job, judged))
             if isinstance(job, Finish):
@@ -280,7 +291,7 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         answered, turn = self.loop.answered(state, reply)
         if turn is None:  # tool calls: the agent goes on
             return reply
-        calls = self._calls(answered, turn.view, turn.meter, request, judges)
+        calls = calls_at(answered, turn.view, turn.meter)
         outcome = yield Judging(calls, calls.flow(self.loop.pending(answered, turn)))
         return turns.updated(reply, self.loop.after_round(answered, turn, calls.sent(outcome)))
 
@@ -299,16 +310,6 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
             rung = min(int(request.state.get("refine_rung") or 0), len(self.rungs) - 1)  # type: ignore[call-overload]
             request = request.override(model=self.rungs[rung])
         return turns.shown(request, self.loop.options.memory)
-
-    def _calls(
-        self,
-        state: Mapping[str, Any],
-        view: dict[str, Any],
-        meter: BudgetMeter,
-        request: ModelRequest[Any],
-        judges: Judges,
-    ) -> AgentCalls:
-        return AgentCalls(self.loop, state, view, meter, request.runtime, judges.evaluator)
 
     # -- after_model and after_agent: where the round goes, review and the end -------------
 
@@ -338,6 +339,22 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
             state: The agent's output state, or `agent.get_state(config).values`.
         """
         return self.loop.result(state)
+
+
+def progress_for(component: object) -> ProgressUI | None:
+    """The progress card named `component` (`progress_ui=`), or None.
+
+    Raises:
+        ValueError: If `component` is neither None nor a non-empty string.
+    """
+    if component is None:
+        return None
+    if not isinstance(component, str) or not component.strip():
+        raise ValueError(
+            f"progress_ui must be the name of a UI component (a non-empty string, e.g. "
+            f"'refine_progress'), or None for no progress card; got {component!r}"
+        )
+    return ProgressUI(component.strip())
 
 
 def drafting(options: LoopOptions, state: Mapping[str, Any]) -> AbstractContextManager[None]:

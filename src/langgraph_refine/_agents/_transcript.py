@@ -51,6 +51,29 @@ model integrations do not send the key to the provider.
 """
 
 
+HOST_PREFIX = "refine-progress-"
+"""How the id of a progress card, and of the empty AI message hosting it, starts (`_progress`)."""
+
+
+def card_id(state: Mapping[str, Any]) -> str:
+    """The id of this run's progress card and of the message hosting it while the loop runs."""
+    return HOST_PREFIX + str(state.get("refine_loop_id") or "")
+
+
+def is_host(message: AnyMessage) -> bool:
+    """Whether `message` is the empty AI message hosting a progress card (see `_progress`)."""
+    return (
+        isinstance(message, AIMessage)
+        and not message.tool_calls
+        and str(message.id or "").startswith(HOST_PREFIX)
+    )
+
+
+def conversation(messages: Sequence[AnyMessage]) -> list[AnyMessage]:
+    """The messages without progress cards' hosts: what the loop's views hold."""
+    return [message for message in messages if not is_host(message)]
+
+
 def anchor(state: Mapping[str, Any]) -> str | None:
     """The id of the conversation's last message: where a turn added now belongs."""
     messages = state.get("messages") or []
@@ -151,6 +174,8 @@ def _weave(
 ) -> list[AnyMessage]:
     """The messages with each turn placed after its anchor, hidden messages left out.
 
+    A progress card's host (`is_host`) is left out too: it is the chat's, not the model's.
+
     A turn whose anchor is hidden keeps its place (where the anchor was); one whose
     anchor is not in `messages` at all (another middleware removed it) goes last.
     """
@@ -159,7 +184,7 @@ def _weave(
         after.setdefault(turn[0], []).append(_message(turn))
     out: list[AnyMessage] = []
     for message in messages:
-        if message.id not in hidden_ids:
+        if message.id not in hidden_ids and not is_host(message):
             out.append(message)
         out.extend(after.pop(message.id, []))
     for rest in after.values():

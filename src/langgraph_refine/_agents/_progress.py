@@ -1,0 +1,200 @@
+"""The loop's progress as a chat renders it: one generative-UI card, updated each round.
+
+A chat client renders an agent's messages and LangGraph's generative-UI messages (a
+`{"type": "ui", "name": component, "props": ...}` pushed with `push_ui_message`, kept in
+the state key `ui` by `ui_message_reducer`); LangChain's agent-chat-ui shows each one
+under the AI message its `metadata.message_id` names, with the component the server
+bundles from its `langgraph.json` `"ui"` entry. It drops the loop's `custom` round
+events, so without this the user watches loading dots while the loop runs.
+
+With `RefineMiddleware(progress_ui=name)` each run of the loop shows one card
+(`ProgressCard`: one line per round, `"round 2: score 0.6, refining"`), pushed after each
+round and at the end under the same id, so it is updated in place:
+
+- while the loop runs, no answer is in the conversation yet, so the card is hosted by an
+  empty AI message of the loop's (id `refine-progress-<loop id>`, `_transcript.is_host`):
+  it joins the conversation after the first round, the model and the judge are never
+  shown it (`_transcript`), and it leaves when the loop ends;
+- at the end the card moves to the answer's message, which is then the conversation's
+  only AI text of the run.
+
+The card's words are written here (the component shows them as they are), and so are the
+pushes; `AgentLoop` places the host after a round and takes it away at the end.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import AIMessage, RemoveMessage
+from langgraph.graph.ui import push_ui_message
+
+from langgraph_refine._agents._transcript import LOOP_SOURCE, card_id
+from langgraph_refine._decisions._round import Outcome
+from langgraph_refine._events import ProgressCard, ProgressRound
+from langgraph_refine._result import RefineResult, best_attempt
+from langgraph_refine._state import Attempt, MoveKind, StopReason
+
+MOVE_WORDS: dict[MoveKind, str] = {
+    "refine": "refining",
+    "sample": "answering afresh",
+    "guided": "answering afresh",
+    "revise": "revising as the reviewer asked",
+    "edit": "taking the reviewer's edit",
+}
+"""What the loop does next, by the next answer's move."""
+
+STOP_WORDS: dict[StopReason, str] = {
+    "passed": "passed",
+    "target_reached": "target score reached",
+    "max_iterations": "no rounds left",
+    "plateau": "no longer improving",
+    "budget_exhausted": "budget spent",
+    "approved": "approved",
+    "edited": "edited by the reviewer",
+    "rejected": "rejected by the reviewer",
+}
+"""Why the loop stopped, in words."""
+
+
+def progress_card(
+    attempts: Sequence[Attempt],
+    stop_reason: StopReason | None,
+    upcoming: MoveKind | None = None,
+    *,
+    reviewing: bool = False,
+    done: bool = False,
+) -> ProgressCard:
+    """The card's props: a line per evaluated answer, and what comes next.
+
+    Args:
+        attempts: The loop's attempts so far, in order.
+        stop_reason: Why the loop stops (None while it goes on).
+        upcoming: The next answer's move while the loop goes on.
+        reviewing: A person reviews before the loop goes on or ends.
+        done: The loop has ended.
+
+    Example:
+        >>> from langgraph_refine import Attempt, Evaluation
+        >>> first = Attempt(index=0, response="a", evaluation=Evaluation(score=0.4))
+        >>> progress_card([first], None, "refine")["lines"]
+        ['round 1: score 0.4, refining']
+    """
+    rounds: list[ProgressRound] = []
+    for position, attempt in enumerate(attempts):
+        if position + 1 < len(attempts):
+            then = MOVE_WORDS[attempts[position + 1].move or "refine"]
+        elif stop_reason is not None:
+            then = STOP_WORDS[stop_reason]
+        else:
+            then = MOVE_WORDS[upcoming] if upcoming is not None else "deciding"
+        if reviewing and not done and position + 1 == len(attempts):
+            then += ", awaiting review"
+        rounds.append(_round(attempt, then))
+    lines = [item["line"] for item in rounds]
+    best = best_attempt(attempts)
+    best_score = best.score if best is not None else None
+    if done:
+        summary = _outcome(attempts, best, stop_reason)
+    else:
+        summary = lines[-1] if lines else "writing the first answer"
+    return {
+        "status": "done" if done else "running",
+        "rounds": rounds,
+        "lines": lines,
+        "summary": summary,
+        "best_score": best_score,
+        "stop_reason": stop_reason,
+    }
+
+
+def _round(attempt: Attempt, then: str) -> ProgressRound:
+    name = "the reviewer's edit" if attempt.move == "edit" else f"round {attempt.index + 1}"
+    score = attempt.score
+    judged = "not judged" if score is None else f"score {_score(score)}"
+    verdict = attempt.evaluation.verdict if attempt.evaluation is not None else None
+    return {
+        "round": attempt.index + 1,
+        "score": score,
+        "verdict": verdict,
+        "next": then,
+        "line": f"{name}: {judged}, {then}",
+    }
+
+
+def _outcome(attempts: Sequence[Attempt], best: Attempt | None, stop: StopReason | None) -> str:
+    why = STOP_WORDS[stop] if stop is not None else "stopped"
+    count = len(attempts)
+    rounds = f"{count} round" + ("" if count == 1 else "s")
+    if best is None or best.score is None:
+        return f"done after {rounds}: no answer was judged, {why}"
+    return f"done after {rounds}: best score {_score(best.score)} (round {best.index + 1}), {why}"
+
+
+def _score(score: float) -> str:
+    return str(round(score, 2))
+
+
+@dataclass(frozen=True)
+class ProgressUI:
+    """Shows the loop's progress as a generative-UI card named `component`.
+
+    Frozen configuration: what a run shows is read from its state.
+
+    Attributes:
+        component: The UI component's name, as the `langgraph.json` `"ui"` file exports it.
+    """
+
+    component: str
+
+    def after_round(
+        self, state: Mapping[str, Any], outcome: Outcome, reviewing: bool
+    ) -> dict[str, Any]:
+        """Push the card after a round; the update that places its host, the first time.
+
+        Args:
+            state: The agent's state after the model's answer.
+            outcome: The round's outcome (its attempts, stop reason and next move).
+            reviewing: A person answers before the loop goes on or ends.
+        """
+        upcoming = outcome.choice.move if outcome.choice is not None else None
+        card = progress_card(outcome.attempts, outcome.stop_reason, upcoming, reviewing=reviewing)
+        host = AIMessage(
+            "", id=card_id(state), name=LOOP_SOURCE, additional_kwargs={"lc_source": LOOP_SOURCE}
+        )
+        self._push(state, card, host)
+        placed = any(message.id == host.id for message in state.get("messages") or [])
+        return {} if placed else {"messages": [host]}
+
+    def at_end(
+        self, state: Mapping[str, Any], result: RefineResult, messages: list[Any], rewritten: bool
+    ) -> list[Any]:
+        """The end's messages, the card pushed under the answer (the last) and its host gone.
+
+        Args:
+            state: The agent's state.
+            result: The loop's result.
+            messages: The end's messages, the answer last (none without an answer).
+            rewritten: The messages rewrite the conversation (`keep_evaluation_turns`),
+                which leaves the host out already.
+
+        Returns:
+            The messages to write: the answer gets an id of its own if it has none, for
+            the card to name, and the host is removed.
+        """
+        answer = messages[-1] if result.value and isinstance(messages[-1], AIMessage) else None
+        if answer is not None and answer.id is None:
+            answer = answer.model_copy(update={"id": str(uuid.uuid4())})
+            messages = [*messages[:-1], answer]
+        self._push(state, progress_card(result.attempts, result.stop_reason, done=True), answer)
+        hosted = card_id(state)
+        if rewritten or not any(m.id == hosted for m in state.get("messages") or []):
+            return messages
+        return [RemoveMessage(id=hosted), *messages]
+
+    def _push(self, state: Mapping[str, Any], card: ProgressCard, host: AIMessage | None) -> None:
+        # The same id every time: a chat (and `ui_message_reducer`) replaces the card in place.
+        push_ui_message(self.component, dict(card), id=card_id(state), message=host)
