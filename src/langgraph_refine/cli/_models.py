@@ -27,6 +27,7 @@ from langgraph_refine._calls._models import (
     model_route,
     resolve_chat_model,
 )
+from langgraph_refine._loop._resolve import loop_models
 from langgraph_refine.cli._errors import CliError
 from langgraph_refine.cli._http import HttpClients
 
@@ -107,10 +108,20 @@ class ModelSettings:
         return [first, *(build_chat_model(name, self, option="--model") for name in self.ladder)]
 
     def judge(self) -> BaseChatModel:
-        """The LLM judge's chat model: `--judge-model`, else the generator's (the first rung's)."""
-        if self.judge_model:
-            return build_chat_model(self.judge_model, self, option="--judge-model")
-        return self._first()
+        """The LLM judge's chat model: `--judge-model`, else the library's default judge model.
+
+        The default is decided by the loop's own rule (`loop_models`: the generator's, the
+        first rung's in a ladder), the one the graph and the agent use.
+        """
+        given = (
+            build_chat_model(self.judge_model, self, option="--judge-model")
+            if self.judge_model
+            else None
+        )
+        model = loop_models(self.generator(), None, judge_model=given).judge_model
+        if model is None:  # a chat model generator always gives one
+            raise CliError("no judge model: pass --judge-model NAME")
+        return model
 
     def _first(self) -> BaseChatModel:
         if not self.model:
