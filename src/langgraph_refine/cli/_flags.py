@@ -8,7 +8,8 @@ default the help shows. A command takes these flags with `cli._shared.with_share
 adding such a field to `LoopOptions` puts it on `run`, `batch` and a batch line at once.
 
 The options whose values need reading of their own (a budget's limits, a schema file, a
-memory window, models, checks, the edits mode) are read in `cli._options` (`SPECIAL`).
+memory window, models, checks, the edits mode) are read by hand: their flags in
+`cli._shared.SharedFlags`, their batch-line keys in `cli._options`.
 """
 
 from __future__ import annotations
@@ -165,8 +166,8 @@ def kind_of(annotation: Any) -> tuple[Kind, tuple[str, ...], bool] | None:
 def loop_flags(surface: str) -> tuple[LoopFlag, ...]:
     """The plain options `surface` (`RUN`, `BATCH` or `LINE`) takes, in declaration order.
 
-    An option with a type of its own (`kind_of` is None) or more than one flag is left to
-    `cli._options`.
+    An option with a type of its own (`kind_of` is None) or more than one flag is read by
+    hand (`cli._shared`, `cli._options`).
     """
     types = get_type_hints(LoopOptions)
     taken = set(declared(surface))

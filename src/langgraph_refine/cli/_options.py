@@ -1,9 +1,11 @@
 """The loop's options as `run` and `batch` take them, and how they become the library's.
 
 The options themselves are declared once, in the library's `LoopOptions`: the plain ones
-are read as their declaration says (`cli._flags`); this module reads the others (checks,
-memory, budget and prices, schema, edits, a line's models) and turns what a command line
-or a batch line gave into the library's keywords or a server run's context.
+are read as their declaration says (`cli._flags`). This module holds the readers of the
+others (checks, memory, budget and prices, schema, edits, a line's models), which the
+shared flags (`cli._shared.SharedFlags`) and a batch line use, and `CommandOptions`: what
+a command line or a batch line gave, turned into the library's keywords or a server run's
+context.
 """
 
 from __future__ import annotations
