@@ -884,3 +884,35 @@ def test_an_untried_refinement_ties_an_untried_fresh_answer_and_refining_wins_th
     record = scores(sample={"0": 10}, guided={})
     for top in (0.4, 0.5, 0.6, 0.7, 0.8):
         assert choose_next("explore", [attempt(0, top)], TASK, record) == Choice("refine", 0)
+
+
+# -- exploration: a band no earlier run refined from is tried once ---------------------------
+
+
+def test_a_band_that_would_borrow_from_one_unlucky_refinement_is_still_tried() -> None:
+    # The record's one refinement dropped most of a 0.8 answer; guided answers score well.
+    # Borrowed, that fall would price refining from 0.6 below a fresh answer for good, so
+    # the band would never gather refinements of its own; it is tried once instead.
+    record = scores(sample={"4": 10, "5": 10}, guided={"6": 10, "7": 4}, refine_at_b3={"-6": 1})
+    for task in TASKS:
+        assert choose_next("explore", [attempt(0, 0.6)], task, record) == Choice("refine", 0)
+    # So is one after refinements that kept what they refined (four) or dropped a little
+    # (three) but never raised it: an unlucky streak, not a model whose refinements fall.
+    flat = scores(sample={"4": 10, "5": 10}, guided={"6": 10, "7": 10}, refine_at_b3={"0": 4})
+    flat.update(scores(refine_at_b3={"-2": 3}))
+    for task in TASKS:
+        assert choose_next("explore", [attempt(0, 0.6)], task, flat) == Choice("refine", 0)
+
+
+def test_a_tried_band_is_not_tried_again_in_the_same_run() -> None:
+    # The try fell in this run: from the same band the back-off decides again, with it.
+    record = scores(sample={"4": 10, "5": 10}, guided={"6": 10, "7": 4}, refine_at_b3={"-6": 1})
+    run = [attempt(0, 0.6), attempt(1, 0.1, parent=0)]
+    for task in TASKS:
+        assert choose_next("explore", run, task, record).move in FRESH_MOVES
+
+
+def test_refinements_that_fell_twice_and_never_held_are_not_tried_from_a_new_band() -> None:
+    record = scores(sample={"4": 10, "5": 10}, guided={"6": 10, "7": 4}, refine_at_b3={"-6": 2})
+    for task in TASKS:
+        assert choose_next("explore", [attempt(0, 0.6)], task, record).move in FRESH_MOVES

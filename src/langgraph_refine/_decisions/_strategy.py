@@ -156,6 +156,15 @@ untried refinement and an untried fresh answer are both an even spread over ever
 summed in different orders. Measured (`make bench BENCH=strategies`): left to the floats,
 those ties moved single random refiners by up to 0.02."""
 
+TRY_FALLS = 2
+"""Falls of the record's refinements, with none that held, that stop a band being tried.
+
+A band the record has not refined from is tried once (`_worth_a_try`) unless its
+refinements have fallen this often and never kept or raised what they refined. Measured
+(`make bench BENCH=strategies`): with 1 a single unlucky first refinement locked bands
+again (W 76 of 80 on seeds 7000-7079); 2 and 3 scored alike (79 of 80, and 40 of 40 on
+each of 2000-2039, 5000-5039 and 8000-8039)."""
+
 BACKOFF_ROUNDS = 0.5
 """Pseudo-outcomes a level of evidence borrows from the coarser one above it (`_backed_off`):
 a band's refinements from the moves of every band, those from every answer the record
@@ -615,14 +624,20 @@ def _explore_by_gain(
     best wins ties.
     """
     top = _score(best)
-    seen = _outcomes(record, score_counts(attempts))
+    own = score_counts(attempts)
+    seen = _outcomes(record, own)
     answers = {
         kind: [
             (_worth(score / SCORE_BINS - top, top), n) for score, n in seen.get(kind, {}).items()
         ]
         for kind in FRESH_MOVES
     }
-    borrow = not _in_record(record, f"refine{STATE_MARK}b{_band(top)}")
+    band = f"refine{STATE_MARK}b{_band(top)}"
+    borrow = not _in_record(record, band)
+    if borrow and band not in own and _worth_a_try(seen):
+        # Exploration: a band that would borrow is refined from once, so it gathers
+        # evidence of its own; a borrowed low value would keep it sampling for good.
+        return _refine(best.index)
     refined = _refine_worth(seen, top, [a for found in answers.values() for a in found], borrow)
     spread = _mean(_worth(score / SCORE_BINS - top, top) for score in range(SCORE_BINS + 1))
     fresh = {kind: _backed_off([answers[kind]], spread) for kind in FRESH_MOVES}
@@ -669,12 +684,7 @@ def _refine_worth(
     even = _mean(_worth(moved / SCORE_BINS, top) for moved in range(-here, SCORE_BINS - here + 1))
     band = seen.get(f"refine{STATE_MARK}b{_band(top)}", {})
     own = [(_worth(moved / SCORE_BINS, top), n) for moved, n in band.items()]
-    moves = [
-        (kind, moved, n)
-        for kind, bins in seen.items()
-        if kind.startswith(f"refine{STATE_MARK}b")
-        for moved, n in bins.items()
-    ]
+    moves = _refinement_moves(seen)
     if not borrow or not moves:
         return _backed_off([own], even)
     pooled = [
@@ -682,6 +692,33 @@ def _refine_worth(
     ]
     held = sum(n for _, moved, n in moves if moved >= 0) / sum(n for _, _, n in moves)
     return _backed_off([own, pooled, [*pooled, *answers]], even, hope=SCORES_PRIOR * held)
+
+
+def _refinement_moves(seen: Mapping[str, Mapping[int, int]]) -> list[tuple[str, int, int]]:
+    """Every refinement's (kind with band, move in tenths, count) among the outcomes `seen`."""
+    return [
+        (kind, moved, n)
+        for kind, bins in seen.items()
+        if kind.startswith(f"refine{STATE_MARK}b")
+        for moved, n in bins.items()
+    ]
+
+
+def _worth_a_try(seen: Mapping[str, Mapping[int, int]]) -> bool:
+    """Whether a band no earlier run refined from is refined from once, before it borrows.
+
+    Yes when some refinement was seen (else nothing would be borrowed: the band's even
+    spread decides, `_refine_worth`), unless refinements have fallen `TRY_FALLS` times
+    and none kept or raised what it refined: a model whose refinements always fall is not
+    tried again from every new band (the runs of a model like that sample from round 1).
+    One fallen refinement, or falls among refinements that held, are not enough to say
+    a band the record has not seen is not worth a round: without this try such a band
+    borrowed a low value, chose a fresh answer, and never gathered evidence of its own.
+    """
+    moves = _refinement_moves(seen)
+    held = sum(n for _, moved, n in moves if moved >= 0)
+    fell = sum(n for _, moved, n in moves if moved < 0)
+    return bool(moves) and (held > 0 or fell < TRY_FALLS)
 
 
 def _costs(attempts: Sequence[Attempt]) -> dict[str, float]:
