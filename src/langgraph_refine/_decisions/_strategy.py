@@ -35,13 +35,17 @@ every choice, round 1's included, weighs those counts with this run's own:
   the best, of how far the outcome lands above the best (an outcome is known to its
   tenth, `_above`), less `FALL_WEIGHT` times how far it lands below. Refining the best
   wins ties. When this run has priced both moves (`Attempt.usage.cost`), values are per
-  dollar. From a band where the record holds no refinement, refining backs off to what
+  dollar. A band where the record holds no refinement is first tried: the run refines
+  from it once (`_worth_a_try`), unless the refinements seen have fallen `TRY_FALLS`
+  times and none held. After that try, or without one, refining there backs off to what
   refinements did from every band, then to what every answer did (`_refine_worth`,
   pseudo-count shrinkage, `BACKOFF_ROUNDS`); this run's own outcomes count at every
-  level, so a refinement that fell in this run weighs on its next round at once. So a
-  model whose refinements fall is soon sampled from round 1, one whose refinements
-  help keeps refining, and one whose refinements help only from a high score samples
-  from a low one and refines from a high one.
+  level, so a refinement that fell in this run weighs on its next round at once. The
+  try is exploration: a band that only borrowed a low value (one unlucky refinement
+  elsewhere) chose fresh answers and never gathered evidence of its own. So a model
+  whose refinements fall is soon sampled from round 1, one whose refinements help
+  keeps refining, and one whose refinements help only from a high score samples from
+  a low one and refines from a high one.
 - With a ladder (`rung` given) the score counts, which pool every rung's answers, do not
   decide; nor in a record written before them. Then explore draws, for each side, a
   belief `Beta(1 + k*worth, 1 + k*(rounds - worth))` over pooled plus own counts of
@@ -157,7 +161,8 @@ summed in different orders. Measured (`make bench BENCH=strategies`): left to th
 those ties moved single random refiners by up to 0.02."""
 
 TRY_FALLS = 2
-"""Falls of the record's refinements, with none that held, that stop a band being tried.
+"""Falls of the refinements seen (the record's and this run's), with none that held, that
+stop a band no earlier run refined from being tried.
 
 A band the record has not refined from is tried once (`_worth_a_try`) unless its
 refinements have fallen this often and never kept or raised what they refined. Measured
@@ -619,9 +624,9 @@ def _explore_by_gain(
     so far. A fresh answer's outcomes are its scores wherever the run stood (where a
     run stands does not change a fresh answer); a refinement's are how far it moved
     from the attempt it refined, when that attempt's score was in the band the best is
-    in now; from a band where the record holds no refinement, what refinements did
-    from every band and what every answer did stand in (`_refine_worth`). Refining the
-    best wins ties.
+    in now; from a band where the record holds no refinement, the run refines once
+    (`_worth_a_try`), then what refinements did from every band and what every answer
+    did stand in (`_refine_worth`). Refining the best wins ties.
     """
     top = _score(best)
     own = score_counts(attempts)
@@ -674,11 +679,11 @@ def _refine_worth(
     Measured (`make bench BENCH=strategies`): backing off also where the band holds a
     few refinements of the record lost on the medium refiners (warm explore above both
     fixed rules on 5-7 of 11 against 11 of 11): refinements from another band say too
-    little of this one's for a thin band to give up its own spread. Where it applies it
-    costs too: a band that borrows a low value is not refined from, so it never gathers
-    refinements of its own, and a thin or unlucky pool keeps it sampling (about one random
-    refiner in twenty misses "within 0.01" that the rule without back-off met; the
-    bench's back-off note gives the seeds and why no weight of the shrinkage avoids it).
+    little of this one's for a thin band to give up its own spread. Where it applies
+    alone it costs too: a band that borrows a low value is not refined from, so it never
+    gathers refinements of its own (about one random refiner in twenty missed "within
+    0.01"); `_explore_by_gain` therefore tries such a band once first (`_worth_a_try`),
+    and borrowing decides only after that try or where refinements have only fallen.
     """
     here = round(top * SCORE_BINS)  # a refinement of the best moves it to a score in 0..1
     even = _mean(_worth(moved / SCORE_BINS, top) for moved in range(-here, SCORE_BINS - here + 1))
