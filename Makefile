@@ -32,11 +32,13 @@ ui-bundler: ## fetch the bundler langgraph dev runs for the chat's UI component 
 	fi
 
 # The suite runs on every core (WORKERS=0 runs it in one process), a test module's tests on
-# one worker; the tests that start a heavy server run one at a time (tests/conftest.py).
+# one worker; the tests of the llama.cpp model run one at a time (tests/conftest.py).
+# Bytecode is written even where the environment says not to (PYTHONDONTWRITEBYTECODE): the
+# suite starts hundreds of Python processes, each of which would compile the package again.
 WORKERS ?= auto
 
 test: $(STAMP) ## run the whole suite offline (cassettes replayed, loopback only)
-	LANGGRAPH_STRICT_MSGPACK=true \
+	PYTHONDONTWRITEBYTECODE= LANGGRAPH_STRICT_MSGPACK=true \
 	LANGGRAPH_REFINE_TEST_POSTGRES_URI=$${LANGGRAPH_REFINE_TEST_POSTGRES_URI:-$(PG_URI)} \
 	$(BIN)/pytest -n $(WORKERS) --dist loadfile \
 		--disable-socket --allow-hosts=127.0.0.1,localhost,::1 --record-mode=none $(ARGS)
