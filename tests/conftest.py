@@ -1,9 +1,8 @@
 """Shared fixtures (checkpointers over memory, SQLite and PostgreSQL) and the parallel run.
 
 `make test` runs the suite with pytest-xdist, one worker more than there are cores
-(`--dist loadfile`: a
-test module's tests stay on one worker, so a module's server starts once). Three things
-keep the workers out of each other's way:
+(`--dist loadfile`: a test module's tests stay on one worker, so a module's server starts
+once). Three things keep the workers out of each other's way:
 
 - each worker has its own PostgreSQL database (`<database>_<worker>`, created on first use
   and kept), so schema setup and the tests' tables never race;
