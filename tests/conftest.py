@@ -80,11 +80,23 @@ def worker_database(uri: str, worker: str) -> str | None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Run the real-model tests first: the longest module, it then overlaps the rest.
+    """Hand the workers the longest modules first, so that none is left running alone at the end.
 
-    (Last, as collected, it ran alone for three minutes after every other test had ended.)
+    The real-model module first (last, as collected, it ran alone for three minutes after
+    every other test had ended), then each module holding a `slow` test, then the rest;
+    a module's tests keep their order (`--dist loadfile` sends a module as one unit).
     """
-    items.sort(key=lambda item: item.get_closest_marker("local_model") is None)
+    rank: dict[str, int] = {}
+    for item in items:
+        module = item.nodeid.split("::")[0]
+        rank[module] = min(rank.get(module, 2), _rank(item))
+    items.sort(key=lambda item: rank[item.nodeid.split("::")[0]])
+
+
+def _rank(item: pytest.Item) -> int:
+    if item.get_closest_marker("local_model"):
+        return 0
+    return 1 if item.get_closest_marker("slow") else 2
 
 
 @pytest.hookimpl(wrapper=True)

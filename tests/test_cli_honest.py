@@ -51,6 +51,7 @@ def tasks(path: Path, n: int, *extra: str) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_invalid_lines_are_counted_in_the_summary(openai_server: Any, tmp_path: Path) -> None:
     server = openai_server(per_task())
     src = tasks(
@@ -73,6 +74,7 @@ def test_invalid_lines_are_counted_in_the_summary(openai_server: Any, tmp_path: 
 TASKS = 12  # at 0.4 s a reply, the batch outlasts a test process slowed by a busy machine
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_an_interrupted_batch_says_what_is_saved_and_restores_the_cursor(
     openai_server: Any, tmp_path: Path, sig: int, code: int
@@ -139,6 +141,7 @@ def _read(fd: int, wait: float) -> bytes:
     return data
 
 
+@pytest.mark.slow
 def test_an_unreachable_server_is_no_failed_task_and_names_its_cause(tmp_path: Path) -> None:
     src = tasks(tmp_path / "in.jsonl", 3)
     run = command(
@@ -154,6 +157,7 @@ def test_an_unreachable_server_is_no_failed_task_and_names_its_cause(tmp_path: P
     assert "0 task(s) saved before that" in last and "rerun the same command" in last
 
 
+@pytest.mark.slow
 def test_cached_replies_are_not_calls_tokens_or_cost(openai_server: Any, tmp_path: Path) -> None:
     server = openai_server(per_task())
     cache = str(tmp_path / "cache.sqlite")
@@ -185,6 +189,7 @@ def flat(body: dict[str, Any]) -> str:
     return "one two three four"
 
 
+@pytest.mark.slow
 def test_patience_zero_disables_the_plateau_rule_on_every_surface(
     openai_server: Any, tmp_path: Path
 ) -> None:
@@ -212,6 +217,7 @@ def test_patience_zero_disables_the_plateau_rule_on_every_surface(
     assert row["stop_reason"] == "max_iterations" and len(row["attempts"]) == 4
 
 
+@pytest.mark.slow
 def test_no_python_only_wording_in_errors_rows_or_the_report(
     openai_server: Any, tmp_path: Path
 ) -> None:
@@ -358,6 +364,7 @@ def test_batch_server_reads_a_json_schema_file_on_the_servers_disk(tmp_path: Pat
     assert "JSON" in feedback or "json" in feedback  # the server's schema check judged it
 
 
+@pytest.mark.slow
 def test_the_bar_keeps_its_counts_in_80_columns(openai_server: Any, tmp_path: Path) -> None:
     import fcntl
     import struct
@@ -392,6 +399,7 @@ def test_the_bar_keeps_its_counts_in_80_columns(openai_server: Any, tmp_path: Pa
     assert len(visible) <= 80
 
 
+@pytest.mark.slow
 def test_progress_is_plain_lines_as_it_goes_when_stderr_is_a_file(
     openai_server: Any, tmp_path: Path
 ) -> None:
@@ -417,6 +425,7 @@ def test_progress_is_plain_lines_as_it_goes_when_stderr_is_a_file(
     assert not any("\x1b" in line or "━" in line for line in lines)  # no bar, no escapes
 
 
+@pytest.mark.slow
 def test_a_cached_batch_reports_cache_hits_not_calls(openai_server: Any, tmp_path: Path) -> None:
     server = openai_server(per_task())
     src = tasks(tmp_path / "in.jsonl", 2)
