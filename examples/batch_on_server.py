@@ -25,8 +25,10 @@ Run: `python -m tools.local_model run -- python examples/batch_on_server.py`
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -158,17 +160,31 @@ def serve(
     url = f"http://127.0.0.1:{port}"
     # The log goes outside the project: the dev server watches the project folder.
     with logs.open("w") as log:
-        server = subprocess.Popen(command, cwd=PROJECT, env=env, stdout=log, stderr=log)
+        # A session of its own: the server's children (the UI bundler's `node` watcher and
+        # its esbuild) leave with it instead of outliving the script.
+        server = subprocess.Popen(
+            command, cwd=PROJECT, env=env, stdout=log, stderr=log, start_new_session=True
+        )
         try:
             _wait_until_ready(url, server, logs)
             yield url
         finally:
-            server.terminate()
-            try:
-                server.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
+            _stop(server)
+
+
+def _stop(server: subprocess.Popen[bytes]) -> None:
+    """End the server and every process of its session: politely, then by force."""
+    for sig, wait in ((signal.SIGTERM, 15.0), (signal.SIGKILL, None)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, sig)
+        try:
+            server.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            continue
+        # The server is gone; end what it left in its session (a watcher ignoring SIGTERM).
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, signal.SIGKILL)
+        return
 
 
 def _batch(tasks: Path, out: Path, *options: str) -> str:

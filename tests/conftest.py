@@ -1,15 +1,17 @@
 """Shared fixtures (checkpointers over memory, SQLite and PostgreSQL) and the parallel run.
 
-`make test` runs the suite on every core with pytest-xdist (`-n auto --dist loadfile`: a
-test module's tests stay on one worker, so a module's server starts once). Three things
-keep the workers out of each other's way:
+`make test` runs the suite with pytest-xdist, one worker more than there are cores
+(`--dist loadfile`: a test module's tests stay on one worker, so a module's server starts
+once). Three things keep the workers out of each other's way:
 
 - each worker has its own PostgreSQL database (`<database>_<worker>`, created on first use
   and kept), so schema setup and the tests' tables never race;
-- a test that starts or uses a heavy server (`langgraph dev`: marker `server`; the
-  llama.cpp model: marker `local_model`) runs, setup and teardown included, under a lock
-  the workers share: two busy model servers on two cores starve each other (llama.cpp's
-  threads spin-wait), so at most one such test runs at a time;
+- a test that starts or uses the llama.cpp model (marker `local_model`) runs, setup and
+  teardown included, under a lock the workers share: two busy model servers on two cores
+  starve each other (llama.cpp's threads spin-wait), so at most one such test runs at a
+  time. The `langgraph dev` tests (marker `server`) do not take it: their servers wait on
+  sockets, not on each other, and a worker held at the lock would leave its core idle
+  (measured: the suite took 8 min 11 s with them under the lock, see the Makefile);
 - everything else writes under pytest's per-worker `tmp_path` and binds port 0.
 
 (xdist's `--dist loadgroup` would pin these tests to one worker, but with pytest 9.2 its
@@ -34,8 +36,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 POSTGRES_URI_ENV = "LANGGRAPH_REFINE_TEST_POSTGRES_URI"
 
-SERVER_MARKERS = ("server", "local_model")
-"""The markers of the tests that start or use a heavy server (see the module's docstring)."""
+SERVER_MARKERS = ("local_model",)
+"""The markers of the tests that run one at a time (see the module's docstring)."""
 
 
 def postgres_uri() -> str | None:
@@ -78,16 +80,28 @@ def worker_database(uri: str, worker: str) -> str | None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Run the real-model tests first: the longest module, it then overlaps the rest.
+    """Hand the workers the longest modules first, so that none is left running alone at the end.
 
-    (Last, as collected, it ran alone for three minutes after every other test had ended.)
+    The real-model module first (last, as collected, it ran alone for three minutes after
+    every other test had ended), then each module holding a `slow` test, then the rest;
+    a module's tests keep their order (`--dist loadfile` sends a module as one unit).
     """
-    items.sort(key=lambda item: item.get_closest_marker("local_model") is None)
+    rank: dict[str, int] = {}
+    for item in items:
+        module = item.nodeid.split("::")[0]
+        rank[module] = min(rank.get(module, 2), _rank(item))
+    items.sort(key=lambda item: rank[item.nodeid.split("::")[0]])
+
+
+def _rank(item: pytest.Item) -> int:
+    if item.get_closest_marker("local_model"):
+        return 0
+    return 1 if item.get_closest_marker("slow") else 2
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
-    """Run a heavy-server test (setup to teardown) while no other worker runs one."""
+    """Run a local-model test (setup to teardown) while no other worker runs one."""
     run = os.environ.get("PYTEST_XDIST_TESTRUNUID")  # the same in every worker of a run
     if run is None or not any(item.get_closest_marker(name) for name in SERVER_MARKERS):
         return (yield)

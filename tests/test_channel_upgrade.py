@@ -97,6 +97,7 @@ def saver(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return f"postgres:{require_postgres()}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("written", "read"), [("delta", "reducer"), ("reducer", "delta")])
 def test_a_thread_resumes_with_every_attempt_under_the_other_design(
     saver: str, written: str, read: str, tmp_path: Path

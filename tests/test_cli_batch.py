@@ -269,6 +269,7 @@ def test_budget_error_row_keeps_the_attempts(cli: Any, openai_server: Any, tmp_p
     assert "error" not in by_id["free"]
 
 
+@pytest.mark.slow
 def test_unreachable_endpoint_stops_the_batch_with_one_line(cli: Any, tmp_path: Path) -> None:
     import socket
 

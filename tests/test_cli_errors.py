@@ -86,6 +86,7 @@ def test_unreachable_endpoint_fails_fast(cli: Any) -> None:
     assert time.monotonic() - started < 15
 
 
+@pytest.mark.slow
 def test_a_slow_server_is_reported_as_slow_naming_timeout(cli: Any) -> None:
     from tests.fault_server import FaultServer, hang
 

@@ -99,6 +99,7 @@ def test_no_store_keeps_every_task_cold(cli: Any, openai_server: Any, tmp_path: 
     assert "strategy record" not in run.out
 
 
+@pytest.mark.slow
 def test_store_file_carries_the_record_across_batches(
     cli: Any, openai_server: Any, tmp_path: Path
 ) -> None:
@@ -195,6 +196,7 @@ def test_store_file_keeps_the_counts_of_every_batch(
     assert f"strategy record {KEY}: " in second.out
 
 
+@pytest.mark.slow
 def test_batches_run_side_by_side_on_one_store_file_lose_no_round(
     openai_server: Any, tmp_path: Path
 ) -> None:

@@ -82,6 +82,7 @@ def one_error_line(run: subprocess.CompletedProcess[str]) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 def test_a_rerun_with_another_check_is_refused_and_the_same_one_resumes(
     openai_server: Any, tmp_path: Path
 ) -> None:
@@ -116,6 +117,7 @@ def test_a_rerun_with_another_check_is_refused_and_the_same_one_resumes(
     assert len(set(data["score_history"])) == 1 and data["score_history"][0] < 0.5
 
 
+@pytest.mark.slow
 def test_restart_discards_the_interrupted_run_and_starts_over(
     openai_server: Any, tmp_path: Path
 ) -> None:

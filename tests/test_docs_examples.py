@@ -171,6 +171,7 @@ def fresh_namespace(page: Path, index: int) -> dict[str, Any]:
     return module.__dict__
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", page_params([p for p in PAGES if blocks(p)]))
 def test_python_blocks_run(
     page: Path,
@@ -218,6 +219,7 @@ def commands(page: Path) -> list[tuple[str, int]]:
 CLI_PAGES = [p for p in PAGES if any(c.startswith("langgraph-refine") for c, _ in commands(p))]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", page_params(CLI_PAGES))
 def test_command_lines_run(
     page: Path,

@@ -224,6 +224,7 @@ sys.exit(1 if failed else 0)
 """
 
 
+@pytest.mark.slow
 def test_each_module_imports_first_in_a_fresh_interpreter() -> None:
     # An import cycle shows up as an ImportError when the cycle is entered from one side.
     modules = _package_modules()

@@ -560,3 +560,37 @@ def test_openevals_judge(model: BaseChatModel, cassette: Any) -> None:
         assert words_part["score"] == word_count(10, 45).evaluate(attempt.response, {}).score
     generator = [recording.last_user_message(b) for b in sent if "response_format" not in b]
     check_refinement_prompts(result, generator)
+
+
+def session_members(session: int) -> list[int]:
+    """The live processes of one session (Linux's /proc), zombies left out."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # ended while we looked
+            continue
+        if int(fields[3]) == session and fields[0] != "Z":
+            found.append(int(stat.parent.name))
+    return found
+
+
+def test_a_stopped_server_takes_its_children_with_it() -> None:
+    # `langgraph dev` starts the UI bundler's `node` watcher, which outlived the server and
+    # kept running after the tests; here a child that ignores SIGTERM stands in for it.
+    import subprocess
+    import time
+
+    from examples.batch_on_server import _stop
+
+    stubborn = "trap '' TERM; sleep 300"
+    server = subprocess.Popen(
+        ["sh", "-c", f"(trap '' TERM; sh -c \"{stubborn}\") & exec sleep 300"],
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 10
+    while len(session_members(server.pid)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(session_members(server.pid)) >= 2  # the server and what it started
+    _stop(server)
+    assert session_members(server.pid) == []

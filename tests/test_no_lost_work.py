@@ -211,6 +211,7 @@ def dead_comparer(task: str, first: str, second: str) -> str:
     raise TimeoutError("the comparer's endpoint timed out")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["sync", "async", "async-budget"])
 def test_a_failing_comparer_falls_back_to_the_score(mode: str) -> None:
     from langgraph_refine import Budget

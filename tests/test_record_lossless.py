@@ -69,6 +69,7 @@ def shared(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str
 
 # Both stores fold many times over (6); the default threshold on one of them (the
 # fourth combination repeated the paths of these three).
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("shared", "compact_at"),
     [("sqlite", 6), ("postgres", 6), ("postgres", COMPACT_AT)],

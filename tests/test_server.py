@@ -497,6 +497,7 @@ def test_batch_on_the_server_refuses_an_unknown_assistant(
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_batch_on_an_unreachable_server_is_one_line(cli: Any, tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{free_port()}"
     src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"

@@ -35,7 +35,6 @@ TASKS = {
     "harbour": ["harbour", "lantern", "winter", "bread"],
     "violin": ["violin", "thunder", "garden", "silver"],
     "robot": ["robot", "library", "orange", "whisper"],
-    "mountain": ["mountain", "letter", "candle", "river"],
 }
 
 
@@ -93,7 +92,9 @@ def run_task(model: Any, name: str) -> None:
     assert result.value.strip()
 
 
-@pytest.mark.parametrize("name", sorted(TASKS))
+# Two tasks here and two through the command line below: each costs 10 to 40 s of the one
+# core the model gets beside the other tests (four here measured 73 s of the suite's time).
+@pytest.mark.parametrize("name", ["harbour", "violin"])
 def test_every_task_finishes_in_a_small_context(model: Any, name: str) -> None:
     run_task(model, name)
 
@@ -106,7 +107,7 @@ def test_a_task_finishes_when_replies_can_fill_the_slot(
     run_task(chat_model(small_server, RUNAWAY_MAX_TOKENS), name)
 
 
-# Two tasks besides the four above, one per slot (the suite's time: each costs 20-40 s).
+# Two more tasks through the command line, one per slot (each costs 20-40 s of the suite's time).
 BATCH_TASKS = {
     "desert": ["desert", "clock", "ribbon", "storm"],
     "ocean": ["ocean", "pencil", "autumn", "castle"],

@@ -253,6 +253,7 @@ def test_a_global_tracer_provider_turns_tracing_on() -> None:
     assert found == {"names": ["refine refine", "round 0", "round 1"], "score": 0.6}
 
 
+@pytest.mark.slow
 def test_without_opentelemetry_nothing_is_imported_and_nothing_changes() -> None:
     blocked = _python(
         """
@@ -284,6 +285,7 @@ def test_without_opentelemetry_nothing_is_imported_and_nothing_changes() -> None
     assert blocked["result"]["score"] == 0.6
 
 
+@pytest.mark.slow
 def test_the_console_example_of_the_docs_prints_the_spans(openai_server: Any) -> None:
     page = (ROOT / "docs" / "tracing.md").read_text()
     example = re.search(r'^```python title="traced.py"\n(.*?)^```', page, re.S | re.M)
