@@ -76,17 +76,17 @@ def test_the_server_really_has_small_slots(model: Any) -> None:
         model.invoke("word " * 1500)
 
 
-def run_task(model: Any, name: str) -> None:
+def run_task(model: Any, name: str, max_iterations: int = MAX_ITERATIONS) -> None:
     words = TASKS[name]
     result = refine(
         model,
         task_text(words),
         [evaluators.llm_judge(model), evaluators.contains_all(words)],
-        max_iterations=MAX_ITERATIONS,
+        max_iterations=max_iterations,
         target_score=1.0,
     )
     assert result.attempts, "no attempt was made"
-    assert 1 <= len(result.attempts) <= 1 + MAX_ITERATIONS
+    assert 1 <= len(result.attempts) <= 1 + max_iterations
     assert result.stop_reason in {"passed", "target_reached", "max_iterations", "plateau"}
     assert result.score_history == [a.score for a in result.attempts if a.evaluation]
     assert result.value.strip()
@@ -99,12 +99,14 @@ def test_every_task_finishes_in_a_small_context(model: Any, name: str) -> None:
     run_task(model, name)
 
 
-# One task: each reply may run to 1,000 tokens, so every task here costs half a minute.
+# One task, one refinement: each reply may run to 1,000 tokens (40 s for three refinements).
+# The first judgment carries a reply that may fill the slot, the refinement prompt carries
+# it and its feedback: both overflow unless the loop bounds what it sends.
 @pytest.mark.parametrize("name", ["robot"])
 def test_a_task_finishes_when_replies_can_fill_the_slot(
     small_server: lm.LocalModelServer, name: str
 ) -> None:
-    run_task(chat_model(small_server, RUNAWAY_MAX_TOKENS), name)
+    run_task(chat_model(small_server, RUNAWAY_MAX_TOKENS), name, max_iterations=1)
 
 
 # Two more tasks through the command line, one per slot (each costs 20-40 s of the suite's time).
