@@ -357,8 +357,8 @@ kind, which no rule reading scores can."""
 REACH_NOTE = """**Where the cheap rung gets there (the reach rule).** The record counts, per rung
 and per first answer's state, the runs the rung was tried in from there and how many it
 finished (`reach_stats`); with `STATE_ROUNDS` (5) such runs their smoothed rate decides
-first (`_ladder`): under `STAY_RATE` the run climbs at once, at or above it the run stays
-after its first answer. Measured in this run against the same mixes without the rule
+first (`_ladder`): under `REACH_RATE` (0.15) the run climbs at once, at or above it the
+run stays after its first answer. Measured in this run against the same mixes without the rule
 (the figure "without the reach rule" gives both). On seeds 1000-1039, when it was added:
 A from 17.5% to 22.5%, its floor (the share an arm knowing each task's difficulty meets;
 1029 and 1031 now meet it, at 0.59x and 0.51x of strong alone's cost); Q from 95% to
@@ -368,7 +368,13 @@ once, at 0.90x where they paid 0.81x and 0.72x); every older goal 92.5% to 95%; 
 92.3% to 89.7% (35 of 39: 1023 now meets it, 1017 and 1030 no longer do, 1.30x and 1.35x
 the cheapest knowing arm; on 1030, 77% easy tasks at a 20x price ratio, a band that holds
 some easy tasks among hard ones is climbed from at once, easy tasks included: the price
-of a state that cannot tell them apart, see the note above). Variants measured side by side and left out: counting by rounds instead of runs
+of a state that cannot tell them apart, see the note above). That rule compared the rate
+with `STAY_RATE` (0.25), the rate a rung's rounds need; since, with `REACH_RATE` (0.15):
+it acts on the first answer alone, before any round of the run, so it now asks for a rung
+that (nearly) never got there from such a start (none in five runs, one in twelve).
+Side by side on three seed ranges (0.25 / 0.15): 1000-1039 A 22.5% / 25%, B 89.7% /
+92.3%, every older goal 95% / 97.5%, Q 100% / 97.5%; 3000-3039 A 25% / 30%, B 92.1% both,
+older goals 92.5% both; 5000-5039 A 15% / 20%, B 91.9% both, older goals 97.5% / 95%. Variants measured side by side and left out: counting by rounds instead of runs
 (each round of the rung a try at the target, so a run the ladder cut short weighs as the
 rounds it gave) B 64-74%: one round reaches the target far less often than a run does, so
 the rate fell under `STAY_RATE` from bands where the cheap rung finishes; deciding from 3

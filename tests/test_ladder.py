@@ -327,6 +327,19 @@ def test_the_ladder_stays_after_a_first_answer_like_those_the_cheap_rung_finishe
     assert next_rung(_cheap_first(0.6), ["c", "s"]) == 0  # cold: the first answer stays
 
 
+def test_a_first_answer_climbs_at_once_only_where_the_cheap_rung_nearly_never_got_there() -> None:
+    from langgraph_refine._decisions._strategy import state_kind
+
+    def runs(tried: int, reached: int) -> dict[str, MoveStats]:
+        return {state_kind(reach_kind("c"), "b2/start"): MoveStats(tried, raised=reached)}
+
+    # Once in seven runs from this start (smoothed 2/9, above the rate a round needs to
+    # stay): too often to give up on the first answer alone.
+    assert next_rung(_cheap_first(0.6), ["c", "s"], record=runs(7, 1)) == 0
+    # Once in twelve (2/14): the rung nearly never gets there from here; climb at once.
+    assert next_rung(_cheap_first(0.6), ["c", "s"], record=runs(12, 1)) == 1
+
+
 def test_reach_counts_a_rung_tried_from_the_first_answers_state_and_whether_it_got_there() -> None:
     strong = Attempt(
         index=2, response="c", parent=1, evaluation=Evaluation(score=0.95), model="s", rung=1
