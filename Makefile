@@ -35,7 +35,8 @@ ui-bundler: ## fetch the bundler langgraph dev runs for the chat's UI component 
 # process), a test module's tests on one worker; the tests of the llama.cpp model run one at
 # a time (tests/conftest.py). A third of a test's time is spent waiting on the processes and
 # servers it starts; the extra worker uses it (2 cores, side by side: 8 min 28 s on 2
-# workers, 6 min 48 s on 3).
+# workers, 6 min 48 s on 3; a fresh clone with the local model built: 6 min 5 s to 6 min 58 s,
+# 10 to 11 minutes of CPU).
 # Bytecode is written even where the environment says not to (PYTHONDONTWRITEBYTECODE): the
 # suite starts hundreds of Python processes, each of which would compile the package again.
 WORKERS ?= $(shell $(PYTHON) -c 'import os; print(len(os.sched_getaffinity(0)) + 1)')

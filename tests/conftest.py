@@ -10,8 +10,7 @@ once). Three things keep the workers out of each other's way:
   teardown included, under a lock the workers share: two busy model servers on two cores
   starve each other (llama.cpp's threads spin-wait), so at most one such test runs at a
   time. The `langgraph dev` tests (marker `server`) do not take it: their servers wait on
-  sockets, not on each other, and a worker held at the lock would leave its core idle
-  (measured: the suite took 8 min 11 s with them under the lock, see the Makefile);
+  sockets, not on each other, and a worker held at the lock would leave its core idle;
 - everything else writes under pytest's per-worker `tmp_path` and binds port 0.
 
 (xdist's `--dist loadgroup` would pin these tests to one worker, but with pytest 9.2 its
