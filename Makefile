@@ -36,7 +36,8 @@ ui-bundler: ## fetch the bundler langgraph dev runs for the chat's UI component 
 # a time (tests/conftest.py). A third of a test's time is spent waiting on the processes and
 # servers it starts; the extra worker uses it (2 cores, side by side: 8 min 28 s on 2
 # workers, 6 min 48 s on 3; a fresh clone with the local model built: 6 min 5 s to 6 min 58 s,
-# 10 to 11 minutes of CPU).
+# 10 to 11 minutes of CPU). xdist would hand out the modules with the most tests first; the
+# order tests/conftest.py gives them (the longest first) is kept instead.
 # Bytecode is written even where the environment says not to (PYTHONDONTWRITEBYTECODE): the
 # suite starts hundreds of Python processes, each of which would compile the package again.
 WORKERS ?= $(shell $(PYTHON) -c 'import os; print(len(os.sched_getaffinity(0)) + 1)')
@@ -44,7 +45,7 @@ WORKERS ?= $(shell $(PYTHON) -c 'import os; print(len(os.sched_getaffinity(0)) +
 test: $(STAMP) ## run the whole suite offline (cassettes replayed, loopback only)
 	PYTHONDONTWRITEBYTECODE= LANGGRAPH_STRICT_MSGPACK=true \
 	LANGGRAPH_REFINE_TEST_POSTGRES_URI=$${LANGGRAPH_REFINE_TEST_POSTGRES_URI:-$(PG_URI)} \
-	$(BIN)/pytest -n $(WORKERS) --dist loadfile \
+	$(BIN)/pytest -n $(WORKERS) --dist loadfile --no-loadscope-reorder \
 		--disable-socket --allow-hosts=127.0.0.1,localhost,::1 --record-mode=none $(ARGS)
 
 lint: $(STAMP) ## ruff and mypy (strict)
