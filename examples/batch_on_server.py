@@ -126,14 +126,22 @@ def serve(
     *,
     logs: Path,
     settings: dict[str, str] | None = None,
-    config: str = "langgraph.json",
+    config: str | Path = "langgraph.json",
+    state: Path | None = None,
 ) -> Iterator[str]:
     """Run `langgraph dev` on a free loopback port for the duration; yield its URL.
 
     `settings` adds deployment settings to its environment (such as
     `LANGGRAPH_REFINE_ALLOW_CODE_CHECKS`); `config` is the configuration file to serve,
     relative to the repository root (such as `examples/chat_server/langgraph.json`).
+    `state` is the folder the server works in: `langgraph dev` keeps its threads, runs,
+    store and UI bundle in `.langgraph_api` under its working directory, so a server
+    given its own folder starts empty and leaves the project's state alone. Omitted, it
+    works in the project, as `langgraph dev` run there does (its store outlives the script).
     """
+    workdir = PROJECT if state is None else state
+    if state is not None:
+        config = _config_in(state, PROJECT / config)
     port = _free_port()
     env = {
         **os.environ,
@@ -155,7 +163,7 @@ def serve(
         "--port",
         str(port),
         "--config",
-        config,
+        str(config),
     ]
     url = f"http://127.0.0.1:{port}"
     # The log goes outside the project: the dev server watches the project folder.
@@ -163,13 +171,45 @@ def serve(
         # A session of its own: the server's children (the UI bundler's `node` watcher and
         # its esbuild) leave with it instead of outliving the script.
         server = subprocess.Popen(
-            command, cwd=PROJECT, env=env, stdout=log, stderr=log, start_new_session=True
+            command, cwd=workdir, env=env, stdout=log, stderr=log, start_new_session=True
         )
         try:
             _wait_until_ready(url, server, logs)
             yield url
         finally:
             _stop(server)
+
+
+def _config_in(folder: Path, config: Path) -> Path:
+    """A copy of `config` in `folder` whose paths reach the project from there.
+
+    `langgraph dev` resolves a config's paths from its working directory (the project's);
+    one working elsewhere gets them absolute.
+    """
+    settings = json.loads(config.read_text())
+
+    def absolute(spec: str) -> str:  # "./path.py:attr" or "./folder"
+        path, colon, attr = spec.partition(":")
+        return f"{(PROJECT / path).resolve()}{colon}{attr}"
+
+    settings["dependencies"] = [absolute(dep) for dep in settings.get("dependencies", [])]
+    for name, graph in settings.get("graphs", {}).items():
+        if isinstance(graph, dict):
+            graph["path"] = absolute(graph["path"])
+        else:
+            settings["graphs"][name] = absolute(graph)
+    if "app" in settings.get("http", {}):
+        settings["http"]["app"] = absolute(settings["http"]["app"])
+    folder.mkdir(parents=True, exist_ok=True)
+    # The UI bundler takes only files under its working directory: the folders holding
+    # them are linked in, and their paths stay relative.
+    for path in settings.get("ui", {}).values():
+        top = Path(path).parts[0]
+        if not (folder / top).exists():
+            (folder / top).symlink_to(PROJECT / top, target_is_directory=True)
+    copy = folder / "langgraph.json"
+    copy.write_text(json.dumps(settings, indent=2))
+    return copy
 
 
 def _stop(server: subprocess.Popen[bytes]) -> None:

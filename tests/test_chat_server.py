@@ -118,10 +118,15 @@ def chat_server(
         config = str(without_ui(folder))
     started = time.time()
     with serve(
-        base_url, "scripted-model", logs=folder / "server.log", settings=OFFLINE, config=config
+        base_url,
+        "scripted-model",
+        logs=folder / "server.log",
+        settings=OFFLINE,
+        config=config,
+        state=folder,
     ) as url:
         if ui_missing is None:
-            wait_for_bundle(started)
+            wait_for_bundle(folder, started)
         yield url
 
 
@@ -143,12 +148,13 @@ def bundled(index: Path) -> dict[str, Any]:
     return found
 
 
-def wait_for_bundle(started: float) -> None:
+def wait_for_bundle(state: Path, started: float) -> None:
     """Until the server's bundler has written this start's bundle of every graph's UI.
 
-    The server reads the bundle's index once, at the first request for a component.
+    The server reads the bundle's index once, at the first request for a component;
+    `state` is the folder the server works in.
     """
-    index = ROOT / ".langgraph_api" / "ui" / "schemas.json"
+    index = state / ".langgraph_api" / "ui" / "schemas.json"
     graphs = set(json.loads((ROOT / CONFIG).read_text())["ui"])
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:

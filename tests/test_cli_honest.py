@@ -333,8 +333,9 @@ def test_batch_server_reads_a_json_schema_file_on_the_servers_disk(tmp_path: Pat
     schema = tmp_path / "server-side" / "person.json"
     schema.parent.mkdir()
     schema.write_text(json.dumps({"type": "object", "required": ["name"]}))
-    # A path the server (working in the project) resolves, and the client's folder does not.
-    relative = os.path.relpath(schema, PROJECT)
+    # A path the server (working in its own folder) resolves, and the client's does not.
+    served = tmp_path / "server"
+    relative = os.path.relpath(schema, served)
     client = tmp_path / "client"
     client.mkdir()
     src = client / "in.jsonl"
@@ -344,7 +345,7 @@ def test_batch_server_reads_a_json_schema_file_on_the_servers_disk(tmp_path: Pat
     with scripted_openai() as model:
         base_url = f"http://127.0.0.1:{model.server_address[1]}/v1"
         with serve(
-            base_url, "scripted-model", logs=tmp_path / "server.log", settings=allowed
+            base_url, "scripted-model", logs=tmp_path / "server.log", settings=allowed, state=served
         ) as url:
             run = subprocess.run(
                 [

@@ -131,7 +131,7 @@ def docs_langgraph_server(
     from examples.batch_on_server import serve
 
     logs = tmp_path_factory.mktemp("docs-langgraph-dev") / "server.log"
-    with serve(docs_model.base_url, "gpt-4o-mini", logs=logs) as url:
+    with serve(docs_model.base_url, "gpt-4o-mini", logs=logs, state=logs.parent) as url:
         yield url
 
 

@@ -594,3 +594,29 @@ def test_a_stopped_server_takes_its_children_with_it() -> None:
     assert len(session_members(server.pid)) >= 2  # the server and what it started
     _stop(server)
     assert session_members(server.pid) == []
+
+
+def test_a_server_given_a_folder_of_its_own_finds_the_projects_files_from_it(
+    tmp_path: Path,
+) -> None:
+    # `langgraph dev` keeps its state under its working directory and resolves the
+    # config's paths from there: a server working in its own folder gets a config copy
+    # whose paths still reach the project's files (the UI's through a link: its bundler
+    # takes only files under the working directory).
+    from examples.batch_on_server import PROJECT, _config_in
+
+    copy = _config_in(tmp_path, PROJECT / "examples" / "chat_server" / "langgraph.json")
+    settings = json.loads(copy.read_text())
+    assert copy.parent == tmp_path
+    assert settings["dependencies"] == [str(PROJECT)]
+    specs = [*settings["graphs"].values(), settings["http"]["app"]]
+    for spec in specs:
+        path = Path(spec.partition(":")[0])
+        assert path.is_absolute() and path.is_file(), spec
+    for ui in settings["ui"].values():
+        assert not Path(ui).is_absolute()
+        assert (tmp_path / ui).resolve() == (PROJECT / ui).resolve()
+    served = json.loads((PROJECT / "langgraph.json").read_text())["graphs"]["refine"]
+    again = json.loads(_config_in(tmp_path, PROJECT / "langgraph.json").read_text())
+    assert again["graphs"]["refine"]["description"] == served["description"]
+    assert again["graphs"]["refine"]["path"] == f"{PROJECT}/src/langgraph_refine/server.py:refine"

@@ -163,7 +163,7 @@ def langgraph_server(
     # Logs go outside the project: the dev server watches the project folder.
     logs = tmp_path_factory.mktemp("langgraph-dev") / "server.log"
     base_url = f"http://127.0.0.1:{model_server.server_address[1]}/v1"
-    with serve(base_url, "scripted-model", logs=logs) as url:
+    with serve(base_url, "scripted-model", logs=logs, state=logs.parent) as url:
         yield url
 
 
@@ -750,7 +750,7 @@ def test_a_deployment_that_allows_code_checks_runs_them(
     base_url = f"http://127.0.0.1:{model_server.server_address[1]}/v1"
     allowed = {"LANGGRAPH_REFINE_ALLOW_CODE_CHECKS": "1"}
     logs = tmp_path / "server.log"
-    with serve(base_url, "scripted-model", logs=logs, settings=allowed) as url:
+    with serve(base_url, "scripted-model", logs=logs, settings=allowed, state=tmp_path) as url:
         run = cli("batch", str(src), "--out", str(out), "--server", url)
     assert run.code == 0, run.err
     [row] = _batch_rows(out)

@@ -49,7 +49,9 @@ def langgraph_server(
 
     logs = tmp_path_factory.mktemp("langgraph-dev-ladder") / "server.log"
     settings = {"REFINE_MODELS": f"{CHEAP},{STRONG}"}
-    with serve(model_server.base_url, SERVED, logs=logs, settings=settings) as url:
+    with serve(
+        model_server.base_url, SERVED, logs=logs, settings=settings, state=logs.parent
+    ) as url:
         yield url
 
 
