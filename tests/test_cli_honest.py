@@ -1,8 +1,13 @@
-"""Honest counts and exits of the command line, each driven as a user would: in a subprocess.
+"""Honest counts and exits of the command line.
 
 Invalid batch lines are counted in the summary; an interrupted batch (Ctrl-C, SIGTERM)
 says what is saved and restores the terminal's cursor; an unreachable server is not a
 failed task and names its cause; cached replies are not calls, tokens or cost.
+
+What needs a process of its own (a signal, a terminal, stderr written to a file as it goes,
+a server's working folder) runs the console script in a subprocess; the rest runs the same
+entry point in-process (the `cli` fixture): a process costs two seconds of imports, and
+tests/test_cli_errors.py checks that the console script exits with what `main` returns.
 """
 
 # ruff: noqa: F811 - pytest fixtures are imported from the helper module
@@ -23,24 +28,13 @@ from typing import Any
 import pytest
 
 from tests.test_cli_batch import batch_args
-from tests.test_cli_helpers import MODEL_ENV, openai_server, per_task  # noqa: F401 - fixtures
+from tests.test_cli_helpers import MODEL_ENV, cli, openai_server, per_task  # noqa: F401 - fixtures
 
 CLI = (sys.executable, "-m", "langgraph_refine.cli")
 
 
 def env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in MODEL_ENV}
-
-
-def command(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """Run `langgraph-refine ARGS` in a subprocess (stderr is not a terminal)."""
-    return subprocess.run(
-        [sys.executable, "-m", "langgraph_refine.cli", *args],
-        env=env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 def tasks(path: Path, n: int, *extra: str) -> Path:
@@ -52,7 +46,9 @@ def tasks(path: Path, n: int, *extra: str) -> Path:
 
 
 @pytest.mark.slow
-def test_invalid_lines_are_counted_in_the_summary(openai_server: Any, tmp_path: Path) -> None:
+def test_invalid_lines_are_counted_in_the_summary(
+    cli: Any, openai_server: Any, tmp_path: Path
+) -> None:
     server = openai_server(per_task())
     src = tasks(
         tmp_path / "in.jsonl",
@@ -62,11 +58,9 @@ def test_invalid_lines_are_counted_in_the_summary(openai_server: Any, tmp_path: 
         json.dumps({"id": 1, "task": "a duplicate id"}),
     )
     out = tmp_path / "out.jsonl"
-    run = command(
-        "batch", str(src), "--out", str(out), "--model", "m", "--base-url", server.base_url
-    )
-    assert run.returncode == 1  # the invalid lines, and nothing else, make it 1
-    summary = run.stdout.strip().splitlines()[0]
+    run = cli("batch", str(src), "--out", str(out), "--model", "m", "--base-url", server.base_url)
+    assert run.code == 1  # the invalid lines, and nothing else, make it 1
+    summary = run.out.strip().splitlines()[0]
     assert summary.startswith("done 3/3, failed 0, invalid 3 line(s) not run"), summary
     assert len(out.read_text().splitlines()) == 3
 
@@ -77,7 +71,7 @@ TASKS = 8
 @pytest.mark.slow
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_an_interrupted_batch_says_what_is_saved_and_restores_the_cursor(
-    openai_server: Any, tmp_path: Path, sig: int, code: int
+    cli: Any, openai_server: Any, tmp_path: Path, sig: int, code: int
 ) -> None:
     server = openai_server(per_task(), delay=0.4)
     src = tasks(tmp_path / "in.jsonl", TASKS)
@@ -119,8 +113,8 @@ def test_an_interrupted_batch_says_what_is_saved_and_restores_the_cursor(
     assert "\x1b[?25l" in text  # the bar hid the cursor ...
     assert text.rindex("\x1b[?25h") > text.rindex("\x1b[?25l")  # ... and showed it again
 
-    rerun = command(*args)
-    assert rerun.returncode == 0, rerun.stderr
+    rerun = cli(*args)
+    assert rerun.code == 0, rerun.err
     ids = [json.loads(line)["id"] for line in out.read_text().splitlines()]
     assert sorted(ids) == list(range(TASKS))  # every task once: the saved ones were skipped
 
@@ -149,46 +143,50 @@ def _read(fd: int, wait: float) -> bytes:
 
 
 @pytest.mark.slow
-def test_an_unreachable_server_is_no_failed_task_and_names_its_cause(tmp_path: Path) -> None:
+def test_an_unreachable_server_is_no_failed_task_and_names_its_cause(
+    cli: Any, tmp_path: Path
+) -> None:
     src = tasks(tmp_path / "in.jsonl", 3)
-    run = command(
+    run = cli(
         *("batch", str(src), "--out", str(tmp_path / "out.jsonl"), "--model", "m"),
         *("--base-url", "http://127.0.0.1:9/v1", "-e", "words:1-5", "-c", "2"),
     )
-    assert run.returncode == 1
-    assert "done 0/3, failed 0" in run.stderr  # the bar agrees with the error line
-    assert "failed 1" not in run.stderr and "failed 2" not in run.stderr
-    last = run.stderr.strip().splitlines()[-1]
+    assert run.code == 1
+    assert "done 0/3, failed 0" in run.err  # the bar agrees with the error line
+    assert "failed 1" not in run.err and "failed 2" not in run.err
+    last = run.err.strip().splitlines()[-1]
     assert "cannot reach the model server at http://127.0.0.1:9/v1" in last
     assert "[Errno 111]" in last and "()" not in last  # the cause, from the socket
     assert "0 task(s) saved before that" in last and "rerun the same command" in last
 
 
 @pytest.mark.slow
-def test_cached_replies_are_not_calls_tokens_or_cost(openai_server: Any, tmp_path: Path) -> None:
+def test_cached_replies_are_not_calls_tokens_or_cost(
+    cli: Any, openai_server: Any, tmp_path: Path
+) -> None:
     server = openai_server(per_task())
     cache = str(tmp_path / "cache.sqlite")
     args = ["run", "Write.", "--model", "m", "--base-url", server.base_url, "--cache", cache]
-    first = command(*args, "--json")
-    assert first.returncode == 0, first.stderr
-    paid = json.loads(first.stdout)["usage"]
+    first = cli(*args, "--json")
+    assert first.code == 0, first.err
+    paid = json.loads(first.out)["usage"]
     assert paid["calls"] == 6 and paid["total_tokens"] > 0 and paid["cache_hits"] == 0
 
     # A budget of 2 calls would stop a paid rerun after round 0; cached replies are no calls.
-    second = command(*args, "--json", "--budget-calls", "2")
-    assert second.returncode == 0, second.stderr
-    data = json.loads(second.stdout)
+    second = cli(*args, "--json", "--budget-calls", "2")
+    assert second.code == 0, second.err
+    data = json.loads(second.out)
     assert len(server.requests) == 6  # nothing reached the server
     assert data["usage"]["calls"] == 0
     assert data["usage"]["total_tokens"] == data["usage"]["input_tokens"] == 0
     assert data["usage"]["cost"] in (0, 0.0, None)
     assert data["usage"]["cache_hits"] == 6
-    assert data["stop_reason"] == json.loads(first.stdout)["stop_reason"] != "budget_exhausted"
+    assert data["stop_reason"] == json.loads(first.out)["stop_reason"] != "budget_exhausted"
     assert all(a["usage"]["calls"] == 0 for a in data["attempts"])
 
-    shown = command(*args)
-    assert "spent: 0 model calls, 0 tokens" in shown.stdout
-    assert "6 cache hits" in shown.stdout
+    shown = cli(*args)
+    assert "spent: 0 model calls, 0 tokens" in shown.out
+    assert "6 cache hits" in shown.out
 
 
 def flat(body: dict[str, Any]) -> str:
@@ -198,7 +196,7 @@ def flat(body: dict[str, Any]) -> str:
 
 @pytest.mark.slow
 def test_patience_zero_disables_the_plateau_rule_on_every_surface(
-    openai_server: Any, tmp_path: Path
+    cli: Any, openai_server: Any, tmp_path: Path
 ) -> None:
     from langgraph_refine import LoopOptions, RefineMiddleware, StopRules, refine
 
@@ -212,37 +210,37 @@ def test_patience_zero_disables_the_plateau_rule_on_every_surface(
     # The command line: --patience 0 and a batch line's patience 0 alike.
     server = openai_server(flat)
     base = ["--model", "m", "--base-url", server.base_url, "-e", "words:30-50"]
-    run = command("run", "Write.", *base, "--patience", "0", "--max-iterations", "3", "--json")
-    assert run.returncode == 0, run.stderr
-    assert json.loads(run.stdout)["stop_reason"] == "max_iterations"
+    run = cli("run", "Write.", *base, "--patience", "0", "--max-iterations", "3", "--json")
+    assert run.code == 0, run.err
+    assert json.loads(run.out)["stop_reason"] == "max_iterations"
     src = tmp_path / "in.jsonl"
     src.write_text(json.dumps({"id": 1, "task": "Write.", "patience": 0}) + "\n")
     out = tmp_path / "out.jsonl"
-    batch = command("batch", str(src), "--out", str(out), *base, "--max-iterations", "3")
-    assert batch.returncode == 0, batch.stderr
+    batch = cli("batch", str(src), "--out", str(out), *base, "--max-iterations", "3")
+    assert batch.code == 0, batch.err
     row = json.loads(out.read_text())
     assert row["stop_reason"] == "max_iterations" and len(row["attempts"]) == 4
 
 
 @pytest.mark.slow
 def test_no_python_only_wording_in_errors_rows_or_the_report(
-    openai_server: Any, tmp_path: Path
+    cli: Any, openai_server: Any, tmp_path: Path
 ) -> None:
     server = openai_server(flat)
     base = ["--model", "m", "--base-url", server.base_url, "-e", "words:30-50"]
     budget = ["--budget-calls", "1", "--on-budget-exhausted", "raise"]
-    run = command("run", "Write.", *base, *budget)
-    assert run.returncode == 1
-    assert ".result" not in run.stdout + run.stderr
-    assert "budget exhausted" in run.stderr and "the attempts so far are kept" in run.stderr
+    run = cli("run", "Write.", *base, *budget)
+    assert run.code == 1
+    assert ".result" not in run.out + run.err
+    assert "budget exhausted" in run.err and "the attempts so far are kept" in run.err
 
     src = tasks(tmp_path / "in.jsonl", 1)
     out = tmp_path / "out.jsonl"
-    batch = command("batch", str(src), "--out", str(out), *base, *budget)
-    assert batch.returncode == 1
-    assert ".result" not in batch.stdout + batch.stderr + out.read_text()
-    report = command("report", str(out), "--html", str(tmp_path / "r.html"))
-    assert ".result" not in report.stdout + (tmp_path / "r.html").read_text()
+    batch = cli("batch", str(src), "--out", str(out), *base, *budget)
+    assert batch.code == 1
+    assert ".result" not in batch.out + batch.err + out.read_text()
+    report = cli("report", str(out), "--html", str(tmp_path / "r.html"))
+    assert ".result" not in report.out + (tmp_path / "r.html").read_text()
 
 
 @pytest.mark.parametrize(
@@ -255,55 +253,44 @@ def test_no_python_only_wording_in_errors_rows_or_the_report(
         ("--patience", "-1", "--patience must be >= 1, or 0 to disable"),
     ],
 )
-def test_a_bad_option_value_is_a_usage_error(flag: str, value: str, named: str) -> None:
-    run = command(
-        "run", "Write.", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", flag, value
-    )
-    assert run.returncode == 2
-    lines = run.stderr.strip().splitlines()
+def test_a_bad_option_value_is_a_usage_error(cli: Any, flag: str, value: str, named: str) -> None:
+    run = cli("run", "Write.", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", flag, value)
+    assert run.code == 2
+    lines = run.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("langgraph-refine: ") and named in lines[0]
 
 
-def test_concurrency_zero_is_a_usage_error_and_report_names_its_input(tmp_path: Path) -> None:
+def test_concurrency_zero_is_a_usage_error_and_report_names_its_input(
+    cli: Any, tmp_path: Path
+) -> None:
     src = tasks(tmp_path / "in.jsonl", 1)
-    run = command("batch", str(src), "--out", str(tmp_path / "o.jsonl"), "--concurrency", "0")
-    assert run.returncode == 2
-    assert run.stderr.strip() == "langgraph-refine: --concurrency must be >= 1, got 0"
+    run = cli("batch", str(src), "--out", str(tmp_path / "o.jsonl"), "--concurrency", "0")
+    assert run.code == 2
+    assert run.err.strip() == "langgraph-refine: --concurrency must be >= 1, got 0"
 
-    report = command("report", "nope.jsonl", "--html", str(tmp_path / "r.html"))
-    assert report.returncode == 1
-    assert "input file (a batch's --out) nope.jsonl does not exist" in report.stderr
-    assert "output file" not in report.stderr
+    report = cli("report", "nope.jsonl", "--html", str(tmp_path / "r.html"))
+    assert report.code == 1
+    assert "input file (a batch's --out) nope.jsonl does not exist" in report.err
+    assert "output file" not in report.err
 
 
-def test_revise_revises_then_the_stop_rules_decide_as_docs_say(openai_server: Any) -> None:
+def test_revise_revises_then_the_stop_rules_decide_as_docs_say(
+    cli: Any, openai_server: Any
+) -> None:
     from tests.test_cli_helpers import drafts_and_judge, last_user_text
 
     # The revision (draft 1) falls short of the target: the loop refines it (draft 2)
     # before asking again, as docs/cli.md says.
     server = openai_server(drafts_and_judge({"draft 0": 0.95, "draft 1": 0.5, "draft 2": 0.96}))
-    run = subprocess.run(
-        [
-            *CLI,
-            "run",
-            "Write a poem.",
-            "--model",
-            "m",
-            "--base-url",
-            server.base_url,
-            "--review",
-            "--json",
-        ],
-        env=env(),
-        input="v\nmention the sea\na\n",
-        capture_output=True,
-        text=True,
-        timeout=120,
+    run = cli(
+        *("run", "Write a poem.", "--model", "m", "--base-url", server.base_url),
+        *("--review", "--json"),
+        stdin="v\nmention the sea\na\n",
     )
-    assert run.returncode == 0, run.stderr
+    assert run.code == 0, run.err
     assert len(server.generator_requests) == 3
     assert "mention the sea" in last_user_text(server.generator_requests[1])
-    assert json.loads(run.stdout)["stop_reason"] == "approved"
+    assert json.loads(run.out)["stop_reason"] == "approved"
 
 
 def test_a_server_batch_leaves_file_checks_to_the_server(tmp_path: Path) -> None:
@@ -434,18 +421,20 @@ def test_progress_is_plain_lines_as_it_goes_when_stderr_is_a_file(
 
 
 @pytest.mark.slow
-def test_a_cached_batch_reports_cache_hits_not_calls(openai_server: Any, tmp_path: Path) -> None:
+def test_a_cached_batch_reports_cache_hits_not_calls(
+    cli: Any, openai_server: Any, tmp_path: Path
+) -> None:
     server = openai_server(per_task())
     src = tasks(tmp_path / "in.jsonl", 2)
     cache = ("--cache", str(tmp_path / "cache.sqlite"), "--price", "m=1,2")
-    first = command(*batch_args(server, src, tmp_path / "first.jsonl", *cache))
-    assert first.returncode == 0 and "cache hit" not in first.stdout
-    second = command(*batch_args(server, src, tmp_path / "second.jsonl", *cache))
-    assert second.returncode == 0, second.stderr
+    first = cli(*batch_args(server, src, tmp_path / "first.jsonl", *cache))
+    assert first.code == 0 and "cache hit" not in first.out
+    second = cli(*batch_args(server, src, tmp_path / "second.jsonl", *cache))
+    assert second.code == 0, second.err
     assert len(server.requests) == 12  # 2 tasks x 3 rounds x (generator + judge), once
-    assert "cost $0.00, 12 cache hit(s)" in second.stdout
+    assert "cost $0.00, 12 cache hit(s)" in second.out
     report = tmp_path / "r.html"
-    assert command("report", str(tmp_path / "second.jsonl"), "--html", str(report)).returncode == 0
+    assert cli("report", str(tmp_path / "second.jsonl"), "--html", str(report)).code == 0
     page = report.read_text()
     assert '<th>model calls</th><td class="num">0</td>' in page
     assert '<th>cache hits (no call, no cost)</th><td class="num">12</td>' in page

@@ -33,7 +33,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.local_model]
 
 TASKS = {
     "harbour": ["harbour", "lantern", "winter", "bread"],
-    "violin": ["violin", "thunder", "garden", "silver"],
     "robot": ["robot", "library", "orange", "whisper"],
 }
 
@@ -92,9 +91,10 @@ def run_task(model: Any, name: str, max_iterations: int = MAX_ITERATIONS) -> Non
     assert result.value.strip()
 
 
-# Two tasks here and two through the command line below: each costs 10 to 40 s of the one
-# core the model gets beside the other tests (four here measured 73 s of the suite's time).
-@pytest.mark.parametrize("name", ["harbour", "violin"])
+# One task here, one with runaway replies and one through the command line below: each
+# costs 20 to 90 s of the one core the model gets beside the other tests (a task more here
+# measured 23 s of the suite's time, one more through the command line about 40 s).
+@pytest.mark.parametrize("name", ["harbour"])
 def test_every_task_finishes_in_a_small_context(model: Any, name: str) -> None:
     run_task(model, name)
 
@@ -109,10 +109,9 @@ def test_a_task_finishes_when_replies_can_fill_the_slot(
     run_task(chat_model(small_server, RUNAWAY_MAX_TOKENS), name, max_iterations=1)
 
 
-# Two more tasks through the command line, one per slot (each costs 20-40 s of the suite's time).
+# One more task through the command line, with its default settings (reply cap, judge).
 BATCH_TASKS = {
     "desert": ["desert", "clock", "ribbon", "storm"],
-    "ocean": ["ocean", "pencil", "autumn", "castle"],
 }
 
 
@@ -156,8 +155,6 @@ def test_the_cli_batch_finishes_every_task_with_default_settings(
             str(out),
             "--model",
             small_server.model,
-            "--concurrency",
-            "2",
         ],
         env=env,
         capture_output=True,
