@@ -1,7 +1,8 @@
 """A checkpointed thread keeps what its run was started with (the command line and `refine`).
 
-Each command-line test runs the real command in a subprocess against a scripted
-OpenAI-compatible server on loopback.
+Each command-line test runs the command's entry point in-process (the `cli` fixture) against
+a scripted OpenAI-compatible server on loopback, on a SQLite checkpoint file: a failed call
+(HTTP 400) interrupts the run, no process needs to die.
 """
 
 # ruff: noqa: F811 - pytest fixtures are imported from the helper module
@@ -9,9 +10,6 @@ OpenAI-compatible server on loopback.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,23 +19,12 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph_refine import ThreadSettingsError, refine
 from langgraph_refine.evaluators import word_count
 from tests.test_cli_helpers import (  # noqa: F401 - fixtures
-    MODEL_ENV,
+    CliRun,
     Reply,
     ScriptedOpenAI,
+    cli,
     openai_server,
 )
-
-
-def command(*args: str) -> subprocess.CompletedProcess[str]:
-    """Run `langgraph-refine ARGS` in a subprocess, with no model settings from the environment."""
-    env = {k: v for k, v in os.environ.items() if k not in MODEL_ENV}
-    return subprocess.run(
-        [sys.executable, "-m", "langgraph_refine.cli", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def failing_once_at(call: int) -> Any:
@@ -75,59 +62,57 @@ def run_args(
     ]
 
 
-def one_error_line(run: subprocess.CompletedProcess[str]) -> str:
-    lines = [line for line in run.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, run.stderr
-    assert lines[0].startswith("langgraph-refine: ") and "Traceback" not in run.stderr
+def one_error_line(run: CliRun) -> str:
+    lines = [line for line in run.err.splitlines() if line.strip()]
+    assert len(lines) == 1, run.err
+    assert lines[0].startswith("langgraph-refine: ") and "Traceback" not in run.err
     return lines[0]
 
 
-@pytest.mark.slow
 def test_a_rerun_with_another_check_is_refused_and_the_same_one_resumes(
-    openai_server: Any, tmp_path: Path
+    cli: Any, openai_server: Any, tmp_path: Path
 ) -> None:
     server = openai_server(failing_once_at(2))
     db = tmp_path / "runs.sqlite"
-    first = command(*run_args(server, db, "--thread", "t", "-e", "words:30-50"))
-    assert first.returncode == 1 and "server fell over" in first.stderr
+    first = cli(*run_args(server, db, "--thread", "t", "-e", "words:30-50"))
+    assert first.code == 1 and "server fell over" in first.err
     assert len(server.requests) == 2  # attempt 0, then the failed call
 
-    other = command(*run_args(server, db, "--thread", "t", "-e", "words:3-5"))
-    assert other.returncode == 2
+    other = cli(*run_args(server, db, "--thread", "t", "-e", "words:3-5"))
+    assert other.code == 2
     line = one_error_line(other)
     assert "evaluator: started with words:30-50, now words:3-5" in line
     assert "--restart" in line and "new --thread" in line
     assert len(server.requests) == 2  # refused before any model call
 
-    other_task = command(*run_args(server, db, "--thread", "t", "-e", "words:30-50", task="Other."))
-    assert other_task.returncode == 2
+    other_task = cli(*run_args(server, db, "--thread", "t", "-e", "words:30-50", task="Other."))
+    assert other_task.code == 2
     assert "task: started with 'Write notes.', now 'Other.'" in one_error_line(other_task)
 
-    other_stop = command(
+    other_stop = cli(
         *run_args(server, db, "--thread", "t", "-e", "words:30-50", "--target-score", "0.5")
     )
-    assert other_stop.returncode == 2
+    assert other_stop.code == 2
     assert "target_score: started with 0.9, now 0.5" in one_error_line(other_stop)
 
-    same = command(*run_args(server, db, "--thread", "t", "-e", "words:30-50"))
-    assert same.returncode == 0, same.stderr
-    data = json.loads(same.stdout)
+    same = cli(*run_args(server, db, "--thread", "t", "-e", "words:30-50"))
+    assert same.code == 0, same.err
+    data = json.loads(same.out)
     # Every round scored by the one check: 4 words against 30-50 words.
     assert len(data["attempts"]) == 4
     assert len(set(data["score_history"])) == 1 and data["score_history"][0] < 0.5
 
 
-@pytest.mark.slow
 def test_restart_discards_the_interrupted_run_and_starts_over(
-    openai_server: Any, tmp_path: Path
+    cli: Any, openai_server: Any, tmp_path: Path
 ) -> None:
     server = openai_server(failing_once_at(2))
     db = tmp_path / "runs.sqlite"
-    first = command(*run_args(server, db, "--thread", "t", "-e", "words:30-50"))
-    assert first.returncode == 1
-    restarted = command(*run_args(server, db, "--thread", "t", "-e", "words:3-5", "--restart"))
-    assert restarted.returncode == 0, restarted.stderr
-    data = json.loads(restarted.stdout)
+    first = cli(*run_args(server, db, "--thread", "t", "-e", "words:30-50"))
+    assert first.code == 1
+    restarted = cli(*run_args(server, db, "--thread", "t", "-e", "words:3-5", "--restart"))
+    assert restarted.code == 0, restarted.err
+    data = json.loads(restarted.out)
     assert data["score_history"] == [1.0]  # the new check, from attempt 0
     assert data["stop_reason"] in ("passed", "target_reached")
 
