@@ -4,10 +4,10 @@ Invalid batch lines are counted in the summary; an interrupted batch (Ctrl-C, SI
 says what is saved and restores the terminal's cursor; an unreachable server is not a
 failed task and names its cause; cached replies are not calls, tokens or cost.
 
-What needs a process of its own (a signal, a terminal, stderr written to a file as it goes,
-a server's working folder) runs the console script in a subprocess; the rest runs the same
-entry point in-process (the `cli` fixture): a process costs two seconds of imports, and
-tests/test_cli_errors.py checks that the console script exits with what `main` returns.
+What needs a process of its own (a signal, a terminal, stderr written to a file as it goes)
+runs the console script in a subprocess; the rest runs the same entry point in-process (the
+`cli` fixture): a process costs two seconds of imports, and tests/test_cli_errors.py checks
+that the console script exits with what `main` returns.
 """
 
 # ruff: noqa: F811 - pytest fixtures are imported from the helper module
@@ -308,55 +308,6 @@ def test_a_server_batch_leaves_file_checks_to_the_server(tmp_path: Path) -> None
     assert len(found.errors) == 1 and "unknown evaluator spec 'nope:1'" in found.errors[0]
     local = read_input(src, CommandOptions())
     assert not local.items and "person.json" in local.errors[0]  # locally, it is this disk's
-
-
-@pytest.mark.server
-@pytest.mark.slow
-def test_batch_server_reads_a_json_schema_file_on_the_servers_disk(tmp_path: Path) -> None:
-    from examples.batch_on_server import PROJECT, serve
-
-    from tests.test_server import scripted_openai
-
-    schema = tmp_path / "server-side" / "person.json"
-    schema.parent.mkdir()
-    schema.write_text(json.dumps({"type": "object", "required": ["name"]}))
-    # A path the server (working in its own folder) resolves, and the client's does not.
-    served = tmp_path / "server"
-    relative = os.path.relpath(schema, served)
-    client = tmp_path / "client"
-    client.mkdir()
-    src = client / "in.jsonl"
-    line = {"id": "p", "task": "Describe a person.", "evaluator": f"json-schema:{relative}"}
-    src.write_text(json.dumps(line) + "\n")
-    allowed = {"LANGGRAPH_REFINE_ALLOW_CODE_CHECKS": "1"}
-    with scripted_openai() as model:
-        base_url = f"http://127.0.0.1:{model.server_address[1]}/v1"
-        with serve(
-            base_url, "scripted-model", logs=tmp_path / "server.log", settings=allowed, state=served
-        ) as url:
-            run = subprocess.run(
-                [
-                    *CLI,
-                    "batch",
-                    "in.jsonl",
-                    "--out",
-                    "out.jsonl",
-                    "--server",
-                    url,
-                    "--max-iterations",
-                    "0",
-                ],
-                cwd=client,
-                env={**env(), "PYTHONPATH": str(PROJECT)},
-                capture_output=True,
-                text=True,
-                timeout=300,
-            )
-    assert "not found" not in run.stderr and "skipped" not in run.stderr, run.stderr
-    row = json.loads((client / "out.jsonl").read_text())
-    assert "error" not in row, row
-    feedback = row["attempts"][0]["evaluation"]["feedback"]
-    assert "JSON" in feedback or "json" in feedback  # the server's schema check judged it
 
 
 @pytest.mark.slow

@@ -736,26 +736,66 @@ def test_a_run_sets_its_judge_model_and_max_tokens_within_the_deployments_cap(
     assert len(model_server.requests) == first + 2
 
 
+@pytest.fixture(scope="module")
+def code_checks_server(
+    model_server: ThreadingHTTPServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, Path]]:
+    """A second deployment, one that allows code checks; yields its URL and working folder."""
+    from examples.batch_on_server import serve
+
+    folder = tmp_path_factory.mktemp("langgraph-dev-code-checks")
+    base_url = f"http://127.0.0.1:{model_server.server_address[1]}/v1"
+    allowed = {"LANGGRAPH_REFINE_ALLOW_CODE_CHECKS": "1"}
+    with serve(
+        base_url, "scripted-model", logs=folder / "server.log", settings=allowed, state=folder
+    ) as url:
+        yield url, folder
+
+
 @pytest.mark.server
 @pytest.mark.slow
 def test_a_deployment_that_allows_code_checks_runs_them(
-    model_server: Any, cli: Any, tmp_path: Path
+    code_checks_server: tuple[str, Path], cli: Any, tmp_path: Path
 ) -> None:
-    from examples.batch_on_server import serve
-
     tests, marker = code_check(tmp_path)
     src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     line = {"id": "code", "task": "Write PYTHON code.", "evaluator": f"python-tests:{tests}"}
     src.write_text(json.dumps(line) + "\n")
-    base_url = f"http://127.0.0.1:{model_server.server_address[1]}/v1"
-    allowed = {"LANGGRAPH_REFINE_ALLOW_CODE_CHECKS": "1"}
-    logs = tmp_path / "server.log"
-    with serve(base_url, "scripted-model", logs=logs, settings=allowed, state=tmp_path) as url:
-        run = cli("batch", str(src), "--out", str(out), "--server", url)
+    url, _ = code_checks_server
+    run = cli("batch", str(src), "--out", str(out), "--server", url)
     assert run.code == 0, run.err
     [row] = _batch_rows(out)
     assert row["score"] == 1.0 and row["stop_reason"] == "target_reached"
     assert marker.read_text() == "code ran"
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_batch_server_reads_a_json_schema_file_on_the_servers_disk(
+    code_checks_server: tuple[str, Path],
+    cli: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import os
+
+    url, served = code_checks_server
+    schema = tmp_path / "server-side" / "person.json"
+    schema.parent.mkdir()
+    schema.write_text(json.dumps({"type": "object", "required": ["name"]}))
+    # A path the server (working in its own folder) resolves, and the client's does not.
+    relative = os.path.relpath(schema, served)
+    client = tmp_path / "client"
+    client.mkdir()
+    line = {"id": "p", "task": "Describe a person.", "evaluator": f"json-schema:{relative}"}
+    (client / "in.jsonl").write_text(json.dumps(line) + "\n")
+    monkeypatch.chdir(client)
+    run = cli("batch", "in.jsonl", "--out", "out.jsonl", "--server", url, "--max-iterations", "0")
+    assert "not found" not in run.err and "skipped" not in run.err, run.err
+    row = json.loads((client / "out.jsonl").read_text())
+    assert "error" not in row, row
+    feedback = row["attempts"][0]["evaluation"]["feedback"]
+    assert "JSON" in feedback or "json" in feedback  # the server's schema check judged it
 
 
 @pytest.mark.server
