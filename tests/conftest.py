@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import tempfile
 import uuid
@@ -37,6 +38,9 @@ POSTGRES_URI_ENV = "LANGGRAPH_REFINE_TEST_POSTGRES_URI"
 
 SERVER_MARKERS = ("local_model",)
 """The markers of the tests that run one at a time (see the module's docstring)."""
+
+MODULE_SECONDS = Path(__file__).with_name("module_seconds.json")
+"""Each module's measured time (setup, call and teardown of its tests), for the order."""
 
 
 def postgres_uri() -> str | None:
@@ -78,24 +82,59 @@ def worker_database(uri: str, worker: str) -> str | None:
     return urlunsplit(parts._replace(path=f"/{name}"))
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--write-module-seconds",
+        action="store_true",
+        help=f"write each module's time of this run to {MODULE_SECONDS.name} (the order's guide)",
+    )
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Hand the workers the longest modules first, so that none is left running alone at the end.
 
-    The real-model module first (last, as collected, it ran alone for three minutes after
-    every other test had ended), then each module holding a `slow` test, then the rest;
-    a module's tests keep their order (`--dist loadfile` sends a module as one unit).
+    The order is by each module's time in `module_seconds.json` (longest first: the
+    scheduler gives a worker its next module before the current one ends, so a long module
+    handed out late left the other workers idle for a minute and more); a module not in
+    it is guessed from its tests (a `slow` one counts 5 s, another 0.3 s). A module's tests
+    keep their order (`--dist loadfile` sends a module as one unit). Refresh the file after
+    adding or moving slow tests: `make test ARGS=--write-module-seconds`.
     """
-    rank: dict[str, int] = {}
+    known: dict[str, float] = json.loads(MODULE_SECONDS.read_text())
+    guessed: dict[str, float] = {}
     for item in items:
-        module = item.nodeid.split("::")[0]
-        rank[module] = min(rank.get(module, 2), _rank(item))
-    items.sort(key=lambda item: rank[item.nodeid.split("::")[0]])
+        module = _module(item.nodeid)
+        each = 5.0 if item.get_closest_marker("slow") else 0.3
+        guessed[module] = guessed.get(module, 0.0) + each
+    seconds = {module: known.get(module, guess) for module, guess in guessed.items()}
+    items.sort(key=lambda item: -seconds[_module(item.nodeid)])
 
 
-def _rank(item: pytest.Item) -> int:
-    if item.get_closest_marker("local_model"):
-        return 0
-    return 1 if item.get_closest_marker("slow") else 2
+def _module(nodeid: str) -> str:
+    return nodeid.split("::")[0]
+
+
+_spent: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Sum each module's time (on the controller, from every worker's reports)."""
+    _spent[_module(report.nodeid)] = _spent.get(_module(report.nodeid), 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """With `--write-module-seconds`, keep this run's times as the next runs' order.
+
+    Only the modules this run ran are updated; a module that no longer exists is dropped.
+    """
+    config = session.config
+    if hasattr(config, "workerinput") or not config.getoption("write_module_seconds"):
+        return
+    root = Path(config.rootpath)
+    known: dict[str, float] = json.loads(MODULE_SECONDS.read_text())
+    known.update({module: round(seconds, 1) for module, seconds in _spent.items()})
+    kept = {module: known[module] for module in sorted(known) if (root / module).exists()}
+    MODULE_SECONDS.write_text(json.dumps(kept, indent=1) + "\n")
 
 
 @pytest.hookimpl(wrapper=True)

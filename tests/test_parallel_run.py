@@ -54,3 +54,42 @@ def test_a_worker_gets_a_database_of_its_own() -> None:
 
 def test_without_a_reachable_server_the_worker_shares_the_given_database() -> None:
     assert worker_database("postgresql://postgres@127.0.0.1:9/test", "gw0") is None
+
+
+class _Item:
+    """What the ordering reads of a collected test: its id and its markers."""
+
+    def __init__(self, nodeid: str, slow: bool = False) -> None:
+        self.nodeid = nodeid
+        self.slow = slow
+
+    def get_closest_marker(self, name: str) -> object | None:
+        return object() if name == "slow" and self.slow else None
+
+
+def test_the_longest_modules_go_first_and_a_modules_tests_keep_their_order(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import tests.conftest as conftest
+
+    seconds = tmp_path / "module_seconds.json"
+    seconds.write_text('{"tests/a.py": 3.0, "tests/b.py": 40.0, "tests/c.py": 0.5}')
+    monkeypatch.setattr(conftest, "MODULE_SECONDS", seconds)
+    items = [
+        _Item("tests/a.py::one"),
+        _Item("tests/a.py::two"),
+        _Item("tests/b.py::one"),
+        _Item("tests/c.py::one"),
+        _Item("tests/new.py::one", slow=True),  # not measured yet: a slow test counts 5 s
+        _Item("tests/other.py::one"),  # not measured, nothing slow: 0.3 s
+    ]
+    conftest.pytest_collection_modifyitems(None, items)  # type: ignore[arg-type]
+    assert [item.nodeid for item in items] == [
+        "tests/b.py::one",
+        "tests/new.py::one",
+        "tests/a.py::one",
+        "tests/a.py::two",
+        "tests/c.py::one",
+        "tests/other.py::one",
+    ]
+
