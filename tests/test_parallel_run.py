@@ -92,4 +92,3 @@ def test_the_longest_modules_go_first_and_a_modules_tests_keep_their_order(
         "tests/c.py::one",
         "tests/other.py::one",
     ]
-
