@@ -75,12 +75,15 @@ def test_the_server_really_has_small_slots(model: Any) -> None:
         model.invoke("word " * 1500)
 
 
-def run_task(model: Any, name: str, max_iterations: int = MAX_ITERATIONS) -> None:
+def run_task(
+    model: Any, name: str, max_iterations: int = MAX_ITERATIONS, judge: Any = None
+) -> None:
+    """Refine the task with `model` (the judge's model too, unless `judge` is given)."""
     words = TASKS[name]
     result = refine(
         model,
         task_text(words),
-        [evaluators.llm_judge(model), evaluators.contains_all(words)],
+        [evaluators.llm_judge(judge or model), evaluators.contains_all(words)],
         max_iterations=max_iterations,
         target_score=1.0,
     )
@@ -99,14 +102,16 @@ def test_every_task_finishes_in_a_small_context(model: Any, name: str) -> None:
     run_task(model, name)
 
 
-# One task, one refinement: each reply may run to 1,000 tokens (40 s for three refinements).
-# The first judgment carries a reply that may fill the slot, the refinement prompt carries
-# it and its feedback: both overflow unless the loop bounds what it sends.
+# One task, one refinement: each draft may run to 1,000 tokens (40 s for three refinements).
+# The first judgment carries a draft that may fill the slot, the refinement prompt carries
+# it and its feedback: both overflow unless the loop bounds what it sends. The judge keeps
+# the module's cap (256): its prompt must still leave that much room for its reply, and
+# runaway judgments only cost time (the run took 45-52 s with both capped at 1,000).
 @pytest.mark.parametrize("name", ["robot"])
 def test_a_task_finishes_when_replies_can_fill_the_slot(
-    small_server: lm.LocalModelServer, name: str
+    small_server: lm.LocalModelServer, model: Any, name: str
 ) -> None:
-    run_task(chat_model(small_server, RUNAWAY_MAX_TOKENS), name, max_iterations=1)
+    run_task(chat_model(small_server, RUNAWAY_MAX_TOKENS), name, max_iterations=1, judge=model)
 
 
 # One more task through the command line, with its default settings (reply cap, judge).
