@@ -1,6 +1,6 @@
 """Shared fixtures (checkpointers over memory, SQLite and PostgreSQL) and the parallel run.
 
-`make test` runs the suite with pytest-xdist, one worker more than there are cores
+`make test` runs the suite with pytest-xdist, two workers more than there are cores
 (`--dist loadfile`: a test module's tests stay on one worker, so a module's server starts
 once). Three things keep the workers out of each other's way:
 
