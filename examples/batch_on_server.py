@@ -133,7 +133,8 @@ def serve(
 
     `settings` adds deployment settings to its environment (such as
     `LANGGRAPH_REFINE_ALLOW_CODE_CHECKS`); `config` is the configuration file to serve,
-    relative to the repository root (such as `examples/chat_server/langgraph.json`).
+    relative to the repository root (such as `examples/chat_server/langgraph.json`) or
+    absolute; its own paths are the repository root's, as for `langgraph dev` run there.
     `state` is the folder the server works in: `langgraph dev` keeps its threads, runs,
     store and UI bundle in `.langgraph_api` under its working directory, so a server
     given its own folder starts empty and leaves the project's state alone. Omitted, it

@@ -92,3 +92,32 @@ def test_the_longest_modules_go_first_and_a_modules_tests_keep_their_order(
         "tests/c.py::one",
         "tests/other.py::one",
     ]
+
+
+def test_write_module_seconds_updates_the_modules_run_and_drops_those_gone(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import json
+    from types import SimpleNamespace
+
+    import tests.conftest as conftest
+
+    (tmp_path / "tests").mkdir()
+    for name in ("a.py", "b.py"):
+        (tmp_path / "tests" / name).touch()
+    seconds = tmp_path / "module_seconds.json"
+    seconds.write_text('{"tests/a.py": 3.0, "tests/b.py": 40.0, "tests/gone.py": 9.0}')
+    monkeypatch.setattr(conftest, "MODULE_SECONDS", seconds)
+    monkeypatch.setattr(conftest, "_spent", {})
+    for duration in (1.25, 2.0):  # setup and call of one test of b.py
+        report = SimpleNamespace(nodeid="tests/b.py::one", duration=duration)
+        conftest.pytest_runtest_logreport(report)  # type: ignore[arg-type]
+    options = {"write_module_seconds": True}
+    config = SimpleNamespace(rootpath=tmp_path, getoption=options.__getitem__)
+    conftest.pytest_sessionfinish(SimpleNamespace(config=config))  # type: ignore[arg-type]
+    assert json.loads(seconds.read_text()) == {"tests/a.py": 3.0, "tests/b.py": 3.2}
+
+    options["write_module_seconds"] = False  # without the option, nothing is written
+    seconds.write_text("{}")
+    conftest.pytest_sessionfinish(SimpleNamespace(config=config))  # type: ignore[arg-type]
+    assert seconds.read_text() == "{}"
