@@ -37,7 +37,8 @@ ui-bundler: ## fetch the bundler langgraph dev runs for the chat's UI component 
 # and servers it starts; the extra workers use it. On 2 cores, side by side: 8 min 28 s on 2
 # workers, 6 min 48 s on 3 (before the suite's cuts); after them, with the modules handed
 # out longest first by their measured time, 5 min 43 s on 3 and 5 min 21 s on 4, the same
-# CPU (10 minutes). xdist would hand out the modules with the most tests first; the order
+# CPU (10 minutes); a fresh clone with the local model built, 4 workers: 5 min 30 s.
+# xdist would hand out the modules with the most tests first; the order
 # tests/conftest.py gives them (the longest first) is kept instead.
 # Bytecode is written even where the environment says not to (PYTHONDONTWRITEBYTECODE): the
 # suite starts hundreds of Python processes, each of which would compile the package again.
