@@ -4,7 +4,7 @@ The model is a real `ChatOpenAI` (client retries off, so the loop's own retry po
 what is tested) talking HTTP to `tests/fault_server.py`, which answers each request as
 the test scripts it: 5xx, 429 with `retry-after`, 401 and other 4xx, a hang past the
 client timeout, a malformed body. Transient faults are retried with backoff and the loop
-completes; other 4xx and malformed bodies fail at once, naming the status and the node;
+completes (a malformed 200 body too); other 4xx fail at once, naming the status and the node;
 with a checkpointer, a run that failed mid-loop resumes without redoing evaluated work.
 """
 
@@ -144,29 +144,38 @@ def test_401_from_the_judge_names_the_evaluate_node(server: FaultServer) -> None
     assert [r.is_judge for r in server.received] == [False, True]
 
 
-@pytest.mark.parametrize(
-    ("body", "content_type", "expected"),
+MALFORMED = pytest.mark.parametrize(
+    ("body", "content_type"),
     [
-        (b"<html>Bad gateway</html>", "text/html", ValueError),
-        (b"not json", "application/json", ValueError),
-        (b'{"id": "x", "object": "chat.completion", "created": 0}', "application/json", TypeError),
-        (
-            b'{"id": "x", "choices": [], "created": 0, "object": "chat.completion"}',
-            "application/json",
-            IndexError,
-        ),
+        (b"<html>Bad gateway</html>", "text/html"),
+        (b"not json", "application/json"),
+        (b'{"id": "x", "object": "chat.completion", "created": 0}', "application/json"),
+        (b'{"id": "x", "choices": [], "created": 0, "object": "chat.completion"}', "application/json"),
+        (b'{"id": "x", "object": "chat.comp', "application/json"),  # truncated
     ],
-    ids=["html", "not-json", "no-choices", "empty-choices"],
+    ids=["html", "not-json", "no-choices", "empty-choices", "truncated"],
 )
-def test_a_malformed_body_fails_at_once(
-    server: FaultServer, body: bytes, content_type: str, expected: type[Exception]
+
+
+@MALFORMED
+def test_a_malformed_body_is_retried_like_a_dropped_connection(
+    server: FaultServer, body: bytes, content_type: str
 ) -> None:
+    # A 200 reply that cannot be read is transient: the next reply is usually whole.
     server.script(malformed(body, content_type))
-    with pytest.raises(expected, match=r"generator failed on attempt 0 in node 'generate'"):
-        refine(chat(server), TASK, perfect)
-    # Not retried: a complete 200 reply that is not a completion is not a transient fault.
-    assert len(server.received) == 1
-    assert not is_transient(expected("x"))
+    result = refine(chat(server), TASK, perfect, retry_policy=FAST)
+    assert result.value == "draft 2"
+    assert len(server.received) == 2
+
+
+@MALFORMED
+def test_malformed_bodies_fail_after_the_policy_s_tries_naming_the_node(
+    server: FaultServer, body: bytes, content_type: str
+) -> None:
+    server.script(*[malformed(body, content_type)] * 4)
+    with pytest.raises(Exception, match=r"generator failed on attempt 0 in node 'generate'"):
+        refine(chat(server), TASK, perfect, retry_policy=FAST)
+    assert len(server.received) == 4  # the policy's max_attempts, no more
 
 
 def test_the_openai_exceptions_are_classified() -> None:
@@ -185,7 +194,8 @@ def test_the_openai_exceptions_are_classified() -> None:
     assert is_transient(status(openai.ConflictError, 409))
     assert not is_transient(status(openai.AuthenticationError, 401))
     assert not is_transient(status(openai.BadRequestError, 400))
-    assert not is_transient(
+    # A 200 reply the client could not validate is a malformed body: retried.
+    assert is_transient(
         openai.APIResponseValidationError(httpx2.Response(200, request=request), None)
     )
     assert DEFAULT_RETRY_POLICY.retry_on is is_transient

@@ -49,6 +49,16 @@ def attempt_rank(attempt: Attempt) -> tuple[bool, float]:
     return (evaluation.verdict == "PASS", evaluation.score)
 
 
+def rank_value(attempt: Attempt) -> float:
+    """The attempt's rank (`attempt_rank`) as one number: a PASS is 1.0, else the score.
+
+    What the search strategy's statistics average (a move's reward, a state's band);
+    which attempt is best is always `attempt_rank`'s decision.
+    """
+    passed, score = attempt_rank(attempt)
+    return 1.0 if passed else max(score, 0.0)
+
+
 def best_feedback(attempts: Sequence[Attempt]) -> str:
     """The feedback on the best attempt so far (what a guided sample is told), or ""."""
     best = best_attempt(attempts)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -54,6 +55,31 @@ class Reply:
     reasoning: str | None = None
     evaluation: Evaluation | None = None
     edits: int | None = None
+
+    def __post_init__(self) -> None:
+        # The one door provider text comes in by: kept as it came, but whole text.
+        object.__setattr__(self, "response", whole_text(self.response))
+        if self.reasoning is not None:
+            object.__setattr__(self, "reasoning", whole_text(self.reasoning))
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def whole_text(text: str) -> str:
+    """`text` as a plain string that can be written as UTF-8: lone surrogates become U+FFFD.
+
+    A provider's JSON may hold an escaped lone surrogate (an escaped `ud800`, say): valid JSON,
+    but text no checkpoint, file or validator takes. Nothing else is changed.
+
+    Example:
+        >>> whole_text("a" + chr(0xD800) + "b") == "a" + chr(0xFFFD) + "b"
+        True
+    """
+    text = str(text)  # a str subclass (a message's text accessor) becomes a plain str
+    if text.isascii() or not _LONE_SURROGATE.search(text):
+        return text
+    return _LONE_SURROGATE.sub("\ufffd", text)
 
 
 def json_text(value: Any) -> str:

@@ -23,18 +23,118 @@ def status_code(exc: BaseException) -> int | None:
 
 
 def is_transient(exc: BaseException) -> bool:
-    """True for errors worth retrying: connection errors, timeouts, HTTP 408/409/429/5xx."""
-    code = status_code(exc)
-    if code is not None:
-        return code in RETRYABLE_STATUS or code >= 500
+    """True for errors worth retrying, read through the whole exception chain.
+
+    Transient: a connection error or timeout (the standard library's, or a client
+    library's transport error: httpx, httpcore, aiohttp, openai, ...), HTTP 408, 409,
+    429 or 5xx, and a 2xx reply whose body could not be read (see `malformed_reply`).
+    A client library often wraps the transport's error in its own (`raise ... from`),
+    or collects it in an exception group: every error in the chain (`__cause__`,
+    `__context__`, an `ExceptionGroup`'s members) is read, the outermost status first.
+    """
+    for error in exception_chain(exc):
+        if malformed_reply(error):
+            return True
+        code = status_code(error)
+        if code is not None and code >= 400:  # the outermost error status decides
+            return code in RETRYABLE_STATUS or code >= 500
+        if _is_transport_error(error):
+            return True
+    return False
+
+
+def exception_chain(exc: BaseException, limit: int = 32) -> list[BaseException]:
+    """`exc` and every error behind it: causes, contexts and exception groups' members.
+
+    Breadth-first, the outermost first; each error once, at most `limit` of them.
+    """
+    seen: list[BaseException] = []
+    queue = [exc]
+    while queue and len(seen) < limit:
+        error = queue.pop(0)
+        if any(error is known for known in seen):
+            continue
+        seen.append(error)
+        if isinstance(error, BaseExceptionGroup):
+            queue.extend(error.exceptions)
+        queue.extend(e for e in (error.__cause__, error.__context__) if e is not None)
+    return seen
+
+
+# Transport failures by class name, so that no client library is a hard dependency:
+# openai's and anthropic's, httpx's and httpcore's (`TransportError`, `TimeoutException`,
+# `ReadError`, `RemoteProtocolError`, ...), aiohttp's and requests'.
+_TRANSPORT_NAMES = frozenset(
+    {
+        "APIConnectionError",
+        "APITimeoutError",
+        "TransportError",
+        "TimeoutException",
+        "NetworkError",
+        "ProtocolError",
+        "ConnectError",
+        "ReadError",
+        "WriteError",
+        "CloseError",
+        "RemoteProtocolError",
+        "ReadTimeout",
+        "ConnectTimeout",
+        "WriteTimeout",
+        "PoolTimeout",
+        "ClientConnectionError",
+        "ClientPayloadError",
+        "ServerDisconnectedError",
+        "ServerTimeoutError",
+        "ChunkedEncodingError",
+        "IncompleteRead",
+    }
+)
+
+
+def _is_transport_error(exc: BaseException) -> bool:
     if isinstance(exc, ConnectionError | TimeoutError):
         return True
-    # Client libraries wrap transport failures in their own types; match them by name
-    # so that no client library is a hard dependency.
+    return any(cls.__name__ in _TRANSPORT_NAMES for cls in type(exc).__mro__)
+
+
+# Where a provider's reply is read: an error of a parsing kind raised in one of these
+# packages is a reply that could not be read, not a bug of the caller's.
+_CLIENT_PACKAGES = (
+    "openai",
+    "anthropic",
+    "httpx",
+    "httpcore",
+    "aiohttp",
+    "json",
+    "langchain_openai",
+    "langchain_anthropic",
+    "langchain_ollama",
+    "langchain_google_genai",
+    "langchain_core.language_models",  # a reply with no generation in it
+    "langchain_core.outputs",
+)
+_PARSE_ERRORS = (ValueError, TypeError, KeyError, IndexError, AttributeError)
+
+
+def malformed_reply(exc: BaseException) -> bool:
+    """True for a provider reply (HTTP 2xx) whose body could not be read.
+
+    A truncated or garbled body (`JSONDecodeError`), a client's own "the reply is not
+    what the API promises" (`APIResponseValidationError`), or a parsing error (a missing
+    `choices`, an empty list) raised inside the provider's client while it read the
+    reply. Such a reply is retried like a dropped connection: the next one is usually
+    whole. A `ValueError` raised by the caller's own code is not one.
+    """
     names = {cls.__name__ for cls in type(exc).__mro__}
-    return bool(
-        names & {"APIConnectionError", "APITimeoutError", "TransportError", "TimeoutException"}
-    )
+    if names & {"JSONDecodeError", "APIResponseValidationError", "IncompleteJSONError"}:
+        return True
+    if not isinstance(exc, _PARSE_ERRORS) or exc.__traceback__ is None:
+        return False
+    frame = exc.__traceback__
+    while frame.tb_next is not None:  # the innermost frame raised it
+        frame = frame.tb_next
+    module = str(frame.tb_frame.f_globals.get("__name__", ""))
+    return any(module == p or module.startswith(p + ".") for p in _CLIENT_PACKAGES)
 
 
 def retry_after_seconds(exc: BaseException) -> float | None:

@@ -81,7 +81,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from langgraph_refine._result import attempt_rank, best_attempt
+from langgraph_refine._result import attempt_rank, best_attempt, rank_value
 from langgraph_refine._state import Attempt, MoveKind, Strategy
 
 EXPLORE_WEIGHT = 5.0
@@ -297,7 +297,7 @@ def run_state(attempts: Sequence[Attempt]) -> str | None:
     best = best_attempt(attempts)
     if best is None or best.evaluation is None:
         return None
-    band = _band(_score(best))
+    band = _band(rank_value(best))
     phase = "start" if len(attempts) == 1 else "up" if _raised_best(attempts) else "flat"
     return f"b{band}/{phase}"
 
@@ -351,8 +351,8 @@ def _raised_by_a_band(attempts: Sequence[Attempt]) -> bool:
 
     Or to 1.0 (a PASS counts as 1.0) from less than a band below.
     """
-    earlier = max((_score(a) for a in attempts[:-1] if a.evaluation is not None), default=0.0)
-    return _score(attempts[-1]) >= min(1.0, earlier + 1.0 / STATE_BANDS) - 1e-9 and (
+    earlier = max((rank_value(a) for a in attempts[:-1] if a.evaluation is not None), default=0.0)
+    return rank_value(attempts[-1]) >= min(1.0, earlier + 1.0 / STATE_BANDS) - 1e-9 and (
         _raised_best(attempts)
     )
 
@@ -389,7 +389,11 @@ def _outcome(attempts: Sequence[Attempt]) -> tuple[str | None, MoveStats]:
     if latest.evaluation is None:
         return None, MoveStats()
     start = _start(attempts)
-    fell = start is not None and start.evaluation is not None and _score(latest) < _score(start)
+    fell = (
+        start is not None
+        and start.evaluation is not None
+        and rank_value(latest) < rank_value(start)
+    )
     kind = latest.move or ("sample" if latest.parent is None else "refine")
     return kind, MoveStats(rounds=1, raised=int(_raised_best(attempts)), fell=int(fell))
 
@@ -481,7 +485,7 @@ def _explore(
     rng = random.Random(_seed(task, len(attempts)))
     refined = _times_refined(attempts)
     draws = [
-        (_draw(rng, _score(a), refined.get(a.index, 0)), a.index)
+        (_draw(rng, rank_value(a), refined.get(a.index, 0)), a.index)
         for a in attempts
         if a.evaluation is not None
     ]
@@ -599,12 +603,12 @@ def _scored_outcome(attempt: Attempt, by_index: Mapping[int, Attempt]) -> tuple[
         return None
     kind = attempt.move or ("sample" if attempt.parent is None else "refine")
     if attempt.parent is None:
-        return kind, str(round(_score(attempt) * SCORE_BINS))
+        return kind, str(round(rank_value(attempt) * SCORE_BINS))
     start = by_index.get(attempt.parent)
     if start is None or start.evaluation is None:
         return None
-    moved = round((_score(attempt) - _score(start)) * SCORE_BINS)
-    return f"{kind}@b{_band(_score(start))}", f"{moved:+d}"
+    moved = round((rank_value(attempt) - rank_value(start)) * SCORE_BINS)
+    return f"{kind}@b{_band(rank_value(start))}", f"{moved:+d}"
 
 
 def _scored_rounds(record: Mapping[str, MoveStats], kind: str) -> int:
@@ -628,7 +632,7 @@ def _explore_by_gain(
     (`_worth_a_try`), then what refinements did from every band and what every answer
     did stand in (`_refine_worth`). Refining the best wins ties.
     """
-    top = _score(best)
+    top = rank_value(best)
     own = score_counts(attempts)
     seen = _outcomes(record, own)
     answers = {
@@ -894,7 +898,7 @@ def _fell(attempts: Sequence[Attempt]) -> int:
         if a.parent is not None
         and a.evaluation is not None
         and a.parent in by_index
-        and _score(a) < _score(by_index[a.parent])
+        and rank_value(a) < rank_value(by_index[a.parent])
     )
 
 
@@ -911,13 +915,6 @@ def _times_refined(attempts: Sequence[Attempt]) -> dict[int, int]:
         if attempt.parent is not None:
             counts[attempt.parent] = counts.get(attempt.parent, 0) + 1
     return counts
-
-
-def _score(attempt: Attempt) -> float:
-    evaluation = attempt.evaluation
-    if evaluation is None:
-        return 0.0
-    return 1.0 if evaluation.verdict == "PASS" else evaluation.score
 
 
 def _draw(rng: random.Random, score: float, tries: int) -> float:

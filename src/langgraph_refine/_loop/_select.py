@@ -37,7 +37,7 @@ from langgraph_refine._decisions._prompts import PAIRWISE_INSTRUCTIONS, PAIRWISE
 from langgraph_refine._fences import json_objects
 from langgraph_refine._internal import mark_internal
 from langgraph_refine._kinds import kind_of
-from langgraph_refine._result import best_attempt
+from langgraph_refine._result import attempt_rank, best_attempt
 from langgraph_refine._state import (
     Attempt,
     ComparerLike,
@@ -264,8 +264,11 @@ def select_candidates(attempts: Sequence[Attempt], top: int, margin: float) -> l
     scored = [a for a in attempts if a.evaluation is not None]
     if not scored:
         return []
-    best = max(_score(a) for a in scored)
-    close = [a for a in scored if _score(a) >= best - margin - 1e-12]
+    # The one rule of the best attempt (`attempt_rank`): once an attempt passed, only
+    # passing attempts are candidates, so a run that stopped on a PASS returns one.
+    passed, best = attempt_rank(max(scored, key=attempt_rank))
+    pool = [a for a in scored if attempt_rank(a)[0] == passed]
+    close = [a for a in pool if _score(a) >= best - margin - 1e-12]
     # The strongest first when capping; ties to the earlier attempt.
     close.sort(key=lambda a: (-_score(a), a.index))
     return sorted(close[:top], key=lambda a: a.index)
@@ -273,6 +276,12 @@ def select_candidates(attempts: Sequence[Attempt], top: int, margin: float) -> l
 
 def _score(attempt: Attempt) -> float:
     return attempt.evaluation.score if attempt.evaluation is not None else 0.0
+
+
+def _lower(attempt: Attempt) -> tuple[bool, float]:
+    """A sort key that puts the better attempt (by `attempt_rank`) first."""
+    passed, score = attempt_rank(attempt)
+    return (not passed, -score)
 
 
 def outcome(first: int, second: int, forward: Preference, backward: Preference) -> int | None:
@@ -291,13 +300,13 @@ def outcome(first: int, second: int, forward: Preference, backward: Preference) 
 
 
 def choose(candidates: Sequence[Attempt], comparisons: Sequence[Mapping[str, Any]]) -> int:
-    """The index of the winner: most wins, then the higher score, then the earlier attempt."""
+    """The index of the winner: most wins, then the better rank, then the earlier attempt."""
     wins = {c.index: 0 for c in candidates}
     for comparison in comparisons:
         winner = comparison["outcome"]
         if isinstance(winner, int) and winner in wins:
             wins[winner] += 1
-    best = min(candidates, key=lambda c: (-wins[c.index], -_score(c), c.index))
+    best = min(candidates, key=lambda c: (-wins[c.index], _lower(c), c.index))
     return best.index
 
 

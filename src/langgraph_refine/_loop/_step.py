@@ -300,6 +300,9 @@ class Step:
         if policy is None:
             return None
         wait = retry_wait(exc, policy, tries)
+        left = self.meter.seconds_left()
+        if left is not None and wait >= left:  # the wait would outlast the time budget
+            raise self._timed_out(f"its retry would wait {wait:.1f} s") from exc
         logger.info(
             "%s: retrying the %s call of attempt %d in %.2f s (try %d) after %s: %s",
             self.options.name,
@@ -342,11 +345,10 @@ class Step:
             return value  # type: ignore[no-any-return]
         raise value
 
-    def _timed_out(self) -> BudgetStop:
+    def _timed_out(self, why: str = "was cut off") -> BudgetStop:
         seconds = self.budget.max_seconds if self.budget is not None else None
         return BudgetStop(
-            f"max_seconds={seconds} reached: the {self.node} call was cut off "
-            f"on attempt {self.index}"
+            f"max_seconds={seconds} reached: the {self.node} call {why} on attempt {self.index}"
         )
 
     def on_error(self, exc: BaseException, what: str) -> None:
