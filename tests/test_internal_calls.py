@@ -100,7 +100,7 @@ def test_a_graphs_messages_stream_shows_the_drafts_and_no_judge_while_callbacks_
 
 
 async def test_an_async_graph_hides_a_panel_a_confirmation_and_the_comparer() -> None:
-    members = [judge(), ScriptedChatModel(replies=[judge_reply(0.4), judge_reply(0.97, "PASS")])]
+    members = [judge(), ScriptedChatModel(replies=[judge_reply(0.4), judge_reply(0.97)])]
     comparer = ScriptedChatModel(replies=["A"])
     graph = create_refine_graph(
         ScriptedChatModel(replies=["draft one", "draft two"]),

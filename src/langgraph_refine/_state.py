@@ -39,8 +39,11 @@ StopReason: TypeAlias = Literal[
     "approved",
     "edited",
     "rejected",
+    "model_error",
 ]
-"""Why a loop stopped."""
+"""Why a loop stopped. `model_error`: in an agent, a model call failed and a middleware
+around `RefineMiddleware` answered with a message instead (`ModelRetryMiddleware` with
+`on_failure="continue"`); the loop ends with its best answer."""
 
 Strategy: TypeAlias = Literal["chain", "explore", "sample"]
 """How each round after the first chooses what to generate (see `_strategy`)."""

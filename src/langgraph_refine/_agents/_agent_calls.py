@@ -1,42 +1,42 @@
-"""The calls `RefineMiddleware` makes for the loop: judgments, comparisons, the record.
+"""The calls `RefineMiddleware` makes for the loop, each through the loop's one executor.
 
 The decisions are the graph's (`_round.evaluate_round`, `_decisions`); this carries out
-their calls inside the agent, each under the loop's meter (a call the budget refuses is
-not made). Who judges and compares is resolved for each model call (`judges_for`): the
-middleware's own evaluator and comparer, else the model of the agent being run, which
-only the model step sees. Nothing resolved is kept on the middleware, so one instance
-shared by two agents judges each with its own model.
+their calls inside the agent exactly as the graph's steps do, under a `Step`: the agent's
+model call while the loop runs, the judgments (`_judging.RoundCalls`, the graph's own)
+and the end's comparisons (`_comparisons.ComparisonLedger`, durable tasks). So every
+call is metered and checked against the budget, retried under the retry policy
+(`Retry-After` honoured), cut off at the time budget's deadline, and an error leaving
+it carries the best result so far (`.result`). Who judges and compares is resolved for
+each model call (`judges_for`): the middleware's own evaluator and comparer, else the
+model of the agent being run, which only the model step sees. Nothing resolved is kept
+on the middleware, so one instance shared by two agents judges each with its own model.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from contextlib import suppress
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from langchain_core.language_models import BaseChatModel
+from langgraph.config import get_config
 from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
 
-from langgraph_refine._agents._agent_loop import LOOP_NAME, AgentLoop
+from langgraph_refine._agents._agent_loop import LOOP_NAME, AgentLoop, loop_view
 from langgraph_refine._agents._transcript import judged_state
-from langgraph_refine._calls._budget import BudgetMeter, BudgetStop, metered
-from langgraph_refine._decisions._round import (
-    Confirm,
-    Exchange,
-    Flow,
-    Outcome,
-    Request,
-    evaluate_round,
-    report,
-    with_criteria,
-)
-from langgraph_refine._loop._select import Comparer, as_comparer
-from langgraph_refine._loop._step import emit
-from langgraph_refine._records._record import RecordUpdate, aexchange, exchange, record_store
-from langgraph_refine._state import Attempt, Judgment
+from langgraph_refine._calls._budget import BudgetMeter
+from langgraph_refine._decisions._options import LoopOptions
+from langgraph_refine._decisions._round import Exchange, Flow, evaluate_round, with_criteria
+from langgraph_refine._loop._comparisons import ComparisonLedger
+from langgraph_refine._loop._judging import RoundCalls
+from langgraph_refine._loop._select import Comparer, Selection, as_comparer
+from langgraph_refine._loop._step import Step
+from langgraph_refine._records._record import RecordUpdate, record_store
+from langgraph_refine._state import Attempt
 from langgraph_refine.evaluators import llm_judge
-from langgraph_refine.evaluators._base import BaseEvaluator, ajudge_once, judge_once
+from langgraph_refine.evaluators._base import BaseEvaluator
+
+R = TypeVar("R")
 
 
 class Judges(NamedTuple):
@@ -53,6 +53,13 @@ class Judging(NamedTuple):
     flow: Flow
 
 
+class Comparing(NamedTuple):
+    """The end's comparisons for the model step's driver to make, each a durable task."""
+
+    selection: Selection
+    ledger: ComparisonLedger
+
+
 def judges_for(loop: AgentLoop, model: BaseChatModel) -> Judges:
     """The run's judges: the middleware's own, else an LLM judge on the agent's `model`."""
     evaluator = loop.evaluator if loop.evaluator is not None else llm_judge(model)
@@ -60,32 +67,81 @@ def judges_for(loop: AgentLoop, model: BaseChatModel) -> Judges:
     return Judges(evaluator, comparer)
 
 
-def metered_call(meter: BudgetMeter) -> Callable[..., Any]:
-    """`call(fn, *args)` under the loop's meter: a comparison counted, refused past the budget."""
+def agent_step(
+    options: LoopOptions,
+    state: Mapping[str, Any],
+    *,
+    node: str,
+    index: int,
+    pending: Attempt | None = None,
+) -> Step:
+    """The executor of one of the loop's calls in the agent, as a graph node's `Step`.
 
-    def call(fn: Callable[..., Any], *args: Any) -> Any:
-        with metered(meter):
-            return fn(*args)
-
-    return call
-
-
-def ametered_call(meter: BudgetMeter) -> Callable[..., Awaitable[Any]]:
-    """Async twin of `metered_call`."""
-
-    async def call(fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
-        with metered(meter):
-            return await fn(*args)
-
-    return call
+    Its meter starts from what the loop spent so far (`refine_usage`); the result an
+    error carries is built from the agent's attempts (and `pending`, the answer being
+    judged). The config is the agent's model node's, so an enclosing loop's meter (a
+    nested loop) is this one's parent, and the node's stream handlers see the call.
+    """
+    view = loop_view(state)
+    if pending is not None:
+        view["pending"] = pending
+    try:
+        config: Any = get_config()
+    except RuntimeError:  # a hook called outside a graph run
+        config = None
+    return Step(options, view, config, node=node, index=index, retry_policy=options.retry_policy)
 
 
-class AgentCalls:
-    """A hook's answers to the round's requests (see `_round.evaluate_round`).
+def comparing(options: LoopOptions, view: dict[str, Any], selection: Selection) -> Comparing:
+    """The end's comparisons, each a durable task under a step of its own (as the graph's)."""
+    return Comparing(selection, ComparisonLedger(options, view, options.retry_policy))
 
-    Carries out the round's calls inside the agent: the evaluator's judgments under the
-    loop's meter (a judgment the budget refuses is not made), the meter's reading, and
-    the strategy record in the agent's store.
+
+class FailedReply(Exception):
+    """A failed model call a middleware turned into a reply; the provider's error is its cause.
+
+    Retried as that error would be (the transient rule reads the cause); when it still
+    fails, the loop ends with its best answer (`model_error`): the middleware asked for
+    failures to go on as replies, and the reply is never an attempt.
+    """
+
+
+def asked(handler: Callable[[Any], R], request: Any, meter: BudgetMeter) -> R:
+    """The agent's model call: `handler(request)`, a failure hidden in a reply raised.
+
+    A middleware between the loop and the model may turn a failed call into a reply
+    (`ModelRetryMiddleware(on_failure="continue")` answers with the error's text). The
+    meter saw the call fail and no call succeed after it: the failure is raised here
+    (`FailedReply`, from the provider's error), so it is retried and counted like any
+    failed call, and is never an attempt. A fallback model's answer after a failure is a
+    reply like any other.
+    """
+    meter.failure = None
+    reply = handler(request)
+    if meter.failure is not None:
+        raise FailedReply(str(meter.failure)) from meter.failure
+    return reply
+
+
+async def aasked(handler: Callable[[Any], Awaitable[R]], request: Any, meter: BudgetMeter) -> R:
+    """Async twin of `asked`."""
+    meter.failure = None
+    reply = await handler(request)
+    if meter.failure is not None:
+        raise FailedReply(str(meter.failure)) from meter.failure
+    return reply
+
+
+class AgentCalls(RoundCalls):
+    """A round's calls inside the agent: the graph's (`RoundCalls`), the record in its store.
+
+    Args:
+        loop: What the middleware's hooks write.
+        state: The agent's state.
+        view: The loop's state in the graph's terms (`loop_view`).
+        step: The executor of the round's calls.
+        runtime: The agent's runtime (its store keeps the strategy record).
+        evaluator: The run's judge.
     """
 
     def __init__(
@@ -93,60 +149,27 @@ class AgentCalls:
         loop: AgentLoop,
         state: Mapping[str, Any],
         view: dict[str, Any],
-        meter: BudgetMeter,
+        step: Step,
         runtime: Runtime[Any] | None,
         evaluator: BaseEvaluator,
     ) -> None:
-        self.loop, self.state, self.meter = loop, state, meter
+        self.loop, self.agent_state = loop, state
         self.view = dict(with_criteria(view, loop.options))
-        self.judged = judged_state(state, self.view)  # the evaluator's state: the evidence too
-        self.evaluator = evaluator
         self.store = record_store(loop.options.strategy, getattr(runtime, "store", None))
+        # The evaluator's state: the evidence (tool results) too.
+        super().__init__(step, judged_state(state, self.view), evaluator, self._update, LOOP_NAME)
 
     def flow(self, pending: Attempt) -> Flow:
+        """The round of `pending` (the graph's)."""
         return evaluate_round(self.view, pending, self.loop.options, self.loop.ladder)
-
-    def sent(self, outcome: Outcome) -> Outcome:
-        """The outcome, its round events sent to the custom stream."""
-        for event in report(LOOP_NAME, outcome):
-            emit(event)
-        return outcome
 
     def _update(self, request: Exchange) -> tuple[BaseStore, RecordUpdate] | None:
         """The agent's store and this round's record update, when the loop keeps a record."""
         if self.store is None:
             return None
-        key = self.loop.record_key(self.state, self.evaluator)
+        key = self.loop.record_key(self.agent_state, self.evaluator)
         if key is None:
             return None
         return self.store, RecordUpdate(
             key, request.loop_id, request.attempts, self.loop.options.target_score
         )
-
-    def answer(self, request: Request) -> Any:
-        if isinstance(request, Exchange):
-            found = self._update(request)
-            return exchange(*found) if found is not None else None
-        responses = (request.response,) if isinstance(request, Confirm) else request.responses
-        made: list[Judgment] = []
-        with metered(self.meter), suppress(BudgetStop):  # a refused judgment is not made
-            for response in responses:
-                made.append(judge_once(self.evaluator, response, self.judged))
-        return self._answered(request, made)
-
-    async def aanswer(self, request: Request) -> Any:
-        if isinstance(request, Exchange):
-            found = self._update(request)
-            return await aexchange(*found) if found is not None else None
-        responses = (request.response,) if isinstance(request, Confirm) else request.responses
-        made: list[Judgment] = []
-        with metered(self.meter), suppress(BudgetStop):
-            for response in responses:
-                made.append(await ajudge_once(self.evaluator, response, self.judged))
-        return self._answered(request, made)
-
-    def _answered(self, request: Request, made: list[Judgment]) -> Any:
-        """The reply a judging request expects: one judgment (or None) for `Confirm`."""
-        if isinstance(request, Confirm):
-            return (made[0] if made else None), self.meter.delta()
-        return made, self.meter.delta()

@@ -40,7 +40,7 @@ from langgraph_refine._agents._transcript import (
     prompt_turn,
     woven,
 )
-from langgraph_refine._calls._budget import BudgetMeter, BudgetStop, active_meter
+from langgraph_refine._calls._budget import BudgetMeter
 from langgraph_refine._decisions._edits import read_edits
 from langgraph_refine._decisions._end import budget_error, by_score_note, compares_at_end
 from langgraph_refine._decisions._memory import MemoryPolicy
@@ -55,21 +55,18 @@ from langgraph_refine._decisions._prompts import (
     guided_request,
     scaffolding,
 )
-from langgraph_refine._decisions._reviewed import review_due
+from langgraph_refine._decisions._reviewed import ReviewAnswer, review_due
 from langgraph_refine._decisions._round import Outcome
 from langgraph_refine._decisions._view import LoopView
-from langgraph_refine._events import stop_event
 from langgraph_refine._kinds import kind_of, model_name
 from langgraph_refine._loop._resolve import LoopModels, chat_rungs, loop_models
 from langgraph_refine._loop._review import ReviewNode
-from langgraph_refine._loop._review_schema import ask_review
 from langgraph_refine._loop._select import (
     Comparer,
     Selection,
     calls_left,
     selection_for,
 )
-from langgraph_refine._loop._step import emit
 from langgraph_refine._reasoning import split_reasoning
 from langgraph_refine._records._record import compose_key
 from langgraph_refine._result import RefineResult
@@ -225,8 +222,9 @@ def counted(
     """The model's response, counted: a final answer is kept aside as the draft.
 
     The answer (an AI message without tool calls) does not join the conversation: it
-    waits in `refine_draft` for its evaluation, and the conversation gets the best
-    answer once, when the loop ends. Tool calls join it as usual.
+    waits in `refine_draft` for its evaluation in the next model step, and the
+    conversation gets the best answer once, when the loop ends. Tool calls join it as
+    usual.
     """
     spent = meter.spent_before + meter.delta()
     update: dict[str, Any] = {"refine_usage": to_plain(spent)}
@@ -236,22 +234,21 @@ def counted(
     last = messages[-1] if messages else None
     if isinstance(last, AIMessage) and not last.tool_calls:
         # Plain data: a message anywhere in a node's update reaches `messages` streams.
-        update["refine_draft"] = last.model_dump()
+        # The answer is judged in a model step of its own (`judge_in_model_step`): the
+        # checkpoint between them means a resumed run (after a kill, or a pause inside
+        # the judge) judges this answer again without asking the model for a new one.
+        update |= {"refine_draft": last.model_dump(), **judge_in_model_step({"draft": True})}
+        update["refine_route"] = update.pop("jump_to")
         response = ModelResponse(
             result=messages[:-1], structured_response=response.structured_response
         )
     return ExtendedModelResponse(model_response=response, command=Command(update=update))
 
 
-def updated(
-    reply: ExtendedModelResponse[Any], update: dict[str, Any]
-) -> ExtendedModelResponse[Any]:
-    """The model step's reply with `update` (its round's) written after its own."""
-    command = reply.command
-    written = dict(command.update) if command is not None and command.update else {}
-    return ExtendedModelResponse(
-        model_response=reply.model_response, command=Command(update=written | update)
-    )
+def routed(update: dict[str, Any]) -> ExtendedModelResponse[Any]:
+    """The model step that judged an answer: its round's update (`refine_route` says where to)."""
+    empty: ModelResponse[Any] = ModelResponse(result=[])
+    return ExtendedModelResponse(model_response=empty, command=Command(update=update))
 
 
 def judged(update: dict[str, Any]) -> ExtendedModelResponse[Any]:
@@ -259,20 +256,6 @@ def judged(update: dict[str, Any]) -> ExtendedModelResponse[Any]:
     empty: ModelResponse[Any] = ModelResponse(result=[])
     done = update | {"refine_judging": None, "refine_route": "end"}
     return ExtendedModelResponse(model_response=empty, command=Command(update=done))
-
-
-def failed(
-    request: ModelRequest[Any], meter: BudgetMeter, exc: Exception
-) -> ExtendedModelResponse[Any]:
-    """After a model call that raised: the budget's refusal ends the loop, else `exc` is raised.
-
-    Raises:
-        Exception: `exc`, when it is not the budget's refusal (what it spent kept).
-    """
-    if isinstance(exc, BudgetStop):
-        return refused(meter)
-    carry(request, meter)
-    raise exc
 
 
 def carry(request: ModelRequest[Any], meter: BudgetMeter) -> None:
@@ -287,15 +270,18 @@ def carry(request: ModelRequest[Any], meter: BudgetMeter) -> None:
     state["refine_usage"] = to_plain(meter.spent_before + meter.delta())
 
 
-def refused(meter: BudgetMeter) -> ExtendedModelResponse[Any]:
+def refused(
+    meter: BudgetMeter, stop_reason: StopReason = "budget_exhausted"
+) -> ExtendedModelResponse[Any]:
     """The model call the budget refused (a limit reached since `before_model` checked).
 
     The agent ends its turn without an answer (`after_model` ends it); the loop stops
-    with `budget_exhausted` and its best answer.
+    with `stop_reason` (`model_error`: a failure a middleware turned into a reply) and
+    its best answer.
     """
     update = {
         "refine_usage": to_plain(meter.spent_before + meter.delta()),
-        "refine_stop_reason": "budget_exhausted",
+        "refine_stop_reason": stop_reason,
         "refine_phase": "deciding",
         "refine_route": "end",
     }
@@ -425,7 +411,6 @@ class Answer(NamedTuple):
     answer: str
     reasoning: str | None
     view: dict[str, Any]
-    meter: BudgetMeter
     draft: AIMessage
 
 
@@ -434,15 +419,13 @@ class Finish(NamedTuple):
 
     view: dict[str, Any]
     selection: Selection
-    meter: BudgetMeter
 
 
 class Edit(NamedTuple):
-    """A reviewer's edit, still to evaluate: the loop's view, the attempt, the meter."""
+    """A reviewer's edit, still to evaluate: the loop's view and the attempt."""
 
     view: dict[str, Any]
     attempt: Attempt
-    meter: BudgetMeter
 
 
 @dataclass(frozen=True)
@@ -486,33 +469,14 @@ class AgentLoop:
             "jump_to": "end",
         }
 
-    def meter(self, state: Mapping[str, Any], what: str = "agent") -> BudgetMeter:
-        """The one place that counts: a meter over what the loop has spent so far.
-
-        Both the agent's model calls and the judge's go through it; it refuses a call
-        (`BudgetStop`) once a limit is reached.
-        """
-        # In an agent run inside a loop's step, that step's meter is its parent (a nested
-        # loop spends from the outer budget too).
-        return BudgetMeter(self.options.budget, spent(state), what=what, parent=active_meter())
-
-    def answered(
-        self, state: Mapping[str, Any], reply: ExtendedModelResponse[Any]
-    ) -> tuple[dict[str, Any], Answer | None]:
-        """The state after the model step's reply, and the final answer it holds, if any."""
-        command = reply.command
-        answered = {**state, **(command.update if command is not None and command.update else {})}
-        return answered, self.turn(answered)
-
     def turn(self, state: Mapping[str, Any]) -> Answer | None:
         """The agent's final answer to evaluate, or None if there is none (tool calls)."""
         data = state.get("refine_draft")
-        if state.get("refine_phase", "running") != "running" or data is None:
+        if state.get("refine_phase") != "judging" or data is None:
             return None
         draft = AIMessage.model_validate(data)
         answer, reasoning = split_reasoning(draft)  # the answer only is ever judged
-        view = loop_view(state)
-        return Answer(answer, reasoning, view, self.meter(state, what="evaluator"), draft)
+        return Answer(answer, reasoning, loop_view(state), draft)
 
     def pending(self, state: Mapping[str, Any], turn: Answer) -> Attempt:
         """The answer as the loop's next attempt, before its evaluation.
@@ -530,7 +494,7 @@ class AgentLoop:
             reply,
             model=state.get("refine_model"),
             rung=state.get("refine_rung", 0) if self.ladder else None,
-            usage=minus(turn.meter.spent_before, sum((a.usage for a in attempts), Usage())),
+            usage=minus(spent(state), sum((a.usage for a in attempts), Usage())),
         )
 
     def record_key(self, state: Mapping[str, Any], evaluator: BaseEvaluator) -> str | None:
@@ -539,7 +503,7 @@ class AgentLoop:
         return compose_key(model, evaluator, self.options.record_key)
 
     def after_round(
-        self, state: Mapping[str, Any], turn: Answer, outcome: Outcome
+        self, state: Mapping[str, Any], turn: Answer, outcome: Outcome, usage: Usage
     ) -> dict[str, Any]:
         """The agent's update after a round (see `_round.evaluate_round`).
 
@@ -553,8 +517,9 @@ class AgentLoop:
         choice = outcome.choice
         update: dict[str, Any] = {
             "refine_attempts": to_plain(outcome.attempts),
-            "refine_usage": to_plain(turn.meter.spent_before + turn.meter.delta()),
+            "refine_usage": to_plain(usage),
             "refine_instruction": None,
+            "refine_judging": None,
             # Kept across an every-round review: its "continue" lets this choice stand.
             "refine_next": None if choice is None else [choice.move, choice.parent],
             "refine_draft": None,
@@ -581,8 +546,19 @@ class AgentLoop:
             update |= self.progress.after_round(state, outcome, reviewing)
         return update
 
-    def review_outcome(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
-        """The review (if any) and its decision, as the agent's update.
+    def review_asked(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The payload a reviewer is shown now, or None when no review is due."""
+        if state.get("refine_phase") != "deciding" or self.review is None:
+            return None
+        view = loop_view(state)
+        if not review_due(view["stop_reason"], self.options.on_budget_exhausted):
+            return None
+        return self.review.payload(view)
+
+    def review_outcome(
+        self, state: Mapping[str, Any], answer: ReviewAnswer | None
+    ) -> dict[str, Any] | None:
+        """The review's decision (`answer`, None without a review), as the agent's update.
 
         A reviewer's edit and a pairwise end need the run's judge or comparer, which the
         model step knows: they are handed to it (`refine_judging`, see `judging`).
@@ -593,9 +569,7 @@ class AgentLoop:
         stop_reason: StopReason | None = view["stop_reason"]
         response: str | None = None
         turns: list[Turn] = list(state.get("refine_turns") or [])
-        due = review_due(stop_reason, self.options.on_budget_exhausted)
-        if self.review is not None and due:
-            answer = ask_review(self.review.payload(view), self.review.answer, self.review.actions)
+        if answer is not None:
             if answer.edit is not None:  # evaluated, as in the graph
                 return judge_in_model_step({"edit": to_plain(answer.edit)})
             if answer.request is not None:  # one more answer, refining the reviewed one
@@ -620,44 +594,48 @@ class AgentLoop:
 
     def judging(
         self, state: Mapping[str, Any], comparer: Comparer
-    ) -> Edit | Finish | dict[str, Any]:
-        """What the model step judges before the end (see `review_outcome`).
+    ) -> Answer | Edit | Finish | dict[str, Any]:
+        """What a model step without a model call judges (see `judge_in_model_step`).
 
         Returns:
-            A reviewer's edit to evaluate, a pairwise selection to make, or the end's
-            update when the selection is made by score.
+            The answer the model just gave, to judge (its round); a reviewer's edit to
+            evaluate; a pairwise selection to make; or the end's update when the
+            selection is made by score.
         """
         job = dict(state.get("refine_judging") or {})
+        if job.get("draft"):
+            answer = self.turn(state)
+            if answer is not None:
+                return answer
+            return {"refine_judging": None, "refine_phase": "running", "refine_route": "model"}
         view = loop_view(state)
         if "edit" in job:
-            edit = Attempt.model_validate(job["edit"])
-            return Edit(view, edit, self.meter(state, what="evaluator"))
+            return Edit(view, Attempt.model_validate(job["edit"]))
         view |= job
         selection = selection_for(
             self.options, view["stop_reason"], view["task"], view["attempts"], comparer
         )
         if selection is None:
             return self.finish(state, view)
-        meter = self.meter(state, what="comparer")
-        budget_note = selection.budget_note(calls_left(self.options.budget, meter.total()))
+        budget_note = selection.budget_note(calls_left(self.options.budget, spent(state)))
         note = by_score_note(view["stop_reason"], budget_note)
         if note is not None:  # the budget cannot pay for every comparison: by score
             return self.finish(state, view | {"selection": selection.record(note=note)})
-        return Finish(view, selection, meter)
+        return Finish(view, selection)
 
     def selected(
-        self, state: Mapping[str, Any], end: Finish, record: dict[str, Any]
+        self, state: Mapping[str, Any], end: Finish, record: dict[str, Any], comparing: Usage
     ) -> dict[str, Any]:
-        """The end after the comparisons: their record and what they spent kept."""
-        spent = end.meter.spent_before + end.meter.delta()
-        view = end.view | {"selection": record, "usage": spent}
-        return self.finish(state, view) | {"refine_usage": to_plain(spent)}
+        """The end after the comparisons: their record and what they spent (`comparing`)."""
+        total = spent(state) + comparing
+        view = end.view | {"selection": record, "usage": total}
+        return self.finish(state, view) | {"refine_usage": to_plain(total)}
 
     def end_with_edit(
-        self, state: Mapping[str, Any], edit: Edit, outcome: Outcome
+        self, state: Mapping[str, Any], edit: Edit, outcome: Outcome, total: Usage
     ) -> dict[str, Any]:
         """End the loop with the reviewer's text, evaluated (unscored past the budget)."""
-        spent = edit.meter.spent_before + edit.meter.delta()
+        spent = total
         view = edit.view | {
             "attempts": outcome.attempts,
             "usage": spent,
@@ -675,7 +653,6 @@ class AgentLoop:
         error = budget_error(result, self.options.on_budget_exhausted)
         if error is not None:  # a budget stop while judging an edit or comparing
             raise error
-        emit(stop_event(LOOP_NAME, result))
         update: dict[str, Any] = {
             "refine_stop_reason": result.stop_reason,
             "refine_response": result.value,
@@ -695,6 +672,33 @@ class AgentLoop:
     def result(self, state: Mapping[str, Any]) -> RefineResult:
         """The loop's outcome from the agent's state."""
         return RefineResult.from_state(loop_view(state))
+
+    def failed_reply(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
+        """After a model step that ended with a reply the loop never saw: the loop's end.
+
+        The loop takes every answer of the model aside (`counted`); a final message that
+        reached the conversation anyway was made by a middleware around this one from a
+        failed model call (`ModelRetryMiddleware(on_failure="continue")` answers with the
+        error's text). It is never an attempt, judged or fed back: the loop stops
+        (`model_error`) and ends as any stop does, its best answer the conversation's last
+        message (the failure's message goes, unless there is no answer to replace it).
+        """
+        if state.get("refine_phase") != "running":
+            return None
+        messages = state.get("messages") or []
+        last = messages[-1] if messages else None
+        if not isinstance(last, AIMessage) or last.tool_calls:
+            return None
+        gone = (
+            {"messages": [RemoveMessage(id=last.id)]}
+            if last.id and state.get("refine_attempts")
+            else {}
+        )
+        return gone | {
+            "refine_stop_reason": "model_error",
+            "refine_phase": "deciding",
+            "jump_to": "end",
+        }
 
 
 def agent_models(
@@ -727,22 +731,3 @@ def agent_models(
         option="models",
     )
     return chat_rungs(resolved.rungs, "models"), resolved
-
-
-def check_binds(rungs: Sequence[BaseChatModel], tools: Sequence[Any]) -> None:
-    """Refuse a ladder whose rung cannot call the agent's tools, before any model call.
-
-    Raises:
-        ValueError: Naming the rung and what failed.
-    """
-    if not tools:
-        return
-    for i, rung in enumerate(rungs):
-        try:
-            rung.bind_tools(list(tools))
-        except Exception as exc:  # NotImplementedError, a provider's own refusal
-            raise ValueError(
-                f"models[{i}] ({model_name(rung)}) cannot bind the agent's tools: "
-                f"{type(exc).__name__}: {exc}; use a chat model that supports tool calling "
-                "for every rung, or an agent without tools"
-            ) from exc

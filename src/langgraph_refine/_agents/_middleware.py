@@ -36,7 +36,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
-from functools import partial
 from typing import Any, Unpack
 
 try:
@@ -61,30 +60,38 @@ from langgraph.runtime import Runtime
 from langgraph_refine._agents import _agent_loop as turns
 from langgraph_refine._agents._agent_calls import (
     AgentCalls,
+    Comparing,
+    FailedReply,
+    Judges,
     Judging,
-    ametered_call,
+    aasked,
+    agent_step,
+    asked,
+    comparing,
     judges_for,
-    metered_call,
 )
 from langgraph_refine._agents._agent_loop import (
     LOOP_NAME,
     AgentLoop,
+    Answer,
     Edit,
     Finish,
     RefineAgentState,
     RefineProgressState,
     agent_models,
-    check_binds,
 )
 from langgraph_refine._agents._progress import ProgressUI
-from langgraph_refine._calls._budget import check_rungs_priced, metered
+from langgraph_refine._calls._budget import BudgetStop, check_rungs_priced
 from langgraph_refine._decisions._options import AGENT, AGENT_DEFAULTS, AgentOptions, LoopOptions
 from langgraph_refine._decisions._round import adrive as adrive_round
 from langgraph_refine._decisions._round import drive as drive_round
+from langgraph_refine._events import stop_event
 from langgraph_refine._kinds import model_name
 from langgraph_refine._loop._flows import CallFlow, adrive, drive
+from langgraph_refine._loop._resolve import check_binds
 from langgraph_refine._loop._review import ReviewNode, require_checkpointer
-from langgraph_refine._loop._step import child_config
+from langgraph_refine._loop._review_schema import ask_review
+from langgraph_refine._loop._step import Step, child_config, emit
 from langgraph_refine._result import RefineResult
 from langgraph_refine._stop_rules import StopRules
 from langgraph_refine.evaluators._base import EvaluatorLike
@@ -212,34 +219,31 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ExtendedModelResponse[Any]:
-        """Call the model, count the call, and judge a final answer (the round).
+        """The model step: the agent's model call, or, in a step of its own, its judging.
 
-        The model call runs under the loop's meter, like the graph's steps: it is checked
-        and priced before it is sent (an unpriced model under `max_cost` is refused), and
-        counted once even if the model bypasses LangChain's callbacks. The model sees the
-        conversation with the loop's turns woven in as the round's move shows them (see
-        `_transcript`); with `models`, the round's rung makes the call. A final answer is
-        kept aside and judged here, where the run's judge is known (the agent's own model
-        without an evaluator, see `judges_for`); `after_model` goes where the round says.
-        When a reviewer's edit or a pairwise end awaits its judge, no answer is asked:
-        the step judges it and ends the loop (see `_judged`).
+        The model call runs through the loop's executor, as a graph's generate step:
+        checked and priced before it is sent (an unpriced model under `max_cost` is
+        refused), retried under the retry policy, cut off at the time budget's deadline,
+        counted once even if the model bypasses LangChain's callbacks, and an error
+        leaving it carries the best result so far. The model sees the conversation with
+        the loop's turns woven in as the round's move shows them (see `_transcript`);
+        with `models`, the round's rung makes the call. A final answer is kept aside and
+        judged in the next model step, where the run's judge is known (the agent's own
+        model without an evaluator, see `judges_for`); a reviewer's edit and a pairwise
+        end are judged there too (see `_judging`).
         """
-
-        def carry_out(ask: Any) -> Any:
-            if isinstance(ask, Judging):
-                return drive_round(ask.flow, ask.calls.answer)
-            return ask.selection.run(metered_call(ask.meter))
-
-        reply = None
-        if request.state.get("refine_phase") != "judging":
-            called, meter = self._request(request), self.loop.meter(request.state)
-            try:
-                with metered(meter), meter.invocation() as done, self._drafting(request):
-                    response = done(handler(called))
-            except Exception as exc:
-                return turns.failed(request, meter, exc)
-            reply = turns.counted(response, meter, turns.model_of(called))
-        return drive(self._judged(request, reply), carry_out)
+        if request.state.get("refine_phase") == "judging":
+            return drive(self._judging(request), self._carry_out)
+        called, step = self._request(request), self._draft_step(request)
+        try:
+            response = step.run(asked, handler, called, step.meter, what="generator")
+        except BudgetStop:
+            return turns.refused(step.meter)
+        except FailedReply:  # a middleware inside turned the failure into a reply
+            return turns.refused(step.meter, stop_reason="model_error")
+        finally:
+            turns.carry(request, step.meter)  # for a retry around this step
+        return turns.counted(response, step.meter, turns.model_of(called))
 
     async def awrap_model_call(
         self,
@@ -247,53 +251,82 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ExtendedModelResponse[Any]:
         """Async twin of `wrap_model_call`."""
+        if request.state.get("refine_phase") == "judging":
+            return await adrive(self._judging(request), self._acarry_out)
+        called, step = self._request(request), self._draft_step(request)
+        try:
+            response = await step.arun(aasked, handler, called, step.meter, what="generator")
+        except BudgetStop:
+            return turns.refused(step.meter)
+        except FailedReply:  # a middleware inside turned the failure into a reply
+            return turns.refused(step.meter, stop_reason="model_error")
+        finally:
+            turns.carry(request, step.meter)
+        return turns.counted(response, step.meter, turns.model_of(called))
 
-        async def carry_out(ask: Any) -> Any:
-            if isinstance(ask, Judging):
-                return await adrive_round(ask.flow, ask.calls.aanswer)
-            return await ask.selection.arun(ametered_call(ask.meter), concurrent=False)
+    @staticmethod
+    def _carry_out(ask: Judging | Comparing) -> Any:
+        if isinstance(ask, Judging):
+            return drive_round(ask.flow, ask.calls.answer)
+        return ask.selection.run(ask.ledger.call)
 
-        reply = None
-        if request.state.get("refine_phase") != "judging":
-            called, meter = self._request(request), self.loop.meter(request.state)
-            try:
-                with metered(meter), meter.invocation() as done, self._drafting(request):
-                    response = done(await handler(called))
-            except Exception as exc:
-                return turns.failed(request, meter, exc)
-            reply = turns.counted(response, meter, turns.model_of(called))
-        return await adrive(self._judged(request, reply), carry_out)
+    async def _acarry_out(self, ask: Judging | Comparing) -> Any:
+        if isinstance(ask, Judging):
+            return await adrive_round(ask.flow, ask.calls.aanswer)
+        budgeted = self.loop.options.budget is not None  # comparisons one at a time
+        return await ask.selection.arun(ask.ledger.acall, concurrent=not budgeted)
 
-    def _judged(
-        self, request: ModelRequest[Any], reply: ExtendedModelResponse[Any] | None
-    ) -> CallFlow[Judging | Finish, ExtendedModelResponse[Any]]:
-        """The model step's judging, as a flow written once for the sync and async hooks.
+    def _draft_step(self, request: ModelRequest[Any]) -> Step:
+        state = request.state
+        index = len(state.get("refine_attempts") or [])
+        with self._drafting(request):  # the step's config: the call hidden or tagged
+            return agent_step(self.loop.options, state, node="generate", index=index)
 
-        After the model's reply: its final answer's round (none for tool calls). Without
-        one (`refine_phase="judging"`): a reviewer's edit to evaluate, or the end's
-        comparisons. It yields the round to carry out (`Judging`) or the comparisons
-        (`Finish`), and is sent what they gave.
+    def _judging(
+        self, request: ModelRequest[Any]
+    ) -> CallFlow[Judging | Comparing, ExtendedModelResponse[Any]]:
+        """A model step without a model call, as a flow written once for sync and async.
+
+        It judges the answer the last model step gave (its round), a reviewer's edit, or
+        makes the end's comparisons: it yields the round to carry out (`Judging`) or the
+        comparisons (`Comparing`), and is sent what they gave.
         """
         judges = judges_for(self.loop, request.model)  # the run's: nothing is kept
-        calls_at = partial(
-            AgentCalls, self.loop, runtime=request.runtime, evaluator=judges.evaluator
-        )
-        state = request.state
-        if reply is None:
-            job = self.loop.judging(state, judges.comparer)
-            if isinstance(job, Edit):
-                calls = calls_at(state, job.view, job.meter)
-                judged = calls.sent((yield Judging(calls, calls.flow(job.attempt))))
-                return turns.judged(self.loop.end_with_edit(state, job, judged))
-            if isinstance(job, Finish):
-                return turns.judged(self.loop.selected(state, job, (yield job)))
-            return turns.judged(job)
-        answered, turn = self.loop.answered(state, reply)
-        if turn is None:  # tool calls: the agent goes on
-            return reply
-        calls = calls_at(answered, turn.view, turn.meter)
-        outcome = yield Judging(calls, calls.flow(self.loop.pending(answered, turn)))
-        return turns.updated(reply, self.loop.after_round(answered, turn, calls.sent(outcome)))
+        state, options = request.state, self.loop.options
+        job = self.loop.judging(state, judges.comparer)
+        if isinstance(job, Answer):
+            pending = self.loop.pending(state, job)
+            step = agent_step(options, state, node="evaluate", index=pending.index, pending=pending)
+            calls = self._calls(request, job.view, step, judges)
+            outcome = calls.sent((yield Judging(calls, calls.flow(pending))))
+            update = self.loop.after_round(state, job, outcome, step.meter.total())
+            return self._ended(state, turns.routed(update))
+        if isinstance(job, Edit):
+            index = len(job.view["attempts"])
+            step = agent_step(options, state, node="evaluate", index=index, pending=job.attempt)
+            calls = self._calls(request, job.view, step, judges)
+            judged = calls.sent((yield Judging(calls, calls.flow(job.attempt))))
+            ended = self.loop.end_with_edit(state, job, judged, step.meter.total())
+            return self._ended(state, turns.judged(ended))
+        if isinstance(job, Finish):
+            ask = comparing(options, job.view, job.selection)
+            record = yield ask
+            ended = self.loop.selected(state, job, record, ask.ledger.spent)
+            return self._ended(state, turns.judged(ended))
+        return self._ended(state, turns.judged(job))
+
+    def _calls(
+        self, request: ModelRequest[Any], view: dict[str, Any], step: Step, judges: Judges
+    ) -> AgentCalls:
+        return AgentCalls(self.loop, request.state, view, step, request.runtime, judges.evaluator)
+
+    def _ended(self, state: Mapping[str, Any], reply: Any) -> Any:
+        """`reply` (an update, or a model step's reply), its stop event sent if the loop ended."""
+        command = getattr(reply, "command", None)
+        update = command.update if command is not None else reply
+        if isinstance(update, Mapping) and update.get("refine_phase") == "done":
+            emit(stop_event(LOOP_NAME, self.loop.result({**state, **update})))
+        return reply
 
     def _drafting(self, request: ModelRequest[Any]) -> AbstractContextManager[None]:
         return drafting(self.loop.options, request.state)
@@ -317,7 +350,9 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
     def after_model(self, state: RefineAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Go where the model step's round decided: back to the model, or to the end."""
         route = state.get("refine_route")
-        return None if route is None else {"jump_to": route, "refine_route": None}
+        if route is not None:
+            return {"jump_to": route, "refine_route": None}
+        return self.loop.failed_reply(state)  # a failure a middleware turned into a reply
 
     @hook_config(can_jump_to=["model"])
     def after_agent(self, state: RefineAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
@@ -330,7 +365,12 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         Raises:
             BudgetExhaustedError: On a budget stop with `on_budget_exhausted="raise"`.
         """
-        return self.loop.review_outcome(state)
+        payload = self.loop.review_asked(state)
+        answer = None
+        if payload is not None and self.loop.review is not None:
+            review = self.loop.review
+            answer = ask_review(payload, review.answer, review.actions)
+        return self._ended(state, self.loop.review_outcome(state, answer))
 
     def result(self, state: Mapping[str, Any]) -> RefineResult:
         """The loop's `RefineResult` from the agent's state (what `invoke` returned).

@@ -56,6 +56,7 @@ STOP_WORDS: dict[StopReason, str] = {
     "approved": "approved",
     "edited": "edited by the reviewer",
     "rejected": "rejected by the reviewer",
+    "model_error": "stopped: the model call failed",
 }
 """Why the loop stopped, in words."""
 

@@ -248,6 +248,9 @@ class BudgetMeter(BaseCallbackHandler):
         self.cache_hits = 0
         self.started = time.perf_counter()
         self._runs: dict[UUID, ModelRef | None] = {}  # calls started, not yet ended
+        # The error of the latest call that failed, until a call succeeds after it: a
+        # middleware that turns a failure into a reply cannot hide it (see `_agent_calls`).
+        self.failure: BaseException | None = None
         self._pricing = budget.pricing if budget is not None else _NO_PRICES
 
     @property
@@ -427,6 +430,7 @@ class BudgetMeter(BaseCallbackHandler):
         tokens = _error_tokens(error)
         for meter in self.chain():
             if run_id in meter._runs:
+                meter.failure = error
                 ref = meter._runs.pop(run_id)
                 meter._add_tokens(tokens)
                 meter._add_cost(ref, tokens)
@@ -435,6 +439,7 @@ class BudgetMeter(BaseCallbackHandler):
         """Add the tokens and cost the reply reports (chat usage metadata, else `llm_output`)."""
         for meter in self.chain():
             if run_id in meter._runs:
+                meter.failure = None
                 meter._end(response, meter._runs.pop(run_id))
 
     def _end(self, response: LLMResult, ref: ModelRef | None) -> None:

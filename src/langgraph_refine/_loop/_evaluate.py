@@ -7,51 +7,42 @@ update, so one conditional edge per round is enough to route the loop.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.types import Command, RetryPolicy
 
-from langgraph_refine._calls._budget import BudgetStop
 from langgraph_refine._calls._run_models import climbing, ladder_names
 from langgraph_refine._calls._specs import SpecError, run_judge_model
 from langgraph_refine._decisions._options import LoopOptions
 from langgraph_refine._decisions._round import (
-    Confirm,
     Exchange,
     Flow,
     Outcome,
-    Request,
     adrive,
     drive,
     evaluate_round,
     read_as_object,
-    report,
     with_criteria,
 )
 from langgraph_refine._errors import RefineError, Unjudged
-from langgraph_refine._loop._step import Step, emit, run_options
+from langgraph_refine._loop._judging import RoundCalls
+from langgraph_refine._loop._step import Step, run_options
 from langgraph_refine._records._record import (
     RecordUpdate,
-    aexchange,
     compose_key,
-    exchange,
     run_record,
 )
 from langgraph_refine._state import (
     Attempt,
-    Evaluation,
-    Judgment,
-    NoJudgment,
     RefineState,
     plain_writes,
     revive_state,
 )
-from langgraph_refine.evaluators._base import BaseEvaluator, EvaluatorLike, unjudged_reason
+from langgraph_refine.evaluators._base import BaseEvaluator, EvaluatorLike
 from langgraph_refine.evaluators._combine import as_evaluator
 from langgraph_refine.evaluators._from_specs import build_evaluators
 
@@ -193,23 +184,6 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         )
         return _Calls(self, state, pending, step, options)
 
-    def _runnable(
-        self, state: Mapping[str, Any], step: Step, evaluator: BaseEvaluator
-    ) -> Runnable[str, Evaluation] | None:
-        """The evaluation as a child run `<loop>:evaluate`, when a callback handler listens.
-
-        Handlers (LangSmith, ...) then see one run per evaluation with the iteration and
-        best score in its metadata and the `Evaluation` as output; a judge's model call
-        nests under it. Without listeners the evaluator is called directly (cheaper).
-        """
-        if not step.listened:
-            return None
-
-        async def aevaluate(response: str) -> Evaluation:
-            return await evaluator.aevaluate(response, state)
-
-        return RunnableLambda(lambda response: evaluator.evaluate(response, state), aevaluate)
-
     def invoke(self, input: StateT, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         """Evaluate the pending attempt (sync): a state update, or a `Command` with routes."""
         state = revive_state(input)
@@ -239,12 +213,8 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         return self._route(state, calls.finish(outcome))
 
 
-class _Calls:
-    """The evaluate step's answers to the round's requests (see `_round.evaluate_round`).
-
-    The round's decisions are in the flow; this carries out its calls under the step:
-    the evaluator's judgments (counted and metered), the meter's reading, the record.
-    """
+class _Calls(RoundCalls):
+    """The evaluate step's answers to the round's requests (see `_judging.RoundCalls`)."""
 
     def __init__(
         self,
@@ -254,93 +224,21 @@ class _Calls:
         step: Step,
         options: LoopOptions,
     ) -> None:
-        self.node, self.pending, self.step, self.options = node, pending, step, options
-        self.state = with_criteria(state, options)
-        self.evaluator = node.evaluator_for(options)
-        self.traced = node._runnable(state, step, self.evaluator)
-        # A judge's invocation is a model call, counted even if no callback sees one.
-        self.judge = self.evaluator.calls_model
+        self.node, self.pending, self.options = node, pending, options
+        super().__init__(
+            step,
+            with_criteria(state, options),
+            node.evaluator_for(options),
+            self._found,
+            options.name,
+        )
 
     def flow(self) -> Flow:
         ladder = climbing(self.options.models, self.node.ladder)  # a run's own, else the graph's
         return evaluate_round(self.state, self.pending, self.options, ladder)
 
     def finish(self, outcome: Outcome) -> dict[str, Any]:
-        for event in report(self.options.name, outcome):
-            emit(event)
-        return outcome.update
-
-    # -- sync ------------------------------------------------------------------------------
-
-    def answer(self, request: Request) -> Any:
-        if isinstance(request, Exchange):
-            found = self._found(request)
-            return exchange(*found) if found else None
-        if isinstance(request, Confirm):
-            return self._judge(request.response), self.step.meter.delta()
-        made: list[Judgment] = []
-        for response in request.responses:
-            evaluation = self._judge(response)
-            if evaluation is None:  # the budget ran out
-                break
-            made.append(evaluation)
-        return made, self.step.meter.delta()
-
-    def _unjudged(self, exc: Exception) -> NoJudgment:
-        """A judgment that could not be made; any other error leaves the step, with context."""
-        reason = unjudged_reason(exc, self.evaluator)
-        if reason is None:
-            self.step.on_error(exc, "evaluator")
-            raise exc
-        logger.info("attempt %d left unjudged: %s", self.pending.index, reason)
-        return NoJudgment(reason, exc)
-
-    def _judge(self, response: str) -> Judgment | None:
-        """One judgment (or why none was made), or None when the budget refuses it."""
-        step, judge = self.step, self.judge
-        try:
-            if self.traced is None:
-                return step.call(self.evaluator.evaluate, response, self.state, model_call=judge)
-            return step.call(self.traced.invoke, response, step.config, model_call=judge)
-        except BudgetStop:
-            return None
-        except Exception as exc:
-            return self._unjudged(exc)
-
-    # -- async -----------------------------------------------------------------------------
-
-    async def aanswer(self, request: Request) -> Any:
-        if isinstance(request, Exchange):
-            found = self._found(request)
-            return await aexchange(*found) if found else None
-        if isinstance(request, Confirm):
-            return await self._ajudge(request.response), self.step.meter.delta()
-        if len(request.responses) > 1 and self.options.budget is None:
-            # Candidates are judged concurrently unless a budget must be checked between
-            # the judge calls (without one, none is refused).
-            judged = await asyncio.gather(*(self._ajudge(r) for r in request.responses))
-            return [e for e in judged if e is not None], self.step.meter.delta()
-        made: list[Judgment] = []
-        for response in request.responses:
-            evaluation = await self._ajudge(response)
-            if evaluation is None:  # the budget ran out
-                break
-            made.append(evaluation)
-        return made, self.step.meter.delta()
-
-    async def _ajudge(self, response: str) -> Judgment | None:
-        """Async twin of `_judge`."""
-        step, judge = self.step, self.judge
-        try:
-            if self.traced is None:
-                return await step.acall(
-                    self.evaluator.aevaluate, response, self.state, model_call=judge
-                )
-            return await step.acall(self.traced.ainvoke, response, step.config, model_call=judge)
-        except BudgetStop:
-            return None
-        except Exception as exc:
-            return self._unjudged(exc)
+        return self.sent(outcome).update
 
     def _found(self, request: Exchange) -> tuple[Any, RecordUpdate] | None:
         """The store and this round's record update, when the run keeps a record."""

@@ -17,7 +17,7 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 
 from langgraph_refine._calls._models import resolve_chat_model
-from langgraph_refine._kinds import kind_of
+from langgraph_refine._kinds import kind_of, model_name
 from langgraph_refine._loop._adapters import GeneratorAdapter, adapt_ladder
 from langgraph_refine._loop._select import Comparer, as_comparer, judge_model_in
 from langgraph_refine._state import ComparerLike
@@ -142,3 +142,22 @@ def chat_rungs(rungs: Sequence[GeneratorAdapter], option: str) -> list[BaseChatM
             )
         models.append(model)
     return models
+
+
+def check_binds(rungs: Sequence[BaseChatModel], tools: Sequence[Any]) -> None:
+    """Refuse a ladder whose rung cannot call the agent's tools, before any model call.
+
+    Raises:
+        ValueError: Naming the rung and what failed.
+    """
+    if not tools:
+        return
+    for i, rung in enumerate(rungs):
+        try:
+            rung.bind_tools(list(tools))
+        except Exception as exc:  # NotImplementedError, a provider's own refusal
+            raise ValueError(
+                f"models[{i}] ({model_name(rung)}) cannot bind the agent's tools: "
+                f"{type(exc).__name__}: {exc}; use a chat model that supports tool calling "
+                "for every rung, or an agent without tools"
+            ) from exc

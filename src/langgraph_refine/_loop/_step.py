@@ -232,6 +232,38 @@ class Step:
             time.sleep(wait)
             tries += 1
 
+    def run(self, fn: Callable[..., T], *args: Any, what: str, model_call: bool = True) -> T:
+        """`call`, and an error that leaves it noted and carrying the best result (`on_error`).
+
+        For a driver that lets the error go on (the agent's hooks): what was paid before
+        it is never lost. A budget stop and LangGraph's signals leave as they are.
+
+        Args:
+            fn: The function to call.
+            *args: Its arguments.
+            what: Who failed, for the error's note (`"generator"`, `"evaluator"`).
+            model_call: See `call`.
+        """
+        try:
+            return self.call(fn, *args, model_call=model_call)
+        except (BudgetStop, GraphBubbleUp):
+            raise
+        except Exception as exc:
+            self.on_error(exc, what)
+            raise
+
+    async def arun(
+        self, fn: Callable[..., Awaitable[T]], *args: Any, what: str, model_call: bool = True
+    ) -> T:
+        """Async twin of `run`."""
+        try:
+            return await self.acall(fn, *args, model_call=model_call)
+        except (BudgetStop, GraphBubbleUp):
+            raise
+        except Exception as exc:
+            self.on_error(exc, what)
+            raise
+
     async def acall(
         self, fn: Callable[..., Awaitable[T]], *args: Any, model_call: bool = True
     ) -> T:

@@ -1,0 +1,155 @@
+"""A round's calls, carried out under a `Step`: the judgments and the strategy record.
+
+The round's decisions are in its flow (`_round.evaluate_round`); this answers the flow's
+requests, on the graph's evaluate step and in the agent's model step alike. Every
+judgment goes through the step (`Step.call`): metered and checked against the budget,
+retried under the retry policy, cut off at the time budget's deadline. A judgment that
+could not be made (an evaluator's `Unjudged`, a judge model's transient failure after
+its retries) is a `NoJudgment`; any other error leaves the step noted and carrying the
+best result so far (`Step.on_error`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from langchain_core.runnables import Runnable, RunnableLambda
+
+from langgraph_refine._calls._budget import BudgetStop
+from langgraph_refine._decisions._round import Confirm, Exchange, Outcome, Request, report
+from langgraph_refine._loop._step import Step, emit
+from langgraph_refine._records._record import RecordUpdate, aexchange, exchange
+from langgraph_refine._state import Evaluation, Judgment, NoJudgment
+from langgraph_refine.evaluators._base import BaseEvaluator, unjudged_reason
+
+logger = logging.getLogger("langgraph_refine")
+
+Record = Callable[[Exchange], "tuple[Any, RecordUpdate] | None"]
+"""The store and a round's record update, when the run keeps a record (else None)."""
+
+
+def traced_evaluation(
+    state: Mapping[str, Any], step: Step, evaluator: BaseEvaluator
+) -> Runnable[str, Evaluation] | None:
+    """The evaluation as a child run `<loop>:evaluate`, when a callback handler listens.
+
+    Handlers (LangSmith, ...) then see one run per evaluation with the iteration and best
+    score in its metadata and the `Evaluation` as output; a judge's model call nests
+    under it. Without listeners the evaluator is called directly (cheaper).
+    """
+    if not step.listened:
+        return None
+
+    async def aevaluate(response: str) -> Evaluation:
+        return await evaluator.aevaluate(response, state)
+
+    return RunnableLambda(lambda response: evaluator.evaluate(response, state), aevaluate)
+
+
+class RoundCalls:
+    """The answers to one round's requests, every call under `step`.
+
+    Args:
+        step: The step the round's calls run under (meter, retries, deadline).
+        state: The state the evaluator reads (the request's criteria applied).
+        evaluator: Who judges.
+        record: The store and record update of an `Exchange` (None: no record).
+        name: The loop's name, in the round's stream events.
+    """
+
+    def __init__(
+        self,
+        step: Step,
+        state: Mapping[str, Any],
+        evaluator: BaseEvaluator,
+        record: Record,
+        name: str,
+    ) -> None:
+        self.step, self.state, self.evaluator = step, state, evaluator
+        self.record, self.name = record, name
+        self.traced = traced_evaluation(state, step, evaluator)
+        # A judge's invocation is a model call, counted even if no callback sees one.
+        self.judge = evaluator.calls_model
+
+    def sent(self, outcome: Outcome) -> Outcome:
+        """The round's outcome, its events sent to the custom stream."""
+        for event in report(self.name, outcome):
+            emit(event)
+        return outcome
+
+    # -- sync ------------------------------------------------------------------------------
+
+    def answer(self, request: Request) -> Any:
+        """The reply the round's `request` expects (sync)."""
+        if isinstance(request, Exchange):
+            found = self.record(request)
+            return exchange(*found) if found else None
+        if isinstance(request, Confirm):
+            return self._judge(request.response), self.step.meter.delta()
+        made: list[Judgment] = []
+        for response in request.responses:
+            evaluation = self._judge(response)
+            if evaluation is None:  # the budget ran out
+                break
+            made.append(evaluation)
+        return made, self.step.meter.delta()
+
+    def _judge(self, response: str) -> Judgment | None:
+        """One judgment (or why none was made), or None when the budget refuses it."""
+        step, judge = self.step, self.judge
+        try:
+            if self.traced is None:
+                return step.call(self.evaluator.evaluate, response, self.state, model_call=judge)
+            return step.call(self.traced.invoke, response, step.config, model_call=judge)
+        except BudgetStop:
+            return None
+        except Exception as exc:
+            return self._unjudged(exc)
+
+    def _unjudged(self, exc: Exception) -> NoJudgment:
+        """A judgment that could not be made; any other error leaves the step, with context."""
+        reason = unjudged_reason(exc, self.evaluator)
+        if reason is None:
+            self.step.on_error(exc, "evaluator")
+            raise exc
+        logger.info("attempt %d left unjudged: %s", self.step.index, reason)
+        return NoJudgment(reason, exc)
+
+    # -- async -----------------------------------------------------------------------------
+
+    async def aanswer(self, request: Request) -> Any:
+        """The reply the round's `request` expects (async)."""
+        if isinstance(request, Exchange):
+            found = self.record(request)
+            return await aexchange(*found) if found else None
+        if isinstance(request, Confirm):
+            return await self._ajudge(request.response), self.step.meter.delta()
+        if len(request.responses) > 1 and self.step.budget is None:
+            # Candidates are judged concurrently unless a budget must be checked between
+            # the judge calls (without one, none is refused).
+            judged = await asyncio.gather(*(self._ajudge(r) for r in request.responses))
+            return [e for e in judged if e is not None], self.step.meter.delta()
+        made: list[Judgment] = []
+        for response in request.responses:
+            evaluation = await self._ajudge(response)
+            if evaluation is None:  # the budget ran out
+                break
+            made.append(evaluation)
+        return made, self.step.meter.delta()
+
+    async def _ajudge(self, response: str) -> Judgment | None:
+        """Async twin of `_judge`."""
+        step, judge = self.step, self.judge
+        try:
+            if self.traced is None:
+                return await step.acall(
+                    self.evaluator.aevaluate, response, self.state, model_call=judge
+                )
+            return await step.acall(self.traced.ainvoke, response, step.config, model_call=judge)
+        except BudgetStop:
+            return None
+        except Exception as exc:
+            return self._unjudged(exc)
