@@ -85,6 +85,7 @@ from langgraph_refine._calls._budget import BudgetStop, check_rungs_priced
 from langgraph_refine._decisions._options import AGENT, AGENT_DEFAULTS, AgentOptions, LoopOptions
 from langgraph_refine._decisions._round import adrive as adrive_round
 from langgraph_refine._decisions._round import drive as drive_round
+from langgraph_refine._errors import Unjudged
 from langgraph_refine._events import stop_event
 from langgraph_refine._kinds import model_name
 from langgraph_refine._loop._flows import CallFlow, adrive, drive
@@ -298,7 +299,11 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
             pending = self.loop.pending(state, job)
             step = agent_step(options, state, node="evaluate", index=pending.index, pending=pending)
             calls = self._calls(request, job.view, step, judges)
-            outcome = calls.sent((yield Judging(calls, calls.flow(pending))))
+            try:
+                outcome = calls.sent((yield Judging(calls, calls.flow(pending))))
+            except Unjudged as exc:  # on_evaluator_error="raise": the paid work goes with it
+                step.on_error(exc, "evaluator")
+                raise
             update = self.loop.after_round(state, job, outcome, step.meter.total())
             return self._ended(state, turns.routed(update))
         if isinstance(job, Edit):

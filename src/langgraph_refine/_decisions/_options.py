@@ -220,6 +220,7 @@ class AgentOptions(TypedDict, total=False):
     confirm_pass: bool
     edits: EditsMode
     stream_drafts: bool
+    retry_policy: RetryPolicy | Sequence[RetryPolicy] | None
 
 
 AGENT_DEFAULTS: AgentOptions = {"strategy": "chain", "memory": "all", "stream_drafts": False}
@@ -530,7 +531,6 @@ class LoopOptions:
         metadata=declare(
             not_in={
                 CONTEXT: _BUILT,
-                AGENT: "the agent's own nodes retry (create_agent's middleware)",
                 **_not_on_cli(
                     "the command line sets its own (fewer tries, so a dead server fails fast)"
                 ),
