@@ -11,7 +11,6 @@ model for an answer it already gave.
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from typing import Any
 
@@ -46,10 +45,7 @@ def run(path: str, mode: str, model: Any, evaluator: Any, **options: Any) -> Any
     middleware = RefineMiddleware(evaluator, **options)
     agent = create_agent(model, tools=[], middleware=[middleware])
     request = {"messages": [HumanMessage(TASK)]}
-    if mode == "sync":
-        state = agent.invoke(request)
-    else:
-        state = asyncio.run(agent.ainvoke(request))
+    state = agent.invoke(request) if mode == "sync" else asyncio.run(agent.ainvoke(request))
     return middleware.result(state)
 
 
