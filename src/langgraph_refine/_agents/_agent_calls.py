@@ -25,6 +25,7 @@ from langgraph.store.base import BaseStore
 from langgraph_refine._agents._agent_loop import LOOP_NAME, AgentLoop, loop_view
 from langgraph_refine._agents._transcript import judged_state
 from langgraph_refine._calls._budget import BudgetMeter
+from langgraph_refine._decisions._flows import adrive, drive
 from langgraph_refine._decisions._options import LoopOptions
 from langgraph_refine._decisions._round import Exchange, Flow, evaluate_round, with_criteria
 from langgraph_refine._loop._comparisons import ComparisonLedger
@@ -95,6 +96,20 @@ def agent_step(
 def comparing(options: LoopOptions, view: dict[str, Any], selection: Selection) -> Comparing:
     """The end's comparisons, each a durable task under a step of its own (as the graph's)."""
     return Comparing(selection, ComparisonLedger(options, view, options.retry_policy))
+
+
+def carry_out(ask: Judging | Comparing) -> Any:
+    """Carry out what the model step's judging asks (sync): a round, or the comparisons."""
+    if isinstance(ask, Judging):
+        return drive(ask.flow, ask.calls.answer)
+    return ask.selection.run(ask.ledger.call)
+
+
+async def acarry_out(options: LoopOptions, ask: Judging | Comparing) -> Any:
+    """Async twin of `carry_out`: comparisons run concurrently unless a budget is set."""
+    if isinstance(ask, Judging):
+        return await adrive(ask.flow, ask.calls.aanswer)
+    return await ask.selection.arun(ask.ledger.acall, concurrent=options.budget is None)
 
 
 class FailedReply(Exception):

@@ -42,7 +42,7 @@ from langgraph_refine._agents._transcript import (
 )
 from langgraph_refine._calls._budget import BudgetMeter
 from langgraph_refine._decisions._edits import read_edits
-from langgraph_refine._decisions._end import budget_error, by_score_note, compares_at_end
+from langgraph_refine._decisions._end import by_score_note, compares_at_end, end_of_run
 from langgraph_refine._decisions._memory import MemoryPolicy
 from langgraph_refine._decisions._next import next_attempt
 from langgraph_refine._decisions._options import LoopOptions
@@ -58,6 +58,7 @@ from langgraph_refine._decisions._prompts import (
 from langgraph_refine._decisions._reviewed import ReviewAnswer, review_due
 from langgraph_refine._decisions._round import Outcome
 from langgraph_refine._decisions._view import LoopView
+from langgraph_refine._events import ReviewPayload
 from langgraph_refine._kinds import kind_of, model_name
 from langgraph_refine._loop._resolve import LoopModels, chat_rungs, loop_models
 from langgraph_refine._loop._review import ReviewNode
@@ -80,6 +81,7 @@ from langgraph_refine._state import (
     revive_state,
     to_plain,
 )
+from langgraph_refine._stop_rules import BUDGET_STOP
 from langgraph_refine._typed import Reply
 from langgraph_refine.evaluators._base import BaseEvaluator, EvaluatorLike
 
@@ -546,7 +548,7 @@ class AgentLoop:
             update |= self.progress.after_round(state, outcome, reviewing)
         return update
 
-    def review_asked(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
+    def review_asked(self, state: Mapping[str, Any]) -> ReviewPayload | None:
         """The payload a reviewer is shown now, or None when no review is due."""
         if state.get("refine_phase") != "deciding" or self.review is None:
             return None
@@ -583,11 +585,8 @@ class AgentLoop:
         if stop_reason is None:  # an every-round review said "continue" mid-loop
             return onward(state, agent_view(state), turns, self.options)
         ended = {"stop_reason": stop_reason, "response": response}
-        error = budget_error(
-            RefineResult.from_state(view | ended), self.options.on_budget_exhausted
-        )
-        if error is not None:
-            raise error
+        if stop_reason == BUDGET_STOP and self.options.on_budget_exhausted == "raise":
+            end_of_run(view | ended, self.options)  # raises before any comparison is paid
         if compares_at_end(self.options.select, stop_reason):  # the model step compares
             return judge_in_model_step(ended)
         return self.finish(state, view | ended)
@@ -649,10 +648,7 @@ class AgentLoop:
 
     def finish(self, state: Mapping[str, Any], view: dict[str, Any]) -> dict[str, Any]:
         """End the loop: the best answer joins the conversation once, as its last message."""
-        result = RefineResult.from_state(view)
-        error = budget_error(result, self.options.on_budget_exhausted)
-        if error is not None:  # a budget stop while judging an edit or comparing
-            raise error
+        result = end_of_run(view, self.options).result  # the one end (its event: the hook's)
         update: dict[str, Any] = {
             "refine_stop_reason": result.stop_reason,
             "refine_response": result.value,
@@ -673,32 +669,33 @@ class AgentLoop:
         """The loop's outcome from the agent's state."""
         return RefineResult.from_state(loop_view(state))
 
-    def failed_reply(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
-        """After a model step that ended with a reply the loop never saw: the loop's end.
 
-        The loop takes every answer of the model aside (`counted`); a final message that
-        reached the conversation anyway was made by a middleware around this one from a
-        failed model call (`ModelRetryMiddleware(on_failure="continue")` answers with the
-        error's text). It is never an attempt, judged or fed back: the loop stops
-        (`model_error`) and ends as any stop does, its best answer the conversation's last
-        message (the failure's message goes, unless there is no answer to replace it).
-        """
-        if state.get("refine_phase") != "running":
-            return None
-        messages = state.get("messages") or []
-        last = messages[-1] if messages else None
-        if not isinstance(last, AIMessage) or last.tool_calls:
-            return None
-        gone = (
-            {"messages": [RemoveMessage(id=last.id)]}
-            if last.id and state.get("refine_attempts")
-            else {}
-        )
-        return gone | {
-            "refine_stop_reason": "model_error",
-            "refine_phase": "deciding",
-            "jump_to": "end",
-        }
+def failed_reply(state: Mapping[str, Any]) -> dict[str, Any] | None:
+    """After a model step that ended with a reply the loop never saw: the loop's end.
+
+    The loop takes every answer of the model aside (`counted`); a final message that
+    reached the conversation anyway was made by a middleware around this one from a
+    failed model call (`ModelRetryMiddleware(on_failure="continue")` answers with the
+    error's text). It is never an attempt, judged or fed back: the loop stops
+    (`model_error`) and ends as any stop does, its best answer the conversation's last
+    message (the failure's message goes, unless there is no answer to replace it).
+    """
+    if state.get("refine_phase") != "running":
+        return None
+    messages = state.get("messages") or []
+    last = messages[-1] if messages else None
+    if not isinstance(last, AIMessage) or last.tool_calls:
+        return None
+    gone = (
+        {"messages": [RemoveMessage(id=last.id)]}
+        if last.id and state.get("refine_attempts")
+        else {}
+    )
+    return gone | {
+        "refine_stop_reason": "model_error",
+        "refine_phase": "deciding",
+        "jump_to": "end",
+    }
 
 
 def agent_models(

@@ -36,7 +36,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
-from typing import Any, Unpack
+from functools import partial
+from typing import Any, TypeVar, Unpack
 
 try:
     from langchain.agents.middleware import (
@@ -62,11 +63,12 @@ from langgraph_refine._agents._agent_calls import (
     AgentCalls,
     Comparing,
     FailedReply,
-    Judges,
     Judging,
     aasked,
+    acarry_out,
     agent_step,
     asked,
+    carry_out,
     comparing,
     judges_for,
 )
@@ -82,13 +84,11 @@ from langgraph_refine._agents._agent_loop import (
 )
 from langgraph_refine._agents._progress import ProgressUI
 from langgraph_refine._calls._budget import BudgetStop, check_rungs_priced
+from langgraph_refine._decisions._flows import CallFlow, adrive, drive
 from langgraph_refine._decisions._options import AGENT, AGENT_DEFAULTS, AgentOptions, LoopOptions
-from langgraph_refine._decisions._round import adrive as adrive_round
-from langgraph_refine._decisions._round import drive as drive_round
 from langgraph_refine._errors import Unjudged
 from langgraph_refine._events import stop_event
 from langgraph_refine._kinds import model_name
-from langgraph_refine._loop._flows import CallFlow, adrive, drive
 from langgraph_refine._loop._resolve import check_binds
 from langgraph_refine._loop._review import ReviewNode, require_checkpointer
 from langgraph_refine._loop._review_schema import ask_review
@@ -96,6 +96,8 @@ from langgraph_refine._loop._step import Step, child_config, emit
 from langgraph_refine._result import RefineResult
 from langgraph_refine._stop_rules import StopRules
 from langgraph_refine.evaluators._base import EvaluatorLike
+
+R = TypeVar("R")
 
 
 class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
@@ -222,20 +224,15 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
     ) -> ExtendedModelResponse[Any]:
         """The model step: the agent's model call, or, in a step of its own, its judging.
 
-        The model call runs through the loop's executor, as a graph's generate step:
-        checked and priced before it is sent (an unpriced model under `max_cost` is
-        refused), retried under the retry policy, cut off at the time budget's deadline,
-        counted once even if the model bypasses LangChain's callbacks, and an error
-        leaving it carries the best result so far. The model sees the conversation with
-        the loop's turns woven in as the round's move shows them (see `_transcript`);
-        with `models`, the round's rung makes the call. A final answer is kept aside and
-        judged in the next model step, where the run's judge is known (the agent's own
-        model without an evaluator, see `judges_for`); a reviewer's edit and a pairwise
-        end are judged there too (see `_judging`).
+        The model call runs through the loop's executor, as a graph's generate step
+        (`_agent_calls.agent_step`: budget, prices, retries, deadline, `.result`), on the
+        conversation with the loop's turns woven in (`_transcript`), by the round's rung
+        with `models`. A final answer is judged in the next model step, where the run's
+        judge is known (see `_judging`), as are a reviewer's edit and a pairwise end.
         """
         if request.state.get("refine_phase") == "judging":
-            return drive(self._judging(request), self._carry_out)
-        called, step = self._request(request), self._draft_step(request)
+            return drive(self._judging(request), carry_out)
+        called, step = self._request(request), draft_step(self.loop.options, request)
         try:
             response = step.run(asked, handler, called, step.meter, what="generator")
         except BudgetStop:
@@ -253,8 +250,8 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
     ) -> ExtendedModelResponse[Any]:
         """Async twin of `wrap_model_call`."""
         if request.state.get("refine_phase") == "judging":
-            return await adrive(self._judging(request), self._acarry_out)
-        called, step = self._request(request), self._draft_step(request)
+            return await adrive(self._judging(request), partial(acarry_out, self.loop.options))
+        called, step = self._request(request), draft_step(self.loop.options, request)
         try:
             response = await step.arun(aasked, handler, called, step.meter, what="generator")
         except BudgetStop:
@@ -264,24 +261,6 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         finally:
             turns.carry(request, step.meter)
         return turns.counted(response, step.meter, turns.model_of(called))
-
-    @staticmethod
-    def _carry_out(ask: Judging | Comparing) -> Any:
-        if isinstance(ask, Judging):
-            return drive_round(ask.flow, ask.calls.answer)
-        return ask.selection.run(ask.ledger.call)
-
-    async def _acarry_out(self, ask: Judging | Comparing) -> Any:
-        if isinstance(ask, Judging):
-            return await adrive_round(ask.flow, ask.calls.aanswer)
-        budgeted = self.loop.options.budget is not None  # comparisons one at a time
-        return await ask.selection.arun(ask.ledger.acall, concurrent=not budgeted)
-
-    def _draft_step(self, request: ModelRequest[Any]) -> Step:
-        state = request.state
-        index = len(state.get("refine_attempts") or [])
-        with self._drafting(request):  # the step's config: the call hidden or tagged
-            return agent_step(self.loop.options, state, node="generate", index=index)
 
     def _judging(
         self, request: ModelRequest[Any]
@@ -298,43 +277,27 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         if isinstance(job, Answer):
             pending = self.loop.pending(state, job)
             step = agent_step(options, state, node="evaluate", index=pending.index, pending=pending)
-            calls = self._calls(request, job.view, step, judges)
+            calls = AgentCalls(self.loop, state, job.view, step, request.runtime, judges.evaluator)
             try:
                 outcome = calls.sent((yield Judging(calls, calls.flow(pending))))
             except Unjudged as exc:  # on_evaluator_error="raise": the paid work goes with it
                 step.on_error(exc, "evaluator")
                 raise
             update = self.loop.after_round(state, job, outcome, step.meter.total())
-            return self._ended(state, turns.routed(update))
+            return ended(state, turns.routed(update))
         if isinstance(job, Edit):
-            index = len(job.view["attempts"])
+            index = len(list(job.view["attempts"]))
             step = agent_step(options, state, node="evaluate", index=index, pending=job.attempt)
-            calls = self._calls(request, job.view, step, judges)
+            calls = AgentCalls(self.loop, state, job.view, step, request.runtime, judges.evaluator)
             judged = calls.sent((yield Judging(calls, calls.flow(job.attempt))))
-            ended = self.loop.end_with_edit(state, job, judged, step.meter.total())
-            return self._ended(state, turns.judged(ended))
+            update = self.loop.end_with_edit(state, job, judged, step.meter.total())
+            return ended(state, turns.judged(update))
         if isinstance(job, Finish):
             ask = comparing(options, job.view, job.selection)
             record = yield ask
-            ended = self.loop.selected(state, job, record, ask.ledger.spent)
-            return self._ended(state, turns.judged(ended))
-        return self._ended(state, turns.judged(job))
-
-    def _calls(
-        self, request: ModelRequest[Any], view: dict[str, Any], step: Step, judges: Judges
-    ) -> AgentCalls:
-        return AgentCalls(self.loop, request.state, view, step, request.runtime, judges.evaluator)
-
-    def _ended(self, state: Mapping[str, Any], reply: Any) -> Any:
-        """`reply` (an update, or a model step's reply), its stop event sent if the loop ended."""
-        command = getattr(reply, "command", None)
-        update = command.update if command is not None else reply
-        if isinstance(update, Mapping) and update.get("refine_phase") == "done":
-            emit(stop_event(LOOP_NAME, self.loop.result({**state, **update})))
-        return reply
-
-    def _drafting(self, request: ModelRequest[Any]) -> AbstractContextManager[None]:
-        return drafting(self.loop.options, request.state)
+            update = self.loop.selected(state, job, record, ask.ledger.spent)
+            return ended(state, turns.judged(update))
+        return ended(state, turns.judged(job))
 
     def _request(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
         """The round's request: its rung's model, the loop's turns woven in.
@@ -357,7 +320,7 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         route = state.get("refine_route")
         if route is not None:
             return {"jump_to": route, "refine_route": None}
-        return self.loop.failed_reply(state)  # a failure a middleware turned into a reply
+        return turns.failed_reply(state)  # a failure a middleware turned into a reply
 
     @hook_config(can_jump_to=["model"])
     def after_agent(self, state: RefineAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
@@ -375,7 +338,7 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         if payload is not None and self.loop.review is not None:
             review = self.loop.review
             answer = ask_review(payload, review.answer, review.actions)
-        return self._ended(state, self.loop.review_outcome(state, answer))
+        return ended(state, self.loop.review_outcome(state, answer))
 
     def result(self, state: Mapping[str, Any]) -> RefineResult:
         """The loop's `RefineResult` from the agent's state (what `invoke` returned).
@@ -384,6 +347,16 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
             state: The agent's output state, or `agent.get_state(config).values`.
         """
         return self.loop.result(state)
+
+
+def ended(state: Mapping[str, Any], reply: R) -> R:
+    """`reply` (an update, or a model step's reply), its stop event sent if the loop ended."""
+    command = getattr(reply, "command", None)
+    update = command.update if command is not None else reply
+    if isinstance(update, Mapping) and update.get("refine_phase") == "done":
+        merged = {**state, **update}
+        emit(stop_event(LOOP_NAME, RefineResult.from_state(turns.loop_view(merged))))
+    return reply
 
 
 def progress_for(component: object) -> ProgressUI | None:
@@ -400,6 +373,14 @@ def progress_for(component: object) -> ProgressUI | None:
             f"'refine_progress'), or None for no progress card; got {component!r}"
         )
     return ProgressUI(component.strip())
+
+
+def draft_step(options: LoopOptions, request: ModelRequest[Any]) -> Step:
+    """The executor of the agent's model call: a generate step for the next attempt."""
+    state = request.state
+    index = len(turns.agent_view(state).attempts)
+    with drafting(options, state):  # the step's config: the call hidden, or tagged
+        return agent_step(options, state, node="generate", index=index)
 
 
 def drafting(options: LoopOptions, state: Mapping[str, Any]) -> AbstractContextManager[None]:

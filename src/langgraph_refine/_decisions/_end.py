@@ -9,10 +9,18 @@ budget cannot pay for the comparisons.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+from langgraph_refine._decisions._options import LoopOptions
 from langgraph_refine._errors import BudgetExhaustedError
+from langgraph_refine._events import StopEvent, stop_event
 from langgraph_refine._result import REVIEWED_REASONS, RefineResult
 from langgraph_refine._state import StopReason
 from langgraph_refine._stop_rules import BUDGET_STOP
+
+logger = logging.getLogger("langgraph_refine")
 
 REJECTED_NOTE = (
     "the reviewer rejected further refinement of the attempt they were shown; chosen by "
@@ -30,6 +38,39 @@ def budget_error(result: RefineResult, on_budget_exhausted: str) -> BudgetExhaus
         f"{result.score}; the best result so far is in this error's .result",
         result,
     )
+
+
+class Ended(NamedTuple):
+    """A finished run: its result and the stop event its driver sends."""
+
+    result: RefineResult
+    event: StopEvent
+
+
+def end_of_run(state: Mapping[str, Any], options: LoopOptions) -> Ended:
+    """The one end of every run, graph or agent: the loop's final state as its result.
+
+    `state` is the loop's state in the graph's terms (its attempts, stop reason, the
+    response a reviewer chose, the selection's record, the usage). The result, its stop
+    event and what is raised are decided here only.
+
+    Raises:
+        BudgetExhaustedError: On a budget stop with `on_budget_exhausted="raise"` (the
+            best result so far in its `.result`).
+    """
+    result = RefineResult.from_state(dict(state), output_schema=options.output_schema)
+    error = budget_error(result, options.on_budget_exhausted)
+    if error is not None:
+        raise error
+    logger.info(
+        "%s stopped: %s after %d attempt(s), result attempt %s, score %s",
+        options.name,
+        result.stop_reason,
+        len(result.attempts),
+        result.best_index,
+        result.score,
+    )
+    return Ended(result, stop_event(options.name, result))
 
 
 def compares_at_end(select: str, stop_reason: str | None) -> bool:

@@ -14,7 +14,7 @@ round event. Its drivers carry the calls out: `EvaluatorNode.invoke` / `ainvoke`
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -181,28 +181,6 @@ def with_criteria(state: Mapping[str, Any], options: LoopOptions) -> Mapping[str
     if not options.criteria:
         return state
     return {**state, "criteria": [*options.criteria, *criteria_list(state.get("criteria"))]}
-
-
-def drive(flow: Flow, answer: Callable[[Request], Any]) -> Outcome:
-    """Carry out a round's flow synchronously: `answer` carries out each request."""
-    reply: Any = None
-    try:
-        while True:
-            reply = answer(flow.send(reply))
-    except StopIteration as done:
-        outcome: Outcome = done.value
-        return outcome
-
-
-async def adrive(flow: Flow, answer: Callable[[Request], Awaitable[Any]]) -> Outcome:
-    """Async twin of `drive`: `answer` returns an awaitable."""
-    reply: Any = None
-    try:
-        while True:
-            reply = await answer(flow.send(reply))
-    except StopIteration as done:
-        outcome: Outcome = done.value
-        return outcome
 
 
 def report(name: str, outcome: Outcome) -> list[RoundEvent]:

@@ -2,8 +2,9 @@
 
 `run_flow` is a generator that says what to do next: run the graph (`Run`), read the
 thread's state (`ReadState`), or ask the reviewer (`AskReviewer`), and receives each
-answer. `drive` and `adrive` carry the steps out, as httpx drives one auth flow from
-both its sync and async clients. `refine`, `arefine` and the command line all run
+answer. `drive` and `adrive` carry the steps out (`Driver.carry_out`) with the one flow
+driver (`_decisions._flows`), as httpx drives one auth flow from both its sync and async
+clients. `refine`, `arefine` and the command line all run
 through them, so continuing an unfinished thread, answering reviews and reading the
 result are written once.
 """
@@ -22,6 +23,8 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
+from langgraph_refine._decisions._flows import adrive as adrive_flow
+from langgraph_refine._decisions._flows import drive as drive_flow
 from langgraph_refine._errors import ReviewInputError, carry_result
 from langgraph_refine._loop._thread import check_same_run, settings_metadata
 from langgraph_refine._result import RESULT_KEYS, RefineResult, loop_schema
@@ -225,6 +228,23 @@ class Driver:
                 return (await self.graph.aget_state(self.config)).values
         return None
 
+    def carry_out(self, step: FlowStep) -> Any:
+        """The reply to one of a run flow's steps (sync)."""
+        if isinstance(step, Run):
+            return self.stream(step.input)
+        if isinstance(step, ReadState):
+            return self.graph.get_state(self.config)
+        return self._reviewer()(step.payload)
+
+    async def acarry_out(self, step: FlowStep) -> Any:
+        """The reply to one of a run flow's steps (async; the reviewer may be async too)."""
+        if isinstance(step, Run):
+            return await self.astream(step.input)
+        if isinstance(step, ReadState):
+            return await self.graph.aget_state(self.config)
+        reply = self._reviewer()(step.payload)
+        return await reply if inspect.isawaitable(reply) else reply
+
     def _reviewer(self) -> Any:
         if self.reviewer is None:
             raise ReviewInputError(
@@ -236,39 +256,12 @@ class Driver:
 
 def drive(flow: Generator[FlowStep, Any, RefineResult], driver: Driver) -> RefineResult:
     """Carry out a flow's steps synchronously and return its result."""
-    reply: Any = None
-    while not isinstance(step := _send(flow, reply), RefineResult):
-        if isinstance(step, Run):
-            reply = driver.stream(step.input)
-        elif isinstance(step, ReadState):
-            reply = driver.graph.get_state(driver.config)
-        else:
-            reply = driver._reviewer()(step.payload)
-    return step
+    return drive_flow(flow, driver.carry_out)
 
 
 async def adrive(flow: Generator[FlowStep, Any, RefineResult], driver: Driver) -> RefineResult:
     """Carry out a flow's steps asynchronously (the reviewer may be async too)."""
-    reply: Any = None
-    while not isinstance(step := _send(flow, reply), RefineResult):
-        if isinstance(step, Run):
-            reply = await driver.astream(step.input)
-        elif isinstance(step, ReadState):
-            reply = await driver.graph.aget_state(driver.config)
-        else:
-            reply = driver._reviewer()(step.payload)
-            if inspect.isawaitable(reply):
-                reply = await reply
-    return step
-
-
-def _send(flow: Generator[FlowStep, Any, RefineResult], reply: Any) -> FlowStep | RefineResult:
-    """The flow's next step, given the last step's reply; its result once it ends."""
-    try:
-        return flow.send(reply)
-    except StopIteration as stop:
-        result: RefineResult = stop.value
-        return result
+    return await adrive_flow(flow, driver.acarry_out)
 
 
 def run_config(

@@ -12,9 +12,8 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.types import Overwrite, RetryPolicy
 
-from langgraph_refine._decisions._end import budget_error, by_score_note
+from langgraph_refine._decisions._end import by_score_note, end_of_run
 from langgraph_refine._decisions._options import CONTEXT_KEYS, LoopOptions, criteria_list
-from langgraph_refine._events import stop_event
 from langgraph_refine._loop._comparisons import ComparisonLedger
 from langgraph_refine._loop._review import require_checkpointer
 from langgraph_refine._loop._select import (
@@ -25,7 +24,6 @@ from langgraph_refine._loop._select import (
     selection_for,
 )
 from langgraph_refine._loop._step import Step, emit, run_options
-from langgraph_refine._result import RefineResult
 from langgraph_refine._state import RefineInput, RefineState, Usage, revive_state
 from langgraph_refine._stop_rules import BUDGET_STOP, stop_reason_of
 from langgraph_refine._typed import plain
@@ -201,12 +199,9 @@ class FinalizeNode(Runnable[Any, Any]):
         return state, options, selection, None
 
     def _check_budget_stop(self, state: Mapping[str, Any], options: LoopOptions) -> None:
-        if stop_reason_of(state) != BUDGET_STOP or self.options.on_budget_exhausted != "raise":
-            return
-        result = RefineResult.from_state(dict(state), output_schema=options.output_schema)
-        error = budget_error(result, self.options.on_budget_exhausted)
-        if error is not None:
-            raise error
+        """A budget stop that raises does so before any comparison is paid (`end_of_run`)."""
+        if stop_reason_of(state) == BUDGET_STOP and options.on_budget_exhausted == "raise":
+            end_of_run(state, options)
 
     def _selection(self, state: Mapping[str, Any], options: LoopOptions) -> Selection | None:
         """The pairwise selection to make, or None (see `selection_for`)."""
@@ -237,7 +232,8 @@ class FinalizeNode(Runnable[Any, Any]):
         if selection is not None:
             usage = (state.get("usage") or Usage()) + (spent or Usage())
             state = {**state, "selection": selection, "usage": usage}
-        result = RefineResult.from_state(state, output_schema=schema)  # type: ignore[arg-type]
+        ended = end_of_run(state, options)  # the one end of every run (graph or agent)
+        result = ended.result
         update: dict[str, Any] = {
             "response": result.value,
             "stop_reason": result.stop_reason,
@@ -251,13 +247,5 @@ class FinalizeNode(Runnable[Any, Any]):
             update["output"] = plain(result.output)  # plain JSON: checkpoint-safe
         if state.get("from_messages"):
             update["messages"] = [AIMessage(result.value)]
-        logger.info(
-            "%s stopped: %s after %d attempt(s), result attempt %s, score %s",
-            options.name,
-            result.stop_reason,
-            len(result.attempts),
-            result.best_index,
-            result.score,
-        )
-        emit(stop_event(options.name, result))
+        emit(ended.event)
         return update

@@ -17,13 +17,12 @@ from langgraph.types import Command, RetryPolicy
 
 from langgraph_refine._calls._run_models import climbing, ladder_names
 from langgraph_refine._calls._specs import SpecError, run_judge_model
+from langgraph_refine._decisions._flows import adrive, drive
 from langgraph_refine._decisions._options import LoopOptions
 from langgraph_refine._decisions._round import (
     Exchange,
     Flow,
     Outcome,
-    adrive,
-    drive,
     evaluate_round,
     read_as_object,
     with_criteria,

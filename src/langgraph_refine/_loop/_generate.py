@@ -24,6 +24,7 @@ from langgraph_refine._calls._models import message_text
 from langgraph_refine._calls._retry import is_context_length_error
 from langgraph_refine._calls._run_models import run_models
 from langgraph_refine._decisions._edits import edit_text, read_edits
+from langgraph_refine._decisions._flows import CallFlow, adrive, drive
 from langgraph_refine._decisions._memory import select_attempts
 from langgraph_refine._decisions._next import NextAttempt, next_attempt
 from langgraph_refine._decisions._options import LoopOptions
@@ -37,7 +38,6 @@ from langgraph_refine._decisions._prompts import (
 from langgraph_refine._decisions._view import graph_view
 from langgraph_refine._errors import ContextLengthError
 from langgraph_refine._loop._adapters import GeneratorAdapter, OneGenerator, adapt, adapt_ladder
-from langgraph_refine._loop._flows import CallFlow, adrive, drive
 from langgraph_refine._loop._step import Step, run_options
 from langgraph_refine._result import RefineResult
 from langgraph_refine._state import Attempt, RefineState, plain_writes, revive_state

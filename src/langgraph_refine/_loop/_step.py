@@ -233,16 +233,10 @@ class Step:
             tries += 1
 
     def run(self, fn: Callable[..., T], *args: Any, what: str, model_call: bool = True) -> T:
-        """`call`, and an error that leaves it noted and carrying the best result (`on_error`).
+        """`call`; an error leaving it is noted and carries the best result (`on_error`).
 
-        For a driver that lets the error go on (the agent's hooks): what was paid before
-        it is never lost. A budget stop and LangGraph's signals leave as they are.
-
-        Args:
-            fn: The function to call.
-            *args: Its arguments.
-            what: Who failed, for the error's note (`"generator"`, `"evaluator"`).
-            model_call: See `call`.
+        `what` names who failed (`"generator"`, `"evaluator"`); a budget stop and
+        LangGraph's signals leave as they are.
         """
         try:
             return self.call(fn, *args, model_call=model_call)
@@ -294,7 +288,7 @@ class Step:
                 if left is None:
                     return done(fn(*args))
                 context = contextvars.copy_context()
-                return done(self._call_with_deadline(context, fn, args, left))
+                return done(call_with_deadline(context, fn, args, left, f"refine-{self.node}"))
         except _DeadlinePassed:
             raise self._timed_out() from None
         finally:
@@ -354,29 +348,6 @@ class Step:
         # model calls (if any) are refused as they start.
         return left if left is not None and left > 0 else None
 
-    def _call_with_deadline(
-        self, context: contextvars.Context, fn: Callable[..., T], args: Any, left: float
-    ) -> T:
-        # A sync call cannot be cancelled: it runs in a daemon thread that is abandoned
-        # when the time is up (its reply, if it ever comes, is dropped).
-        outcome: list[Any] = []
-
-        def target() -> None:
-            try:
-                outcome.append((True, context.run(fn, *args)))
-            except BaseException as exc:  # handed to the caller's thread below
-                outcome.append((False, exc))
-
-        worker = threading.Thread(target=target, name=f"refine-{self.node}", daemon=True)
-        worker.start()
-        worker.join(left)
-        if not outcome:
-            raise _DeadlinePassed
-        ok, value = outcome[0]
-        if ok:
-            return value  # type: ignore[no-any-return]
-        raise value
-
     def _timed_out(self, why: str = "was cut off") -> BudgetStop:
         seconds = self.budget.max_seconds if self.budget is not None else None
         return BudgetStop(
@@ -403,6 +374,33 @@ class Step:
         except Exception:  # never hide the step's own error behind this one
             return None
         return result.model_copy(update={"usage": result.usage + self.meter.delta()})
+
+
+def call_with_deadline(
+    context: contextvars.Context, fn: Callable[..., T], args: Any, left: float, name: str
+) -> T:
+    """`fn(*args)` in `context`, given up after `left` seconds (`_DeadlinePassed`).
+
+    A sync call cannot be cancelled: it runs in a daemon thread that is abandoned when
+    the time is up (its reply, if it ever comes, is dropped).
+    """
+    outcome: list[Any] = []
+
+    def target() -> None:
+        try:
+            outcome.append((True, context.run(fn, *args)))
+        except BaseException as exc:  # handed to the caller's thread below
+            outcome.append((False, exc))
+
+    worker = threading.Thread(target=target, name=name, daemon=True)
+    worker.start()
+    worker.join(left)
+    if not outcome:
+        raise _DeadlinePassed
+    ok, value = outcome[0]
+    if ok:
+        return value  # type: ignore[no-any-return]
+    raise value
 
 
 def _spent(state: Mapping[str, Any], pending_usage: Usage | None) -> Usage:

@@ -3,8 +3,9 @@
 A step's logic is written once as a generator that yields what it needs carried out and
 is sent the result, or thrown the error the call raised (it decides what an error
 means), the pattern of httpx's auth flows. `drive` carries the asks out synchronously,
-`adrive` with an awaitable; the flow's return value is theirs. Used by the generate step
-(`_generate`) and the agent's model step (`RefineMiddleware.wrap_model_call`).
+`adrive` with an awaitable; the flow's return value is theirs. The one driver of every
+flow: a round's (`_round.evaluate_round`), the generate step's (`_generate`), the
+agent's model step (`RefineMiddleware.wrap_model_call`) and a run's (`_loop._driver`).
 """
 
 from __future__ import annotations
