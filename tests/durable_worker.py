@@ -161,6 +161,56 @@ def build(recorder: Recorder, checkpointer: BaseCheckpointSaver[Any]) -> Any:
     ).compile(checkpointer=checkpointer)
 
 
+class AgentSeaModel(BaseChatModel):
+    """The agent's model: answers `sea vN`, N the answers it already gave (it sees them all)."""
+
+    recorder: Any
+
+    @property
+    def _llm_type(self) -> str:
+        return "agent-sea"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> AgentSeaModel:  # type: ignore[override]
+        return self
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> ChatResult:
+        index = sum(1 for m in messages if isinstance(m, AIMessage) and m.text.startswith("sea v"))
+        self.recorder._mark("gen", index)
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(f"sea v{index}"))])
+
+
+def build_agent(recorder: Recorder, checkpointer: BaseCheckpointSaver[Any]) -> tuple[Any, Any]:
+    """The same loop in an agent (`create_agent` + `RefineMiddleware`) and its middleware."""
+    from langchain.agents import create_agent
+
+    from langgraph_refine import RefineMiddleware
+
+    middleware = RefineMiddleware(
+        recorder.evaluate, max_iterations=MAX_ITERATIONS, patience=None, retry_policy=None
+    )
+    agent = create_agent(
+        AgentSeaModel(recorder=recorder),
+        tools=[],
+        middleware=[middleware],
+        checkpointer=checkpointer,
+    )
+    return agent, middleware
+
+
+def agent_summary(middleware: Any, values: dict[str, Any]) -> dict[str, Any]:
+    """`summary` of an agent's run, with the conversation's last message."""
+    result = middleware.result(values)
+    return {
+        "value": result.value,
+        "stop_reason": result.stop_reason,
+        "attempts": [[a.index, a.response, a.score] for a in result.attempts],
+        "calls": result.usage.calls,
+        "last_message": values["messages"][-1].text,
+    }
+
+
 def summary(values: dict[str, Any]) -> dict[str, Any]:
     """What the tests compare between a crashed-and-resumed run and a clean one."""
     result = RefineResult.from_state(values)
@@ -204,7 +254,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--durability", default="sync", choices=["sync", "async", "exit"])
     parser.add_argument("--typed", action="store_true", help="refine a Sea object")
     parser.add_argument("--edits", action="store_true", help="refine by edits")
+    parser.add_argument("--agent", action="store_true", help="the loop in an agent")
     args = parser.parse_args(argv)
+    if args.agent:
+        return run_agent(args)
 
     kind = TypedRecorder if args.typed else EditRecorder if args.edits else Recorder
     recorder = kind(args.markers, args.delay, args.fail)
@@ -231,6 +284,24 @@ def main(argv: list[str] | None = None) -> int:
             durability=args.durability,
         )
         print(json.dumps(summary(graph.get_state(config).values)))
+    return 0
+
+
+def run_agent(args: argparse.Namespace) -> int:
+    """`main` for an agent: start from the task, or resume the thread with `invoke(None)`."""
+    from langchain_core.messages import HumanMessage
+
+    recorder = Recorder(args.markers, args.delay, args.fail)
+    config = {"configurable": {"thread_id": args.thread}}
+    with open_saver(args.saver) as saver:
+        agent, middleware = build_agent(recorder, saver)
+        snapshot = agent.get_state(config)
+        if args.mode == "resume" and not snapshot.next and not snapshot.tasks:
+            print(json.dumps(agent_summary(middleware, snapshot.values)))
+            return 0
+        first = {"messages": [HumanMessage(TASK)]} if args.mode == "start" else None
+        agent.invoke(first, config, durability=args.durability)
+        print(json.dumps(agent_summary(middleware, agent.get_state(config).values)))
     return 0
 
 

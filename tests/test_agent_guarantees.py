@@ -262,3 +262,48 @@ def test_a_pairwise_run_that_stopped_on_a_pass_returns_a_passing_answer(path: st
     )
     assert result.stop_reason == "passed"
     assert result.value == "draft two" and result.verdict == "PASS"
+
+
+# -- a pause inside an agent used as the judge --------------------------------------------
+
+
+def approving_judge_agent() -> Any:
+    """A judge agent whose tool needs a person's approval (LangChain's HITL middleware)."""
+    from langchain.agents.middleware import HumanInTheLoopMiddleware
+
+    from tests.fakes import call_tool, lookup
+
+    model = AgentModel(replies=[call_tool("the sea", "c1"), judge_reply(0.95, "PASS")])
+    return create_agent(
+        model, tools=[lookup], middleware=[HumanInTheLoopMiddleware(interrupt_on={"lookup": True})]
+    )
+
+
+def test_a_pause_inside_the_judge_resumes_without_a_new_answer(path: str) -> None:
+    from langgraph.types import Command
+
+    from langgraph_refine import create_refine_graph
+
+    model = model_for(path, ["draft one", "draft two"])
+    saver = InMemorySaver()
+    config: Any = {"configurable": {"thread_id": f"judge-pause-{path}"}}
+    if path == "graph":
+        graph: Any = create_refine_graph(model, approving_judge_agent(), max_iterations=2)
+        runner = graph.compile(checkpointer=saver)
+        first: Any = {"task": TASK}
+    else:
+        refine_mw = RefineMiddleware(approving_judge_agent(), max_iterations=2)
+        runner = create_agent(model, tools=[], middleware=[refine_mw], checkpointer=saver)
+        first = {"messages": [HumanMessage(TASK)]}
+    paused = runner.invoke(first, config)
+    assert paused.get("__interrupt__"), "the judge's tool call waits for approval"
+    state = runner.invoke(Command(resume={"decisions": [{"type": "approve"}]}), config)
+    assert not state.get("__interrupt__")
+    assert len(model.calls) == 1  # the answer judged is the first one, never a new one
+    if path == "graph":
+        values = runner.get_state(config).values
+        assert values["response"] == "draft one" and values["stop_reason"] == "passed"
+    else:
+        result = refine_mw.result(state)
+        assert result.value == "draft one" and result.stop_reason == "passed"
+        assert state["messages"][-1].text == "draft one"

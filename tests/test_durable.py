@@ -175,6 +175,45 @@ def test_sigkill_then_resume_gives_the_uninterrupted_result(
     check_calls(read_lines(markers), ref_calls, interrupted=before[-1:])
 
 
+@pytest.fixture(scope="module")
+def agent_reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], list[str]]:
+    """An uninterrupted run of the same loop in an agent: its result and its calls."""
+    from langchain_core.messages import HumanMessage
+
+    from tests.durable_worker import agent_summary, build_agent
+
+    markers = tmp_path_factory.mktemp("agent-reference") / "markers"
+    agent, middleware = build_agent(Recorder(str(markers)), InMemorySaver())
+    config = {"configurable": {"thread_id": "reference"}}
+    agent.invoke({"messages": [HumanMessage("Describe the sea.")]}, config, durability="sync")
+    result = agent_summary(middleware, agent.get_state(config).values)
+    assert result["stop_reason"] == "target_reached" and len(result["attempts"]) == 6
+    assert result["last_message"] == "sea v5"
+    return result, read_lines(markers)
+
+
+# Inside a model call, inside a judgment, and between steps (a checkpoint being written).
+AGENT_KILLS = [("sqlite", 3, 0.0), ("sqlite", 6, 0.5), ("postgres", 8, 1.3)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("saver", "line", "wait"), AGENT_KILLS, ids=[f"{k}-call{n}" for k, n, _ in AGENT_KILLS]
+)
+def test_an_agent_killed_and_resumed_repeats_at_most_the_call_in_flight(
+    saver: str, tmp_path: Path, agent_reference: Any, line: int, wait: float
+) -> None:
+    saver_spec = spec_of(saver, tmp_path)
+    ref, ref_calls = agent_reference
+    markers, thread = tmp_path / "markers", str(uuid.uuid4())
+    proc = start_worker("start", saver_spec, thread, markers, "--agent", "--delay", str(DELAY))
+    before = kill_at(proc, markers, line, wait * DELAY)
+
+    result = finish(start_worker("resume", saver_spec, thread, markers, "--agent"))
+    assert result == ref
+    check_calls(read_lines(markers), ref_calls, interrupted=before[-1:])
+
+
 @pytest.mark.slow
 def test_killed_twice_still_resumes_to_the_same_result(
     saver_spec: str, tmp_path: Path, reference: Any
