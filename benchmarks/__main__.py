@@ -36,6 +36,7 @@ ORDER = (
     "edits",
     "ladder",
     "agent_ladder",
+    "faults",
     "pairwise_local",
     "demo",
 )

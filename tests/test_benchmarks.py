@@ -333,3 +333,25 @@ def test_the_cascade_bench_writer_and_judge_follow_the_feedback() -> None:
     assert sum({"owl", "lamp"} <= bench._words(f) for f in fixed) >= 10
     assert all(bench.count_words(f) == bench.count_words(first) for f in fixed)  # length kept
     assert task.quality(first) < 1.0 <= task.quality("owl lamp " + " ".join(["x"] * 10))
+
+
+def test_the_faults_bench_counts_lost_work_and_repeats() -> None:
+    from benchmarks import faults
+    from langgraph_refine import Attempt, RefineResult
+
+    attempt = Attempt(index=0, response="a", evaluation={"score": 0.5})
+    state = {"task": "t", "attempts": [attempt], "usage": {"calls": 2}, "stop_reason": "plateau"}
+    paid = RefineResult.from_state(state)
+    outcomes = [
+        faults.Outcome(paid, None, requests=2, seconds=0.1),  # finished, every call reported
+        faults.Outcome(None, RuntimeError("x"), requests=6, seconds=0.1),  # paid work lost
+        faults.Outcome(None, RuntimeError("x"), requests=1, seconds=0.1),  # first call only
+        faults.Outcome(paid, RuntimeError("x"), requests=3, seconds=0.1),  # one call unreported
+    ]
+    counts = faults.tally(outcomes)
+    assert counts["raised"] == 3 and counts["raised with .result"] == 1
+    assert counts["raised without .result after paid work"] == 1
+    assert counts["lost paid calls"] == 6 + 1
+    # A crash inside a call, then a resume: only the call cut off is made again.
+    assert faults.crash_and_resume("agent", "sync", seed=1) <= 1
+    assert faults.crash_and_resume("graph", "sync", seed=1) <= 1
