@@ -337,6 +337,7 @@ def test_the_cascade_bench_writer_and_judge_follow_the_feedback() -> None:
 
 def test_the_faults_bench_counts_lost_work_and_repeats() -> None:
     from benchmarks import faults
+
     from langgraph_refine import Attempt, RefineResult
 
     attempt = Attempt(index=0, response="a", evaluation={"score": 0.5})
