@@ -11,6 +11,7 @@ model for an answer it already gave.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any
 
@@ -307,3 +308,18 @@ def test_a_pause_inside_the_judge_resumes_without_a_new_answer(path: str) -> Non
         result = refine_mw.result(state)
         assert result.value == "draft one" and result.stop_reason == "passed"
         assert state["messages"][-1].text == "draft one"
+
+
+# -- provider text is kept whole ------------------------------------------------------------
+
+LONE = chr(0xD800)  # valid in JSON ("\ud800"), not writable as UTF-8
+
+
+def test_a_lone_surrogate_in_a_reply_becomes_a_replacement_character(path: str, mode: str) -> None:
+    judge_says = json.dumps({"verdict": "PASS", "score": 0.95, "feedback": f"fine{LONE}"})
+    judge = ScriptedChatModel(replies=[judge_says])
+    model = model_for(path, [f"sea{LONE}foam"])
+    result = run(path, mode, model, llm_judge(judge))
+    assert result.value == "sea\ufffdfoam"
+    assert result.feedback == "fine\ufffd"
+    result.model_dump_json()  # writable as UTF-8 (a checkpoint, a file, a JSON reply)

@@ -24,7 +24,7 @@ from langgraph.types import RetryPolicy
 from langgraph_refine import Evaluation, create_refine_graph, refine
 from langgraph_refine._calls._retry import DEFAULT_RETRY_POLICY, is_transient
 from langgraph_refine.evaluators import llm_judge
-from tests.fault_server import FaultServer, error, hang, malformed, ok
+from tests.fault_server import FaultServer, completion, error, hang, malformed, ok
 
 TASK = "Write a haiku about retries."
 # Fast backoff with the library's own classification: tests measure what the policy
@@ -150,7 +150,10 @@ MALFORMED = pytest.mark.parametrize(
         (b"<html>Bad gateway</html>", "text/html"),
         (b"not json", "application/json"),
         (b'{"id": "x", "object": "chat.completion", "created": 0}', "application/json"),
-        (b'{"id": "x", "choices": [], "created": 0, "object": "chat.completion"}', "application/json"),
+        (
+            b'{"id": "x", "choices": [], "created": 0, "object": "chat.completion"}',
+            "application/json",
+        ),
         (b'{"id": "x", "object": "chat.comp', "application/json"),  # truncated
     ],
     ids=["html", "not-json", "no-choices", "empty-choices", "truncated"],
@@ -176,6 +179,17 @@ def test_malformed_bodies_fail_after_the_policy_s_tries_naming_the_node(
     with pytest.raises(Exception, match=r"generator failed on attempt 0 in node 'generate'"):
         refine(chat(server), TASK, perfect, retry_policy=FAST)
     assert len(server.received) == 4  # the policy's max_attempts, no more
+
+
+def test_a_reply_with_a_lone_surrogate_is_kept_with_a_replacement_character(
+    server: FaultServer,
+) -> None:
+    # Valid JSON ("\\ud800") that no UTF-8 writer takes: the reply is kept, not dropped.
+    body = completion("x", "fault-model").replace(b'"x"', b'"a\\ud800b"')
+    server.script(malformed(body))
+    result = refine(chat(server), TASK, perfect)
+    assert result.value == "a\ufffdb"
+    assert len(server.received) == 1
 
 
 def test_the_openai_exceptions_are_classified() -> None:

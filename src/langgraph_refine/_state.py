@@ -83,6 +83,25 @@ ComparerLike: TypeAlias = Any
 "tie"`."""
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def whole_text(text: str) -> str:
+    """`text` as a plain string that can be written as UTF-8: lone surrogates become U+FFFD.
+
+    A provider's JSON may hold an escaped lone surrogate (an escaped `ud800`, say): valid JSON,
+    but text no checkpoint, file or validator takes. Nothing else is changed.
+
+    Example:
+        >>> whole_text("a" + chr(0xD800) + "b") == "a" + chr(0xFFFD) + "b"
+        True
+    """
+    text = str(text)  # a str subclass (a message's text accessor) becomes a plain str
+    if text.isascii() or not _LONE_SURROGATE.search(text):
+        return text
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
 class Evaluation(BaseModel):
     """An evaluator's judgement of one response.
 
@@ -99,6 +118,11 @@ class Evaluation(BaseModel):
     feedback: str = ""
     verdict: Verdict | None = None
     details: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("feedback")
+    @classmethod
+    def _whole_feedback(cls, value: str) -> str:
+        return whole_text(value)  # a judge's reply is provider text too
 
     @field_validator("score")
     @classmethod

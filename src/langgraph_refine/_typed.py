@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +27,7 @@ from pydantic import BaseModel, ValidationError
 
 from langgraph_refine._fences import first_block
 from langgraph_refine._reasoning import split_reasoning
-from langgraph_refine._state import Evaluation
+from langgraph_refine._state import Evaluation, whole_text
 
 logger = logging.getLogger("langgraph_refine")
 
@@ -61,25 +60,6 @@ class Reply:
         object.__setattr__(self, "response", whole_text(self.response))
         if self.reasoning is not None:
             object.__setattr__(self, "reasoning", whole_text(self.reasoning))
-
-
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def whole_text(text: str) -> str:
-    """`text` as a plain string that can be written as UTF-8: lone surrogates become U+FFFD.
-
-    A provider's JSON may hold an escaped lone surrogate (an escaped `ud800`, say): valid JSON,
-    but text no checkpoint, file or validator takes. Nothing else is changed.
-
-    Example:
-        >>> whole_text("a" + chr(0xD800) + "b") == "a" + chr(0xFFFD) + "b"
-        True
-    """
-    text = str(text)  # a str subclass (a message's text accessor) becomes a plain str
-    if text.isascii() or not _LONE_SURROGATE.search(text):
-        return text
-    return _LONE_SURROGATE.sub("\ufffd", text)
 
 
 def json_text(value: Any) -> str:
