@@ -323,3 +323,31 @@ def test_a_lone_surrogate_in_a_reply_becomes_a_replacement_character(path: str, 
     assert result.value == "sea\ufffdfoam"
     assert result.feedback == "fine\ufffd"
     result.model_dump_json()  # writable as UTF-8 (a checkpoint, a file, a JSON reply)
+
+
+class RateLimited(Exception):
+    """HTTP 429 whose server asks to wait `seconds` (`Retry-After`)."""
+
+    status_code = 429
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__("Error code: 429")
+        self.response = type("Response", (), {"headers": {"retry-after": str(seconds)}})()
+
+
+def test_a_retry_after_longer_than_the_time_left_ends_the_run_at_once(path: str, mode: str) -> None:
+    slow_policy = RetryPolicy(max_attempts=3, jitter=False, retry_on=is_transient)
+    model = model_for(path, ["draft one", RateLimited(30.0), "draft two"])
+    started = time.monotonic()
+    result = run(
+        path,
+        mode,
+        model,
+        scores(0.5),
+        max_iterations=3,
+        retry_policy=slow_policy,
+        budget=Budget(max_seconds=2.0),
+    )
+    assert time.monotonic() - started < 1.5  # the 10 s wait (policy cap) was never slept
+    assert result.stop_reason == "budget_exhausted" and result.value == "draft one"
+    assert len(model.calls) == 2

@@ -228,3 +228,63 @@ def test_the_wait_before_a_retry_is_the_backoff_and_the_servers_retry_after() ->
     assert retry_wait(HTTPError(429, {"retry-after": "30"}), policy, 1) == 3.5  # capped
     jittered = retry_wait(error, policy._replace(jitter=True), 1)
     assert 0.5 <= jittered <= 1.5
+
+
+# -- the transient rule reads the whole chain ---------------------------------------------
+
+
+def _raised(exc: BaseException) -> BaseException:
+    """`exc` as raised (with a traceback), for rules that read where it was raised."""
+    try:
+        raise exc
+    except BaseException as caught:
+        return caught
+
+
+class ReadError(Exception):
+    """Named as httpcore's and httpx's transport error (no import needed)."""
+
+
+class RemoteProtocolError(Exception):
+    """Named as httpcore's: the server closed the connection mid-reply."""
+
+
+def test_a_transport_error_wrapped_by_a_client_is_transient() -> None:
+    for cause in (ReadError("read"), RemoteProtocolError("closed"), ConnectionResetError("rst")):
+        wrapper = RuntimeError("the client failed")
+        wrapper.__cause__ = cause
+        assert is_transient(wrapper), cause
+        context = ValueError("while handling it")
+        context.__context__ = cause
+        assert is_transient(context), cause
+
+
+def test_an_exception_group_holding_a_transport_error_is_transient() -> None:
+    assert is_transient(ExceptionGroup("tasks", [ValueError("x"), ReadError("r")]))
+    assert not is_transient(ExceptionGroup("tasks", [ValueError("x"), KeyError("k")]))
+
+
+def test_the_outermost_status_decides() -> None:
+    class BadRequest(Exception):
+        status_code = 400
+
+    wrapper = BadRequest("context too long")
+    wrapper.__context__ = ConnectionResetError("an earlier, handled reset")
+    assert not is_transient(wrapper)
+
+
+def test_a_body_that_cannot_be_read_is_transient_and_a_user_error_is_not() -> None:
+    import json
+
+    try:
+        json.loads('{"choices": [')
+    except json.JSONDecodeError as exc:
+        assert is_transient(exc)
+    assert not is_transient(_raised(ValueError("the caller's own bug")))
+    assert not is_transient(_raised(IndexError("the caller's own index")))
+
+
+def test_a_chain_that_loops_is_read_once() -> None:
+    first, second = RuntimeError("a"), RuntimeError("b")
+    first.__context__, second.__context__ = second, first
+    assert not is_transient(first)
