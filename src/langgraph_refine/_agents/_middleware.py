@@ -86,6 +86,7 @@ from langgraph_refine._agents._progress import ProgressUI
 from langgraph_refine._calls._budget import BudgetStop, check_rungs_priced
 from langgraph_refine._decisions._flows import CallFlow, adrive, drive
 from langgraph_refine._decisions._options import AGENT, AGENT_DEFAULTS, AgentOptions, LoopOptions
+from langgraph_refine._decisions._round import Outcome
 from langgraph_refine._errors import Unjudged
 from langgraph_refine._events import stop_event
 from langgraph_refine._kinds import model_name
@@ -94,6 +95,7 @@ from langgraph_refine._loop._review import ReviewNode, require_checkpointer
 from langgraph_refine._loop._review_schema import ask_review
 from langgraph_refine._loop._step import Step, child_config, emit
 from langgraph_refine._result import RefineResult
+from langgraph_refine._state import Attempt
 from langgraph_refine._stop_rules import StopRules
 from langgraph_refine.evaluators._base import EvaluatorLike
 
@@ -278,18 +280,14 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
             pending = self.loop.pending(state, job)
             step = agent_step(options, state, node="evaluate", index=pending.index, pending=pending)
             calls = AgentCalls(self.loop, state, job.view, step, request.runtime, judges.evaluator)
-            try:
-                outcome = calls.sent((yield Judging(calls, calls.flow(pending))))
-            except Unjudged as exc:  # on_evaluator_error="raise": the paid work goes with it
-                step.on_error(exc, "evaluator")
-                raise
+            outcome = yield from judged_round(calls, pending)
             update = self.loop.after_round(state, job, outcome, step.meter.total())
             return ended(state, turns.routed(update))
         if isinstance(job, Edit):
             index = len(list(job.view["attempts"]))
             step = agent_step(options, state, node="evaluate", index=index, pending=job.attempt)
             calls = AgentCalls(self.loop, state, job.view, step, request.runtime, judges.evaluator)
-            judged = calls.sent((yield Judging(calls, calls.flow(job.attempt))))
+            judged = yield from judged_round(calls, job.attempt)
             update = self.loop.end_with_edit(state, job, judged, step.meter.total())
             return ended(state, turns.judged(update))
         if isinstance(job, Finish):
@@ -347,6 +345,19 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
             state: The agent's output state, or `agent.get_state(config).values`.
         """
         return self.loop.result(state)
+
+
+def judged_round(calls: AgentCalls, pending: Attempt) -> CallFlow[Judging, Outcome]:
+    """The round of `pending`, carried out by the driver; its events sent.
+
+    Raises:
+        Unjudged: With `on_evaluator_error="raise"`, carrying the best result so far.
+    """
+    try:
+        return calls.sent((yield Judging(calls, calls.flow(pending))))
+    except Unjudged as exc:  # the paid work goes with the error
+        calls.step.on_error(exc, "evaluator")
+        raise
 
 
 def ended(state: Mapping[str, Any], reply: R) -> R:
