@@ -266,6 +266,9 @@ class Declared:
             checkpointed thread keeps it: a rerun with another value is refused (see
             `_loop._thread`).
         help: What its flag's help says (the command line adds the choices and default).
+        tool: What a tool's caller is told it does, in a host's words (no Python names):
+            the served graphs' input schema and `langgraph-refine mcp`'s arguments. Every
+            option a run's context takes has one.
     """
 
     flags: tuple[str, ...] = ()
@@ -274,6 +277,7 @@ class Declared:
     line_key: str | None = None
     kept: bool = False
     help: str = ""
+    tool: str = ""
 
 
 def declare(
@@ -284,6 +288,7 @@ def declare(
     line_key: str | None = None,
     kept: bool = False,
     help: str = "",
+    tool: str = "",
 ) -> dict[str, Declared]:
     """A `LoopOptions` field's metadata: where it is taken (see `Declared`).
 
@@ -294,7 +299,7 @@ def declare(
     if unknown:
         raise ValueError(f"unknown surface(s) {sorted(unknown)}; surfaces: {SURFACES}")
     not_in = dict(not_in or {})
-    return {"option": Declared(flags, context_key, not_in, line_key, kept, help)}
+    return {"option": Declared(flags, context_key, not_in, line_key, kept, help, tool)}
 
 
 _BUILT = "used when the graph is built, so a run cannot change it"
@@ -336,7 +341,12 @@ class LoopOptions:
 
     judge_model: BaseChatModel | str | None = field(
         default=None,
-        metadata=declare(kept=True, flags=("--judge-model",), not_in={LINE: _WHOLE_BATCH}),
+        metadata=declare(
+            tool="The model that judges the answers (a model name); default: the answering model.",
+            kept=True,
+            flags=("--judge-model",),
+            not_in={LINE: _WHOLE_BATCH},
+        ),
     )
     """The model of the default LLM judge (when `evaluator` is None): a chat model or a
     `"provider:model"` string. By default the generator's model (the ladder's first rung;
@@ -347,6 +357,7 @@ class LoopOptions:
     target_score: float = field(
         default=0.9,
         metadata=declare(
+            tool="Stop once an answer scores at least this (0 to 1).",
             kept=True,
             flags=("--target-score",),
             help="Stop once an attempt scores at least this (0-1).",
@@ -357,6 +368,7 @@ class LoopOptions:
     max_iterations: int = field(
         default=4,
         metadata=declare(
+            tool="The most rounds of improvement after the first answer.",
             kept=True,
             flags=("--max-iterations",),
             help="Refinement rounds after the first attempt.",
@@ -367,6 +379,7 @@ class LoopOptions:
     patience: int | None = field(
         default=2,
         metadata=declare(
+            tool="Stop after this many rounds without a better score (0: never).",
             kept=True,
             flags=("--patience",),
             help="Stop after this many rounds without a better score; 0 disables.",
@@ -378,6 +391,7 @@ class LoopOptions:
     min_delta: float = field(
         default=0.0,
         metadata=declare(
+            tool="The least score gain that counts as progress.",
             kept=True,
             flags=("--min-delta",),
             help="The least score gain that counts as progress.",
@@ -388,6 +402,7 @@ class LoopOptions:
     budget: Budget | None = field(
         default=None,
         metadata=declare(
+            tool="Limits on what the call may spend (each optional).",
             kept=True,
             flags=(
                 "--budget-calls",
@@ -416,6 +431,7 @@ class LoopOptions:
     criteria: tuple[str, ...] = field(
         default=(),
         metadata=declare(
+            tool="What the answer must satisfy: one string or a list; the judge checks each.",
             kept=True,
             flags=("--criterion",),
             help="What the answer must satisfy, added to every LLM judge's criteria "
@@ -429,6 +445,8 @@ class LoopOptions:
     on_evaluator_error: OnEvaluatorError = field(
         default="retry",
         metadata=declare(
+            tool="When an answer cannot be judged: judge it again (retry), leave it unjudged "
+            "(skip) or fail (raise).",
             kept=True,
             flags=("--on-evaluator-error",),
             help="When the judge cannot judge an answer (unreadable replies, a judge model "
@@ -466,7 +484,12 @@ class LoopOptions:
 
     strategy: Strategy = field(
         default=DEFAULT_STRATEGY,
-        metadata=declare(flags=("--strategy",), help="How rounds choose what to refine."),
+        metadata=declare(
+            tool="How rounds choose what to improve: the best answers (explore), the last one "
+            "(chain) or fresh answers (sample).",
+            flags=("--strategy",),
+            help="How rounds choose what to refine.",
+        ),
     )
     """What each round after the first does: `"explore"` (default: refine while it
     helps, else choose between refining an earlier attempt and sampling afresh),
@@ -540,7 +563,14 @@ class LoopOptions:
     """Retry policy of the model-calling nodes; by default transient provider errors are
     retried with backoff and other errors fail at once."""
 
-    record_key: str | None = field(default=None, metadata=declare(not_in=_NOT_ON_CLI))
+    record_key: str | None = field(
+        default=None,
+        metadata=declare(
+            tool="The name under which the server learns which kinds of round help; default: "
+            "one per model and check.",
+            not_in=_NOT_ON_CLI,
+        ),
+    )
     """The key of the strategy record `strategy="explore"` keeps when the loop runs with
     a store (`compile(store=...)`). By default it names the generator's model and the
     evaluator's kind, e.g. `"openai:gpt-4o-mini|llm_judge"`; runs with the same key pool
@@ -549,6 +579,7 @@ class LoopOptions:
     output_schema: OutputSchema | None = field(
         default=None,
         metadata=declare(
+            tool="A JSON Schema: answer with a JSON object of that shape instead of text.",
             kept=True,
             flags=("--schema",),
             not_in={AGENT: "an agent answers in messages"},
@@ -565,6 +596,8 @@ class LoopOptions:
     select: Select = field(
         default="score",
         metadata=declare(
+            tool="How the final answer is chosen: the best score, or pairwise (the judge "
+            "compares the best answers).",
             kept=True,
             flags=("--select",),
             help="How the result is chosen when the loop stops (pairwise: the judge model "
@@ -583,6 +616,7 @@ class LoopOptions:
     select_top: int = field(
         default=DEFAULT_SELECT_TOP,
         metadata=declare(
+            tool="With pairwise: the most answers compared.",
             kept=True,
             not_in={
                 **_NOT_ON_CLI,
@@ -594,6 +628,7 @@ class LoopOptions:
     select_margin: float = field(
         default=DEFAULT_SELECT_MARGIN,
         metadata=declare(
+            tool="With pairwise: compare the answers within this score of the best.",
             kept=True,
             not_in={
                 **_NOT_ON_CLI,
@@ -619,6 +654,7 @@ class LoopOptions:
     confirm_pass: bool = field(
         default=False,
         metadata=declare(
+            tool="Judge an answer that would end the call once more, and stop only if both agree.",
             kept=True,
             flags=("--confirm-pass",),
             help="Judge a round that would stop on PASS or the target score once more; stop "
@@ -631,7 +667,11 @@ class LoopOptions:
 
     edits: EditsMode = field(
         default=False,
-        metadata=declare(flags=("--edits",)),
+        metadata=declare(
+            tool="Improve an answer by targeted edits (true), by rewriting it (false), or "
+            "edits for long answers (auto).",
+            flags=("--edits",),
+        ),
     )
     """`True`: every refinement (reviewer revisions included) asks a chat-model or graph
     generator for SEARCH/REPLACE blocks against the refined attempt, and the new
@@ -660,6 +700,8 @@ class LoopOptions:
     checks: tuple[EvaluatorSpec, ...] | None = field(
         default=None,
         metadata=declare(
+            tool="Checks that score the answer instead of the judge, one or a list: "
+            "words:50-120, contains:a,b, regex:PATTERN, no_repetition, judge.",
             flags=("--evaluator",),
             context_key="evaluator",
             line_key="evaluator",
@@ -672,6 +714,7 @@ class LoopOptions:
     max_tokens: int | None = field(
         default=None,
         metadata=declare(
+            tool="The most output tokens per model call (at most the server's limit).",
             flags=("--max-tokens",),
             not_in={
                 GRAPH: "the generator's own setting",
@@ -686,6 +729,8 @@ class LoopOptions:
     models: tuple[str, ...] | None = field(
         default=None,
         metadata=declare(
+            tool="The models that write the answers (model names), cheapest first; default: "
+            "the server's.",
             flags=("--model",),
             not_in={GRAPH: _GRAPH_RUN, AGENT: "the agent's own model answers"},
             line_key="model",
