@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -23,15 +24,12 @@ from http.server import ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from mcp import ClientSession, StdioServerParameters, types
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import McpError
 
 from tests.test_server import free_port, scripted_openai
-
-pytest.importorskip("mcp")
-
-from mcp import ClientSession, StdioServerParameters, types  # noqa: E402
-from mcp.client.stdio import stdio_client  # noqa: E402
-from mcp.client.streamable_http import streamable_http_client  # noqa: E402
-from mcp.shared.exceptions import McpError  # noqa: E402
 
 SLOW = 0.3
 """Seconds each model call of a `[slow]` task takes."""
@@ -89,8 +87,6 @@ def http_server(model: ThreadingHTTPServer) -> Iterator[str]:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             with contextlib.suppress(OSError):
-                import socket
-
                 socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
                 break
             assert process.poll() is None, process.stderr.read() if process.stderr else ""
