@@ -893,7 +893,7 @@ async def mcp_call(url: str, action: Any) -> Any:
     from mcp.client.streamable_http import streamable_http_client
 
     async with (
-        streamable_http_client(f"{url}/mcp") as (read, write),
+        streamable_http_client(f"{url}/mcp") as (read, write, _),
         ClientSession(read, write) as session,
     ):
         await session.initialize()
@@ -902,7 +902,7 @@ async def mcp_call(url: str, action: Any) -> Any:
 
 def tool_result(result: Any) -> dict[str, Any]:
     """The output of a successful MCP call: LangGraph Server sends `repr()` of the run's output."""
-    assert not result.is_error, result.content
+    assert not result.isError, result.content
     [content] = result.content
     output: dict[str, Any] = ast.literal_eval(content.text)
     return output
@@ -910,7 +910,7 @@ def tool_result(result: Any) -> dict[str, Any]:
 
 def tool_error(result: Any) -> str:
     """The text of a failed MCP call."""
-    assert result.is_error
+    assert result.isError
     [content] = result.content
     text: str = content.text
     return text
@@ -921,7 +921,7 @@ def tool_error(result: Any) -> str:
 async def test_an_mcp_host_sees_what_each_graph_does_and_what_it_takes(
     langgraph_server: str,
 ) -> None:
-    from langgraph_refine._decisions._options import CONTEXT_KEYS, DEFAULTS
+    from langgraph_refine._decisions._options import CONTEXT_KEYS, DEFAULTS, declaration
 
     async def tools(session: Any) -> Any:
         return {tool.name: tool for tool in (await session.list_tools()).tools}
@@ -931,15 +931,20 @@ async def test_an_mcp_host_sees_what_each_graph_does_and_what_it_takes(
     assert refine.description.startswith("Write an answer to `task` and improve it")
     assert "Returns `response`" in refine.description and "`score`" in refine.description
     assert "not for an MCP host" in reviewed.description
-    properties = refine.input_schema["properties"]
+    properties = refine.inputSchema["properties"]
     # The request and every option a run may set, each with its type, meaning and default.
     assert set(properties) == {"task", "messages", "criteria"} | CONTEXT_KEYS
     assert {"type": "array", "items": {"type": "string"}} in properties["criteria"]["anyOf"]
     iterations = properties["max_iterations"]
     assert iterations["type"] == "integer" and iterations["default"] == DEFAULTS.max_iterations
-    assert iterations["description"].startswith("Refinement rounds")
+    assert iterations["description"] == declaration("max_iterations").tool
     assert properties["strategy"]["enum"] == ["chain", "explore", "sample"]
-    assert refine.input_schema["additionalProperties"] is False
+    assert refine.inputSchema["additionalProperties"] is False
+    assert refine.inputSchema["required"] == ["task"]
+    assert properties["messages"]["type"] == "array"
+    # What a host reads to choose the tool and fill it in: at most 4,000 characters.
+    for tool in (refine, reviewed):
+        assert len(tool.description + json.dumps(tool.inputSchema)) <= 4000
 
 
 @pytest.mark.server
@@ -1009,6 +1014,29 @@ async def test_an_mcp_host_reads_why_a_bad_option_was_refused(
         "strategy must be one of 'chain', 'explore', 'sample'; got 'greedy'"
     )
     assert len(model_server.requests) == before  # refused before any model call
+
+
+@pytest.mark.server
+@pytest.mark.slow
+async def test_an_mcp_host_reads_a_misspelt_argument_and_a_refusal_after_prepare(
+    langgraph_server: str, model_server: Any
+) -> None:
+    before = len(model_server.requests)
+
+    async def call(session: Any) -> Any:
+        return [
+            await session.call_tool("refine", {"task": "Write a haiku.", "max_iteration": 2}),
+            # Refused when the first generation would start (above REFINE_MAX_TOKENS).
+            await session.call_tool("refine", {"task": "Write a haiku.", "max_tokens": 100000}),
+        ]
+
+    typo, cap = await mcp_call(langgraph_server, call)
+    assert tool_error(typo).startswith("unknown argument(s) 'max_iteration': the arguments are")
+    assert "max_iterations" in tool_error(typo)
+    assert tool_error(cap).startswith(
+        "max_tokens=100000 in the run's context is above this deployment's cap of "
+    )
+    assert len(model_server.requests) == before
 
 
 @pytest.mark.server
@@ -1094,3 +1122,56 @@ def test_an_a2a_client_sends_the_task_as_a_message_and_gets_the_best_answer(
     assert task["status"]["state"] == "completed"
     [artifact] = task["artifacts"]
     assert artifact["parts"] == [{"kind": "text", "text": "draft 1"}]
+
+
+def a2a_send(url: str, assistant_id: str, parts: list[dict[str, Any]], **ids: str) -> Any:
+    """An A2A `message/send` of `parts` (with `contextId` / `taskId` when given); its task."""
+    import httpx
+
+    message = {"role": "user", "parts": parts, "messageId": f"m-{len(str(parts))}", **ids}
+    send = {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}}
+    reply = httpx.post(f"{url}/a2a/{assistant_id}", json=send, timeout=120).json()
+    assert "result" in reply, reply
+    return reply["result"].get("task", reply["result"])
+
+
+def system_assistant(url: str, graph: str) -> str:
+    from langgraph_sdk import get_sync_client
+
+    client = get_sync_client(url=url)
+    [assistant] = client.assistants.search(
+        graph_id=graph, metadata={"created_by": "system"}, limit=1
+    )
+    return str(assistant["assistant_id"])
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_an_a2a_client_reads_why_a_task_was_refused(
+    langgraph_server: str, model_server: Any
+) -> None:
+    assistant = system_assistant(langgraph_server, "refine")
+    before = len(model_server.requests)
+    cases = [
+        ([{"kind": "text", "text": "  "}], "task must be"),
+        (
+            [
+                {"kind": "text", "text": "Write a haiku."},
+                {"kind": "data", "data": {"max_iterations": -1}},
+            ],
+            "max_iterations must be an integer >= 0, got -1",
+        ),
+        (
+            [
+                {"kind": "text", "text": "Write a haiku."},
+                {"kind": "data", "data": {"max_iteration": 2}},
+            ],
+            "unknown argument(s) 'max_iteration': the arguments are",
+        ),
+    ]
+    for parts, reason in cases:
+        task = a2a_send(langgraph_server, assistant, parts)
+        [part] = task["status"]["message"]["parts"]
+        assert part["text"].startswith("Error executing assistant: "), part
+        assert reason in part["text"], part["text"]
+    assert len(model_server.requests) == before
