@@ -240,3 +240,44 @@ def test_an_a2a_run_on_a_thread_names_its_error_by_its_message() -> None:
     with pytest.raises(ValueError) as sdk:
         failing(ValueError("bad"), checkpointer=InMemorySaver()).invoke({"task": "t"}, thread)
     assert type(sdk.value) is ValueError
+
+
+@pytest.mark.parametrize(
+    ("answer", "stop_reason", "response"),
+    [
+        ("approve", "approved", "draft 0"),
+        ("Reject.", "rejected", "draft 0"),
+        ("edit: My own.", "edited", "My own."),
+        ({"action": "edit", "response": "Mine."}, "edited", "Mine."),  # a data part's input
+        ({"decisions": [{"type": "approve"}]}, "approved", "draft 0"),
+    ],
+)
+def test_a_review_is_answered_in_text_or_as_the_input_of_a_run_on_its_thread(
+    answer: Any, stop_reason: str, response: str
+) -> None:
+    from langgraph.types import Command
+
+    graph = served(0.95, human_review="final", checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "review"}}
+    graph.invoke({"task": "t"}, config)
+    # Text comes as a resume value (A2A's text reply); a dict as the next run's input.
+    given = Command(resume=answer) if isinstance(answer, str) else answer
+    output = graph.invoke(given, config)
+    assert (output["stop_reason"], output["response"]) == (stop_reason, response)
+
+
+def test_a_review_answered_with_a_request_in_text_runs_one_more_round() -> None:
+    from langgraph.types import Command
+
+    graph = served(0.95, 0.9, human_review="final", checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "revise"}}
+    graph.invoke({"task": "t"}, config)
+    graph.invoke(Command(resume="Name the season."), config)
+    payload = graph.get_state(config).tasks[0].interrupts[0].value
+    assert payload["response"] == "draft 1"  # the revision is shown
+    requests = [a.instruction for a in graph.get_state(config).values["attempts"]]
+    assert requests[-1] == "Name the season."
+    # Empty text is not an answer: the review asks again, saying how to answer in text.
+    graph.invoke(Command(resume="edit: "), config)
+    error = graph.get_state(config).tasks[0].interrupts[0].value["error"]
+    assert "gives nothing after 'edit:'" in error and "'approve', 'reject'" in error

@@ -1175,3 +1175,40 @@ def test_an_a2a_client_reads_why_a_task_was_refused(
         assert part["text"].startswith("Error executing assistant: "), part
         assert reason in part["text"], part["text"]
     assert len(model_server.requests) == before
+
+
+def a2a_text(task: dict[str, Any]) -> str:
+    """The text of a completed A2A task's answer."""
+    assert task["status"]["state"] == "completed", task["status"]
+    [artifact] = task["artifacts"]
+    return "".join(part.get("text", "") for part in artifact["parts"])
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_an_a2a_client_answers_a_review_in_text_or_with_a_data_part(
+    langgraph_server: str, model_server: Any
+) -> None:
+    assistant = system_assistant(langgraph_server, "refine_reviewed")
+    ask = [{"kind": "text", "text": "Write a haiku."}]
+
+    def paused(task: dict[str, Any]) -> dict[str, str]:
+        assert task["status"]["state"] == "input-required", task["status"]
+        return {"contextId": task["contextId"], "taskId": task["id"]}
+
+    # "approve" in text approves the answer shown.
+    task = paused(a2a_send(langgraph_server, assistant, ask))
+    approved = a2a_send(langgraph_server, assistant, [{"kind": "text", "text": "approve"}], **task)
+    assert a2a_text(approved) == "draft 1"
+
+    # Other text asks for one more answer; then a data part edits it.
+    task = paused(a2a_send(langgraph_server, assistant, ask))
+    generated = calls(model_server)[0]
+    again = a2a_send(
+        langgraph_server, assistant, [{"kind": "text", "text": "Name the season."}], **task
+    )
+    assert calls(model_server)[0] == generated + 1  # the revision, then the review again
+    task = paused(again)
+    edit = {"action": "edit", "response": "Autumn rain, my own."}
+    edited = a2a_send(langgraph_server, assistant, [{"kind": "data", "data": edit}], **task)
+    assert a2a_text(edited) == "Autumn rain, my own."

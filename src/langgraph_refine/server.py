@@ -56,6 +56,7 @@ from langgraph.config import get_config
 from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 from langgraph.errors import NodeError
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Command
 from pydantic import BaseModel, ConfigDict, create_model
 from typing_extensions import TypedDict
 
@@ -254,23 +255,34 @@ class ServedGraph(CompiledStateGraph[Any, Any, Any, Any]):
     """
 
     def stream(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
-        self._check_input(input, config)
-        return super().stream(input, config, **kwargs)
+        return super().stream(self._checked(input, config), config, **kwargs)
 
     def astream(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
-        self._check_input(input, config)
-        return super().astream(input, config, **kwargs)
+        return super().astream(self._checked(input, config), config, **kwargs)
 
-    def _check_input(self, input: Any, config: Any) -> None:
+    def _checked(self, input: Any, config: Any) -> Any:
+        """The input to run: a review's answer resumes the review; unknown keys are refused.
+
+        An A2A client answers a task waiting for a review with a data part; LangGraph
+        Server starts a run with its data as the input (`{"action": "approve"}`), unless
+        it is under `resume`. In a graph with a review, such an input is the answer.
+        """
         if not isinstance(input, Mapping):
-            return
+            return input
+        keys = set(input)
+        if "review" in self.nodes and keys <= REVIEW_ANSWER_KEYS and keys & {"action", "decisions"}:
+            return Command(resume=dict(input))
         refused = unknown_arguments(input, SERVED_INPUT_KEYS)
         if refused is None:
-            return
+            return input
         merged = {**(self.config or {}), **(config or {})}
         if self.checkpointer is not None:
             merged = {**merged, "configurable": {CONFIG_KEY_CHECKPOINTER: self.checkpointer}}
         raise readable_error(refused) if names_by_message(merged) else ValueError(refused)
+
+
+REVIEW_ANSWER_KEYS = frozenset({"action", "response", "feedback", "decisions"})
+"""The keys of a review's answer (the loop's own, or LangChain's decisions)."""
 
 
 # -- the served graphs' schemas: what an MCP host (or any client) sends and receives ------
