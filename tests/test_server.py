@@ -862,6 +862,8 @@ def test_a_provider_outage_fails_a_served_graph_with_a_provider_error() -> None:
     import httpx
     import openai
 
+    from langgraph.checkpoint.memory import InMemorySaver
+
     from langgraph_refine import ProviderError, create_refine_graph
     from langgraph_refine.server import explain_error
     from tests.fakes import ScriptedChatModel, scores
@@ -869,14 +871,20 @@ def test_a_provider_outage_fails_a_served_graph_with_a_provider_error() -> None:
     request = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
     model = ScriptedChatModel(replies=[openai.APIConnectionError(request=request)])
     builder = create_refine_graph(model, scores(1.0), retry_policy=None)
-    graph = builder.set_node_defaults(error_handler=explain_error).compile()
+    builder.set_node_defaults(error_handler=explain_error)
+    # On a thread (an SDK client's run): a ProviderError, which the server passes on.
+    graph = builder.compile(checkpointer=InMemorySaver())
     with pytest.raises(ProviderError) as info:
-        graph.invoke({"task": "Write a haiku."})
-    assert str(info.value) == (
-        "the model provider failed in node 'generate': APIConnectionError: Connection error."
-    )
+        graph.invoke({"task": "Write a haiku."}, {"configurable": {"thread_id": "outage"}})
+    said = "the model provider failed in node 'generate': APIConnectionError: Connection error."
+    assert str(info.value) == said
     assert isinstance(info.value, RuntimeError)  # a server passes its message on
     assert isinstance(info.value.__cause__, openai.APIConnectionError)
+    # Without one (an MCP call): named by the same message, which is all MCP shows.
+    builder = create_refine_graph(model, scores(1.0), retry_policy=None)
+    with pytest.raises(ValueError) as by_mcp:
+        builder.set_node_defaults(error_handler=explain_error).compile().invoke({"task": "t"})
+    assert type(by_mcp.value).__name__ == said
     # Errors of the user's own making are raised as they were.
     builder = create_refine_graph(ScriptedChatModel(), scores(1.0))
     graph = builder.set_node_defaults(error_handler=explain_error).compile()
