@@ -861,7 +861,6 @@ def test_run_context_carries_the_lines_check_and_the_command_lines_models() -> N
 def test_a_provider_outage_fails_a_served_graph_with_a_provider_error() -> None:
     import httpx
     import openai
-
     from langgraph.checkpoint.memory import InMemorySaver
 
     from langgraph_refine import ProviderError, create_refine_graph
