@@ -1,10 +1,11 @@
 """`langgraph-refine mcp`: the loop as an MCP tool, driven by the real `mcp` client.
 
 The server runs as its own process (the point: an MCP host starts it, over stdio, or
-reaches it over streamable HTTP), its models a scripted OpenAI-compatible server on
-loopback that counts the calls. A task holding `[slow]` makes every call of its run take
-`SLOW` seconds, so a run outlasts a client's timeout, and a cancelled call can be seen
-to stop. The tool's schema and result shape are checked in process too.
+reaches it over streamable HTTP: one process of each, shared by the tests), its models a
+scripted OpenAI-compatible server on loopback that counts the calls. A task holding
+`[slow]` makes every call of its run take `SLOW` seconds, so a run outlasts a client's
+timeout, and a cancelled call can be seen to stop. The tool's schema and the command's
+usage errors are checked in process.
 """
 
 from __future__ import annotations
@@ -185,12 +186,18 @@ async def test_a_host_over_stdio_gets_a_json_result_progress_and_readable_refusa
         assert empty.isError and "task" in text_of(empty)
         assert len(model.requests) == before  # type: ignore[attr-defined]
 
+        # Values sent as text (as the Inspector's command line sends them) are read.
+        as_text = {"task": "Write.", "max_iterations": "0", "budget": '{"max_calls": 4}'}
+        read = await session.call_tool("refine", as_text)
+        assert read.structuredContent is not None, text_of(read)
+        assert read.structuredContent["scores"] == [0.3]
+
 
 @pytest.mark.slow
 async def test_a_cancelled_call_stops_the_loop_and_the_server_serves_the_next(
-    model: ThreadingHTTPServer,
+    http_server: str, model: ThreadingHTTPServer
 ) -> None:
-    async with stdio_session(model) as session:
+    async with http_session(http_server) as session:
         progress = Progress()
         started = asyncio.Event()
 
@@ -214,6 +221,7 @@ async def test_a_cancelled_call_stops_the_loop_and_the_server_serves_the_next(
         )
         with pytest.raises(McpError, match="cancelled"):
             await asyncio.wait_for(call, timeout=10)
+        await asyncio.sleep(SLOW)  # a request already on its way when the call was cancelled
         sent = len(model.requests)  # type: ignore[attr-defined]
         assert sent < 2 * 9  # far fewer than the nine rounds asked for
         await asyncio.sleep(3 * SLOW)  # a loop still running would have called again
@@ -310,3 +318,19 @@ def test_the_tool_takes_the_run_options_in_a_hosts_words() -> None:
     assert len(text) <= 4000
     for python in ("RefineMiddleware", "pydantic", "Unjudged", "EDITS_AUTO", "LoopOptions"):
         assert python not in text
+
+
+def test_the_command_takes_runs_model_and_check_flags_and_refuses_a_bad_transport(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from langgraph_refine.cli import main
+
+    assert main(["mcp", "--help"]) == 0
+    shown = capsys.readouterr().out
+    for flag in ("--model", "--base-url", "--judge-model", "--evaluator", "--max-iterations"):
+        assert flag in shown
+    assert "--review" not in shown  # no person to answer a review
+    assert main(["mcp", "--transport", "ftp", "--model", "m"]) == 2
+    assert "--transport must be one of stdio, streamable-http; got 'ftp'" in capsys.readouterr().err
+    assert main(["mcp", "--port", "0", "--model", "m"]) == 2
+    assert "--port must be a port number" in capsys.readouterr().err

@@ -30,7 +30,7 @@ from langgraph_refine._decisions._options import (
 )
 from langgraph_refine._loop._graph import loop_builder
 from langgraph_refine._state import RefineInput, RefineOutput, Strategy
-from langgraph_refine._tool import DESCRIPTION
+from langgraph_refine._tool import DESCRIPTION, from_text
 from langgraph_refine.server import (
     SERVED_SCHEMAS,
     ExplainError,
@@ -281,3 +281,20 @@ def test_a_review_answered_with_a_request_in_text_runs_one_more_round() -> None:
     graph.invoke(Command(resume="edit: "), config)
     error = graph.get_state(config).tasks[0].interrupts[0].value["error"]
     assert "gives nothing after 'edit:'" in error and "'approve', 'reject'" in error
+
+
+def test_values_a_host_sent_as_text_are_read_as_their_arguments_take_them() -> None:
+    # The MCP Inspector's command line sends `--tool-arg max_iterations=0` as "0".
+    given = {"task": "t", "max_iterations": "0", "budget": '{"max_calls": 5}', "edits": "true"}
+    output = served(0.5, 0.6).invoke(given)
+    assert (output["stop_reason"], output["usage"].calls) == ("max_iterations", 1)
+    schema = ServedInput.model_json_schema()
+    read = from_text({**given, "criteria": "Rhymes", "strategy": "chain"}, schema)
+    assert read["max_iterations"] == 0 and read["budget"] == {"max_calls": 5}
+    assert read["edits"] is True and read["strategy"] == "chain"
+    assert read["criteria"] == "Rhymes"  # text, where text is taken
+    assert from_text({"criteria": '["Rhymes"]'}, schema) == {"criteria": ["Rhymes"]}
+    assert from_text({"target_score": "0.5", "task": "42"}, schema) == {
+        "target_score": 0.5,
+        "task": "42",
+    }

@@ -10,6 +10,7 @@ tools with its type and meaning.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any, get_type_hints
 
@@ -120,6 +121,49 @@ def unknown_arguments(arguments: Mapping[str, Any], allowed: Collection[str]) ->
         return None
     listed = ", ".join(sorted(allowed))
     return f"unknown argument(s) {', '.join(map(repr, unknown))}: the arguments are {listed}"
+
+
+_JSON_TYPES: Mapping[type, str] = {
+    bool: "boolean",
+    int: "integer",
+    float: "number",
+    dict: "object",
+    list: "array",
+}
+
+
+def _types(schema: Mapping[str, Any]) -> set[str]:
+    """The JSON types a property's schema allows (its `type`, or its variants')."""
+    kinds = schema.get("type")
+    found = set(kinds) if isinstance(kinds, list) else {kinds} if kinds else set()
+    for variant in schema.get("anyOf", ()):
+        found |= _types(variant)
+    return found
+
+
+def from_text(arguments: Mapping[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
+    """`arguments` with a value sent as text read as the JSON value its argument takes.
+
+    Some hosts send every argument as a string (the MCP Inspector's command line sends
+    `--tool-arg max_iterations=2` as `"2"`, an object as its JSON text). A string that
+    parses as JSON of a type the argument takes, other than text, is that value
+    (`"2"` for an integer, `'{"max_calls": 4}'` for `budget`, `"true"` for `edits`);
+    any other string is left as it is, for the loop's checks to judge.
+    """
+    properties = schema.get("properties", {})
+    read = dict(arguments)
+    for key, value in arguments.items():
+        if not isinstance(value, str) or key not in properties:
+            continue
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            continue
+        kind = _JSON_TYPES.get(type(parsed))
+        allowed = _types(properties[key])
+        if kind in allowed or (kind == "integer" and "number" in allowed):
+            read[key] = parsed
+    return read
 
 
 OUTPUT_SCHEMA: dict[str, Any] = {

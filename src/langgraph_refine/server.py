@@ -46,6 +46,7 @@ only the error's type name, so a run refused without a thread is named by its me
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -79,7 +80,7 @@ from langgraph_refine._state import (
     Usage,
     Verdict,
 )
-from langgraph_refine._tool import input_schema, option_names, unknown_arguments
+from langgraph_refine._tool import from_text, input_schema, option_names, unknown_arguments
 
 SERVED_INPUT_KEYS: frozenset[str] = frozenset(get_type_hints(RefineInput)) | INPUT_OPTION_KEYS
 """The keys a served graph's input takes: the request's, and every run-context option."""
@@ -251,7 +252,8 @@ class ServedGraph(CompiledStateGraph[Any, Any, Any, Any]):
 
     LangGraph keeps the input keys its input schema declares and drops the others, so a
     misspelt option (`max_iteration`) would run with the default unnoticed. The run is
-    refused before it starts, naming the key and the keys there are.
+    refused before it starts, naming the key and the keys there are. A value a host sent
+    as text is read as the JSON value its key takes (`_tool.from_text`).
     """
 
     def stream(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
@@ -274,11 +276,16 @@ class ServedGraph(CompiledStateGraph[Any, Any, Any, Any]):
             return Command(resume=dict(input))
         refused = unknown_arguments(input, SERVED_INPUT_KEYS)
         if refused is None:
-            return input
+            return from_text(input, _input_schema())
         merged = {**(self.config or {}), **(config or {})}
         if self.checkpointer is not None:
             merged = {**merged, "configurable": {CONFIG_KEY_CHECKPOINTER: self.checkpointer}}
         raise readable_error(refused) if names_by_message(merged) else ValueError(refused)
+
+
+@functools.cache
+def _input_schema() -> dict[str, Any]:
+    return ServedInput.model_json_schema()
 
 
 REVIEW_ANSWER_KEYS = frozenset({"action", "response", "feedback", "decisions"})

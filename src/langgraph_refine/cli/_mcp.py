@@ -27,6 +27,7 @@ from langgraph_refine._loop._graph import loop_builder
 from langgraph_refine._tool import (
     DESCRIPTION,
     OUTPUT_SCHEMA,
+    from_text,
     input_schema,
     option_names,
     unknown_arguments,
@@ -109,9 +110,10 @@ class RefineTool:
         refused = unknown_arguments(arguments, self.arguments)
         if refused:
             raise ValueError(refused)
+        given = from_text(arguments, self.schema())
         output: dict[str, Any] = {}
         scores: list[float | None] = []
-        stream = self.graph.astream(dict(arguments), stream_mode=["custom", "values"])
+        stream = self.graph.astream(given, stream_mode=["custom", "values"])
         async for mode, chunk in stream:
             if mode == "values" and isinstance(chunk, dict):
                 output = chunk
