@@ -25,7 +25,9 @@ Environment:
 
 Input (`ServedInput`): `{"task": "..."}` (or `{"messages": [...]}` ending with a human
 message), with `criteria` and any option a run's context may set beside it (derived from
-the options' declaration, so an MCP host sees each with its type and meaning). Output
+the options' declaration, so an MCP host sees each with its type and meaning, in the
+words of `_tool`); another key is refused by name, and a value sent as text is read as
+its key's JSON type (`ServedGraph`). Output
 (`ServedOutput`): `response`, `score`, `verdict`, `stop_reason` and `usage` (and
 `messages`, `output`). The library's `RefineInput` / `RefineOutput` are unchanged: these
 schemas are the served graphs' own. A run's context may set the loop's options and its
@@ -40,8 +42,9 @@ Errors keep their message on the way to the client: the server hides the message
 errors that are not built-in types, so the library's own errors are `RuntimeError`s, a
 bad option is a `ValueError`, and a provider's error that outlived the retries is raised
 again as a `ProviderError` ("the model provider failed: ..."). An MCP or A2A call shows
-only the error's type name, so a run refused without a thread is named by its message
-(see `ExplainError`).
+only the error's type name, so the error of a run either started is named by its message
+(see `ExplainError`). On `refine_reviewed`, a run whose input is a review's answer (an
+A2A client's data part) resumes the review.
 """
 
 from __future__ import annotations

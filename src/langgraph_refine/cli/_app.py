@@ -1,4 +1,4 @@
-"""The typer application: the `run`, `batch` and `report` verbs and their options.
+"""The typer application: the `run`, `batch`, `report` and `mcp` verbs and their options.
 
 Every error reaches the user as one line on stderr with a non-zero exit code, never as a
 traceback: `run_app` turns `CliError`, click's usage errors and anything unexpected into
@@ -29,7 +29,7 @@ PROG = "langgraph-refine"
 app = typer.Typer(
     name=PROG,
     help="Refine LLM answers with an evaluator-optimizer loop: one task, a JSONL dataset, "
-    "or an HTML report of a batch.",
+    "an HTML report of a batch, or a tool for MCP hosts.",
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
