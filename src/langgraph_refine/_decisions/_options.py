@@ -445,8 +445,8 @@ class LoopOptions:
     on_evaluator_error: OnEvaluatorError = field(
         default="retry",
         metadata=declare(
-            tool="When an answer cannot be judged: judge it again (retry), leave it unjudged "
-            "(skip) or fail (raise).",
+            tool="If an answer cannot be judged: judge again (retry), leave it unjudged "
+            "(skip), fail (raise).",
             kept=True,
             flags=("--on-evaluator-error",),
             help="When the judge cannot judge an answer (unreadable replies, a judge model "
@@ -485,8 +485,8 @@ class LoopOptions:
     strategy: Strategy = field(
         default=DEFAULT_STRATEGY,
         metadata=declare(
-            tool="How rounds choose what to improve: the best answers (explore), the last one "
-            "(chain) or fresh answers (sample).",
+            tool="What rounds improve: the best answers (explore), the last (chain), or "
+            "fresh ones (sample).",
             flags=("--strategy",),
             help="How rounds choose what to refine.",
         ),
@@ -566,8 +566,8 @@ class LoopOptions:
     record_key: str | None = field(
         default=None,
         metadata=declare(
-            tool="The name under which the server learns which kinds of round help; default: "
-            "one per model and check.",
+            tool="Where the server keeps what it learns about rounds; default: per "
+            "model and check.",
             not_in=_NOT_ON_CLI,
         ),
     )
@@ -596,8 +596,7 @@ class LoopOptions:
     select: Select = field(
         default="score",
         metadata=declare(
-            tool="How the final answer is chosen: the best score, or pairwise (the judge "
-            "compares the best answers).",
+            tool="How the result is chosen: best score, or pairwise (the judge compares the best).",
             kept=True,
             flags=("--select",),
             help="How the result is chosen when the loop stops (pairwise: the judge model "
@@ -668,8 +667,7 @@ class LoopOptions:
     edits: EditsMode = field(
         default=False,
         metadata=declare(
-            tool="Improve an answer by targeted edits (true), by rewriting it (false), or "
-            "edits for long answers (auto).",
+            tool="Improve by edits (true), rewrites (false), or edits for long answers (auto).",
             flags=("--edits",),
         ),
     )
@@ -700,8 +698,8 @@ class LoopOptions:
     checks: tuple[EvaluatorSpec, ...] | None = field(
         default=None,
         metadata=declare(
-            tool="Checks that score the answer instead of the judge, one or a list: "
-            "words:50-120, contains:a,b, regex:PATTERN, no_repetition, judge.",
+            tool="Checks scoring the answer instead of the judge: words:50-120, "
+            "contains:a,b, regex:P, judge.",
             flags=("--evaluator",),
             context_key="evaluator",
             line_key="evaluator",
