@@ -10,14 +10,10 @@ checks every surface against the declaration.
 
 from __future__ import annotations
 
-import ast
-import inspect
-import textwrap
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import Field, dataclass, field, fields, replace
 from functools import cached_property
-from itertools import pairwise
 from typing import Any, Literal, TypeAlias, get_args
 
 from langchain_core.language_models import BaseChatModel
@@ -998,25 +994,3 @@ def with_input_options(context: object, given: Mapping[str, Any] | None) -> obje
             "set each in one place"
         )
     return {**values, **_context_values(dict(given))}
-
-
-def option_docs() -> dict[str, str]:
-    """Each `LoopOptions` field's docstring (the text under it), by field name.
-
-    What an option means is written once, under its field; surfaces that describe the
-    options to someone (a served graph's input schema) read it here. Read from the
-    source, since Python keeps no attribute docstrings at run time.
-    """
-    tree = ast.parse(textwrap.dedent(inspect.getsource(LoopOptions)))
-    body = tree.body[0].body if isinstance(tree.body[0], ast.ClassDef) else []
-    docs: dict[str, str] = {}
-    for node, after in pairwise(body):
-        if (
-            isinstance(node, ast.AnnAssign)
-            and isinstance(node.target, ast.Name)
-            and isinstance(after, ast.Expr)
-            and isinstance(after.value, ast.Constant)
-            and isinstance(after.value.value, str)
-        ):
-            docs[node.target.id] = inspect.cleandoc(after.value.value)
-    return docs
