@@ -1087,6 +1087,13 @@ def test_an_sdk_client_sets_options_in_the_input_for_one_run(
             raise_error=True,
         )
     assert "max_iterations: 2 in the context, 1 in the input" in str(refused.value)
+    with pytest.raises(Exception, match=r"^ValueError: unknown argument\(s\) 'max_iteration'"):
+        client.runs.wait(
+            thread_id,
+            "refine",
+            input={"task": "Name a lake.", "max_iteration": 1},
+            raise_error=True,
+        )
 
 
 @pytest.mark.server
