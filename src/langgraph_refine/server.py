@@ -262,9 +262,11 @@ class ServedGraph(CompiledStateGraph[Any, Any, Any, Any]):
     """
 
     def stream(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
+        """`CompiledStateGraph.stream` on the checked input (`invoke` runs through it)."""
         return super().stream(self._checked(input, config), config, **kwargs)
 
     def astream(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
+        """`CompiledStateGraph.astream` on the checked input (the server runs through it)."""
         return super().astream(self._checked(input, config), config, **kwargs)
 
     def _checked(self, input: Any, config: Any) -> Any:
