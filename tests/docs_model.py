@@ -10,7 +10,8 @@ the request, so concurrent examples get the same answers in any order:
   example;
 - the LLM judge passes a response that gives an example (score 0.95) and asks for one
   otherwise (0.6, NEEDS_IMPROVEMENT);
-- an agent with tools first calls its first tool, then answers from what it returned (an
+- an agent with tools first calls its first tool (its required arguments set to "the
+  topic"), then answers from what it returned (an
   agent asked to rate a response answers like the judge, in JSON, also when it asks for
   its `response_format`'s object);
 - a generation asked for an object (`output_schema=`) answers with one that misses a
@@ -105,9 +106,10 @@ def reply(request: Received, number: int) -> str | dict[str, Any]:
         return json.dumps(PASS if "example" in rated.lower() else NEEDS_EXAMPLE)
     if tools and not any(m.get("role") == "tool" for m in messages):
         name = tools[0]["function"]["name"]
-        arguments = {
-            p: "the topic" for p in tools[0]["function"].get("parameters", {}).get("properties", {})
-        }
+        parameters = tools[0]["function"].get("parameters", {})
+        # The arguments it must give (all, for a tool that says none are required).
+        filled = parameters.get("required") or parameters.get("properties", {})
+        arguments = dict.fromkeys(filled, "the topic")
         return {
             "role": "assistant",
             "content": "",

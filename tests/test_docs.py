@@ -21,6 +21,7 @@ PAGES = [
     "agents",
     "cli",
     "deployment",
+    "mcp",
     "scaling-out",
     "tracing",
     "architecture",

@@ -338,7 +338,8 @@ def test_every_round_revise_runs_one_round_with_the_feedback() -> None:
         ({"action": "revise"}, "'feedback'"),
         ({"action": "revise", "feedback": ""}, "'feedback'"),
         ({"feedback": "no action"}, "'action'"),
-        ("approve", "'approve'"),
+        ("  ", "empty text"),  # text is read as an answer (`from_text`): this says nothing
+        ("edit:", "nothing after 'edit:'"),
         ({"action": None}, "None"),
         (42, "42"),
         (["approve"], "['approve']"),

@@ -861,6 +861,7 @@ def test_run_context_carries_the_lines_check_and_the_command_lines_models() -> N
 def test_a_provider_outage_fails_a_served_graph_with_a_provider_error() -> None:
     import httpx
     import openai
+    from langgraph.checkpoint.memory import InMemorySaver
 
     from langgraph_refine import ProviderError, create_refine_graph
     from langgraph_refine.server import explain_error
@@ -869,14 +870,20 @@ def test_a_provider_outage_fails_a_served_graph_with_a_provider_error() -> None:
     request = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
     model = ScriptedChatModel(replies=[openai.APIConnectionError(request=request)])
     builder = create_refine_graph(model, scores(1.0), retry_policy=None)
-    graph = builder.set_node_defaults(error_handler=explain_error).compile()
+    builder.set_node_defaults(error_handler=explain_error)
+    # On a thread (an SDK client's run): a ProviderError, which the server passes on.
+    graph = builder.compile(checkpointer=InMemorySaver())
     with pytest.raises(ProviderError) as info:
-        graph.invoke({"task": "Write a haiku."})
-    assert str(info.value) == (
-        "the model provider failed in node 'generate': APIConnectionError: Connection error."
-    )
+        graph.invoke({"task": "Write a haiku."}, {"configurable": {"thread_id": "outage"}})
+    said = "the model provider failed in node 'generate': APIConnectionError: Connection error."
+    assert str(info.value) == said
     assert isinstance(info.value, RuntimeError)  # a server passes its message on
     assert isinstance(info.value.__cause__, openai.APIConnectionError)
+    # Without one (an MCP call): named by the same message, which is all MCP shows.
+    builder = create_refine_graph(model, scores(1.0), retry_policy=None)
+    with pytest.raises(ValueError) as by_mcp:
+        builder.set_node_defaults(error_handler=explain_error).compile().invoke({"task": "t"})
+    assert type(by_mcp.value).__name__ == said
     # Errors of the user's own making are raised as they were.
     builder = create_refine_graph(ScriptedChatModel(), scores(1.0))
     graph = builder.set_node_defaults(error_handler=explain_error).compile()
@@ -893,7 +900,7 @@ async def mcp_call(url: str, action: Any) -> Any:
     from mcp.client.streamable_http import streamable_http_client
 
     async with (
-        streamable_http_client(f"{url}/mcp") as (read, write),
+        streamable_http_client(f"{url}/mcp") as (read, write, _),
         ClientSession(read, write) as session,
     ):
         await session.initialize()
@@ -902,7 +909,7 @@ async def mcp_call(url: str, action: Any) -> Any:
 
 def tool_result(result: Any) -> dict[str, Any]:
     """The output of a successful MCP call: LangGraph Server sends `repr()` of the run's output."""
-    assert not result.is_error, result.content
+    assert not result.isError, result.content
     [content] = result.content
     output: dict[str, Any] = ast.literal_eval(content.text)
     return output
@@ -910,7 +917,7 @@ def tool_result(result: Any) -> dict[str, Any]:
 
 def tool_error(result: Any) -> str:
     """The text of a failed MCP call."""
-    assert result.is_error
+    assert result.isError
     [content] = result.content
     text: str = content.text
     return text
@@ -921,7 +928,7 @@ def tool_error(result: Any) -> str:
 async def test_an_mcp_host_sees_what_each_graph_does_and_what_it_takes(
     langgraph_server: str,
 ) -> None:
-    from langgraph_refine._decisions._options import CONTEXT_KEYS, DEFAULTS
+    from langgraph_refine._decisions._options import CONTEXT_KEYS, DEFAULTS, declaration
 
     async def tools(session: Any) -> Any:
         return {tool.name: tool for tool in (await session.list_tools()).tools}
@@ -931,15 +938,20 @@ async def test_an_mcp_host_sees_what_each_graph_does_and_what_it_takes(
     assert refine.description.startswith("Write an answer to `task` and improve it")
     assert "Returns `response`" in refine.description and "`score`" in refine.description
     assert "not for an MCP host" in reviewed.description
-    properties = refine.input_schema["properties"]
+    properties = refine.inputSchema["properties"]
     # The request and every option a run may set, each with its type, meaning and default.
     assert set(properties) == {"task", "messages", "criteria"} | CONTEXT_KEYS
     assert {"type": "array", "items": {"type": "string"}} in properties["criteria"]["anyOf"]
     iterations = properties["max_iterations"]
     assert iterations["type"] == "integer" and iterations["default"] == DEFAULTS.max_iterations
-    assert iterations["description"].startswith("Refinement rounds")
+    assert iterations["description"] == declaration("max_iterations").tool
     assert properties["strategy"]["enum"] == ["chain", "explore", "sample"]
-    assert refine.input_schema["additionalProperties"] is False
+    assert refine.inputSchema["additionalProperties"] is False
+    assert refine.inputSchema["required"] == ["task"]
+    assert properties["messages"]["type"] == "array"
+    # What a host reads to choose the tool and fill it in: at most 4,000 characters.
+    for tool in (refine, reviewed):
+        assert len(tool.description + json.dumps(tool.inputSchema)) <= 4000
 
 
 @pytest.mark.server
@@ -1013,6 +1025,29 @@ async def test_an_mcp_host_reads_why_a_bad_option_was_refused(
 
 @pytest.mark.server
 @pytest.mark.slow
+async def test_an_mcp_host_reads_a_misspelt_argument_and_a_refusal_after_prepare(
+    langgraph_server: str, model_server: Any
+) -> None:
+    before = len(model_server.requests)
+
+    async def call(session: Any) -> Any:
+        return [
+            await session.call_tool("refine", {"task": "Write a haiku.", "max_iteration": 2}),
+            # Refused when the first generation would start (above REFINE_MAX_TOKENS).
+            await session.call_tool("refine", {"task": "Write a haiku.", "max_tokens": 100000}),
+        ]
+
+    typo, cap = await mcp_call(langgraph_server, call)
+    assert tool_error(typo).startswith("unknown argument(s) 'max_iteration': the arguments are")
+    assert "max_iterations" in tool_error(typo)
+    assert tool_error(cap).startswith(
+        "max_tokens=100000 in the run's context is above this deployment's cap of "
+    )
+    assert len(model_server.requests) == before
+
+
+@pytest.mark.server
+@pytest.mark.slow
 async def test_an_mcp_host_calling_the_reviewed_graph_is_told_to_call_refine(
     langgraph_server: str, model_server: Any
 ) -> None:
@@ -1052,6 +1087,13 @@ def test_an_sdk_client_sets_options_in_the_input_for_one_run(
             raise_error=True,
         )
     assert "max_iterations: 2 in the context, 1 in the input" in str(refused.value)
+    with pytest.raises(Exception, match=r"^ValueError: unknown argument\(s\) 'max_iteration'"):
+        client.runs.wait(
+            thread_id,
+            "refine",
+            input={"task": "Name a lake.", "max_iteration": 1},
+            raise_error=True,
+        )
 
 
 @pytest.mark.server
@@ -1094,3 +1136,93 @@ def test_an_a2a_client_sends_the_task_as_a_message_and_gets_the_best_answer(
     assert task["status"]["state"] == "completed"
     [artifact] = task["artifacts"]
     assert artifact["parts"] == [{"kind": "text", "text": "draft 1"}]
+
+
+def a2a_send(url: str, assistant_id: str, parts: list[dict[str, Any]], **ids: str) -> Any:
+    """An A2A `message/send` of `parts` (with `contextId` / `taskId` when given); its task."""
+    import httpx
+
+    message = {"role": "user", "parts": parts, "messageId": f"m-{len(str(parts))}", **ids}
+    send = {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}}
+    reply = httpx.post(f"{url}/a2a/{assistant_id}", json=send, timeout=120).json()
+    assert "result" in reply, reply
+    return reply["result"].get("task", reply["result"])
+
+
+def system_assistant(url: str, graph: str) -> str:
+    from langgraph_sdk import get_sync_client
+
+    client = get_sync_client(url=url)
+    [assistant] = client.assistants.search(
+        graph_id=graph, metadata={"created_by": "system"}, limit=1
+    )
+    return str(assistant["assistant_id"])
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_an_a2a_client_reads_why_a_task_was_refused(
+    langgraph_server: str, model_server: Any
+) -> None:
+    assistant = system_assistant(langgraph_server, "refine")
+    before = len(model_server.requests)
+    cases = [
+        ([{"kind": "text", "text": "  "}], "task must be"),
+        (
+            [
+                {"kind": "text", "text": "Write a haiku."},
+                {"kind": "data", "data": {"max_iterations": -1}},
+            ],
+            "max_iterations must be an integer >= 0, got -1",
+        ),
+        (
+            [
+                {"kind": "text", "text": "Write a haiku."},
+                {"kind": "data", "data": {"max_iteration": 2}},
+            ],
+            "unknown argument(s) 'max_iteration': the arguments are",
+        ),
+    ]
+    for parts, reason in cases:
+        task = a2a_send(langgraph_server, assistant, parts)
+        [part] = task["status"]["message"]["parts"]
+        assert part["text"].startswith("Error executing assistant: "), part
+        assert reason in part["text"], part["text"]
+    assert len(model_server.requests) == before
+
+
+def a2a_text(task: dict[str, Any]) -> str:
+    """The text of a completed A2A task's answer."""
+    assert task["status"]["state"] == "completed", task["status"]
+    [artifact] = task["artifacts"]
+    return "".join(part.get("text", "") for part in artifact["parts"])
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_an_a2a_client_answers_a_review_in_text_or_with_a_data_part(
+    langgraph_server: str, model_server: Any
+) -> None:
+    assistant = system_assistant(langgraph_server, "refine_reviewed")
+    ask = [{"kind": "text", "text": "Write a haiku."}]
+
+    def paused(task: dict[str, Any]) -> dict[str, str]:
+        assert task["status"]["state"] == "input-required", task["status"]
+        return {"contextId": task["contextId"], "taskId": task["id"]}
+
+    # "approve" in text approves the answer shown.
+    task = paused(a2a_send(langgraph_server, assistant, ask))
+    approved = a2a_send(langgraph_server, assistant, [{"kind": "text", "text": "approve"}], **task)
+    assert a2a_text(approved) == "draft 1"
+
+    # Other text asks for one more answer; then a data part edits it.
+    task = paused(a2a_send(langgraph_server, assistant, ask))
+    generated = calls(model_server)[0]
+    again = a2a_send(
+        langgraph_server, assistant, [{"kind": "text", "text": "Name the season."}], **task
+    )
+    assert calls(model_server)[0] == generated + 1  # the revision, then the review again
+    task = paused(again)
+    edit = {"action": "edit", "response": "Autumn rain, my own."}
+    edited = a2a_send(langgraph_server, assistant, [{"kind": "data", "data": edit}], **task)
+    assert a2a_text(edited) == "Autumn rain, my own."

@@ -25,7 +25,9 @@ Environment:
 
 Input (`ServedInput`): `{"task": "..."}` (or `{"messages": [...]}` ending with a human
 message), with `criteria` and any option a run's context may set beside it (derived from
-the options' declaration, so an MCP host sees each with its type and meaning). Output
+the options' declaration, so an MCP host sees each with its type and meaning, in the
+words of `_tool`); another key is refused by name, and a value sent as text is read as
+its key's JSON type (`ServedGraph`). Output
 (`ServedOutput`): `response`, `score`, `verdict`, `stop_reason` and `usage` (and
 `messages`, `output`). The library's `RefineInput` / `RefineOutput` are unchanged: these
 schemas are the served graphs' own. A run's context may set the loop's options and its
@@ -40,48 +42,60 @@ Errors keep their message on the way to the client: the server hides the message
 errors that are not built-in types, so the library's own errors are `RuntimeError`s, a
 bad option is a `ValueError`, and a provider's error that outlived the retries is raised
 again as a `ProviderError` ("the model provider failed: ..."). An MCP or A2A call shows
-only the error's type name, so a run refused without a thread is named by its message
-(see `ExplainError`).
+only the error's type name, so the error of a run either started is named by its message
+(see `ExplainError`). On `refine_reviewed`, a run whose input is a review's answer (an
+A2A client's data part) resumes the review.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, NotRequired, cast, get_type_hints
 
 from langgraph.channels import EphemeralValue
+from langgraph.config import get_config
+from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 from langgraph.errors import NodeError
 from langgraph.graph.state import CompiledStateGraph
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, WithJsonSchema, create_model
+from langgraph.types import Command
+from pydantic import BaseModel, ConfigDict, create_model
 from typing_extensions import TypedDict
 
 from langgraph_refine._calls._models import MAX_TOKENS_ENV, max_tokens_setting, resolve_chat_model
 from langgraph_refine._calls._retry import describe_status, is_transient, status_code
 from langgraph_refine._decisions._options import (
-    CONTEXT,
-    DEFAULTS,
     GRAPH,
     HumanReview,
     LoopOptions,
-    RefineContext,
-    context_key,
-    declared,
-    option_docs,
 )
 from langgraph_refine._errors import ProviderError, RefineError
 from langgraph_refine._loop._ends import INPUT_OPTION_KEYS
 from langgraph_refine._loop._graph import LoopSchemas, loop_builder
 from langgraph_refine._loop._review import has_checkpointer
-from langgraph_refine._state import RefineOutput, RefineState, StopReason, Usage, Verdict
+from langgraph_refine._state import (
+    RefineInput,
+    RefineOutput,
+    RefineState,
+    StopReason,
+    Usage,
+    Verdict,
+)
+from langgraph_refine._tool import from_text, input_schema, option_names, unknown_arguments
+
+SERVED_INPUT_KEYS: frozenset[str] = frozenset(get_type_hints(RefineInput)) | INPUT_OPTION_KEYS
+"""The keys a served graph's input takes: the request's, and every run-context option."""
 
 __all__ = [
     "MAX_TOKENS_ENV",
     "MODEL_ENV",
     "ExplainError",
+    "ServedGraph",
     "ServedInput",
     "ServedOutput",
+    "as_served",
     "build_graph",
     "explain_error",
     "refine",
@@ -134,7 +148,13 @@ def build_graph(
     # (LangGraph's `StateNode` type does not list the `(state, NodeError)` form yet.)
     handler = ExplainError(needs_person=human_review is not None, name=name)
     builder.set_node_defaults(error_handler=cast("Any", handler))
-    return builder.compile(name=name)
+    return as_served(builder.compile(name=name))
+
+
+def as_served(graph: CompiledStateGraph[Any, Any, Any, Any]) -> ServedGraph:
+    """`graph` as a `ServedGraph` (the same graph, refusing unknown input keys)."""
+    graph.__class__ = ServedGraph  # adds behaviour only: no state of its own
+    return cast(ServedGraph, graph)
 
 
 @dataclass(frozen=True)
@@ -142,14 +162,14 @@ class ExplainError:
     """Fail a served run with an error whose message reaches the client.
 
     A provider's error (an HTTP status, a connection failure or timeout) becomes a
-    `ProviderError` that says so. A run refused before its first model call (a bad
-    task, criteria or option) that has no thread to keep it (an MCP host's call is one)
-    fails with an error whose type name is its message: LangGraph Server's MCP and A2A
-    endpoints answer a failed run with the error's type name alone, so a plain
-    `ValueError` would reach the host as the word "ValueError". A graph that pauses for
-    a person, called that way, says to call `refine` instead. Any other error is raised
-    again as it was (the library's errors and bad options reach an SDK client with
-    their message).
+    `ProviderError` that says so. LangGraph Server's MCP and A2A endpoints answer a
+    failed run with its error's type name alone (the message stays in the server's log),
+    so a run they started (an MCP call has no thread; an A2A task's run says it is one)
+    fails with an error whose type name is its message (`readable_error`): a refused
+    option, a `max_tokens` above the cap, a provider's failure. A graph that pauses for a
+    person, called without a thread, says to call `refine` instead. Any other run (an
+    SDK client's, on a thread) gets the error as it was: the SDK shows its type and
+    message.
 
     Args:
         needs_person: The graph pauses for a human review (`refine_reviewed`).
@@ -164,7 +184,7 @@ class ExplainError:
 
         Raises:
             ProviderError: For a provider's error.
-            ValueError: For a run refused before its first model call, without a thread.
+            ValueError: Named by its message, for a run started by MCP or A2A.
             BaseException: The node's own error, otherwise.
         """
         exc = error.error
@@ -172,18 +192,19 @@ class ExplainError:
         if provider and isinstance(exc, Exception) and not isinstance(exc, RefineError):
             status = describe_status(exc)
             text = " ".join(str(exc).split()) or "no message"
-            raise ProviderError(
+            exc = ProviderError(
                 f"the model provider failed in node {error.node!r}"
                 + (f" ({status})" if status else "")
                 + f": {type(exc).__name__}: {text}"
-            ) from exc
-        if error.node == "prepare" and isinstance(exc, ValueError) and not has_checkpointer():
-            raise readable_error(self._refusal(exc)) from exc
-        raise exc
+            ).with_traceback(exc.__traceback__)
+            exc.__cause__ = error.error
+        if not isinstance(exc, Exception) or not names_by_message(get_config()):
+            raise exc
+        if self.needs_person and error.node == "prepare" and not has_checkpointer():
+            raise readable_error(self._call_refine()) from exc
+        raise readable_error(describe(exc)) from exc
 
-    def _refusal(self, exc: ValueError) -> str:
-        if not self.needs_person:
-            return " ".join(str(exc).split())
+    def _call_refine(self) -> str:
         return (
             f"{self.name} pauses for a person to approve, edit or reject the answer, and a "
             "call without a thread (an MCP tool call) cannot pause: call the `refine` tool "
@@ -194,6 +215,29 @@ class ExplainError:
 
 explain_error = ExplainError()
 """The error handler of a served graph without human review (see `ExplainError`)."""
+
+
+def describe(exc: BaseException) -> str:
+    """An error's message on one line; a refusal's (`ValueError`) alone, else with its type.
+
+    A library error whose message already reads (`ProviderError`, `BudgetExhaustedError`,
+    ...) keeps its own words; the type name is added when the message is empty.
+    """
+    text = " ".join(str(exc).split())
+    if isinstance(exc, ValueError | RefineError) and text:
+        return text
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def names_by_message(config: Mapping[str, Any]) -> bool:
+    """Whether a failed run's error reaches its client by its type name alone.
+
+    So it is for a run LangGraph Server's MCP endpoint starts (a call without a thread:
+    no checkpointer) and for an A2A task's run (its metadata holds `a2a`).
+    """
+    configurable = config.get("configurable") or {}
+    metadata = config.get("metadata") or {}
+    return "a2a" in metadata or configurable.get(CONFIG_KEY_CHECKPOINTER) is None
 
 
 def readable_error(message: str) -> ValueError:
@@ -208,62 +252,75 @@ def readable_error(message: str) -> ValueError:
     return kind(message)
 
 
+class ServedGraph(CompiledStateGraph[Any, Any, Any, Any]):
+    """A served graph: the compiled loop, refusing an input key it does not take.
+
+    LangGraph keeps the input keys its input schema declares and drops the others, so a
+    misspelt option (`max_iteration`) would run with the default unnoticed. The run is
+    refused before it starts, naming the key and the keys there are. A value a host sent
+    as text is read as the JSON value its key takes (`_tool.from_text`).
+    """
+
+    def stream(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
+        """`CompiledStateGraph.stream` on the checked input (`invoke` runs through it)."""
+        return super().stream(self._checked(input, config), config, **kwargs)
+
+    def astream(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
+        """`CompiledStateGraph.astream` on the checked input (the server runs through it)."""
+        return super().astream(self._checked(input, config), config, **kwargs)
+
+    def _checked(self, input: Any, config: Any) -> Any:
+        """The input to run: a review's answer resumes the review; unknown keys are refused.
+
+        An A2A client answers a task waiting for a review with a data part; LangGraph
+        Server starts a run with its data as the input (`{"action": "approve"}`), unless
+        it is under `resume`. In a graph with a review, such an input is the answer.
+        """
+        if not isinstance(input, Mapping):
+            return input
+        keys = set(input)
+        if "review" in self.nodes and keys <= REVIEW_ANSWER_KEYS and keys & {"action", "decisions"}:
+            return Command(resume=dict(input))
+        refused = unknown_arguments(input, SERVED_INPUT_KEYS)
+        if refused is None:
+            return from_text(input, _input_schema())
+        merged = {**(self.config or {}), **(config or {})}
+        if self.checkpointer is not None:
+            merged = {**merged, "configurable": {CONFIG_KEY_CHECKPOINTER: self.checkpointer}}
+        raise readable_error(refused) if names_by_message(merged) else ValueError(refused)
+
+
+@functools.cache
+def _input_schema() -> dict[str, Any]:
+    return ServedInput.model_json_schema()
+
+
+REVIEW_ANSWER_KEYS = frozenset({"action", "response", "feedback", "decisions"})
+"""The keys of a review's answer (the loop's own, or LangChain's decisions)."""
+
+
 # -- the served graphs' schemas: what an MCP host (or any client) sends and receives ------
 
 
-def _option_property(key: str) -> Any:
-    """The input field of the run-context option `key`: its JSON type, meaning, default.
-
-    The JSON type is that of the key in `RefineContext` and the text the option's
-    docstring, so a new option reaches the schema with its declaration. The field takes
-    any value: `LoopOptions.for_run` checks it, as it checks a run's context.
-    """
-    name = {context_key(n): n for n in declared(CONTEXT)}[key]
-    schema = TypeAdapter(get_type_hints(RefineContext)[key]).json_schema()
-    default = getattr(DEFAULTS, name)
-    # Left out, an option keeps the graph's value: the declared default, shown when plain.
-    shown = default if isinstance(default, bool | int | float | str) else None
-    return (
-        Annotated[Any, WithJsonSchema(schema)],
-        Field(
-            default=None,
-            description=option_docs()[name].replace("\n", " "),
-            json_schema_extra={"default": shown},
-        ),
-    )
+def _tool_schema(schema: dict[str, Any], model: type[BaseModel]) -> None:
+    """Write the tool's input schema (`_tool.input_schema`) in place of pydantic's."""
+    schema.clear()
+    schema.update(input_schema(option_names(), messages=True))
 
 
-class _Request(BaseModel):
-    """What to refine: `task` (or `messages`) and the `criteria` it must meet."""
-
-    # Unknown keys are dropped by the server's input; hosts are told there are none.
-    model_config = ConfigDict(json_schema_extra={"additionalProperties": False})
-
-    task: Annotated[Any, WithJsonSchema({"type": "string"})] = Field(
-        default=None,
-        description="What to write or answer (the request, with any context it needs).",
-    )
-    messages: Annotated[Any, WithJsonSchema({"type": "string"})] = Field(
-        default=None,
-        description="A conversation instead of `task`: the task is its last human message, "
-        "and the answer is appended to it.",
-    )
-    criteria: Annotated[Any, WithJsonSchema(TypeAdapter(str | list[str]).json_schema())] = Field(
-        default=None,
-        description="What the answer must satisfy, one string or a list: every judge checks "
-        "each (added to the judge's own criteria).",
-    )
-
+_ANY_VALUE: dict[str, Any] = {key: (Any, None) for key in sorted(SERVED_INPUT_KEYS)}
 
 ServedInput: type[BaseModel] = create_model(
     "ServedInput",
-    __base__=_Request,
+    __config__=ConfigDict(json_schema_extra=_tool_schema),
     __doc__="A served graph's input: the request, and the options a run may set (each "
     "optional, checked as in a run's context).",
-    **{key: _option_property(key) for key in sorted(INPUT_OPTION_KEYS)},
+    **_ANY_VALUE,
 )
-"""The served graphs' input schema: `task` (or `messages`), `criteria`, and every option a
-run's context may set (`RefineContext`), derived from the options' declaration."""
+"""The served graphs' input: `task` (or `messages`), `criteria`, and every option a run's
+context may set (`RefineContext`), derived from the options' declaration. Each takes any
+value (the run checks it as in a run's context); its JSON schema is the tool's
+(`_tool.input_schema`), in a host's words."""
 
 
 class ServedOutput(RefineOutput):

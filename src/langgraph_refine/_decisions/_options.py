@@ -10,14 +10,10 @@ checks every surface against the declaration.
 
 from __future__ import annotations
 
-import ast
-import inspect
-import textwrap
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import Field, dataclass, field, fields, replace
 from functools import cached_property
-from itertools import pairwise
 from typing import Any, Literal, TypeAlias, get_args
 
 from langchain_core.language_models import BaseChatModel
@@ -267,6 +263,9 @@ class Declared:
             checkpointed thread keeps it: a rerun with another value is refused (see
             `_loop._thread`).
         help: What its flag's help says (the command line adds the choices and default).
+        tool: What a tool's caller is told it does, in a host's words (no Python names):
+            the served graphs' input schema and `langgraph-refine mcp`'s arguments. Every
+            option a run's context takes has one.
     """
 
     flags: tuple[str, ...] = ()
@@ -275,6 +274,7 @@ class Declared:
     line_key: str | None = None
     kept: bool = False
     help: str = ""
+    tool: str = ""
 
 
 def declare(
@@ -285,6 +285,7 @@ def declare(
     line_key: str | None = None,
     kept: bool = False,
     help: str = "",
+    tool: str = "",
 ) -> dict[str, Declared]:
     """A `LoopOptions` field's metadata: where it is taken (see `Declared`).
 
@@ -295,7 +296,7 @@ def declare(
     if unknown:
         raise ValueError(f"unknown surface(s) {sorted(unknown)}; surfaces: {SURFACES}")
     not_in = dict(not_in or {})
-    return {"option": Declared(flags, context_key, not_in, line_key, kept, help)}
+    return {"option": Declared(flags, context_key, not_in, line_key, kept, help, tool)}
 
 
 _BUILT = "used when the graph is built, so a run cannot change it"
@@ -337,7 +338,12 @@ class LoopOptions:
 
     judge_model: BaseChatModel | str | None = field(
         default=None,
-        metadata=declare(kept=True, flags=("--judge-model",), not_in={LINE: _WHOLE_BATCH}),
+        metadata=declare(
+            tool="The model that judges the answers (a model name); default: the answering model.",
+            kept=True,
+            flags=("--judge-model",),
+            not_in={LINE: _WHOLE_BATCH},
+        ),
     )
     """The model of the default LLM judge (when `evaluator` is None): a chat model or a
     `"provider:model"` string. By default the generator's model (the ladder's first rung;
@@ -348,6 +354,7 @@ class LoopOptions:
     target_score: float = field(
         default=0.9,
         metadata=declare(
+            tool="Stop once an answer scores at least this (0 to 1).",
             kept=True,
             flags=("--target-score",),
             help="Stop once an attempt scores at least this (0-1).",
@@ -358,6 +365,7 @@ class LoopOptions:
     max_iterations: int = field(
         default=4,
         metadata=declare(
+            tool="The most rounds of improvement after the first answer.",
             kept=True,
             flags=("--max-iterations",),
             help="Refinement rounds after the first attempt.",
@@ -368,6 +376,7 @@ class LoopOptions:
     patience: int | None = field(
         default=2,
         metadata=declare(
+            tool="Stop after this many rounds without a better score (0: never).",
             kept=True,
             flags=("--patience",),
             help="Stop after this many rounds without a better score; 0 disables.",
@@ -379,6 +388,7 @@ class LoopOptions:
     min_delta: float = field(
         default=0.0,
         metadata=declare(
+            tool="The least score gain that counts as progress.",
             kept=True,
             flags=("--min-delta",),
             help="The least score gain that counts as progress.",
@@ -389,6 +399,7 @@ class LoopOptions:
     budget: Budget | None = field(
         default=None,
         metadata=declare(
+            tool="Limits on what the call may spend (each optional).",
             kept=True,
             flags=(
                 "--budget-calls",
@@ -417,6 +428,7 @@ class LoopOptions:
     criteria: tuple[str, ...] = field(
         default=(),
         metadata=declare(
+            tool="What the answer must satisfy: one string or a list; the judge checks each.",
             kept=True,
             flags=("--criterion",),
             help="What the answer must satisfy, added to every LLM judge's criteria "
@@ -430,6 +442,8 @@ class LoopOptions:
     on_evaluator_error: OnEvaluatorError = field(
         default="retry",
         metadata=declare(
+            tool="If an answer cannot be judged: judge again (retry), leave it unjudged "
+            "(skip), fail (raise).",
             kept=True,
             flags=("--on-evaluator-error",),
             help="When the judge cannot judge an answer (unreadable replies, a judge model "
@@ -467,7 +481,12 @@ class LoopOptions:
 
     strategy: Strategy = field(
         default=DEFAULT_STRATEGY,
-        metadata=declare(flags=("--strategy",), help="How rounds choose what to refine."),
+        metadata=declare(
+            tool="What rounds improve: the best answers (explore), the last (chain), or "
+            "fresh ones (sample).",
+            flags=("--strategy",),
+            help="How rounds choose what to refine.",
+        ),
     )
     """What each round after the first does: `"explore"` (default: refine while it
     helps, else choose between refining an earlier attempt and sampling afresh),
@@ -540,7 +559,14 @@ class LoopOptions:
     """Retry policy of the model-calling nodes; by default transient provider errors are
     retried with backoff and other errors fail at once."""
 
-    record_key: str | None = field(default=None, metadata=declare(not_in=_NOT_ON_CLI))
+    record_key: str | None = field(
+        default=None,
+        metadata=declare(
+            tool="Where the server keeps what it learns about rounds; default: per "
+            "model and check.",
+            not_in=_NOT_ON_CLI,
+        ),
+    )
     """The key of the strategy record `strategy="explore"` keeps when the loop runs with
     a store (`compile(store=...)`). By default it names the generator's model and the
     evaluator's kind, e.g. `"openai:gpt-4o-mini|llm_judge"`; runs with the same key pool
@@ -549,6 +575,7 @@ class LoopOptions:
     output_schema: OutputSchema | None = field(
         default=None,
         metadata=declare(
+            tool="A JSON Schema: answer with a JSON object of that shape instead of text.",
             kept=True,
             flags=("--schema",),
             not_in={AGENT: "an agent answers in messages"},
@@ -565,6 +592,7 @@ class LoopOptions:
     select: Select = field(
         default="score",
         metadata=declare(
+            tool="How the result is chosen: best score, or pairwise (the judge compares the best).",
             kept=True,
             flags=("--select",),
             help="How the result is chosen when the loop stops (pairwise: the judge model "
@@ -583,6 +611,7 @@ class LoopOptions:
     select_top: int = field(
         default=DEFAULT_SELECT_TOP,
         metadata=declare(
+            tool="With pairwise: the most answers compared.",
             kept=True,
             not_in={
                 **_NOT_ON_CLI,
@@ -594,6 +623,7 @@ class LoopOptions:
     select_margin: float = field(
         default=DEFAULT_SELECT_MARGIN,
         metadata=declare(
+            tool="With pairwise: compare the answers within this score of the best.",
             kept=True,
             not_in={
                 **_NOT_ON_CLI,
@@ -619,6 +649,7 @@ class LoopOptions:
     confirm_pass: bool = field(
         default=False,
         metadata=declare(
+            tool="Judge an answer that would end the call once more, and stop only if both agree.",
             kept=True,
             flags=("--confirm-pass",),
             help="Judge a round that would stop on PASS or the target score once more; stop "
@@ -631,7 +662,10 @@ class LoopOptions:
 
     edits: EditsMode = field(
         default=False,
-        metadata=declare(flags=("--edits",)),
+        metadata=declare(
+            tool="Improve by edits (true), rewrites (false), or edits for long answers (auto).",
+            flags=("--edits",),
+        ),
     )
     """`True`: every refinement (reviewer revisions included) asks a chat-model or graph
     generator for SEARCH/REPLACE blocks against the refined attempt, and the new
@@ -660,6 +694,8 @@ class LoopOptions:
     checks: tuple[EvaluatorSpec, ...] | None = field(
         default=None,
         metadata=declare(
+            tool="Checks scoring the answer instead of the judge: words:50-120, "
+            "contains:a,b, regex:P, judge.",
             flags=("--evaluator",),
             context_key="evaluator",
             line_key="evaluator",
@@ -672,6 +708,7 @@ class LoopOptions:
     max_tokens: int | None = field(
         default=None,
         metadata=declare(
+            tool="The most output tokens per model call (at most the server's limit).",
             flags=("--max-tokens",),
             not_in={
                 GRAPH: "the generator's own setting",
@@ -686,6 +723,8 @@ class LoopOptions:
     models: tuple[str, ...] | None = field(
         default=None,
         metadata=declare(
+            tool="The models that write the answers (model names), cheapest first; default: "
+            "the server's.",
             flags=("--model",),
             not_in={GRAPH: _GRAPH_RUN, AGENT: "the agent's own model answers"},
             line_key="model",
@@ -955,25 +994,3 @@ def with_input_options(context: object, given: Mapping[str, Any] | None) -> obje
             "set each in one place"
         )
     return {**values, **_context_values(dict(given))}
-
-
-def option_docs() -> dict[str, str]:
-    """Each `LoopOptions` field's docstring (the text under it), by field name.
-
-    What an option means is written once, under its field; surfaces that describe the
-    options to someone (a served graph's input schema) read it here. Read from the
-    source, since Python keeps no attribute docstrings at run time.
-    """
-    tree = ast.parse(textwrap.dedent(inspect.getsource(LoopOptions)))
-    body = tree.body[0].body if isinstance(tree.body[0], ast.ClassDef) else []
-    docs: dict[str, str] = {}
-    for node, after in pairwise(body):
-        if (
-            isinstance(node, ast.AnnAssign)
-            and isinstance(node.target, ast.Name)
-            and isinstance(after, ast.Expr)
-            and isinstance(after.value, ast.Constant)
-            and isinstance(after.value.value, str)
-        ):
-            docs[node.target.id] = inspect.cleandoc(after.value.value)
-    return docs

@@ -17,7 +17,12 @@ from langgraph.config import get_config
 from langgraph_refine._decisions._options import HumanReview, OnBudgetExhausted, check_choice
 from langgraph_refine._decisions._reviewed import ReviewAnswer, read_answer, review_due, reviewed
 from langgraph_refine._events import ReviewPayload
-from langgraph_refine._loop._review_schema import ask_review, from_decisions, hitl_request
+from langgraph_refine._loop._review_schema import (
+    ask_review,
+    from_decisions,
+    from_text,
+    hitl_request,
+)
 from langgraph_refine._loop._router import route_after_evaluation
 from langgraph_refine._result import best_attempt
 from langgraph_refine._state import RefineState, revive_state
@@ -91,13 +96,14 @@ class ReviewNode:
         return ask_review(self.payload(revive_state(state)), self.apply, self.actions)
 
     def answer(self, payload: Mapping[str, Any], value: Any) -> ReviewAnswer:
-        """What a resume value means (a chat client's LangChain decision too).
+        """What a resume value means (a chat client's LangChain decision, or text, too).
 
         Raises:
             ReviewInputError: If the value is not a dict with a known action and the
                 fields that action needs.
         """
-        return read_answer(payload, from_decisions(value), self.actions)
+        value = from_decisions(from_text(value, self.actions))
+        return read_answer(payload, value, self.actions)
 
     def apply(self, payload: Mapping[str, Any], value: Any) -> dict[str, Any]:
         """Turn a resume value into the graph's state update.

@@ -12,6 +12,11 @@ which chat clients that render `HumanInTheLoopMiddleware`'s requests send.
 `edited_action["args"]["response"]`, `reject` with a `message` revises (one more round,
 the message as the reviewer's feedback), `reject` without one stops with the best answer.
 `hitl_request` writes the review as the request such a client renders.
+
+A client that can only send text (an A2A client replying to a task that asks for input)
+answers in words, read by `from_text`: an action's name (`approve`, `reject`), `edit:`
+followed by the edited answer, `revise:` followed by a request; any other text is a
+request for one more answer (a revision).
 """
 
 from __future__ import annotations
@@ -202,6 +207,58 @@ def from_decisions(value: Any) -> Any:
         f"a review decision's 'type' must be one of {list(DECISIONS)}, got {decision!r}; "
         "resume again with e.g. {'decisions': [{'type': 'approve'}]}"
     )
+
+
+TEXT_FORMS = (
+    "'approve', 'reject', 'edit: <the edited answer>', or a request for another answer "
+    "('revise: <request>', or the request alone)"
+)
+"""How a review is answered in text (`from_text`), for messages that say so."""
+
+
+def from_text(value: Any, actions: Sequence[str]) -> Any:
+    """A review answered in text as the review's own answer; any other value unchanged.
+
+    Args:
+        value: The resume value.
+        actions: The actions the review offers (`continue` is a word only where offered).
+
+    Returns:
+        `{"action": ...}` for a string: a bare action's name (any case, trailing
+        punctuation ignored), `edit: TEXT`, `revise: TEXT`, or a request (`revise`).
+
+    Raises:
+        ReviewInputError: For empty text, or `edit:` / `revise:` with nothing after it.
+
+    Example:
+        >>> from_text("Approve.", ["approve", "revise"])
+        {'action': 'approve'}
+        >>> from_text("Make it rhyme.", ["approve", "revise"])
+        {'action': 'revise', 'feedback': 'Make it rhyme.'}
+        >>> from_text("edit: Rain, then sun.", ["approve", "edit"])
+        {'action': 'edit', 'response': 'Rain, then sun.'}
+    """
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    word = text.rstrip(".!").strip().lower()
+    if word in actions and word in ("approve", "reject", "continue"):
+        return {"action": word}
+    head, colon, rest = text.partition(":")
+    kind = head.strip().lower()
+    if colon and kind in ("edit", "revise"):
+        if not rest.strip():
+            raise ReviewInputError(
+                f"a review answered {value!r} says {kind} but gives nothing after "
+                f"'{kind}:'; resume again with {TEXT_FORMS}"
+            )
+        key = "response" if kind == "edit" else "feedback"
+        return {"action": kind, key: rest.strip()}
+    if not text:
+        raise ReviewInputError(
+            f"a review answer cannot be empty text; resume again with {TEXT_FORMS}"
+        )
+    return {"action": "revise", "feedback": text}
 
 
 def _edited_response(decision: Mapping[str, Any]) -> str:

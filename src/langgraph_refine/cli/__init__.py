@@ -1,4 +1,4 @@
-"""The `langgraph-refine` command line: `run`, `batch` and `report`.
+"""The `langgraph-refine` command line: `run`, `batch`, `report` and `mcp`.
 
 Needs the optional `cli` extra (typer and rich): `pip install 'langgraph-refine[cli]'`.
 """

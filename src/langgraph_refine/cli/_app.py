@@ -1,4 +1,4 @@
-"""The typer application: the `run`, `batch` and `report` verbs and their options.
+"""The typer application: the `run`, `batch`, `report` and `mcp` verbs and their options.
 
 Every error reaches the user as one line on stderr with a non-zero exit code, never as a
 traceback: `run_app` turns `CliError`, click's usage errors and anything unexpected into
@@ -29,7 +29,7 @@ PROG = "langgraph-refine"
 app = typer.Typer(
     name=PROG,
     help="Refine LLM answers with an evaluator-optimizer loop: one task, a JSONL dataset, "
-    "or an HTML report of a batch.",
+    "an HTML report of a batch, or a tool for MCP hosts.",
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -295,6 +295,52 @@ def _batch_on_server(
             progress=lambda: progress_for(err),
         )
     )
+
+
+@app.command()
+@with_shared_flags(RUN, skip=("human_review",))
+def mcp(
+    transport: Annotated[
+        str,
+        typer.Option(
+            "--transport",
+            metavar="NAME",
+            help="stdio (an MCP host starts this command and talks over its stdin and "
+            "stdout) or streamable-http (a server at http://HOST:PORT/mcp).",
+        ),
+    ] = "stdio",
+    port: Annotated[
+        int, typer.Option("--port", metavar="N", help="With streamable-http: the port.")
+    ] = 8000,
+    host: Annotated[
+        str,
+        typer.Option("--host", metavar="ADDRESS", help="With streamable-http: the address."),
+    ] = "127.0.0.1",
+    flags: SharedFlags | None = None,
+) -> None:
+    """Serve the loop as an MCP tool, `refine`, to an MCP host (stdio by default).
+
+    The host's call gives the task and any run option (max_iterations, budget,
+    criteria, ...); the models and the default check are this command's flags, as for
+    `run`. Each round sends a progress notification; a cancelled call stops the loop.
+    """
+    try:
+        import mcp as _  # noqa: F401
+    except ImportError:
+        raise CliError(
+            f"the mcp command needs the MCP SDK: {MCP_INSTALL_HINT}", exit_code=1
+        ) from None
+    from langgraph_refine.cli._mcp import build_server, build_tool, serve, transport_named
+
+    chosen = transport_named(transport)
+    if not 0 < port < 65536:
+        raise CliError(f"--port must be a port number (1-65535), got {port}", exit_code=2)
+    flags = flags or SharedFlags()
+    tool = build_tool(flags.options(), flags.model_settings())
+    asyncio.run(serve(build_server(tool), chosen, host=host, port=port))
+
+
+MCP_INSTALL_HINT = "pip install 'langgraph-refine[mcp]'"
 
 
 @app.command()

@@ -206,13 +206,14 @@ class SharedFlags:
         return {key: value for key, value in models.items() if value is not None}
 
 
-def with_shared_flags(surface: str) -> Callable[[Command], Command]:
+def with_shared_flags(surface: str, *, skip: tuple[str, ...] = ()) -> Callable[[Command], Command]:
     """Give a typer command the shared flags and the plain loop options' flags of `surface`.
 
     The command declares a `flags: SharedFlags` parameter and receives them there. Its own
     parameters without a default (arguments, required options) stand first in its help,
     then the shared flags, the loop options' flags, and its other parameters. A loop
-    option's flag the command declares itself is its own (`run`'s `--review` is a switch).
+    option's flag the command declares itself is its own (`run`'s `--review` is a switch);
+    the options named in `skip` have none (`mcp` has no person to review).
     """
     hints = get_type_hints(SharedFlags)
     shared = [
@@ -230,7 +231,11 @@ def with_shared_flags(surface: str) -> Callable[[Command], Command]:
         signature = inspect.signature(command, eval_str=True)
         own = [p for p in signature.parameters.values() if p.name != "flags"]
         written = {flag for p in (*own, *shared) for flag in declared_flags(p)}
-        loop = [flag for flag in loop_flags(surface) if flag.flag not in written]
+        loop = [
+            flag
+            for flag in loop_flags(surface)
+            if flag.flag not in written and flag.name not in skip
+        ]
         first = [p for p in own if p.default is inspect.Parameter.empty]
         rest = [p.replace(kind=_KEYWORD) for p in own if p not in first]
         parameters = [*first, *shared, *(flag.parameter() for flag in loop), *rest]

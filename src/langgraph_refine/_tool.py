@@ -1,0 +1,185 @@
+"""The loop as a tool a host calls: what it is told, what it may send, what it gets back.
+
+One definition for the two tools a host sees: `langgraph-refine mcp`'s `refine` and the
+served graphs (`langgraph.json`), which LangGraph Server lists at `/mcp` and on its A2A
+agent cards. The words are a host's (a model choosing a tool and filling its arguments),
+never the library's Python names; the options come from their declaration
+(`LoopOptions`, each with its `tool` text), so a new option a run may set reaches both
+tools with its type and meaning.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any, get_type_hints
+
+from pydantic import TypeAdapter
+
+from langgraph_refine._calls._budget import LIMITS
+from langgraph_refine._decisions._options import (
+    CONTEXT,
+    DEFAULTS,
+    RefineContext,
+    context_key,
+    declaration,
+    declared,
+)
+from langgraph_refine._state import StopReason, Verdict
+
+DESCRIPTION = (
+    "Write an answer to `task` and improve it: a judge scores each draft (0 to 1) against "
+    "the task and `criteria`, and its feedback drives the next draft until the answer "
+    "passes or a limit is reached. Returns `response` (the best answer), `score`, "
+    "`verdict` (PASS, NEEDS_IMPROVEMENT or FAIL), `stop_reason` and `usage` (model calls, "
+    "tokens, seconds). Takes a while: each round is one or two model calls."
+)
+"""What a host is told the `refine` tool does."""
+
+TASK = {
+    "type": "string",
+    "description": "What to write or answer: the request, with any context it needs.",
+}
+MESSAGES = {
+    "type": "array",
+    "items": {"type": "object"},
+    "description": "For chat clients, instead of `task`: a conversation whose last user "
+    "message is the task; the answer is appended to it.",
+}
+
+_SCHEMAS: Mapping[str, dict[str, Any]] = {
+    # An object with its limits named, so a host can fill it (not a free-form dict).
+    "budget": {
+        "type": "object",
+        "properties": {
+            name: {"type": "integer" if name in ("max_calls", "max_tokens") else "number"}
+            for name in LIMITS
+        },
+        "additionalProperties": False,
+    },
+    "output_schema": {"type": "object"},
+}
+"""JSON types a host reads better than the run context's Python type gives."""
+
+
+def _json_type(key: str) -> dict[str, Any]:
+    """The JSON schema of the run-context key `key` (its type in `RefineContext`)."""
+    if key in _SCHEMAS:
+        return dict(_SCHEMAS[key])
+    schema = TypeAdapter(get_type_hints(RefineContext)[key]).json_schema()
+    schema.pop("title", None)
+    # "X or nothing" is X to a host: leaving the argument out is the "nothing".
+    variants = schema.get("anyOf")
+    if isinstance(variants, list):
+        kept = [v for v in variants if v != {"type": "null"}]
+        schema = kept[0] if len(kept) == 1 else {"anyOf": kept}
+    return schema
+
+
+def option_schema(name: str) -> dict[str, Any]:
+    """The argument of the option `name`: its JSON type, a host's words, its default."""
+    schema = {**_json_type(context_key(name)), "description": declaration(name).tool}
+    default = getattr(DEFAULTS, name)
+    if isinstance(default, bool | int | float | str):  # the default a plain value shows
+        schema["default"] = default
+    return schema
+
+
+def option_names(exclude: Collection[str] = ()) -> tuple[str, ...]:
+    """The options a tool call may set (field names): a run context's, less `exclude`."""
+    return tuple(name for name in declared(CONTEXT) if name not in exclude)
+
+
+def input_schema(options: Iterable[str], *, messages: bool = False) -> dict[str, Any]:
+    """A tool's input schema: `task`, the options' arguments, and `messages` if taken.
+
+    Args:
+        options: The options offered (field names, see `option_names`).
+        messages: Also take a conversation in place of `task` (a chat client's form).
+    """
+    properties: dict[str, Any] = {"task": TASK}
+    if messages:
+        properties["messages"] = MESSAGES
+    for name in options:
+        properties[context_key(name)] = option_schema(name)
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": ["task"],
+        "additionalProperties": False,
+    }
+
+
+def unknown_arguments(arguments: Mapping[str, Any], allowed: Collection[str]) -> str | None:
+    """Why `arguments` are refused when one is not in `allowed` (None when all are).
+
+    The message names each unknown argument and every allowed one, so a host (or the
+    person reading its log) can fix a typo such as `max_iteration`.
+    """
+    unknown = sorted(key for key in arguments if key not in allowed)
+    if not unknown:
+        return None
+    listed = ", ".join(sorted(allowed))
+    return f"unknown argument(s) {', '.join(map(repr, unknown))}: the arguments are {listed}"
+
+
+_JSON_TYPES: Mapping[type, str] = {
+    bool: "boolean",
+    int: "integer",
+    float: "number",
+    dict: "object",
+    list: "array",
+}
+
+
+def _types(schema: Mapping[str, Any]) -> set[str]:
+    """The JSON types a property's schema allows (its `type`, or its variants')."""
+    kinds = schema.get("type")
+    found = set(kinds) if isinstance(kinds, list) else {kinds} if kinds else set()
+    for variant in schema.get("anyOf", ()):
+        found |= _types(variant)
+    return found
+
+
+def from_text(arguments: Mapping[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
+    """`arguments` with a value sent as text read as the JSON value its argument takes.
+
+    Some hosts send every argument as a string (the MCP Inspector's command line sends
+    `--tool-arg max_iterations=2` as `"2"`, an object as its JSON text). A string that
+    parses as JSON of a type the argument takes, other than text, is that value
+    (`"2"` for an integer, `'{"max_calls": 4}'` for `budget`, `"true"` for `edits`);
+    any other string is left as it is, for the loop's checks to judge.
+    """
+    properties = schema.get("properties", {})
+    read = dict(arguments)
+    for key, value in arguments.items():
+        if not isinstance(value, str) or key not in properties:
+            continue
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            continue
+        kind = _JSON_TYPES.get(type(parsed))
+        allowed = _types(properties[key])
+        if kind in allowed or (kind == "integer" and "number" in allowed):
+            read[key] = parsed
+    return read
+
+
+OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "response": {"type": "string", "description": "The best answer."},
+        "score": {"type": ["number", "null"], "description": "Its score, 0 to 1."},
+        "verdict": {"enum": [*TypeAdapter(Verdict).json_schema()["enum"], None]},
+        "stop_reason": {"enum": [*TypeAdapter(StopReason).json_schema()["enum"], None]},
+        "usage": {"type": "object", "description": "Model calls, tokens, seconds, cost."},
+        "scores": {
+            "type": "array",
+            "items": {"type": ["number", "null"]},
+            "description": "Each answer's score, in the order written.",
+        },
+    },
+    "required": ["response", "score", "verdict", "stop_reason", "usage", "scores"],
+}
+"""What a `refine` call returns as structured content (and as JSON text)."""
