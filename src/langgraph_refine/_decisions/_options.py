@@ -139,6 +139,7 @@ class RefineOptions(TypedDict, total=False):
     select_margin: float
     comparer: ComparerLike
     confirm_pass: bool
+    require_calibration: bool
     edits: EditsMode
     stream_drafts: bool
 
@@ -187,6 +188,7 @@ class RefineContext(TypedDict, total=False):
     select_top: int
     select_margin: float
     confirm_pass: bool
+    require_calibration: bool
     criteria: str | list[str]
     on_evaluator_error: OnEvaluatorError
     edits: EditsMode
@@ -218,6 +220,7 @@ class AgentOptions(TypedDict, total=False):
     select_margin: float
     comparer: ComparerLike
     confirm_pass: bool
+    require_calibration: bool
     edits: EditsMode
     stream_drafts: bool
 
@@ -628,6 +631,22 @@ class LoopOptions:
     """When a round would stop on a PASS verdict or on `target_score`, judge the same
     response once more (one more evaluator call, counted in the budget); stop only if
     that judgment agrees, else go on with its feedback."""
+
+    require_calibration: bool = field(
+        default=False,
+        metadata=declare(
+            kept=True,
+            flags=("--require-calibration",),
+            help="Stop on a PASS or the target score only when the judge is calibrated "
+            "(--calibration FILE); an uncalibrated PASS is not trusted and the run goes on "
+            "to its other limits.",
+        ),
+    )
+    """Trust only a calibrated PASS (an `evaluators.calibrate` judge's): a PASS verdict or
+    a score at `target_score` from an uncalibrated evaluator (or under a calibrated
+    judge's threshold) does not stop the loop, which ends at its other limits with the
+    best answer; `RefineResult.metadata["untrusted_pass"]` lists the attempts whose stop
+    was refused."""
 
     edits: EditsMode = field(
         default=False,
