@@ -1,4 +1,4 @@
-"""`langgraph-refine calibrate`, `run --calibration FILE`, and `run --review --store FILE` labels."""
+"""`calibrate`, `run --calibration FILE`, and the labels of `run --review --store FILE`."""
 
 from __future__ import annotations
 
