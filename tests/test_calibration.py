@@ -33,6 +33,9 @@ from langgraph_refine.evaluators._agreement import (
 from tests.fakes import AgentModel, ScriptedChatModel, judge_reply, lookup
 
 
+THRESHOLD = 0.8  # 32 words: the strictest of the folds' choices (people pass 31 and more)
+
+
 def lengths(response: str, state: Any) -> float:
     """A judge scoring by length: 40 words or more is a full score."""
     return min(1.0, len(response.split()) / 40)
@@ -114,11 +117,12 @@ def test_too_few_labels_is_met_false_with_a_warning() -> None:
 def test_calibrate_reports_agreement_and_the_threshold() -> None:
     calibrated = evaluators.calibrate(lengths, word_labels(), alpha=0.1)
     report = calibrated.report
-    assert report.met and calibrated.threshold == pytest.approx(31 / 40)
+    assert report.met and calibrated.threshold == pytest.approx(THRESHOLD)
     assert (report.n, report.alpha, report.confidence) == (60, 0.1, 0.9)
-    assert report.bound <= 0.1 and report.folds == 5
-    assert report.accuracy == 1.0 and report.kappa == 1.0
-    assert report.false_pass == 0.0 and report.false_fail == 0.0
+    assert report.bound <= 0.1 and report.folds == 5 and report.rule_alpha == 0.1
+    assert report.candidate == pytest.approx(31 / 40)  # all labels' choice; a fold's is stricter
+    assert report.accuracy == pytest.approx(59 / 60) and 0.9 < report.kappa < 1.0
+    assert report.false_pass == 0.0 and report.false_fail == pytest.approx(1 / 32)
     # The judge alone passes only a full score (no verdict): it fails people's 31-39 words.
     assert report.judge["false_fail"] > 0 and report.judge["kappa"] < 1.0
     assert report.curve[0].threshold == 0.0 and report.curve[-1].threshold == 1.0
@@ -128,8 +132,8 @@ def test_the_calibrated_verdict_is_the_threshold() -> None:
     calibrated = evaluators.calibrate(lengths, word_labels())
     threshold = calibrated.threshold
     assert threshold is not None
-    at = calibrated.evaluate("good " * 31, {"task": "t"})
-    below = calibrated.evaluate("good " * 30, {"task": "t"})
+    at = calibrated.evaluate("good " * 32, {"task": "t"})
+    below = calibrated.evaluate("good " * 31, {"task": "t"})
     assert (at.verdict, below.verdict) == ("PASS", "NEEDS_IMPROVEMENT")
     assert at.details["calibration"] == calibrated.report.summary()
     assert set(at.details["calibration"]) == {"n", "kappa", "alpha", "threshold", "bound", "met"}
@@ -194,9 +198,9 @@ def test_an_async_judge_is_awaited() -> None:
     async def judge(response: str, state: Any) -> float:
         return lengths(response, state)
 
-    assert evaluators.calibrate(judge, word_labels()).threshold == pytest.approx(31 / 40)
+    assert evaluators.calibrate(judge, word_labels()).threshold == pytest.approx(THRESHOLD)
     calibrated = asyncio.run(evaluators.acalibrate(judge, word_labels()))
-    assert calibrated.threshold == pytest.approx(31 / 40) and calibrated.is_async
+    assert calibrated.threshold == pytest.approx(THRESHOLD) and calibrated.is_async
 
 
 def test_per_criterion_agreement_from_a_checklist_style_judge() -> None:
@@ -250,7 +254,7 @@ def test_alpha_must_lie_strictly_between_0_and_1(alpha: Any) -> None:
 def test_labels_from_jsonl_and_their_errors_name_the_line(tmp_path: Path) -> None:
     path = tmp_path / "labels.jsonl"
     path.write_text("\n".join(json.dumps(label) for label in word_labels()) + "\n\n")
-    assert evaluators.calibrate(lengths, path).threshold == pytest.approx(31 / 40)
+    assert evaluators.calibrate(lengths, path).threshold == pytest.approx(THRESHOLD)
     assert evaluators.calibrate(lengths, str(path)).report.n == 60
     path.write_text(json.dumps(word_labels(1)[0]) + "\n{not json\n")
     with pytest.raises(ValueError, match=r"labels.jsonl line 2 is not JSON"):
@@ -272,7 +276,7 @@ def test_labels_from_a_langsmith_dataset() -> None:
             return [Example(i) for i in range(60)]
 
     labels = evaluators.langsmith_labels("judged", client=Client())
-    assert evaluators.calibrate(lengths, labels).threshold == pytest.approx(31 / 40)
+    assert evaluators.calibrate(lengths, labels).threshold == pytest.approx(THRESHOLD)
 
 
 def test_a_calibration_file_round_trips_and_a_bad_file_is_named(tmp_path: Path) -> None:
@@ -353,7 +357,7 @@ def test_require_calibration_refuses_a_target_stop_and_trusts_a_calibrated_pass(
     # The first draft reached the target (0.25 >= 0.2) but no calibrated PASS: refused.
     assert result.stop_reason == "passed" and result.iterations == 1
     assert result.metadata["untrusted_pass"] == [{"attempt": 0, "stop": "target_reached"}]
-    assert result.metadata["calibration"]["threshold"] == pytest.approx(31 / 40)
+    assert result.metadata["calibration"]["threshold"] == pytest.approx(THRESHOLD)
 
 
 def test_require_calibration_is_a_run_context_option() -> None:

@@ -30,9 +30,9 @@ def test_calibrate_prints_the_table_and_threshold_and_writes_the_file(
     run = cli("calibrate", write_labels(tmp_path / "labels.jsonl"), "-e", WORDS, "--out", out)
     assert run.code == 0, run.err
     assert "judge alone" in run.out and "calibrated" in run.out and "false PASS" in run.out
-    assert "threshold 0.775" in run.out and "(60 labels)" in run.out
+    assert "threshold 0.800" in run.out and "(60 labels)" in run.out
     data = json.loads(out.read_text())
-    assert data["judge"] == WORDS and data["report"]["threshold"] == 0.775
+    assert data["judge"] == WORDS and data["report"]["threshold"] == 0.8
     assert data["report"]["met"] is True
 
 
@@ -75,7 +75,7 @@ def test_run_with_a_calibration_says_its_pass_was_calibrated(
     run = cli(*args, "-e", WORDS, "--calibration", out, "--max-iterations", "1")
     assert run.code == 0, run.err
     data = run.json()
-    assert data["calibration"]["threshold"] == 0.775 and data["verdict"] == "NEEDS_IMPROVEMENT"
+    assert data["calibration"]["threshold"] == 0.8 and data["verdict"] == "NEEDS_IMPROVEMENT"
     stale = cli(*args, "-e", "words:1-5", "--calibration", out)
     assert stale.code == 2
     assert_one_line_error(stale, "was made for the checks 'words:40-1000'")

@@ -14,6 +14,9 @@ Held out, not in-sample. The rule is chosen on each fold's training part and cou
 on the fold it never saw (k-fold cross-validation); the held-out false passes of every
 fold, pooled, give the bound reported. A threshold is only trusted when that bound, too,
 is at most `alpha`: a rule that only looks good on the labels it was fitted to is refused.
+The rule is tightened (run at a fraction of `alpha`) until its held-out bound meets
+`alpha` (`cross_validated`), since the lowest threshold that just meets a bound on the
+labels it was chosen from is the luckiest one.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from __future__ import annotations
 import functools
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 
@@ -52,24 +55,47 @@ def upper_bound(errors: int, trials: int, confidence: float) -> float:
 
 
 def _binomial_cdf(k: int, n: int, p: float) -> float:
+    """P(X <= k) for X ~ Binomial(n, p): the regularized incomplete beta I_{1-p}(n-k, k+1)."""
     if p <= 0.0:
         return 1.0
     if p >= 1.0:
         return 0.0 if k < n else 1.0
-    log_p, log_q = math.log(p), math.log1p(-p)
-    return min(
-        1.0,
-        sum(
-            math.exp(
-                math.lgamma(n + 1)
-                - math.lgamma(i + 1)
-                - math.lgamma(n - i + 1)
-                + i * log_p
-                + (n - i) * log_q
-            )
-            for i in range(k + 1)
-        ),
+    return _incomplete_beta(n - k, k + 1, 1.0 - p)
+
+
+def _incomplete_beta(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b), by its continued fraction."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
     )
+    if x < (a + 1) / (a + b + 2):  # the fraction converges fast on this side
+        return front * _beta_fraction(a, b, x) / a
+    return 1.0 - front * _beta_fraction(b, a, 1.0 - x) / b
+
+
+def _beta_fraction(a: float, b: float, x: float) -> float:
+    """The incomplete beta's continued fraction, by the modified Lentz method."""
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 500):
+        for numerator in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-12:
+            break
+    return h
 
 
 @dataclass(frozen=True)
@@ -147,21 +173,22 @@ class CurvePoint:
 
 def curve(scores: Sequence[float], person: Sequence[bool], confidence: float) -> list[CurvePoint]:
     """The false-PASS rate and its bound at every distinct score, lowest threshold first."""
+    return [
+        CurvePoint(t, p, f, f / p, upper_bound(f, p, confidence))
+        for t, p, f in _counts(scores, person)
+    ][::-1]
+
+
+def _counts(scores: Sequence[float], person: Sequence[bool]) -> Iterator[tuple[float, int, int]]:
+    """`(threshold, passes, false passes)` at every distinct score, the strictest first."""
     pairs = sorted(zip(scores, person, strict=True), key=lambda pair: pair[0], reverse=True)
-    points: list[CurvePoint] = []
     passes = false_passes = 0
     for position, (score, passed) in enumerate(pairs):
         passes += 1
         false_passes += not passed
         if position + 1 < len(pairs) and pairs[position + 1][0] == score:
             continue  # a threshold passes every response with its score
-        rate = false_passes / passes
-        points.append(
-            CurvePoint(
-                score, passes, false_passes, rate, upper_bound(false_passes, passes, confidence)
-            )
-        )
-    return points[::-1]
+        yield score, passes, false_passes
 
 
 def choose_threshold(
@@ -180,9 +207,13 @@ def choose_threshold(
         True
     """
     chosen: float | None = None
-    for point in reversed(curve(scores, person, confidence)):
-        if point.bound <= alpha:
-            chosen = point.threshold
+    for threshold, passes, false_passes in _counts(scores, person):
+        # The bound is never below the rate seen: a rate over alpha fails without computing it.
+        if (
+            false_passes <= alpha * passes
+            and upper_bound(false_passes, passes, confidence) <= alpha
+        ):
+            chosen = threshold
         elif chosen is not None:
             break  # the run of thresholds meeting the bound has ended
     return chosen
@@ -251,3 +282,66 @@ def held_out(
         folds=k,
         thresholds=tuple(thresholds),
     )
+
+
+LEVELS: tuple[float, ...] = (1.0, 0.85, 0.7, 0.55, 0.4, 0.25)
+"""The levels, as shares of `alpha`, the threshold rule is tried at, the most lenient first."""
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The threshold a PASS needs, chosen so its held-out false-PASS bound meets `alpha`.
+
+    Attributes:
+        threshold: The threshold; None when no level met `alpha` on held-out folds.
+        bound: The held-out bound of the level chosen (or the lowest seen, when none).
+        level: The level the rule ran at (a share of `alpha` times `alpha`), or None.
+        candidate: The rule's threshold on all labels at that level (at `alpha` when none).
+    """
+
+    threshold: float | None
+    bound: float
+    level: float | None
+    candidate: float | None
+
+
+def cross_validated(
+    scores: Sequence[float],
+    person: Sequence[bool],
+    *,
+    alpha: float,
+    confidence: float,
+    folds: int = 5,
+    seed: int = 0,
+) -> Choice:
+    """The threshold rule at the most lenient level whose held-out bound meets `alpha`.
+
+    A rule that only just meets `alpha` on the labels it chose from does worse on labels
+    it never saw (the lowest threshold that passes is the luckiest). So the rule is run
+    at `alpha`, then at tighter levels (`LEVELS`), each cross-validated with `held_out`;
+    the first whose pooled held-out bound is at most `alpha` is kept. Its threshold is
+    the strictest of the ones chosen on all labels and on each fold's training part: the
+    spread between them is how much the choice leans on these labels.
+
+    Example:
+        >>> scores = [i / 100 for i in range(200)]
+        >>> choice = cross_validated([s / 2 for s in scores], [s > 0.8 for s in scores],
+        ...                          alpha=0.1, confidence=0.9)
+        >>> choice.threshold is not None and choice.bound <= 0.1
+        True
+    """
+    lowest = 1.0
+    for share in LEVELS:
+        level = alpha * share
+        candidate = choose_threshold(scores, person, alpha=level, confidence=confidence)
+        if candidate is None:
+            break  # a tighter level cannot find one either
+        checked = held_out(
+            scores, person, alpha=level, confidence=confidence, folds=folds, seed=seed
+        )
+        lowest = min(lowest, checked.bound)
+        if checked.bound <= alpha:
+            chosen = [t for t in (candidate, *checked.thresholds) if t is not None]
+            return Choice(max(chosen), checked.bound, level, candidate)
+    first = choose_threshold(scores, person, alpha=alpha, confidence=confidence)
+    return Choice(None, lowest, None, first)

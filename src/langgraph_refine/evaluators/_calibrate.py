@@ -28,9 +28,8 @@ from langgraph_refine.evaluators._agreement import (
     Agreement,
     CurvePoint,
     agreement,
-    choose_threshold,
+    cross_validated,
     curve,
-    held_out,
     upper_bound,
 )
 from langgraph_refine.evaluators._base import (
@@ -81,6 +80,8 @@ class CalibrationReport:
         folds: The folds of the held-out check.
         candidate: The threshold the rule chose on all labels, even when the held-out
             bound refused it.
+        rule_alpha: The level the threshold rule was run at (at most `alpha`: tightened
+            until its held-out bound met `alpha`); None when none did.
     """
 
     n: int
@@ -100,6 +101,7 @@ class CalibrationReport:
     curve: tuple[CurvePoint, ...] = ()
     folds: int = 0
     candidate: float | None = None
+    rule_alpha: float | None = None
 
     def summary(self) -> dict[str, Any]:
         """A result's `metadata["calibration"]`: n, kappa, alpha, threshold, bound, met."""
@@ -278,8 +280,8 @@ def calibrate(
         >>> labels = [{"task": "t", "response": "good " * i, "passed": i > 30} for i in range(60)]
         >>> judge = lambda response, state: min(1.0, len(response.split()) / 40)
         >>> calibrated = evaluators.calibrate(judge, labels, alpha=0.1)
-        >>> calibrated.report.met, calibrated.threshold  # 31 words: the people's line
-        (True, 0.775)
+        >>> calibrated.report.met, calibrated.threshold  # 32 words; people pass 31 and more
+        (True, 0.8)
     """
     evaluator, read = _checked(judge, labels, alpha, confidence, folds)
     if evaluator.is_async:
@@ -388,10 +390,10 @@ def _calibrated(
     unjudged = len(labels) - len(pairs)
     scores = [evaluation.score for _, evaluation in pairs]
     person = [label.passed for label, _ in pairs]
-    candidate = choose_threshold(scores, person, alpha=alpha, confidence=confidence)
-    checked = held_out(scores, person, alpha=alpha, confidence=confidence, folds=folds, seed=seed)
-    met = candidate is not None and checked.bound <= alpha
-    threshold = candidate if met else None
+    choice = cross_validated(
+        scores, person, alpha=alpha, confidence=confidence, folds=folds, seed=seed
+    )
+    threshold, met, candidate = choice.threshold, choice.threshold is not None, choice.candidate
     calibrated = agreement([threshold is not None and s >= threshold for s in scores], person)
     own = agreement([_judge_passed(evaluation) for _, evaluation in pairs], person)
     report = CalibrationReport(
@@ -401,7 +403,7 @@ def _calibrated(
         false_pass=calibrated.false_pass,
         false_fail=calibrated.false_fail,
         threshold=threshold,
-        bound=checked.bound if pairs else upper_bound(0, 0, confidence),
+        bound=choice.bound if pairs else upper_bound(0, 0, confidence),
         alpha=alpha,
         confidence=confidence,
         met=met,
@@ -410,8 +412,9 @@ def _calibrated(
         unjudged=unjudged,
         usage=usage,
         curve=tuple(curve(scores, person, confidence)) if pairs else (),
-        folds=checked.folds,
+        folds=folds,
         candidate=candidate,
+        rule_alpha=choice.level,
     )
     if not met:
         warnings.warn(_unmet(report), CalibrationWarning, stacklevel=3)
