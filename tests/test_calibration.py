@@ -487,3 +487,22 @@ def test_a_refinement_that_breaks_a_criterion_its_parent_passed_is_told_so() -> 
     assert "It passed before: Under 5 words" in second.evaluation.feedback
     assert "It passed before: Under 5 words" in model.prompts[2]  # the next round is told
     assert "It passed before" not in (result.attempts[0].evaluation.feedback or "")
+
+
+def test_a_served_graph_takes_its_judges_calibration_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from langgraph_refine.server import build_graph
+
+    monkeypatch.setenv("OPENAI_API_KEY", "local")
+    calibrated = evaluators.calibrate(lengths, word_labels())
+    calibrated.save(tmp_path / "judge.json", judge_spec="judge")
+    environ = {"REFINE_MODEL": "my-model", "REFINE_CALIBRATION": str(tmp_path / "judge.json")}
+    node = build_graph(environ=environ).get_graph().nodes["evaluate"].data
+    judge = node.evaluator  # type: ignore[union-attr]
+    assert isinstance(judge, CalibratedEvaluator) and judge.report == calibrated.report
+    calibrated.save(tmp_path / "words.json", judge_spec="words:40-1000")
+    with pytest.raises(ValueError, match="was made for the checks 'words:40-1000'"):
+        build_graph(environ={**environ, "REFINE_CALIBRATION": str(tmp_path / "words.json")})
+    with pytest.raises(ValueError, match="REFINE_CALIBRATION: calibration file .* does not exist"):
+        build_graph(environ={**environ, "REFINE_CALIBRATION": str(tmp_path / "none.json")})
