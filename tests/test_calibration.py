@@ -32,7 +32,6 @@ from langgraph_refine.evaluators._agreement import (
 )
 from tests.fakes import AgentModel, ScriptedChatModel, judge_reply, lookup
 
-
 THRESHOLD = 0.8  # 32 words: the strictest of the folds' choices (people pass 31 and more)
 
 
@@ -504,5 +503,5 @@ def test_a_served_graph_takes_its_judges_calibration_from_the_environment(
     calibrated.save(tmp_path / "words.json", judge_spec="words:40-1000")
     with pytest.raises(ValueError, match="was made for the checks 'words:40-1000'"):
         build_graph(environ={**environ, "REFINE_CALIBRATION": str(tmp_path / "words.json")})
-    with pytest.raises(ValueError, match="REFINE_CALIBRATION: calibration file .* does not exist"):
+    with pytest.raises(ValueError, match=r"REFINE_CALIBRATION: calibration file .* does not exist"):
         build_graph(environ={**environ, "REFINE_CALIBRATION": str(tmp_path / "none.json")})
