@@ -125,3 +125,36 @@ def test_cli_reviews_are_kept_in_the_store_and_calibrate_reads_them(
     ]
     calibrated = cli("calibrate", store, "-e", WORDS, "--out", tmp_path / "c.json")
     assert calibrated.code == 1 and "(2 labels)" in calibrated.out  # two labels prove little
+
+
+def test_batch_takes_a_calibration_and_refuses_it_with_a_server(
+    cli: Any,  # noqa: F811 - a fixture
+    openai_server: Any,  # noqa: F811 - a fixture
+    tmp_path: Path,
+) -> None:
+    calibration = tmp_path / "cal.json"
+    labels = write_labels(tmp_path / "l.jsonl")
+    assert cli("calibrate", labels, "-e", WORDS, "--out", calibration).code == 0
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text('{"id": 1, "task": "t"}\n')
+    server = openai_server(drafts_and_judge())
+    base = ["batch", tasks, "--model", "scripted", "--base-url", server.base_url]
+    out = tmp_path / "out.jsonl"
+    run = cli(
+        *base, "--out", out, "-e", WORDS, "--calibration", calibration, "--max-iterations", "0"
+    )
+    assert run.code == 0, run.err
+    row = json.loads(out.read_text().splitlines()[0])
+    details = row["attempts"][0]["evaluation"]["details"]
+    assert details["calibration"]["threshold"] == 0.8
+    remote = cli(
+        *base,
+        "--out",
+        tmp_path / "o2.jsonl",
+        "--server",
+        "http://127.0.0.1:9",
+        "--calibration",
+        calibration,
+    )
+    assert remote.code == 2
+    assert_one_line_error(remote, "--calibration", "does not apply with --server")

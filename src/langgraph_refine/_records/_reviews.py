@@ -93,5 +93,6 @@ def stored_reviews(store: BaseStore) -> list[dict[str, Any]]:
         if len(page) < 500:
             break
     items = [item for item in found if tuple(item.namespace) == REVIEW_NAMESPACE]
-    items.sort(key=lambda item: (item.created_at, item.key))
+    # When each answer was given (microseconds; a store's own times may be coarser).
+    items.sort(key=lambda item: (str(item.value.get("recorded_at") or ""), item.key))
     return [dict(item.value) for item in items]

@@ -228,6 +228,12 @@ def batch(
         raise CliError(f"--concurrency must be >= 1, got {concurrency}", exit_code=2)
     kept = StoreChoice.from_cli(store, no_store, server)
     flags = flags or SharedFlags()
+    if server is not None and flags.calibration is not None:
+        raise CliError(
+            f"--calibration {flags.calibration} does not apply with --server: the server's "
+            "judge is calibrated by its REFINE_CALIBRATION file",
+            exit_code=2,
+        )
     defaults = flags.options(on_server=server is not None)
     err = _stderr()
     found = read_input(input_file, defaults, on_server=server is not None)
