@@ -505,3 +505,23 @@ def test_a_served_graph_takes_its_judges_calibration_from_the_environment(
         build_graph(environ={**environ, "REFINE_CALIBRATION": str(tmp_path / "words.json")})
     with pytest.raises(ValueError, match=r"REFINE_CALIBRATION: calibration file .* does not exist"):
         build_graph(environ={**environ, "REFINE_CALIBRATION": str(tmp_path / "none.json")})
+
+
+def test_the_calibration_benchmark_judges_have_their_faults() -> None:
+    import random
+
+    from benchmarks import calibration as bench
+
+    rng = random.Random(0)
+    middling = bench.response(rng, 0.55)
+    assert not bench.person_passes(bench.response(random.Random(1), 0.5))
+    assert bench.judge_for("lenient")(middling, None).verdict == "PASS"
+    assert bench.judge_for("harsh")(bench.response(rng, 0.8), None).verdict != "PASS"
+    first, last = "resp|0.6000|0.5000|1|0.1", "resp|0.6000|0.5000|0|0.1"
+    biased = bench.judge_for("position-biased")
+    assert biased(first, None).score - biased(last, None).score == pytest.approx(0.25, abs=0.15)
+    pool = [bench.response(rng, rng.random()) for _ in range(400)]
+    outcome, calibrated = bench.one_split("lenient", pool, rng, 300)
+    assert outcome.judge_fp > bench.ALPHA  # the lenient judge alone passes what people fail
+    assert outcome.met == calibrated.report.met
+    assert outcome.met and outcome.calibrated_fp <= bench.ALPHA
