@@ -158,3 +158,39 @@ def test_batch_takes_a_calibration_and_refuses_it_with_a_server(
     )
     assert remote.code == 2
     assert_one_line_error(remote, "--calibration", "does not apply with --server")
+
+
+def test_the_false_pass_plot_in_calibrate_html_and_the_batch_report(
+    cli: Any,  # noqa: F811 - a fixture
+    tmp_path: Path,
+) -> None:
+    calibration, page = tmp_path / "cal.json", tmp_path / "cal.html"
+    labels = write_labels(tmp_path / "l.jsonl")
+    run = cli("calibrate", labels, "-e", WORDS, "--out", calibration, "--html", page)
+    assert run.code == 0, run.err
+    text = page.read_text()
+    assert '<svg id="calibration-plot"' in text and 'class="threshold"' in text
+    assert text.count("<polyline") == 2 and "0.800" in text  # rate and bound; the threshold
+    results = tmp_path / "results.jsonl"
+    results.write_text(
+        json.dumps(
+            {
+                "id": 1,
+                "task": "t",
+                "value": "v",
+                "score": 0.5,
+                "stop_reason": "plateau",
+                "iterations": 0,
+                "score_history": [0.5],
+                "attempts": [],
+            }
+        )
+        + "\n"
+    )
+    report = tmp_path / "report.html"
+    done = cli("report", results, "--html", report, "--calibration", calibration)
+    assert done.code == 0, done.err
+    assert '<section id="calibration">' in report.read_text()
+    bad = cli("report", results, "--html", report, "--calibration", labels)
+    assert bad.code == 2
+    assert_one_line_error(bad, "l.jsonl", "is not JSON")

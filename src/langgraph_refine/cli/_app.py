@@ -332,6 +332,15 @@ def report(
             help="Also show the strategy record a batch kept in this SQLite file (--store).",
         ),
     ] = None,
+    calibration: Annotated[
+        Path | None,
+        typer.Option(
+            "--calibration",
+            metavar="FILE",
+            help="Also show this calibration (calibrate --out): its figures and a plot of the "
+            "false-PASS rate against the threshold.",
+        ),
+    ] = None,
 ) -> int:
     """Write a self-contained HTML report: summary, moves, failed tasks, score plot, attempts.
 
@@ -349,7 +358,13 @@ def report(
         _error(err, message)
 
     kept = read_store_records(store) if store is not None else None
-    records = write_report(output_file, html, warn, kept=kept)
+    extra = ""
+    if calibration is not None:
+        from langgraph_refine.cli._calibration import calibration_section, read_for_run
+
+        read = read_for_run(calibration)
+        extra = calibration_section(read.report, read.judge)
+    records = write_report(output_file, html, warn, kept=kept, extra=extra)
     out = _stdout()
     failures = failure_lines(records)
     out.print(
@@ -413,6 +428,15 @@ def calibrate(
         Path,
         typer.Option("--out", metavar="FILE", help="Where to write the calibration (JSON)."),
     ] = Path("calibration.json"),
+    html: Annotated[
+        Path | None,
+        typer.Option(
+            "--html",
+            metavar="FILE",
+            help="Also write an HTML page with the figures and a plot of the false-PASS rate "
+            "against the threshold.",
+        ),
+    ] = None,
 ) -> int:
     """Calibrate a judge against people's labels: print the agreement table and threshold.
 
@@ -461,6 +485,11 @@ def calibrate(
     except OSError as exc:
         raise CliError(f"--out {out}: cannot write the calibration: {exc}", exit_code=2) from None
     console.print(Text(f"wrote {out} (run with --calibration {out})"), soft_wrap=True)
+    if html is not None:
+        from langgraph_refine.cli._calibration import write_page
+
+        write_page(html, calibrated.report, checks_text(specs))
+        console.print(Text(f"wrote {html}"), soft_wrap=True)
     return 0 if calibrated.report.met else 1
 
 

@@ -11,6 +11,7 @@ calibration would be stale).
 
 from __future__ import annotations
 
+import html
 import sqlite3
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -212,3 +213,103 @@ def _pct(value: float | None) -> str:
 
 
 JudgeFactory = Callable[[], Any]
+
+
+PLOT_WIDTH, PLOT_HEIGHT = 640, 320
+_LEFT, _RIGHT, _TOP, _BOTTOM = 56, 20, 16, 44
+
+
+def _px(value: float) -> float:
+    return _LEFT + (PLOT_WIDTH - _LEFT - _RIGHT) * max(0.0, min(1.0, value))
+
+
+def _py(value: float) -> float:
+    return _TOP + (PLOT_HEIGHT - _TOP - _BOTTOM) * (1.0 - max(0.0, min(1.0, value)))
+
+
+def calibration_plot(report: CalibrationReport) -> str:
+    """An SVG plot of the false-PASS rate (and its bound) against the threshold.
+
+    The dashed line is `alpha`; the vertical line the threshold chosen (none when
+    `alpha` was not met).
+    """
+    points = sorted(report.curve, key=lambda point: point.threshold)
+    rate = " ".join(f"{_px(p.threshold):.1f},{_py(p.rate):.1f}" for p in points)
+    bound = " ".join(f"{_px(p.threshold):.1f},{_py(p.bound):.1f}" for p in points)
+    parts = [
+        f'<svg id="calibration-plot" xmlns="http://www.w3.org/2000/svg" width="{PLOT_WIDTH}" '
+        f'height="{PLOT_HEIGHT}" viewBox="0 0 {PLOT_WIDTH} {PLOT_HEIGHT}" role="img" '
+        'aria-label="false-PASS rate against threshold">',
+        f'<rect x="0" y="0" width="{PLOT_WIDTH}" height="{PLOT_HEIGHT}" fill="#ffffff"/>',
+    ]
+    for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
+        parts.append(
+            f'<line x1="{_LEFT}" x2="{PLOT_WIDTH - _RIGHT}" y1="{_py(tick):.1f}" '
+            f'y2="{_py(tick):.1f}" stroke="#e4e4e4"/>'
+            f'<text x="{_LEFT - 8}" y="{_py(tick) + 4:.1f}" text-anchor="end" font-size="12" '
+            f'fill="#555">{tick:.2f}</text>'
+            f'<text x="{_px(tick):.1f}" y="{PLOT_HEIGHT - _BOTTOM + 18}" text-anchor="middle" '
+            f'font-size="12" fill="#555">{tick:.2f}</text>'
+        )
+    parts.append(
+        f'<text x="{(PLOT_WIDTH + _LEFT) / 2:.1f}" y="{PLOT_HEIGHT - 6}" text-anchor="middle" '
+        'font-size="13" fill="#333">threshold (a PASS needs this score)</text>'
+        f'<line class="alpha" x1="{_LEFT}" x2="{PLOT_WIDTH - _RIGHT}" y1="{_py(report.alpha):.1f}" '
+        f'y2="{_py(report.alpha):.1f}" stroke="#c0392b" stroke-dasharray="6 4"/>'
+    )
+    if report.threshold is not None:
+        parts.append(
+            f'<line class="threshold" x1="{_px(report.threshold):.1f}" '
+            f'x2="{_px(report.threshold):.1f}" y1="{_TOP}" y2="{PLOT_HEIGHT - _BOTTOM}" '
+            'stroke="#27ae60" stroke-width="2"/>'
+        )
+    if points:
+        parts.append(
+            '<polyline class="bound" fill="none" stroke="#8e44ad" stroke-width="2" '
+            f'stroke-dasharray="3 3" points="{bound}"/>'
+            f'<polyline class="rate" fill="none" stroke="#2c3e50" stroke-width="2" '
+            f'points="{rate}"/>'
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def calibration_section(report: CalibrationReport, checks: str) -> str:
+    """The HTML section of a calibration: its figures and the false-PASS plot."""
+    threshold = "none (alpha not met)" if report.threshold is None else f"{report.threshold:.3f}"
+    rows = [
+        ("checks", checks),
+        ("labels", str(report.n)),
+        ("threshold", threshold),
+        ("held-out false-PASS bound", f"{report.bound:.3f} (alpha {report.alpha})"),
+        ("accuracy / kappa", f"{report.accuracy:.2f} / {report.kappa:.2f}"),
+        ("false PASS / false FAIL", f"{report.false_pass:.2f} / {report.false_fail:.2f}"),
+    ]
+    table = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in rows)
+    return (
+        '<section id="calibration"><h2>Calibration</h2>'
+        f'<table class="summary"><tbody>{table}</tbody></table>'
+        + calibration_plot(report)
+        + '<p class="legend">solid: the false-PASS rate at each threshold (in the labels); '
+        "dotted: its upper confidence bound; dashed: alpha; green: the threshold chosen "
+        "(on held-out folds)</p></section>"
+    )
+
+
+def write_page(path: Path, report: CalibrationReport, checks: str) -> None:
+    """A self-contained HTML page of a calibration (`calibrate --html`).
+
+    Raises:
+        CliError: (exit 2) if the file cannot be written.
+    """
+    page = (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        "<title>Calibration</title><style>body{font-family:sans-serif;margin:2rem}"
+        "th{text-align:left;padding-right:1rem}</style></head><body>"
+        + calibration_section(report, checks)
+        + "</body></html>\n"
+    )
+    try:
+        path.write_text(page, encoding="utf-8")
+    except OSError as exc:
+        raise CliError(f"--html {path}: cannot write it: {exc}", exit_code=2) from None
