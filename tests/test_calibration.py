@@ -525,3 +525,71 @@ def test_the_calibration_benchmark_judges_have_their_faults() -> None:
     assert outcome.judge_fp > bench.ALPHA  # the lenient judge alone passes what people fail
     assert outcome.met == calibrated.report.met
     assert outcome.met and outcome.calibrated_fp <= bench.ALPHA
+
+
+def checklist_reply(*passed: bool) -> str:
+    items = [
+        {"number": i + 1, "gap": "" if ok else "missing", "passed": ok}
+        for i, ok in enumerate(passed)
+    ]
+    return json.dumps({"criteria": items})
+
+
+def test_a_checklist_judge_names_the_criterion_a_refinement_broke() -> None:
+    grader = ScriptedChatModel(
+        replies=[
+            checklist_reply(True, False),
+            checklist_reply(False, True),
+            checklist_reply(True, True),
+        ]
+    )
+    judge = evaluators.checklist(grader, ["Cites a source", "Under 50 words"])
+    writer = ScriptedChatModel(replies=["first", "second", "third"])
+    result = refine(writer, "t", judge, max_iterations=2, patience=None, strategy="chain")
+    assert [a.score for a in result.attempts] == [0.5, 0.5, 1.0]
+    second = result.attempts[1].evaluation
+    assert second is not None and second.details["regressions"] == ["Cites a source"]
+    assert "It passed before: Cites a source" in writer.prompts[2]
+
+
+def test_the_agent_is_told_which_criterion_its_answer_broke() -> None:
+    verdicts = iter([(True, False), (False, True), (True, True)])
+
+    def checks(response: str, state: Any) -> Evaluation:
+        first, second = next(verdicts)
+        items = [
+            {"criterion": "Cites a source", "passed": first},
+            {"criterion": "Under 50 words", "passed": second},
+        ]
+        return Evaluation(score=(first + second) / 2, details={"criteria": items})
+
+    model = AgentModel(replies=["first", "second", "third"])
+    middleware = RefineMiddleware(checks, max_iterations=2, patience=None)
+    agent = create_agent(model, tools=[lookup], middleware=[middleware])
+    state = agent.invoke({"messages": [HumanMessage("t")]})
+    assert middleware.result(state).attempts[1].evaluation.details["regressions"] == [  # type: ignore[union-attr]
+        "Cites a source"
+    ]
+    assert "It passed before: Cites a source" in str(model.calls[2][-1].content)
+
+
+def test_an_async_run_with_a_reviewer_keeps_the_review_in_its_store() -> None:
+    from langgraph_refine import arefine
+
+    store = InMemoryStore()
+    result = asyncio.run(
+        arefine(
+            lambda state: "draft",
+            "Write it.",
+            judged,
+            human_review="final",
+            max_iterations=0,
+            checkpointer=InMemorySaver(),
+            thread_id="one",
+            store=store,
+            reviewer=lambda payload: {"action": "reject"},
+        )
+    )
+    assert result.stop_reason == "rejected"
+    labels = evaluators.store_labels(store)
+    assert [(label.response, label.passed) for label in labels] == [("draft", False)]
