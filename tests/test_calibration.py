@@ -593,3 +593,18 @@ def test_an_async_run_with_a_reviewer_keeps_the_review_in_its_store() -> None:
     assert result.stop_reason == "rejected"
     labels = evaluators.store_labels(store)
     assert [(label.response, label.passed) for label in labels] == [("draft", False)]
+
+
+def test_each_request_of_a_chat_thread_keeps_its_own_review() -> None:
+    store = InMemoryStore()
+    middleware = RefineMiddleware(judged, human_review="final", max_iterations=0)
+    agent = agent_with(middleware, ["a", "b"], checkpointer=InMemorySaver(), store=store)
+    config = thread()
+    for request in ("First request.", "Second request."):
+        agent.invoke({"messages": [HumanMessage(request)]}, config)
+        agent.invoke(Command(resume={"action": "approve"}), config)
+    labels = evaluators.store_labels(store)
+    assert [(label.task, label.passed) for label in labels] == [
+        ("First request.", True),
+        ("Second request.", True),
+    ]

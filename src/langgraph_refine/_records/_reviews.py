@@ -15,6 +15,7 @@ for later calibration, never a reason to fail a loop.
 from __future__ import annotations
 
 import datetime
+import hashlib
 import logging
 import uuid
 from collections.abc import Mapping
@@ -79,9 +80,15 @@ def record_review(payload: Mapping[str, Any], action: str) -> None:
 
 
 def _key(configurable: Mapping[str, Any], payload: Mapping[str, Any]) -> str:
-    """One review of one attempt of one loop on one thread (a resumed review writes it again)."""
+    """One review of one attempt of one loop on one thread (a resumed review writes it again).
+
+    The task and the response shown are part of it: a chat's thread runs a new loop for
+    each request, its attempts counted from 0 again, and each review is a label of its own.
+    """
     thread = configurable.get("thread_id") or uuid.uuid4().hex
-    return f"{thread}|{payload.get('name') or 'refine'}|{payload.get('attempt')}"
+    shown = f"{payload.get('task')}\x00{payload.get('response')}".encode()
+    digest = hashlib.sha256(shown).hexdigest()[:16]
+    return f"{thread}|{payload.get('name') or 'refine'}|{payload.get('attempt')}|{digest}"
 
 
 def stored_reviews(store: BaseStore) -> list[dict[str, Any]]:
