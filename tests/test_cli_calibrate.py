@@ -194,3 +194,22 @@ def test_the_false_pass_plot_in_calibrate_html_and_the_batch_report(
     bad = cli("report", results, "--html", report, "--calibration", labels)
     assert bad.code == 2
     assert_one_line_error(bad, "l.jsonl", "is not JSON")
+
+
+def test_the_terminal_result_says_whether_its_pass_was_calibrated(
+    cli: Any,  # noqa: F811 - a fixture
+    openai_server: Any,  # noqa: F811 - a fixture
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "cal.json"
+    assert cli("calibrate", write_labels(tmp_path / "l.jsonl"), "-e", WORDS, "--out", out).code == 0
+    server = openai_server(drafts_and_judge({"draft 0": 1.0}))
+    args = ["run", "t", "--model", "scripted", "--base-url", server.base_url]
+    calibrated = cli(*args, "-e", WORDS, "--calibration", out, "--max-iterations", "0")
+    assert calibrated.code == 0, calibrated.err
+    assert "calibrated judge: a PASS needs 0.80 (60 labels" in calibrated.out
+    server = openai_server(drafts_and_judge({"draft 0": 1.0}))  # its drafts count from 0
+    args = ["run", "t", "--model", "scripted", "--base-url", server.base_url]
+    refused = cli(*args, "--require-calibration", "--max-iterations", "0")
+    assert refused.code == 0, refused.err
+    assert "not trusted (uncalibrated judge): the passed of attempt #0" in refused.out
