@@ -213,3 +213,25 @@ def test_the_terminal_result_says_whether_its_pass_was_calibrated(
     refused = cli(*args, "--require-calibration", "--max-iterations", "0")
     assert refused.code == 0, refused.err
     assert "not trusted (uncalibrated judge): the passed of attempt #0" in refused.out
+
+
+def test_calibrating_the_llm_judge_counts_its_calls_and_a_cache_spares_them(
+    cli: Any,  # noqa: F811 - a fixture
+    openai_server: Any,  # noqa: F811 - a fixture
+    tmp_path: Path,
+) -> None:
+    scores = {f"draft {i}": (1.0 if i >= 20 else 0.4) for i in range(50)}
+    server = openai_server(drafts_and_judge(scores))
+    labels = tmp_path / "labels.jsonl"
+    rows = [{"task": "t", "response": f"draft {i}", "passed": i >= 20} for i in range(50)]
+    labels.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    args = ["calibrate", labels, "--model", "scripted", "--base-url", server.base_url]
+    cache = tmp_path / "cache.sqlite"
+    run = cli(*args, "--cache", cache, "--out", tmp_path / "cal.json")
+    assert run.code == 0, run.err
+    assert "agreement with people: judge (50 labels)" in run.out and "threshold 1.000" in run.out
+    assert len(server.requests) == 50  # one judge call per labelled response
+    again = cli(*args, "--cache", cache, "--out", tmp_path / "again.json")
+    assert again.code == 0, again.err
+    assert len(server.requests) == 50  # every judgment came from the cache
+    assert json.loads((tmp_path / "again.json").read_text())["judge"] == "judge"
