@@ -608,3 +608,15 @@ def test_each_request_of_a_chat_thread_keeps_its_own_review() -> None:
         ("First request.", True),
         ("Second request.", True),
     ]
+
+
+def test_the_stop_event_carries_the_calibration() -> None:
+    calibrated = evaluators.calibrate(lengths, word_labels())
+    drafts = iter(["good " * 10, "good " * 33])
+    graph = create_refine_graph(lambda state: next(drafts), calibrated, max_iterations=2).compile()
+    events = [e for e in graph.stream({"task": "t"}, stream_mode="custom") if e["type"] == "stop"]
+    assert events[0]["stop_reason"] == "passed"
+    assert events[0]["calibration"] == calibrated.report.summary()
+    plain = create_refine_graph(lambda state: "x", lambda r, s: 1.0).compile()
+    stop = [e for e in plain.stream({"task": "t"}, stream_mode="custom") if e["type"] == "stop"]
+    assert "calibration" not in stop[0] and "untrusted_pass" not in stop[0]
