@@ -255,9 +255,12 @@ def calibrate(
     Judges every labelled response (the judge's `evaluate`; an async judge on
     `asyncio.run`, use `acalibrate` inside a running event loop), measures agreement,
     and chooses the lowest score threshold whose false-PASS rate (a judge PASS a person
-    would not pass) has an upper confidence bound, on held-out folds, of at most
-    `alpha`. Too few labels to show that is said plainly: `report.met` is False, a
-    `CalibrationWarning` is issued, and the calibrated judge never passes.
+    would not pass) has an upper confidence bound (Clopper-Pearson, at `confidence`), on
+    held-out folds, of at most `alpha`: the rule is chosen on each fold's training part
+    and counted on the fold it never saw, tightened until that held-out bound meets
+    `alpha`, and the PASS needs the strictest of the thresholds it chose on all labels
+    and on each fold. Too few labels to show that is said plainly: `report.met` is
+    False, a `CalibrationWarning` is issued, and the calibrated judge never passes.
 
     Args:
         judge: Any evaluator form (`llm_judge`, `checklist`, a callable, ...).
@@ -306,7 +309,7 @@ def calibrate(
         for label in read:
             key = (label.task, label.response)
             if key not in judged:
-                judged[key] = _judge(meter, evaluator, label)
+                judged[key] = _judge(meter, evaluator, *key)
     return _calibrated(evaluator, read, judged, meter.total(), alpha, confidence, folds, seed)
 
 
@@ -329,9 +332,7 @@ async def acalibrate(
 
     async def one(task: str, response: str) -> Judgment | None:
         async with gate:
-            return await _ajudge(
-                meter, evaluator, Label(task=task, response=response, passed=False)
-            )
+            return await _ajudge(meter, evaluator, task, response)
 
     with metered(meter):
         results = await asyncio.gather(*(one(*key) for key in keys))
@@ -355,19 +356,22 @@ def _checked(
     return as_evaluator(judge, option="judge"), read_labels(labels)
 
 
-def _judge(meter: BudgetMeter, judge: BaseEvaluator, label: Label) -> Judgment | None:
-    """The judge's judgment of one label's response; None when the budget refused it."""
+def _judge(meter: BudgetMeter, judge: BaseEvaluator, task: str, response: str) -> Judgment | None:
+    """The judge's judgment of one labelled response; None when the budget refused it."""
     try:
         with meter.invocation(model_call=judge.calls_model) as done:
-            return done(judge_once(judge, label.response, {"task": label.task}))
+            return done(judge_once(judge, response, {"task": task}))
     except BudgetStop:
         return None
 
 
-async def _ajudge(meter: BudgetMeter, judge: BaseEvaluator, label: Label) -> Judgment | None:
+async def _ajudge(
+    meter: BudgetMeter, judge: BaseEvaluator, task: str, response: str
+) -> Judgment | None:
+    """Async twin of `_judge`."""
     try:
         with meter.invocation(model_call=judge.calls_model) as done:
-            return done(await ajudge_once(judge, label.response, {"task": label.task}))
+            return done(await ajudge_once(judge, response, {"task": task}))
     except BudgetStop:
         return None
 
