@@ -206,7 +206,8 @@ CLI_ONLY_FLAGS = {
     "--concurrency": "how many loops batch runs at once",
     "--server": "batch on a LangGraph Server",
     "--assistant": "the server's assistant",
-    "--store": "batch's strategy record file",
+    "--store": "batch's strategy record file; run's record of reviews",
+    "--calibration": "the judge's calibration file (it wraps the checks)",
     "--no-store": "batch without a strategy record",
 }
 
