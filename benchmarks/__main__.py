@@ -33,6 +33,7 @@ ORDER = (
     "judge_contradictions",
     "selection",
     "cascade",
+    "calibration",
     "edits",
     "ladder",
     "agent_ladder",

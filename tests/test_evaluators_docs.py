@@ -15,11 +15,14 @@ import pytest
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "evaluators.md"
 MODULES = [
     "langgraph_refine.evaluators",
+    "langgraph_refine.evaluators._agreement",
     "langgraph_refine.evaluators._base",
+    "langgraph_refine.evaluators._calibrate",
     "langgraph_refine.evaluators._cascade",
     "langgraph_refine.evaluators._checklist",
     "langgraph_refine.evaluators._combine",
     "langgraph_refine.evaluators._judge",
+    "langgraph_refine.evaluators._labels",
     "langgraph_refine.evaluators._openevals",
     "langgraph_refine.evaluators._python_tests",
     "langgraph_refine.evaluators._repetition",

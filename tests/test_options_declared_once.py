@@ -206,7 +206,8 @@ CLI_ONLY_FLAGS = {
     "--concurrency": "how many loops batch runs at once",
     "--server": "batch on a LangGraph Server",
     "--assistant": "the server's assistant",
-    "--store": "batch's strategy record file",
+    "--store": "batch's strategy record file; run's record of reviews",
+    "--calibration": "the judge's calibration file (it wraps the checks)",
     "--no-store": "batch without a strategy record",
 }
 
@@ -300,6 +301,7 @@ def test_batch_on_a_server_sends_the_context_options_the_cli_has() -> None:
             "output_schema": {"type": "object"},
             "select": "pairwise",
             "confirm_pass": True,
+            "require_calibration": True,
             "criteria": ("Rhymes",),
             "on_evaluator_error": "skip",
             "edits": True,
@@ -340,6 +342,7 @@ def test_every_key_a_line_may_set_is_read_from_the_line() -> None:
         "schema": {"type": "object"},
         "select": "pairwise",
         "confirm_pass": True,
+        "require_calibration": True,
         "edits": "on",
         "model": "other",
     }
@@ -447,7 +450,7 @@ def test_a_thread_keeps_the_options_declared_kept() -> None:
     assert set(KEPT_OPTIONS) == set(kept_options()) == {
         "judge_model", "target_score", "max_iterations", "patience", "min_delta", "budget",
         "on_budget_exhausted", "criteria", "on_evaluator_error", "output_schema", "select",
-        "select_top", "select_margin", "confirm_pass",
+        "select_top", "select_margin", "confirm_pass", "require_calibration",
     }  # fmt: skip
 
 

@@ -53,6 +53,7 @@ def test_the_context_schema_is_refine_context() -> None:
         "select_top",
         "select_margin",
         "confirm_pass",
+        "require_calibration",
         "criteria",
         "on_evaluator_error",
         "edits",

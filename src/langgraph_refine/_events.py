@@ -73,6 +73,10 @@ class StopEvent(TypedDict):
         iterations: Refinement rounds run.
         response: The result's value.
         output: With `output_schema`, the result's object as plain JSON.
+        calibration: With a calibrated judge, its summary (`n`, `kappa`, `alpha`,
+            `threshold`, `bound`, `met`; see `evaluators.calibrate`).
+        untrusted_pass: With `require_calibration`, the attempts whose uncalibrated
+            PASS (or target score) did not stop the loop.
     """
 
     type: Literal["stop"]
@@ -82,6 +86,8 @@ class StopEvent(TypedDict):
     iterations: int
     response: str
     output: Any
+    calibration: NotRequired[dict[str, Any]]
+    untrusted_pass: NotRequired[list[dict[str, Any]]]
 
 
 class ReviewActionRequest(TypedDict):
@@ -236,8 +242,8 @@ def round_event(name: str, attempt: Attempt, best: Attempt | None) -> RoundEvent
 
 
 def stop_event(name: str, result: RefineResult) -> StopEvent:
-    """The custom stream event of the loop's end."""
-    return {
+    """The custom stream event of the loop's end (with its judge's calibration, if any)."""
+    event: StopEvent = {
         "type": "stop",
         "name": name,
         "stop_reason": result.stop_reason,
@@ -246,3 +252,8 @@ def stop_event(name: str, result: RefineResult) -> StopEvent:
         "response": result.value,
         "output": plain(result.output),
     }
+    if "calibration" in result.metadata:
+        event["calibration"] = result.metadata["calibration"]
+    if "untrusted_pass" in result.metadata:
+        event["untrusted_pass"] = result.metadata["untrusted_pass"]
+    return event

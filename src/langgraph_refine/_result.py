@@ -13,13 +13,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from langgraph_refine._state import (
     CONVERGED_REASONS,
     Attempt,
+    Evaluation,
     RefineState,
     StopReason,
     Usage,
     Verdict,
     revive_state,
 )
-from langgraph_refine._stop_rules import stop_reason_of
+from langgraph_refine._stop_rules import is_calibrated, stop_reason_of
 
 if TYPE_CHECKING:
     from langgraph_refine._typed import OutputSchema
@@ -273,6 +274,7 @@ class RefineResult(BaseModel):
         }
         if selection:
             metadata["selection"] = selection
+        metadata.update(calibration_notes(attempts, evaluation))
         return cls(
             value=value,
             score=evaluation.score if evaluation else None,
@@ -288,6 +290,31 @@ class RefineResult(BaseModel):
             output=output_schema.typed(output) if output_schema is not None else output,
             metadata=metadata,
         )
+
+
+def calibration_notes(attempts: Sequence[Attempt], chosen: Evaluation | None) -> dict[str, Any]:
+    """What a result says about its judge's calibration (nothing for an uncalibrated run).
+
+    `calibration`: the calibrated judge's summary (`n`, `kappa`, `alpha`, `threshold`,
+    `bound`, `met`), from the result's evaluation or else the latest calibrated one.
+    `untrusted_pass`: with `require_calibration`, the attempts whose PASS (or target
+    score) did not stop the loop because it was not calibrated.
+    """
+    notes: dict[str, Any] = {}
+    judged = [a.evaluation for a in attempts if a.evaluation is not None]
+    calibrated = [
+        e for e in ([chosen] if chosen is not None else []) + judged[::-1] if is_calibrated(e)
+    ]
+    if calibrated:
+        notes["calibration"] = dict(calibrated[0].details["calibration"])
+    refused = [
+        {"attempt": a.index, "stop": a.evaluation.details["untrusted_stop"]}
+        for a in attempts
+        if a.evaluation is not None and a.evaluation.details.get("untrusted_stop")
+    ]
+    if refused:
+        notes["untrusted_pass"] = refused
+    return notes
 
 
 def _selected(attempts: Sequence[Attempt], selection: Any) -> Attempt | None:

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langgraph_refine._state import Attempt, StopReason
+from langgraph_refine._state import Attempt, Evaluation, StopReason
 
 BUDGET_STOP: StopReason = "budget_exhausted"
 """The reason given when the budget refuses a model call (before or during a round)."""
@@ -58,6 +58,9 @@ class StopRules:
 
     1. `"passed"`: the verdict is `"PASS"`;
     2. `"target_reached"`: the score is at least `target_score`;
+       with `require_calibration`, these two hold only for a calibrated PASS (the
+       evaluation of an `evaluators.calibrate` judge, verdict PASS): any other is not
+       trusted (`distrusted`) and the loop goes on to its other limits;
     3. `"max_iterations"`: `1 + max_iterations` attempts have been generated;
     4. `"plateau"`: the last `patience` refinement rounds each failed to raise the best
        score by more than `min_delta` (`patience=None` or 0 disables this rule).
@@ -68,6 +71,8 @@ class StopRules:
         patience: Consecutive non-improving refinement rounds tolerated (>= 1); None or
             0 disables the rule (kept as None).
         min_delta: Improvement of the best score that counts as progress (>= 0).
+        require_calibration: Stop on a PASS or the target only when the PASS is
+            calibrated (see `is_calibrated`).
 
     Raises:
         ValueError: If an option is outside its allowed range.
@@ -77,6 +82,7 @@ class StopRules:
     max_iterations: int = 4
     patience: int | None = 2
     min_delta: float = 0.0
+    require_calibration: bool = False
 
     def __post_init__(self) -> None:
         if not _is_number(self.target_score) or not 0.0 <= self.target_score <= 1.0:
@@ -92,6 +98,10 @@ class StopRules:
             object.__setattr__(self, "patience", None)
         if not _is_number(self.min_delta) or self.min_delta < 0:
             raise ValueError(f"min_delta must be a number >= 0, got {self.min_delta!r}")
+        if not isinstance(self.require_calibration, bool):
+            raise ValueError(
+                f"require_calibration must be True or False, got {self.require_calibration!r}"
+            )
 
     def decide(self, attempts: Sequence[Attempt]) -> StopReason | None:
         """Apply the rules to the attempts so far; the last one was just evaluated.
@@ -106,15 +116,32 @@ class StopRules:
         latest = attempts[-1].evaluation
         if latest is None:  # unjudged: it neither passes nor stalls, but it is a round
             return "max_iterations" if len(attempts) >= 1 + self.max_iterations else None
-        if latest.verdict == "PASS":
-            return "passed"
-        if latest.score >= self.target_score:
-            return "target_reached"
+        automatic = self.automatic_stop(latest)
+        if automatic is not None and not self.distrusted(latest):
+            return automatic
         if len(attempts) >= 1 + self.max_iterations:
             return "max_iterations"
         if self.patience is not None and self.stalled_rounds(attempts) >= self.patience:
             return "plateau"
         return None
+
+    def automatic_stop(self, evaluation: Evaluation) -> StopReason | None:
+        """The stop an evaluation makes by itself: `"passed"`, `"target_reached"` or None."""
+        if evaluation.verdict == "PASS":
+            return "passed"
+        if evaluation.score >= self.target_score:
+            return "target_reached"
+        return None
+
+    def distrusted(self, evaluation: Evaluation) -> bool:
+        """Whether `require_calibration` refuses this evaluation's automatic stop.
+
+        Only a calibrated judge's PASS is trusted: an uncalibrated judge's PASS or score,
+        and a calibrated judge's score under its threshold (no PASS), are not.
+        """
+        return self.require_calibration and not (
+            is_calibrated(evaluation) and evaluation.verdict == "PASS"
+        )
 
     def stalled_rounds(self, attempts: Sequence[Attempt]) -> int:
         """Count the trailing refinement rounds that did not raise the best score enough."""
@@ -133,6 +160,16 @@ class StopRules:
                 stalled += 1
             best = max(best, score)
         return stalled
+
+
+def is_calibrated(evaluation: Evaluation | None) -> bool:
+    """Whether an evaluation came from a calibrated judge (`evaluators.calibrate`).
+
+    Example:
+        >>> is_calibrated(Evaluation(score=1.0, details={"calibration": {"threshold": 0.8}}))
+        True
+    """
+    return evaluation is not None and isinstance(evaluation.details.get("calibration"), dict)
 
 
 def _is_number(value: object) -> bool:

@@ -22,6 +22,9 @@ Environment:
 - `REFINE_MODELS` / `REFINE_JUDGE_MODELS`: comma-separated model strings a run may name
   in its context's `models` / `judge_model` (`REFINE_MODEL` is always allowed); unset,
   any model the server can reach.
+- `REFINE_CALIBRATION`: a calibration file (`langgraph-refine calibrate -e judge --out
+  FILE`): the served judge's PASS is calibrated (a run's `require_calibration` then
+  trusts it); a run that names its own `evaluator` judges uncalibrated.
 
 Input (`ServedInput`): `{"task": "..."}` (or `{"messages": [...]}` ending with a human
 message), with `criteria` and any option a run's context may set beside it (derived from
@@ -105,6 +108,34 @@ __all__ = [
 MODEL_ENV = "REFINE_MODEL"
 """The environment variable naming the served model."""
 
+CALIBRATION_ENV = "REFINE_CALIBRATION"
+"""The environment variable naming the served judge's calibration file."""
+
+
+def served_judge(model: Any, env: Mapping[str, str]) -> Any:
+    """The served graphs' judge: None (the default judge), or calibrated by `REFINE_CALIBRATION`.
+
+    Raises:
+        ValueError: If the file is missing, not a calibration, or made for other checks.
+    """
+    path = env.get(CALIBRATION_ENV, "").strip()
+    if not path:
+        return None
+    from langgraph_refine.evaluators import llm_judge
+    from langgraph_refine.evaluators._calibrate import CalibratedEvaluator, read_calibration
+
+    try:
+        judge, report = read_calibration(path)
+    except ValueError as exc:
+        raise ValueError(f"{CALIBRATION_ENV}: {exc}") from None
+    if judge != "judge":
+        raise ValueError(
+            f"{CALIBRATION_ENV} {path} was made for the checks {judge!r}; the served graphs "
+            "judge with the LLM judge: calibrate it with langgraph-refine calibrate LABELS "
+            "-e judge --out FILE"
+        )
+    return CalibratedEvaluator(llm_judge(model), report)
+
 
 def build_graph(
     *,
@@ -143,7 +174,7 @@ def build_graph(
     max_tokens = max_tokens_setting(environ=env)
     model = resolve_chat_model(model_name, option=MODEL_ENV, max_tokens=max_tokens)
     options = LoopOptions.build(surface=GRAPH, human_review=human_review, name=name)
-    builder = loop_builder(model, None, options, schemas=SERVED_SCHEMAS)
+    builder = loop_builder(model, served_judge(model, env), options, schemas=SERVED_SCHEMAS)
     # Runs after a node failed for good (its retries spent): see `ExplainError`.
     # (LangGraph's `StateNode` type does not list the `(state, NodeError)` form yet.)
     handler = ExplainError(needs_person=human_review is not None, name=name)

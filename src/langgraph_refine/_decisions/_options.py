@@ -135,6 +135,7 @@ class RefineOptions(TypedDict, total=False):
     select_margin: float
     comparer: ComparerLike
     confirm_pass: bool
+    require_calibration: bool
     edits: EditsMode
     stream_drafts: bool
 
@@ -183,6 +184,7 @@ class RefineContext(TypedDict, total=False):
     select_top: int
     select_margin: float
     confirm_pass: bool
+    require_calibration: bool
     criteria: str | list[str]
     on_evaluator_error: OnEvaluatorError
     edits: EditsMode
@@ -214,6 +216,7 @@ class AgentOptions(TypedDict, total=False):
     select_margin: float
     comparer: ComparerLike
     confirm_pass: bool
+    require_calibration: bool
     edits: EditsMode
     stream_drafts: bool
     retry_policy: RetryPolicy | Sequence[RetryPolicy] | None
@@ -659,6 +662,24 @@ class LoopOptions:
     """When a round would stop on a PASS verdict or on `target_score`, judge the same
     response once more (one more evaluator call, counted in the budget); stop only if
     that judgment agrees, else go on with its feedback."""
+
+    require_calibration: bool = field(
+        default=False,
+        metadata=declare(
+            kept=True,
+            tool="Stop on a passing judgment only when the judge was calibrated against "
+            "people's verdicts.",
+            flags=("--require-calibration",),
+            help="Stop on a PASS or the target score only when the judge is calibrated "
+            "(--calibration FILE); an uncalibrated PASS is not trusted and the run goes on "
+            "to its other limits.",
+        ),
+    )
+    """Trust only a calibrated PASS (an `evaluators.calibrate` judge's): a PASS verdict or
+    a score at `target_score` from an uncalibrated evaluator (or under a calibrated
+    judge's threshold) does not stop the loop, which ends at its other limits with the
+    best answer; `RefineResult.metadata["untrusted_pass"]` lists the attempts whose stop
+    was refused."""
 
     edits: EditsMode = field(
         default=False,

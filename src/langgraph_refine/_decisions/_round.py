@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 
 from langgraph_refine._decisions._ladder import next_rung, rung_prices
 from langgraph_refine._decisions._options import LoopOptions, criteria_list
+from langgraph_refine._decisions._regressions import with_regressions
 from langgraph_refine._decisions._strategy import Choice, MoveStats, choose_next
 from langgraph_refine._errors import Unjudged
 from langgraph_refine._events import RoundEvent, round_event
@@ -240,8 +241,13 @@ def judged_round(
     for evaluation in evaluations:
         if not isinstance(evaluation, Evaluation | NoJudgment):  # a custom evaluator's mistake
             raise TypeError(f"evaluator returned {type(evaluation).__name__}; return an Evaluation")
-    attempt = _choose_candidate(pending, evaluations, pending.usage + spent)
-    attempts = [*(state.get("attempts") or []), attempt]
+    earlier = list(state.get("attempts") or [])
+    attempt = with_regressions(
+        _choose_candidate(pending, evaluations, pending.usage + spent), earlier
+    )
+    if not is_edit(pending):
+        attempt = _trust_noted(attempt, options)
+    attempts = [*earlier, attempt]
     # A reviewer's edit ends the loop whatever it scores; other attempts meet the rules.
     stop_reason: StopReason | None = (
         "edited" if is_edit(pending) else options.rules.decide(attempts)
@@ -249,6 +255,24 @@ def judged_round(
     if stop_reason is None and len(evaluations) < len(responses(pending)):
         stop_reason = BUDGET_STOP  # it ran out while judging the candidates
     return _Judged(attempt, attempts, stop_reason)
+
+
+def _trust_noted(attempt: Attempt, options: LoopOptions) -> Attempt:
+    """The attempt, with `details["untrusted_stop"]` when `require_calibration` refused its stop.
+
+    The result reads it (`metadata["untrusted_pass"]`): a run that went on past a PASS
+    it did not trust says so.
+    """
+    evaluation = attempt.evaluation
+    if evaluation is None or not options.rules.distrusted(evaluation):
+        return attempt
+    refused = options.rules.automatic_stop(evaluation)
+    if refused is None:
+        return attempt
+    details = {**evaluation.details, "untrusted_stop": refused}
+    return attempt.model_copy(
+        update={"evaluation": evaluation.model_copy(update={"details": details})}
+    )
 
 
 def confirmed(

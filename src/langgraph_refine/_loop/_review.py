@@ -24,6 +24,7 @@ from langgraph_refine._loop._review_schema import (
     hitl_request,
 )
 from langgraph_refine._loop._router import route_after_evaluation
+from langgraph_refine._records._reviews import record_review
 from langgraph_refine._result import best_attempt
 from langgraph_refine._state import RefineState, revive_state
 
@@ -98,12 +99,18 @@ class ReviewNode:
     def answer(self, payload: Mapping[str, Any], value: Any) -> ReviewAnswer:
         """What a resume value means (a chat client's LangChain decision, or text, too).
 
+        The one place both the graph and the agent read an answer: a well-formed one is
+        also kept in the run's store as a person's verdict on the attempt shown (see
+        `_records._reviews`), the labels `evaluators.store_labels` reads.
+
         Raises:
             ReviewInputError: If the value is not a dict with a known action and the
                 fields that action needs.
         """
         value = from_decisions(from_text(value, self.actions))
-        return read_answer(payload, value, self.actions)
+        answer = read_answer(payload, value, self.actions)
+        record_review(payload, answer.action)
+        return answer
 
     def apply(self, payload: Mapping[str, Any], value: Any) -> dict[str, Any]:
         """Turn a resume value into the graph's state update.

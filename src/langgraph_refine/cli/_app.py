@@ -79,6 +79,15 @@ def run(
         bool,
         typer.Option("--review", help="Ask you to approve, edit, reject or revise before the end."),
     ] = False,
+    store: Annotated[
+        Path | None,
+        typer.Option(
+            "--store",
+            metavar="PATH",
+            help="SQLite file of a LangGraph store: the reviews you give (--review) are kept "
+            "there as labels (langgraph-refine calibrate PATH -e ...).",
+        ),
+    ] = None,
     json_output: Annotated[
         bool, typer.Option("--json", help="Print the result as one JSON object, nothing else.")
     ] = False,
@@ -110,7 +119,13 @@ def run(
     out, err = _stdout(), _stderr()
     screen = err if json_output else out
     request = RunRequest(
-        task, options, checkpoint=checkpoint, thread=thread, review=review, restart=restart
+        task,
+        options,
+        checkpoint=checkpoint,
+        thread=thread,
+        review=review,
+        restart=restart,
+        store=store,
     )
     try:
         result = execute(
@@ -213,6 +228,12 @@ def batch(
         raise CliError(f"--concurrency must be >= 1, got {concurrency}", exit_code=2)
     kept = StoreChoice.from_cli(store, no_store, server)
     flags = flags or SharedFlags()
+    if server is not None and flags.calibration is not None:
+        raise CliError(
+            f"--calibration {flags.calibration} does not apply with --server: the server's "
+            "judge is calibrated by its REFINE_CALIBRATION file",
+            exit_code=2,
+        )
     defaults = flags.options(on_server=server is not None)
     err = _stderr()
     found = read_input(input_file, defaults, on_server=server is not None)
@@ -357,6 +378,15 @@ def report(
             help="Also show the strategy record a batch kept in this SQLite file (--store).",
         ),
     ] = None,
+    calibration: Annotated[
+        Path | None,
+        typer.Option(
+            "--calibration",
+            metavar="FILE",
+            help="Also show this calibration (calibrate --out): its figures and a plot of the "
+            "false-PASS rate against the threshold.",
+        ),
+    ] = None,
 ) -> int:
     """Write a self-contained HTML report: summary, moves, failed tasks, score plot, attempts.
 
@@ -374,7 +404,13 @@ def report(
         _error(err, message)
 
     kept = read_store_records(store) if store is not None else None
-    records = write_report(output_file, html, warn, kept=kept)
+    extra = ""
+    if calibration is not None:
+        from langgraph_refine.cli._calibration import calibration_section, read_for_run
+
+        read = read_for_run(calibration)
+        extra = calibration_section(read.report, read.judge)
+    records = write_report(output_file, html, warn, kept=kept, extra=extra)
     out = _stdout()
     failures = failure_lines(records)
     out.print(
@@ -386,6 +422,121 @@ def report(
     for line in failures:
         out.print(Text(line), soft_wrap=True)
     return 1 if warnings or failures else 0  # docs/cli.md: a skipped line or a failed task
+
+
+@app.command()
+def calibrate(
+    labels: Annotated[
+        Path,
+        typer.Argument(
+            metavar="LABELS.jsonl",
+            help='People\'s verdicts, one JSON label a line: {"task", "response", '
+            '"passed", "criteria"?}; or the SQLite store file of run --review --store.',
+        ),
+    ],
+    evaluator: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--evaluator", "-e", metavar="SPEC", help="The checks to calibrate (as run's -e)."
+        ),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model", "-m", metavar="NAME", help="The judge's model unless --judge-model."
+        ),
+    ] = None,
+    judge_model: Annotated[
+        str | None, typer.Option("--judge-model", metavar="NAME", help="The LLM judge's model.")
+    ] = None,
+    base_url: Annotated[
+        str | None, typer.Option("--base-url", metavar="URL", help="OpenAI-compatible server URL.")
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", metavar="SECONDS", help="Seconds one call may take.")
+    ] = 120.0,
+    cache: Annotated[
+        Path | None,
+        typer.Option("--cache", metavar="PATH", help="SQLite file of LangChain's model cache."),
+    ] = None,
+    alpha: Annotated[
+        float,
+        typer.Option(
+            "--alpha",
+            metavar="A",
+            help="False-PASS rate allowed: judge passes people would not pass.",
+        ),
+    ] = 0.1,
+    confidence: Annotated[
+        float, typer.Option("--confidence", metavar="C", help="Confidence of the bound.")
+    ] = 0.9,
+    out: Annotated[
+        Path,
+        typer.Option("--out", metavar="FILE", help="Where to write the calibration (JSON)."),
+    ] = Path("calibration.json"),
+    html: Annotated[
+        Path | None,
+        typer.Option(
+            "--html",
+            metavar="FILE",
+            help="Also write an HTML page with the figures and a plot of the false-PASS rate "
+            "against the threshold.",
+        ),
+    ] = None,
+) -> int:
+    """Calibrate a judge against people's labels: print the agreement table and threshold.
+
+    The threshold is the lowest score whose false-PASS rate (a judge PASS a person would
+    not pass) has an upper confidence bound, on held-out folds, at most --alpha. Writes
+    the calibration to --out for run/batch --calibration FILE (with the same -e checks).
+    Exit 0 when --alpha is met, 1 when these labels cannot show it (the file is still
+    written; its judge passes nothing), 2 for a usage error.
+    """
+    from langgraph_refine.cli._calibration import (
+        checks_text,
+        read_label_file,
+        run_calibration,
+        show_report,
+    )
+    from langgraph_refine.cli._shared import SharedFlags
+    from langgraph_refine.cli._specs import build_evaluators, parse_specs
+
+    read = read_label_file(labels)
+    specs = parse_specs(list(evaluator or []))
+    flags = SharedFlags(
+        model=[model] if model else None,
+        base_url=base_url,
+        judge_model=judge_model,
+        timeout=timeout,
+        cache=cache,
+    )
+    settings = flags.model_settings()
+    checks = build_evaluators(specs, settings.judge)
+    if checks is None:
+        from langgraph_refine.evaluators import llm_judge
+
+        checks = llm_judge(settings.judge())
+    try:
+        calibrated = run_calibration(read, checks, alpha=alpha, confidence=confidence)
+    except CliError:
+        raise
+    except Exception as exc:
+        raise CliError(
+            describe_error(exc, settings.describe_endpoint(), settings.timeout)
+        ) from None
+    console = _stdout()
+    show_report(console, calibrated.report, checks_text(specs))
+    try:
+        calibrated.save(out, judge_spec=checks_text(specs))
+    except OSError as exc:
+        raise CliError(f"--out {out}: cannot write the calibration: {exc}", exit_code=2) from None
+    console.print(Text(f"wrote {out} (run with --calibration {out})"), soft_wrap=True)
+    if html is not None:
+        from langgraph_refine.cli._calibration import write_page
+
+        write_page(html, calibrated.report, checks_text(specs))
+        console.print(Text(f"wrote {html}"), soft_wrap=True)
+    return 0 if calibrated.report.met else 1
 
 
 def _error(console: Console, message: str) -> None:

@@ -36,6 +36,7 @@ from langgraph_refine._decisions._options import (
     line_key,
 )
 from langgraph_refine._typed import OutputSchema
+from langgraph_refine.cli._calibration import Calibration
 from langgraph_refine.cli._errors import CliError
 from langgraph_refine.cli._flags import loop_flags, parse_choice
 from langgraph_refine.cli._ladder_view import line_models
@@ -243,11 +244,14 @@ class CommandOptions:
         settings: The `LoopOptions` fields given, by name, each as the field takes it
             (a flag not given is not here: the library's default, or the server's).
         prices: `--price` values: model prices for every task's budget.
+        calibration: `--calibration FILE`: the check is judged calibrated (see
+            `cli._calibration`); None without it.
     """
 
     specs: list[EvaluatorSpec] = field(default_factory=list)
     settings: Mapping[str, Any] = field(default_factory=dict)
     prices: Mapping[str, Price] = field(default_factory=dict)
+    calibration: Calibration | None = None
 
     @property
     def models(self) -> tuple[str, ...] | None:
@@ -324,6 +328,11 @@ class CommandOptions:
             CliError: If a model cannot be built or an evaluator rejects its argument.
         """
         evaluator = build_evaluators(self.specs, judge_model)
+        if self.calibration is not None:  # the same checks, their PASS calibrated
+            from langgraph_refine.evaluators import llm_judge
+
+            judge = evaluator if evaluator is not None else llm_judge(judge_model())
+            evaluator = self.calibration.wrap(judge, self.specs)
         kwargs: dict[str, Any] = {
             **{name: value for name, value in self.settings.items() if name in _IN_GRAPH},
             "evaluator": evaluator,

@@ -364,8 +364,13 @@ def render_report(
     *,
     source: str,
     kept: Mapping[str, StrategyRecord] | None = None,
+    extra: str = "",
 ) -> str:
-    """The whole HTML page for `records` read from `source` (and strategy records `kept`)."""
+    """The whole HTML page for `records` read from `source` (and strategy records `kept`).
+
+    `extra` is HTML added after the score plot (`report --calibration`: the judge's
+    calibration and its false-PASS plot).
+    """
     firsts = [r.first_score for r in records]
     bests = [r.best_score for r in records]
     gains = [b - f for f, b in zip(firsts, bests, strict=True) if f is not None and b is not None]
@@ -421,6 +426,7 @@ def render_report(
         "(all tasks)</span>"
         f"<span>{_task_swatches(records)}one line per task, each in its own colour "
         "(hover a line for its task's id)</span></p></section>",
+        extra,
         '<section id="tasks"><h2>Tasks</h2>',
     ]
     for i, record in enumerate(records):
@@ -762,6 +768,7 @@ def write_report(
     warn: Callable[[str], None],
     *,
     kept: Mapping[str, StrategyRecord] | None = None,
+    extra: str = "",
 ) -> list[TaskRecord]:
     """Read `source` and write the HTML report to `target`.
 
@@ -770,6 +777,7 @@ def write_report(
         target: The HTML file to write.
         warn: Receives one message per unreadable line.
         kept: Strategy records from a store to show beside the batch's own moves.
+        extra: HTML added after the score plot (see `render_report`).
 
     Returns:
         The tasks in the report.
@@ -783,7 +791,7 @@ def write_report(
             f"--html {target} is a folder; give a file name, e.g. {target / 'report.html'}"
         )
     try:
-        page = render_report(records, source=source.name, kept=kept)
+        page = render_report(records, source=source.name, kept=kept, extra=extra)
         target.write_text(page, encoding="utf-8")
     except OSError as exc:
         raise CliError(f"cannot write --html {target}: {exc.strerror or exc}") from None

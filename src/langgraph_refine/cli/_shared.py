@@ -20,6 +20,7 @@ import typer
 from langgraph_refine._calls._models import DEFAULT_MAX_TOKENS, MAX_TOKENS_ENV
 from langgraph_refine._decisions._edits import EDITS_AUTO_MIN_CHARS
 from langgraph_refine._decisions._options import RUN
+from langgraph_refine.cli._calibration import read_for_run
 from langgraph_refine.cli._errors import CliError
 from langgraph_refine.cli._flags import declared_flags, loop_flags
 from langgraph_refine.cli._ladder_view import parse_models
@@ -135,6 +136,12 @@ class SharedFlags:
         "edits, applied whole or not at all), auto (edits for attempts over "
         f"{EDITS_AUTO_MIN_CHARS} characters).",
     )
+    calibration: Path | None = _flag(
+        "--calibration",
+        metavar="FILE",
+        help="Judge with the checks' PASS calibrated against people's labels: the file "
+        "`langgraph-refine calibrate --out FILE` wrote for the same -e checks.",
+    )
     loop: Mapping[str, Any] = field(default_factory=dict)
 
     def options(self, *, on_server: bool = False) -> CommandOptions:
@@ -168,6 +175,7 @@ class SharedFlags:
                 specs=parse_specs(list(self.evaluator or []), on_server=on_server),
                 settings=settings,
                 prices=parse_prices(self.price),
+                calibration=None if self.calibration is None else read_for_run(self.calibration),
             )
             options.check()
         except CliError as exc:  # a bad option value is a usage error

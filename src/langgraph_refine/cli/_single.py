@@ -32,6 +32,7 @@ from langgraph_refine._loop._thread import thread_settings
 from langgraph_refine._loop._tracing import traced
 from langgraph_refine._result import RefineResult, loop_schema
 from langgraph_refine._typed import plain
+from langgraph_refine.cli._calibration import open_review_store
 from langgraph_refine.cli._errors import CliError
 from langgraph_refine.cli._ladder_view import per_model
 from langgraph_refine.cli._models import ModelSettings
@@ -51,6 +52,8 @@ class RunRequest:
         thread: Checkpoint thread to continue, if any.
         review: Whether to ask the human before the loop ends.
         restart: Start the thread over even if it holds an unfinished run.
+        store: SQLite file of a LangGraph store the run's reviews are kept in (as labels
+            for `calibrate`), if any.
     """
 
     task: str
@@ -59,6 +62,7 @@ class RunRequest:
     thread: str | None = None
     review: bool = False
     restart: bool = False
+    store: Path | None = None
 
 
 def check_task(task: str) -> str:
@@ -96,6 +100,9 @@ def result_json(result: RefineResult) -> dict[str, Any]:
     }
     if result.metadata.get("selection"):
         data["selection"] = result.metadata["selection"]
+    for key in ("calibration", "untrusted_pass"):  # whether the PASS was calibrated
+        if key in result.metadata:
+            data[key] = result.metadata[key]
     return data
 
 
@@ -225,8 +232,8 @@ def execute(
     checks = ", ".join(spec.text for spec in request.options.specs) or "judge"
     loop = LoopOptions.build(None, **kwargs)
     kept = thread_settings(loop, checks)
-    with open_checkpointer(request.checkpoint) as saver:
-        graph = builder.compile(checkpointer=saver)
+    with open_checkpointer(request.checkpoint) as saver, open_review_store(request.store) as store:
+        graph = builder.compile(checkpointer=saver, store=store)
         config = run_config(
             None,
             durable=True,

@@ -149,10 +149,44 @@ def show_result(
         console.print(Text("feedback: " + short(result.feedback, 300), style="dim"))
     if result.metadata.get("selection"):
         console.print(Text(selection_text(result.metadata["selection"]), style="dim"))
+    calibration = calibration_text(result.metadata)
+    if calibration:
+        console.print(Text(calibration, style="dim"), soft_wrap=True)
     console.print(Text("spent: " + usage_text(result.usage), style="dim"))
     if any(attempt.rung is not None for attempt in result.attempts):
         shown = "by model: " + models_text(per_model(result.attempts))
         console.print(Text(shown, style="dim"), soft_wrap=True)
+
+
+def calibration_text(metadata: Mapping[str, Any]) -> str:
+    """One line on whether the result's PASS was calibrated (empty for a plain run).
+
+    Example:
+        >>> calibration_text({"calibration": {"n": 60, "kappa": 0.97, "alpha": 0.1,
+        ...                   "threshold": 0.8, "bound": 0.079, "met": True}})
+        'calibrated judge: a PASS needs 0.80 (60 labels, kappa 0.97, false-PASS bound 0.079 <= 0.1)'
+        >>> calibration_text({"untrusted_pass": [{"attempt": 0, "stop": "passed"}]})
+        'not trusted (uncalibrated judge): the passed of attempt #0'
+    """
+    parts = []
+    summary = metadata.get("calibration")
+    if summary:
+        if summary.get("threshold") is None:
+            parts.append(
+                f"calibrated judge: alpha {summary.get('alpha')} not met with "
+                f"{summary.get('n')} labels, so it passes nothing"
+            )
+        else:
+            parts.append(
+                f"calibrated judge: a PASS needs {summary['threshold']:.2f} ({summary.get('n')} "
+                f"labels, kappa {summary.get('kappa'):.2f}, false-PASS bound "
+                f"{summary.get('bound')} <= {summary.get('alpha')})"
+            )
+    refused = metadata.get("untrusted_pass") or []
+    if refused:
+        stops = ", ".join(f"the {r.get('stop')} of attempt #{r.get('attempt')}" for r in refused)
+        parts.append(f"not trusted (uncalibrated judge): {stops}")
+    return "; ".join(parts)
 
 
 def selection_text(selection: Mapping[str, Any]) -> str:

@@ -5,8 +5,9 @@ Deterministic checks (`word_count`, `contains_all`, `matches_regex`, `no_repetit
 `llm_judge` asks a chat model; `checklist` has one check the response criterion by
 criterion, naming each gap; `reward_model` wraps any reward function; `combine` takes
 a weighted mean; `cascade` runs checks in stages, cheapest first, each gating the next;
-`panel` a jury of judges decided by a rule. A graph (a `create_agent`
-judge with tools) is an evaluator too (`RunnableEvaluator`).
+`panel` a jury of judges decided by a rule; `calibrate` fits a judge's PASS to
+people's labels (`store_labels` reads the loop's own human reviews as labels). A
+graph (a `create_agent` judge with tools) is an evaluator too (`RunnableEvaluator`).
 Any of them can be passed as `evaluator=` to `create_refine_graph`, `refine` and
 `arefine`, or called directly with `.evaluate(response, state)` / `.aevaluate(...)`.
 
@@ -28,10 +29,18 @@ Example:
 from langgraph_refine._errors import Unjudged
 from langgraph_refine._state import PanelRule
 from langgraph_refine.evaluators._base import BaseEvaluator, CallableEvaluator
+from langgraph_refine.evaluators._calibrate import (
+    CalibratedEvaluator,
+    CalibrationReport,
+    CalibrationWarning,
+    acalibrate,
+    calibrate,
+)
 from langgraph_refine.evaluators._cascade import CascadeEvaluator, cascade
 from langgraph_refine.evaluators._checklist import ChecklistEvaluator, ChecklistReply, checklist
 from langgraph_refine.evaluators._combine import CombinedEvaluator, combine
 from langgraph_refine.evaluators._judge import JudgeReply, LLMJudge, llm_judge
+from langgraph_refine.evaluators._labels import Label, langsmith_labels, read_labels, store_labels
 from langgraph_refine.evaluators._openevals import OpenEvalsEvaluator
 from langgraph_refine.evaluators._panel import PanelEvaluator, panel
 from langgraph_refine.evaluators._python_tests import (
@@ -59,6 +68,9 @@ from langgraph_refine.evaluators._text import (
 
 __all__ = [
     "BaseEvaluator",
+    "CalibratedEvaluator",
+    "CalibrationReport",
+    "CalibrationWarning",
     "CallableEvaluator",
     "CascadeEvaluator",
     "ChecklistEvaluator",
@@ -68,6 +80,7 @@ __all__ = [
     "JsonSchema",
     "JudgeReply",
     "LLMJudge",
+    "Label",
     "LocalRunner",
     "MatchesRegex",
     "NoRepetition",
@@ -82,18 +95,23 @@ __all__ = [
     "Runner",
     "Unjudged",
     "WordCount",
+    "acalibrate",
+    "calibrate",
     "cascade",
     "checklist",
     "combine",
     "contains_all",
     "count_words",
     "json_schema",
+    "langsmith_labels",
     "llm_judge",
     "matches_regex",
     "no_repetition",
     "panel",
     "python_tests",
+    "read_labels",
     "reward_model",
+    "store_labels",
     "strip_tags",
     "word_count",
 ]
