@@ -172,13 +172,13 @@ class AgentCalls(RoundCalls):
         self.view = dict(with_criteria(view, loop.options))
         self.store = record_store(loop.options.strategy, getattr(runtime, "store", None))
         # The evaluator's state: the evidence (tool results) too.
-        super().__init__(step, judged_state(state, self.view), evaluator, self._update, LOOP_NAME)
+        super().__init__(step, judged_state(state, self.view), evaluator, LOOP_NAME)
 
     def flow(self, pending: Attempt) -> Flow:
         """The round of `pending` (the graph's)."""
         return evaluate_round(self.view, pending, self.loop.options, self.loop.ladder)
 
-    def _update(self, request: Exchange) -> tuple[BaseStore, RecordUpdate] | None:
+    def record(self, request: Exchange) -> tuple[BaseStore, RecordUpdate] | None:
         """The agent's store and this round's record update, when the loop keeps a record."""
         if self.store is None:
             return None

@@ -11,7 +11,7 @@ agent's model step (`RefineMiddleware.wrap_model_call`) and a run's (`_loop._dri
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Generator
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
 AskT = TypeVar("AskT")
 DoneT = TypeVar("DoneT")
@@ -20,39 +20,33 @@ CallFlow = Generator[AskT, Any, DoneT]
 """A flow yielding asks of type `AskT`, returning `DoneT`."""
 
 
-class _Done(NamedTuple, Generic[DoneT]):
-    value: DoneT
-
-
-def _resume(flow: CallFlow[AskT, DoneT], reply: Any, error: Exception | None) -> Any:
-    """The flow's next ask, sent the reply (or thrown the error) of its last; or its end."""
-    try:
-        return flow.send(reply) if error is None else flow.throw(error)
-    except StopIteration as done:
-        return _Done(done.value)
-
-
 def drive(flow: CallFlow[AskT, DoneT], carry_out: Callable[[AskT], Any]) -> DoneT:
     """Carry out a flow: each ask answered by `carry_out`, or its error thrown in."""
-    ask = _resume(flow, None, None)  # the flow's first ask
-    while not isinstance(ask, _Done):
+    reply: Any = None
+    error: Exception | None = None
+    while True:  # a round's hot path: no allocation or call per ask beyond the flow's own
+        try:
+            ask = flow.send(reply) if error is None else flow.throw(error)
+        except StopIteration as done:
+            value: DoneT = done.value
+            return value
         try:
             reply, error = carry_out(ask), None
         except Exception as exc:  # the flow decides what an error means
             reply, error = None, exc
-        ask = _resume(flow, reply, error)
-    value: DoneT = ask.value
-    return value
 
 
 async def adrive(flow: CallFlow[AskT, DoneT], carry_out: Callable[[AskT], Awaitable[Any]]) -> DoneT:
     """Async twin of `drive`: `carry_out` returns an awaitable."""
-    ask = _resume(flow, None, None)
-    while not isinstance(ask, _Done):
+    reply: Any = None
+    error: Exception | None = None
+    while True:
+        try:
+            ask = flow.send(reply) if error is None else flow.throw(error)
+        except StopIteration as done:
+            value: DoneT = done.value
+            return value
         try:
             reply, error = await carry_out(ask), None
         except Exception as exc:
             reply, error = None, exc
-        ask = _resume(flow, reply, error)
-    value: DoneT = ask.value
-    return value

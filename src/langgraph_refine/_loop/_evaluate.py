@@ -225,11 +225,7 @@ class _Calls(RoundCalls):
     ) -> None:
         self.node, self.pending, self.options = node, pending, options
         super().__init__(
-            step,
-            with_criteria(state, options),
-            node.evaluator_for(options),
-            self._found,
-            options.name,
+            step, with_criteria(state, options), node.evaluator_for(options), options.name
         )
 
     def flow(self) -> Flow:
@@ -239,7 +235,7 @@ class _Calls(RoundCalls):
     def finish(self, outcome: Outcome) -> dict[str, Any]:
         return self.sent(outcome).update
 
-    def _found(self, request: Exchange) -> tuple[Any, RecordUpdate] | None:
+    def record(self, request: Exchange) -> tuple[Any, RecordUpdate] | None:
         """The store and this round's record update, when the run keeps a record."""
         options = self.options
         return run_record(

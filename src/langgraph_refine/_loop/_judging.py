@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.runnables import Runnable, RunnableLambda
@@ -26,9 +26,6 @@ from langgraph_refine._state import Evaluation, Judgment, NoJudgment
 from langgraph_refine.evaluators._base import BaseEvaluator, unjudged_reason
 
 logger = logging.getLogger("langgraph_refine")
-
-Record = Callable[[Exchange], "tuple[Any, RecordUpdate] | None"]
-"""The store and a round's record update, when the run keeps a record (else None)."""
 
 
 def traced_evaluation(
@@ -52,27 +49,28 @@ def traced_evaluation(
 class RoundCalls:
     """The answers to one round's requests, every call under `step`.
 
+    A driver's subclass says where the strategy record lives (`record`).
+
     Args:
         step: The step the round's calls run under (meter, retries, deadline).
         state: The state the evaluator reads (the request's criteria applied).
         evaluator: Who judges.
-        record: The store and record update of an `Exchange` (None: no record).
         name: The loop's name, in the round's stream events.
     """
 
     def __init__(
-        self,
-        step: Step,
-        state: Mapping[str, Any],
-        evaluator: BaseEvaluator,
-        record: Record,
-        name: str,
+        self, step: Step, state: Mapping[str, Any], evaluator: BaseEvaluator, name: str
     ) -> None:
-        self.step, self.state, self.evaluator = step, state, evaluator
-        self.record, self.name = record, name
+        # No bound method is kept on the instance: a reference cycle would leave every
+        # round's objects to the cyclic garbage collector (measured: 5% of a run).
+        self.step, self.state, self.evaluator, self.name = step, state, evaluator, name
         self.traced = traced_evaluation(state, step, evaluator)
         # A judge's invocation is a model call, counted even if no callback sees one.
         self.judge = evaluator.calls_model
+
+    def record(self, request: Exchange) -> tuple[Any, RecordUpdate] | None:
+        """The store and this round's record update, when the run keeps a record."""
+        return None
 
     def sent(self, outcome: Outcome) -> Outcome:
         """The round's outcome, its events sent to the custom stream."""
