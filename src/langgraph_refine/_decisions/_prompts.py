@@ -382,6 +382,8 @@ def scaffolding(prompt: Sequence[str], own: Sequence[str]) -> frozenset[str]:
         own: The texts whose lines an answer may rightly repeat: the task and the
             earlier answers.
     """
+    if not prompt:  # a generator that builds its own prompt: nothing of ours to copy
+        return frozenset()
     kept = {line.strip() for text in own for line in text.splitlines()}
     return frozenset(
         line.strip()
