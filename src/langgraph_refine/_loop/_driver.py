@@ -96,7 +96,7 @@ def run_flow(
         values = yield Run({"task": task})
         return RefineResult.from_state(values, output_schema=output_schema)
     snapshot = yield ReadState()
-    resume = bool(snapshot.next) and not restart
+    resume = unfinished(snapshot) and not restart
     if resume:
         check_same_run(snapshot, task, settings)
     yield Run(None if resume else {"task": task})
@@ -115,6 +115,17 @@ def run_flow(
         answer = yield AskReviewer(payload)
         yield Run(Command(resume=review_answer(answer)))
         answered = True
+
+
+def unfinished(snapshot: Any) -> bool:
+    """True if the thread holds a run that has not ended.
+
+    A run stopped between a node's end and the next checkpoint (Ctrl-C while the step's
+    writes were being saved) has no task left in `next`, since the step's one task has
+    its writes; it still has that step's `tasks`, and a continued run applies their writes
+    rather than paying for the call again. A finished run's last checkpoint has neither.
+    """
+    return bool(snapshot.next or snapshot.tasks)
 
 
 def review_answer(answer: object) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import asyncio
 import json
 import sys
 from collections.abc import Sequence
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -25,6 +26,9 @@ from langgraph_refine.cli._options import PER_LINE_OPTIONS
 from langgraph_refine.cli._shared import SharedFlags, with_shared_flags
 
 PROG = "langgraph-refine"
+
+ARGV: ContextVar[tuple[str, ...] | None] = ContextVar("ARGV", default=None)
+"""The arguments of the command being run (for the command an interrupted run resumes with)."""
 
 app = typer.Typer(
     name=PROG,
@@ -110,7 +114,13 @@ def run(
     out, err = _stdout(), _stderr()
     screen = err if json_output else out
     request = RunRequest(
-        task, options, checkpoint=checkpoint, thread=thread, review=review, restart=restart
+        task,
+        options,
+        checkpoint=checkpoint,
+        thread=thread,
+        review=review,
+        restart=restart,
+        argv=ARGV.get(),
     )
     try:
         result = execute(
@@ -350,6 +360,7 @@ def run_app(argv: Sequence[str] | None = None) -> int:
     """Run the command line with `argv` (default: `sys.argv[1:]`) and return the exit code."""
     command = typer.main.get_command(app)
     err = _stderr()
+    ARGV.set(tuple(argv if argv is not None else sys.argv[1:]))
     try:
         result = command.main(
             args=list(argv) if argv is not None else None, prog_name=PROG, standalone_mode=False

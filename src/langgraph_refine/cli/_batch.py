@@ -37,7 +37,13 @@ from rich.text import Text
 from langgraph_refine._display import cost_text
 from langgraph_refine._loop._run import CompiledLoop
 from langgraph_refine._result import RefineResult
-from langgraph_refine.cli._errors import CliError, describe_error, is_unreachable, one_line
+from langgraph_refine.cli._errors import (
+    CliError,
+    Terminated,
+    describe_error,
+    is_unreachable,
+    one_line,
+)
 from langgraph_refine.cli._http import LANE
 from langgraph_refine.cli._ladder_view import LineGenerators, merge, models_text, per_model
 from langgraph_refine.cli._models import ModelSettings
@@ -660,10 +666,6 @@ async def drive(
             f"{stats.total - saved})"
         )
     return stats
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where the batch runs, so it stops as on Ctrl-C (exit code 143)."""
 
 
 def _terminate(signum: int, frame: Any) -> None:
