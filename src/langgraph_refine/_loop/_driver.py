@@ -23,6 +23,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
 from langgraph_refine._errors import ReviewInputError, carry_result
+from langgraph_refine._loop._claim import aclaim_thread, claim_thread
 from langgraph_refine._loop._thread import check_same_run, settings_metadata
 from langgraph_refine._result import RESULT_KEYS, RefineResult, loop_schema
 from langgraph_refine._typed import OutputSchema
@@ -246,30 +247,36 @@ class Driver:
 
 
 def drive(flow: Generator[FlowStep, Any, RefineResult], driver: Driver) -> RefineResult:
-    """Carry out a flow's steps synchronously and return its result."""
+    """Carry out a flow's steps synchronously and return its result.
+
+    The run holds its checkpoint thread throughout (`_claim`): a second run on it is
+    refused with `ThreadBusyError` before any step.
+    """
     reply: Any = None
-    while not isinstance(step := _send(flow, reply), RefineResult):
-        if isinstance(step, Run):
-            reply = driver.stream(step.input)
-        elif isinstance(step, ReadState):
-            reply = driver.graph.get_state(driver.config)
-        else:
-            reply = driver._reviewer()(step.payload)
+    with claim_thread(driver.graph.checkpointer, driver.config):
+        while not isinstance(step := _send(flow, reply), RefineResult):
+            if isinstance(step, Run):
+                reply = driver.stream(step.input)
+            elif isinstance(step, ReadState):
+                reply = driver.graph.get_state(driver.config)
+            else:
+                reply = driver._reviewer()(step.payload)
     return step
 
 
 async def adrive(flow: Generator[FlowStep, Any, RefineResult], driver: Driver) -> RefineResult:
     """Carry out a flow's steps asynchronously (the reviewer may be async too)."""
     reply: Any = None
-    while not isinstance(step := _send(flow, reply), RefineResult):
-        if isinstance(step, Run):
-            reply = await driver.astream(step.input)
-        elif isinstance(step, ReadState):
-            reply = await driver.graph.aget_state(driver.config)
-        else:
-            reply = driver._reviewer()(step.payload)
-            if inspect.isawaitable(reply):
-                reply = await reply
+    async with aclaim_thread(driver.graph.checkpointer, driver.config):
+        while not isinstance(step := _send(flow, reply), RefineResult):
+            if isinstance(step, Run):
+                reply = await driver.astream(step.input)
+            elif isinstance(step, ReadState):
+                reply = await driver.graph.aget_state(driver.config)
+            else:
+                reply = driver._reviewer()(step.payload)
+                if inspect.isawaitable(reply):
+                    reply = await reply
     return step
 
 

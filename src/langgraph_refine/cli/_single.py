@@ -29,7 +29,7 @@ from rich.console import Console
 from rich.text import Text
 
 from langgraph_refine._decisions._options import LoopOptions
-from langgraph_refine._errors import ThreadSettingsError, describe_differences
+from langgraph_refine._errors import ThreadBusyError, ThreadSettingsError, describe_differences
 from langgraph_refine._loop._driver import Driver, adrive, run_config, run_flow, strict_serde
 from langgraph_refine._loop._graph import create_refine_graph
 from langgraph_refine._loop._thread import thread_settings
@@ -343,6 +343,8 @@ async def _drive(
         return await adrive(flow, driver)
     except ThreadSettingsError as exc:
         raise CliError(_thread_refusal(config, exc), exit_code=2) from None
+    except ThreadBusyError as exc:
+        raise CliError(str(exc)) from None
     finally:
         view.stop()
 
