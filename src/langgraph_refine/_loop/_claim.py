@@ -18,6 +18,7 @@ resumed:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import socket
@@ -80,7 +81,7 @@ async def aclaim_thread(saver: Any, config: RunnableConfig) -> AsyncIterator[Non
             async with _apostgres_claim(saver, thread):
                 yield
         else:
-            with _sqlite_claim(await _asqlite_path(saver), thread):
+            async with _asqlite_claim(await _asqlite_path(saver), thread):
                 yield
 
 
@@ -184,7 +185,7 @@ def _sqlite_claim(path: str | None, thread: str) -> Iterator[None]:
     if path is None:
         yield
         return
-    lease = _Lease(path, thread)
+    lease = Lease(path, thread)
     lease.take()
     try:
         yield
@@ -192,8 +193,29 @@ def _sqlite_claim(path: str | None, thread: str) -> Iterator[None]:
         lease.give_back()
 
 
-class _Lease:
-    """A writer's row in `refine_writers`, renewed by a daemon thread while it is held."""
+@contextlib.asynccontextmanager
+async def _asqlite_claim(path: str | None, thread: str) -> AsyncIterator[None]:
+    # In a worker thread: the event loop must keep running while the claim waits for the
+    # file's write lock, which an async saver's own transaction may hold until the loop
+    # lets it commit.
+    if path is None:
+        yield
+        return
+    lease = Lease(path, thread)
+    await asyncio.to_thread(lease.take)
+    try:
+        yield
+    finally:
+        await asyncio.to_thread(lease.give_back)
+
+
+class Lease:
+    """A writer's row in `refine_writers`, renewed by a daemon thread while it is held.
+
+    Args:
+        path: The SQLite file.
+        thread: What is claimed (a checkpoint thread, or a name such as a batch's).
+    """
 
     def __init__(self, path: str, thread: str) -> None:
         self.path = path

@@ -11,6 +11,7 @@ result are written once.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 import uuid
 from collections.abc import Awaitable, Callable, Generator, Mapping
@@ -165,6 +166,11 @@ class Driver:
     on_event: EventSink | None = None
     durability: Literal["sync", "async", "exit"] | None = None
     settings: Mapping[str, str] | None = None
+
+    def on_thread(self, thread_id: str) -> Driver:
+        """This driver, running on the checkpoint thread `thread_id`."""
+        configurable = {**(self.config.get("configurable") or {}), "thread_id": thread_id}
+        return dataclasses.replace(self, config={**self.config, "configurable": configurable})
 
     def _kwargs(self) -> dict[str, Any]:
         # Custom events only when someone receives them: LangGraph streams a run with

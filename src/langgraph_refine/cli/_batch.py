@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from langchain_core.language_models import BaseChatModel
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.store.base import BaseStore
 from rich.console import Console
 from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
@@ -35,6 +36,8 @@ from rich.table import Column
 from rich.text import Text
 
 from langgraph_refine._display import cost_text
+from langgraph_refine._errors import ThreadBusyError, ThreadSettingsError, describe_differences
+from langgraph_refine._loop._claim import Lease
 from langgraph_refine._loop._run import CompiledLoop
 from langgraph_refine._result import RefineResult
 from langgraph_refine.cli._errors import (
@@ -498,8 +501,12 @@ async def run_items(
     progress: Progress,
     generator: BaseChatModel | list[BaseChatModel] | None = None,
     store: BaseStore | None = None,
+    checkpointer: BaseCheckpointSaver[Any] | None = None,
 ) -> BatchStats:
     """Refine `items` locally with at most `concurrency` loops at a time (see `drive`).
+
+    With a `checkpointer`, each task runs on a thread of its own (`task_thread`), so a
+    batch killed and rerun continues its unfinished tasks from their last completed call.
 
     Args:
         items: The tasks to run.
@@ -509,18 +516,33 @@ async def run_items(
         progress: Receives the counts as tasks finish, and the problems.
         generator: The generator's model (built from `settings` if not given).
         store: The store every loop shares (the strategy record), or None.
+        checkpointer: Where each task's run is checkpointed, or None.
 
     Raises:
-        CliError: If the model server is unreachable (after the running tasks end).
+        CliError: If the model server is unreachable, or a task's thread is being
+            written by another process (after the running tasks end).
     """
     if not items:
         return await drive(items, _never, writer, concurrency=concurrency, progress=progress)
-    loops = _Loops(generator or batch_generator(items, settings), settings, store)
+    loops = _Loops(generator or batch_generator(items, settings), settings, store, checkpointer)
 
     async def run_one(item: BatchItem) -> RefineResult:
-        return await loops.get(item.options).arun(item.task)
+        loop = loops.get(item.options)
+        if checkpointer is None:
+            return await loop.arun(item.task)
+        thread = task_thread(item)
+        try:
+            return await loop.arun(item.task, thread_id=thread)
+        except ThreadSettingsError as exc:  # the line changed since its run was stopped
+            progress.error(
+                f"id {item.id!r} (line {item.line}): its unfinished run was started "
+                f"differently ({describe_differences(exc.differences)}); starting it over"
+            )
+            return await loop.arun(item.task, thread_id=thread, restart=True)
 
     def fatal(exc: BaseException) -> str | None:
+        if isinstance(exc, ThreadBusyError):
+            return str(exc)
         if not is_unreachable(exc):
             return None
         return describe_error(exc, settings.describe_endpoint(), settings.timeout)
@@ -531,6 +553,16 @@ async def run_items(
         )
     finally:
         await settings.http.aclose()
+
+
+def task_thread(item: BatchItem) -> str:
+    """The checkpoint thread of a task: its id's, so a rerun finds it again."""
+    return f"batch task {id_key(item.id)}"
+
+
+def default_checkpoint(out: Path) -> Path:
+    """Where a batch checkpoints its tasks' runs without `--checkpoint`: beside `--out`."""
+    return out.with_name(out.name + ".checkpoint.sqlite")
 
 
 def batch_generator(
@@ -566,7 +598,9 @@ class _Loops:
         model: BaseChatModel | list[BaseChatModel] | None,
         settings: ModelSettings,
         store: BaseStore | None,
+        checkpointer: BaseCheckpointSaver[Any] | None = None,
     ) -> None:
+        self.checkpointer = checkpointer
         self.model = model
         self.generators = LineGenerators(settings, model)  # a line's own `model`, else this
         self.settings = settings
@@ -593,7 +627,12 @@ class _Loops:
             # with its first rung).
             first = generator[0] if isinstance(generator, list) else generator
             judge = lambda: first  # noqa: E731 - a one-line factory
-        loop = CompiledLoop(generator, store=self.store, **options.graph_kwargs(judge))
+        loop = CompiledLoop(
+            generator,
+            store=self.store,
+            checkpointer=self.checkpointer,
+            **options.graph_kwargs(judge),
+        )
         if len(self._loops) >= self.KEEP:
             del self._loops[next(iter(self._loops))]
         self._loops[id(options)] = (options, loop)
@@ -699,6 +738,32 @@ def saved_on_interrupt(out: Path, todo: list[BatchItem]) -> Iterator[None]:
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def batch_claim(checkpoint: Path) -> Iterator[None]:
+    """Hold the batch's checkpoint file for one batch at a time.
+
+    Two batches on one checkpoint would run the same tasks' threads; the second is
+    refused before any task starts. A batch that was killed holds nothing (see
+    `_loop._claim`).
+
+    Raises:
+        CliError: If another batch is running on `checkpoint`.
+    """
+    lease = Lease(str(checkpoint), "batch")
+    try:
+        lease.take()
+    except ThreadBusyError as exc:
+        holder = str(exc).split(": ", 1)[1].split(";")[0]
+        raise CliError(
+            f"--checkpoint {checkpoint} is in use by another batch ({holder}); wait for it "
+            "to end, or give this batch another --out or --checkpoint"
+        ) from None
+    try:
+        yield
+    finally:
+        lease.give_back()
 
 
 def summary_line(stats: BatchStats, skipped: int, out: Path, invalid: int = 0) -> str:
