@@ -77,6 +77,7 @@ class BatchItem:
         task: The task text.
         options: The loop options for this task (defaults plus the line's own).
         given: The option keys the line set itself.
+        problem: Why the task cannot run (its text is no UTF-8): it becomes a failed row.
     """
 
     line: int
@@ -84,6 +85,7 @@ class BatchItem:
     task: str
     options: CommandOptions
     given: frozenset[str] = frozenset()
+    problem: str | None = None
 
 
 @dataclass
@@ -114,14 +116,40 @@ def read_jsonl(path: Path, *, what: str) -> Iterable[tuple[int, str]]:
     if path.is_dir():
         raise CliError(f"{what} {path} is a folder, not a JSONL file")
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise CliError(f"{what} {path} is not UTF-8 text: {exc}") from None
+        data = path.read_bytes()
     except OSError as exc:
         raise CliError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CliError(not_utf8(path, what, data, exc)) from None
     for number, line in enumerate(text.splitlines(), start=1):
         if line.strip():
             yield number, line
+
+
+def not_utf8(path: Path, what: str, data: bytes, exc: UnicodeDecodeError) -> str:
+    """The refusal of a file that is not UTF-8: its first bad line, column and byte."""
+    line = data.count(b"\n", 0, exc.start) + 1
+    column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+    return (
+        f"{what} {path} is not UTF-8 text: line {line} holds the byte "
+        f"0x{data[exc.start]:02x} at column {column}; save the file as UTF-8"
+    )
+
+
+def unwritable(text: str) -> str | None:
+    r"""Why `text` cannot be written as UTF-8 (a lone surrogate), or None if it can.
+
+    A JSON line may spell one (`"\ud800"`); it is valid JSON but no text, so neither a
+    model request nor the output file could hold it.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        code = ascii(text[exc.start])[1:-1]
+        return f"it holds a lone surrogate ({code}) at character {exc.start + 1}, which is no text"
+    return None
 
 
 def read_input(path: Path, defaults: CommandOptions, *, on_server: bool = False) -> BatchInput:
@@ -197,12 +225,14 @@ def _item(data: Any, number: int, defaults: CommandOptions, on_server: bool) -> 
     task = data.get("task")
     if not isinstance(task, str) or not task.strip():
         raise CliError(f"'task' must be a non-empty string, got {task!r}")
+    problem = unwritable(task)
     return BatchItem(
         line=number,
         id=item_id,
         task=task,
         options=defaults.override(data, on_server=on_server),
         given=frozenset(data) & frozenset(PER_LINE_OPTIONS),
+        problem=None if problem is None else f"the task was not run: {problem}",
     )
 
 
@@ -256,7 +286,7 @@ class LineWriter:
 
     def write(self, record: dict[str, Any]) -> None:
         """Append `record` as one line and make it durable before returning."""
-        self._commit(json.dumps(record, ensure_ascii=False) + "\n")
+        self._commit(json_line(record))
 
     async def awrite(self, record: dict[str, Any]) -> None:
         """Append `record` as one line and make it durable before returning (async).
@@ -265,7 +295,7 @@ class LineWriter:
         the other tasks meanwhile; lines finished while one fsync runs are written
         together and share the next one (each still durable before its call returns).
         """
-        self._pending.append(json.dumps(record, ensure_ascii=False) + "\n")
+        self._pending.append(json_line(record))
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
@@ -276,6 +306,19 @@ class LineWriter:
     def close(self) -> None:
         """Close the file."""
         self._file.close()
+
+
+def json_line(record: dict[str, Any]) -> str:
+    r"""`record` as one JSON line, readable text; escaped to ASCII if it holds no-text.
+
+    A string holding a lone surrogate cannot be written as UTF-8; its `\u` escape is
+    the same JSON value, so such a row (a failed one) is written, never the end of the
+    batch.
+    """
+    text = json.dumps(record, ensure_ascii=False)
+    if unwritable(text) is not None:
+        text = json.dumps(record)
+    return text + "\n"
 
 
 def _ends_with_newline(path: Path) -> bool:
@@ -681,6 +724,8 @@ async def drive(
         while queue and not stopped:
             item = queue.pop()
             try:
+                if item.problem is not None:  # a failed row, as a task that failed is
+                    raise CliError(f"{item.problem}; fix line {item.line} of the input file")
                 result = await run_one(item)
             except Exception as exc:
                 stop = fatal(exc)

@@ -80,7 +80,8 @@ def check_task(task: str) -> str:
     if not task.strip():
         raise CliError(
             f"the task is empty ({task!r}); pass it as text, e.g. "
-            "langgraph-refine run 'Write a haiku about rain.'"
+            "langgraph-refine run 'Write a haiku about rain.'",
+            exit_code=2,
         )
     return task
 
@@ -158,10 +159,39 @@ async def open_checkpointer(path: Path | None) -> AsyncIterator[BaseCheckpointSa
         try:
             await saver.setup()
         except sqlite3.DatabaseError as exc:
-            raise CliError(f"--checkpoint {path} is not a usable SQLite database: {exc}") from None
+            raise CliError(
+                f"--checkpoint {path} is not a usable SQLite database: {exc}", exit_code=2
+            ) from None
+        await _check_checkpoint_tables(conn, path)
         yield saver
     finally:
         await conn.close()
+
+
+async def _check_checkpoint_tables(conn: Any, path: Path) -> None:
+    """Refuse a SQLite file whose `checkpoints` or `writes` table is some other program's.
+
+    Raises:
+        CliError: Naming the file and what to give instead.
+    """
+    try:
+        for probe in _CHECKPOINT_PROBES:
+            await (await conn.execute(probe)).close()
+    except sqlite3.DatabaseError as exc:
+        raise CliError(
+            f"--checkpoint {path} is a SQLite database but not a checkpoint file ({exc}); "
+            "give a new file name, or a file run or batch wrote with --checkpoint",
+            exit_code=2,
+        ) from None
+
+
+_CHECKPOINT_PROBES = (
+    "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, "
+    "metadata FROM checkpoints LIMIT 0",
+    "SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value "
+    "FROM writes LIMIT 0",
+)
+"""Queries that fail on tables that are not LangGraph's SQLite checkpoint tables."""
 
 
 def check_checkpoint_path(path: Path) -> None:
@@ -171,10 +201,11 @@ def check_checkpoint_path(path: Path) -> None:
         CliError: Naming the path and what to give instead.
     """
     if not path.parent.exists():
-        raise CliError(f"--checkpoint {path}: the folder {path.parent} does not exist")
+        raise CliError(f"--checkpoint {path}: the folder {path.parent} does not exist", exit_code=2)
     if path.is_dir():
         raise CliError(
-            f"--checkpoint {path} is a folder; give a file name, e.g. {path / 'runs.sqlite'}"
+            f"--checkpoint {path} is a folder; give a file name, e.g. {path / 'runs.sqlite'}",
+            exit_code=2,
         )
 
 
