@@ -158,6 +158,8 @@ class Driver:
         durability: LangGraph's checkpoint durability for the runs.
         settings: What the thread keeps of this run (`_thread.thread_settings`), also
             in `config`'s metadata.
+        on_step: Receives the name of each node of the loop as it starts (`generate`,
+            `evaluate`, ...), if given: what a live view says the loop is doing.
     """
 
     graph: Graph
@@ -166,6 +168,7 @@ class Driver:
     on_event: EventSink | None = None
     durability: Literal["sync", "async", "exit"] | None = None
     settings: Mapping[str, str] | None = None
+    on_step: Callable[[str], None] | None = None
 
     def on_thread(self, thread_id: str) -> Driver:
         """This driver, running on the checkpoint thread `thread_id`."""
@@ -177,6 +180,8 @@ class Driver:
         # custom events concurrently (a waiter task per step), which costs every step.
         # Without that mode, a loop run inside a streaming parent run sends them there.
         modes = ["custom", "values"] if self.on_event is not None else ["values"]
+        if self.on_step is not None:
+            modes.append("tasks")
         kwargs: dict[str, Any] = {"stream_mode": modes}
         if self.graph.checkpointer is None:
             kwargs["output_keys"] = RESULT_KEYS
@@ -188,6 +193,10 @@ class Driver:
         mode, data = chunk
         if mode == "values":
             return data
+        if mode == "tasks":
+            if self.on_step is not None and "input" in data:  # a node starts (not its result)
+                self.on_step(str(data.get("name")))
+            return values
         if self.on_event is not None:
             self.on_event(data)
         return values

@@ -102,6 +102,7 @@ def run(
         RunRequest,
         check_task,
         execute,
+        nothing_judged,
         result_json,
         show_lost_work,
     )
@@ -141,6 +142,9 @@ def run(
         sys.stdout.flush()
     else:
         show_result(out, result, show_reasoning=show_reasoning)
+    unjudged = nothing_judged(result)
+    if unjudged is not None:
+        raise CliError(unjudged)
 
 
 BATCH_HELP = (

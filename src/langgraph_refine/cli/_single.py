@@ -30,7 +30,14 @@ from rich.text import Text
 
 from langgraph_refine._decisions._options import LoopOptions
 from langgraph_refine._errors import ThreadBusyError, ThreadSettingsError, describe_differences
-from langgraph_refine._loop._driver import Driver, adrive, run_config, run_flow, strict_serde
+from langgraph_refine._loop._driver import (
+    Driver,
+    adrive,
+    run_config,
+    run_flow,
+    strict_serde,
+    unfinished,
+)
 from langgraph_refine._loop._graph import create_refine_graph
 from langgraph_refine._loop._thread import thread_settings
 from langgraph_refine._loop._tracing import traced
@@ -360,9 +367,12 @@ async def _drive(
         reviewer=ask,
         on_event=view.event,
         durability="sync" if request.checkpoint is not None else "async",
+        on_step=view.step,
     )
     driver = traced(driver, name="refine", evaluator=evaluator)
-    view.start("round 0: generating…" if request.thread is None else "resuming…")
+    snapshot = await graph.aget_state(config)
+    if unfinished(snapshot) and not request.restart:  # a new --thread starts, not resumes
+        view.resume(len(snapshot.values.get("attempts") or ()))
     flow = run_flow(
         request.task,
         durable=True,
@@ -461,6 +471,26 @@ def resume_command(argv: Sequence[str] | None, thread: str) -> str:
     if "--thread" not in args and not any(a.startswith("--thread=") for a in args):
         args += ["--thread", thread]
     return shlex.join(["langgraph-refine", *args])
+
+
+def nothing_judged(result: RefineResult) -> str | None:
+    """Why a run whose every attempt is unjudged failed (None when one was judged).
+
+    Such a run has no score to trust: it ends with an error (exit code 1), after its
+    result is shown, rather than as a success. A run stopped before any judgment was
+    tried (a budget spent on the first draft) says why in its stop reason instead.
+    """
+    if any(a.score is not None for a in result.attempts):
+        return None
+    reason = next((a.error for a in reversed(result.attempts) if a.error), None)
+    if reason is None:
+        return None
+    return (
+        f"nothing was judged: none of the {len(result.attempts)} attempt(s) could be scored "
+        f"(the last: {reason}); the response shown is unscored. Check the judge "
+        "(--judge-model, --base-url) or the checks (-e), or retry the judgments with "
+        "--on-evaluator-error retry"
+    )
 
 
 def _thread_refusal(config: RunnableConfig, exc: ThreadSettingsError) -> str:
