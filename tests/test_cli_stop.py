@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import sqlite3
 import subprocess
@@ -169,3 +170,44 @@ def test_a_run_stopped_after_a_steps_writes_resumes_without_repeating_them(
         result = refine(generator, "T", evaluator, checkpointer=saver, thread_id="t", **options)
     assert calls == ["gen 0", "eval 0", "gen 1", "eval 1", "gen 2", "eval 2"]
     assert [a.response for a in result.attempts] == ["draft 0", "draft 1", "draft 2"]
+
+
+@pytest.mark.slow
+def test_ctrl_c_at_the_review_prompt_stops_at_once_and_the_review_resumes(
+    cli: Any, openai_server: Any, tmp_path: Path
+) -> None:
+    server = openai_server(drafts_and_judge())
+    db = tmp_path / "runs.sqlite"
+    args = [*run_args(server, db), "--thread", "reviewed", "--review", "--max-iterations", "0"]
+    env = {k: v for k, v in os.environ.items() if k not in MODEL_ENV}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "langgraph_refine.cli", *args],
+        env=env,
+        stdin=subprocess.PIPE,  # open and silent: the prompt waits
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=_default_sigint,
+    )
+    try:
+        assert proc.stdout is not None
+        shown = b""
+        deadline = time.monotonic() + 60
+        while b"re[v]ise?" not in shown and time.monotonic() < deadline:
+            if select.select([proc.stdout], [], [], 0.1)[0]:
+                shown += os.read(proc.stdout.fileno(), 4096)
+        assert b"re[v]ise?" in shown, shown
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=20)
+        stopped_in = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert stopped_in < 2.0
+    assert "interrupted: 1 attempt(s) are saved on thread reviewed" in err.decode()
+    paid = len(server.requests)
+    approved = cli(*args, stdin="a\n")
+    assert approved.code == 0, approved.err
+    assert len(server.requests) == paid  # the review is asked again: no call repeated

@@ -9,6 +9,8 @@ resumes, repeating at most the call that was in flight.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import signal
 import sqlite3
@@ -18,14 +20,14 @@ import textwrap
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from langgraph_refine import ThreadBusyError, refine
+from langgraph_refine import ThreadBusyError, arefine, refine
 from langgraph_refine._loop._claim import claim_thread
 from tests.conftest import POSTGRES_URI_ENV, postgres_uri
 from tests.test_cli_helpers import MODEL_ENV, cli, openai_server  # noqa: F401 - fixtures
@@ -201,3 +203,59 @@ def test_a_killed_postgres_writer_leaves_no_claim() -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+@contextlib.asynccontextmanager
+async def _async_saver_pair(kind: str, tmp_path: Path) -> AsyncIterator[tuple[Any, Any]]:
+    if kind == "sqlite":
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+        path = str(tmp_path / "runs.sqlite")
+        async with (
+            AsyncSqliteSaver.from_conn_string(path) as first,
+            AsyncSqliteSaver.from_conn_string(path) as second,
+        ):
+            await first.setup()
+            yield first, second
+        return
+    uri = postgres_uri()
+    if not uri:
+        pytest.fail(f"{POSTGRES_URI_ENV} is not set; `make test` sets it")
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    async with (
+        AsyncPostgresSaver.from_conn_string(uri) as first,
+        AsyncPostgresSaver.from_conn_string(uri) as second,
+    ):
+        await first.setup()
+        yield first, second
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+async def test_arefine_on_async_savers_is_refused_while_the_thread_runs(
+    kind: str, tmp_path: Path
+) -> None:
+    thread = f"a-{uuid.uuid4().hex[:8]}"
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def held(state: Any) -> str:
+        started.set()
+        await release.wait()
+        return "draft"
+
+    options: dict[str, Any] = {"max_iterations": 0, "thread_id": thread}
+    async with _async_saver_pair(kind, tmp_path) as (first, second):
+        running = asyncio.create_task(
+            arefine(held, "T", lambda r, s: 0.5, checkpointer=first, **options)
+        )
+        await asyncio.wait_for(started.wait(), 20)
+        with pytest.raises(ThreadBusyError, match=f"thread '{thread}' is in use"):
+            await arefine(
+                lambda state: "other", "T", lambda r, s: 0.5, checkpointer=second, **options
+            )
+        release.set()
+        assert (await running).value == "draft"
+        again = await arefine(
+            lambda state: "again", "T", lambda r, s: 0.5, checkpointer=second, **options
+        )
+        assert again.value == "again"  # the claim was given back
