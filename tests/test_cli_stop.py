@@ -151,12 +151,12 @@ def test_a_run_stopped_after_a_steps_writes_resumes_without_repeating_them(
         calls.append(f"eval {response.split()[1]}")
         return 0.3
 
-    class StopsBeforeCheckpoint(SqliteSaver):
-        armed = True
+    armed = [True]  # outside the saver: LangGraph may run a copy of it
 
+    class StopsBeforeCheckpoint(SqliteSaver):
         def put(self, *args: Any, **kwargs: Any) -> Any:
-            if self.armed and calls == ["gen 0", "eval 0", "gen 1"]:
-                self.armed = False
+            if armed[0] and calls == ["gen 0", "eval 0", "gen 1"]:
+                armed[0] = False
                 raise KeyboardInterrupt  # the second draft's writes are saved, not its step
             return super().put(*args, **kwargs)
 

@@ -40,6 +40,7 @@ _LOCK_PREFIX = "langgraph-refine thread "
 """Prefixed to a thread id before hashing it to an advisory lock key (other lock users)."""
 
 _held: set[tuple[int, str]] = set()
+"""The (store, thread) pairs this process's runs hold."""
 _held_lock = threading.Lock()
 
 
@@ -87,7 +88,12 @@ async def aclaim_thread(saver: Any, config: RunnableConfig) -> AsyncIterator[Non
 
 @contextlib.contextmanager
 def _in_process(saver: Any, thread: str) -> Iterator[None]:
-    key = (id(saver), thread)
+    # By what the saver stores into: LangGraph may run a copy of the saver object (with
+    # its own serializer), which shares its connection; and a PostgreSQL session may take
+    # its own advisory lock twice.
+    shared = (getattr(saver, "conn", None), getattr(saver, "storage", None))
+    store = next((part for part in shared if part is not None), saver)
+    key = (id(store), thread)
     with _held_lock:
         if key in _held:
             raise ThreadBusyError(thread, "another run of this program is writing it")
