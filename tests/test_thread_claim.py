@@ -66,6 +66,19 @@ def _saver_pair(kind: str, tmp_path: Path) -> Iterator[tuple[Any, Any]]:
         pytest.fail(f"{POSTGRES_URI_ENV} is not set; `make test` sets it")
     from langgraph.checkpoint.postgres import PostgresSaver
 
+    if kind == "postgres-pool":  # one connection only: the claim must not take it
+        from psycopg.rows import dict_row
+        from psycopg_pool import ConnectionPool
+
+        kwargs = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+        with (
+            ConnectionPool(uri, min_size=1, max_size=1, kwargs=kwargs, open=True) as pool,
+            PostgresSaver.from_conn_string(uri) as second,
+        ):
+            first = PostgresSaver(pool)  # type: ignore[arg-type]
+            first.setup()
+            yield first, second
+        return
     with (
         PostgresSaver.from_conn_string(uri) as first,
         PostgresSaver.from_conn_string(uri) as second,
@@ -74,7 +87,7 @@ def _saver_pair(kind: str, tmp_path: Path) -> Iterator[tuple[Any, Any]]:
         yield first, second
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", "postgres", "postgres-pool"])
 def savers(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Any, Any]]:
     yield from _saver_pair(request.param, tmp_path)
 

@@ -6,8 +6,9 @@ checkpoints, so a second run on a thread already running is refused at once, nam
 processes, and it must not outlive a writer that crashed, or the thread could never be
 resumed:
 
-- PostgreSQL: a session advisory lock on a connection held for the run. The server drops
-  it when that session ends, however the writer ended (a `kill -9` closes its socket).
+- PostgreSQL: a session advisory lock, on the saver's connection (or, for a pool, on a
+  connection of its own) for the run. The server drops it when that session ends, however
+  the writer ended (a `kill -9` closes its socket).
 - SQLite: a row in a `refine_writers` table of the same file, naming the writer's host and
   process and renewed every `LEASE_SECONDS / 3`. It is stale, and taken over, when its
   process is gone (same host) or when it was not renewed for `LEASE_SECONDS` (a host that
@@ -119,40 +120,48 @@ _UNLOCK = "SELECT pg_advisory_unlock(hashtextextended(%s, 0))"
 def _postgres_claim(saver: Any, thread: str) -> Iterator[None]:
     key = _LOCK_PREFIX + thread
     pool = saver.conn if hasattr(saver.conn, "getconn") else None
-    conn = pool.getconn() if pool is not None else saver.conn
-    try:
-        with saver.lock if pool is None else contextlib.nullcontext():
-            locked = _first(conn.execute(_TRY_LOCK, (key,)).fetchone())
+    if pool is None:  # the saver's one connection, between its own statements
+        with saver.lock:
+            locked = _first(saver.conn.execute(_TRY_LOCK, (key,)).fetchone())
         if not locked:
             raise ThreadBusyError(thread, "another run is writing it (a PostgreSQL session)")
         try:
             yield
         finally:
-            with saver.lock if pool is None else contextlib.nullcontext():
-                conn.execute(_UNLOCK, (key,))
-    finally:
-        if pool is not None:
-            pool.putconn(conn)
+            with saver.lock:
+                saver.conn.execute(_UNLOCK, (key,))
+        return
+    import psycopg
+
+    # A connection of its own, not one of the pool's: the run may need all of those.
+    with psycopg.connect(pool.conninfo, **{**(pool.kwargs or {}), "autocommit": True}) as conn:
+        if not _first(conn.execute(_TRY_LOCK, (key,)).fetchone()):
+            raise ThreadBusyError(thread, "another run is writing it (a PostgreSQL session)")
+        yield  # the lock ends with the connection
 
 
 @contextlib.asynccontextmanager
 async def _apostgres_claim(saver: Any, thread: str) -> AsyncIterator[None]:
     key = _LOCK_PREFIX + thread
     pool = saver.conn if hasattr(saver.conn, "getconn") else None
-    conn = await pool.getconn() if pool is not None else saver.conn
-    try:
-        async with saver.lock if pool is None else contextlib.AsyncExitStack():
-            row = await (await conn.execute(_TRY_LOCK, (key,))).fetchone()
+    if pool is None:
+        async with saver.lock:
+            row = await (await saver.conn.execute(_TRY_LOCK, (key,))).fetchone()
         if not _first(row):
             raise ThreadBusyError(thread, "another run is writing it (a PostgreSQL session)")
         try:
             yield
         finally:
-            async with saver.lock if pool is None else contextlib.AsyncExitStack():
-                await conn.execute(_UNLOCK, (key,))
-    finally:
-        if pool is not None:
-            await pool.putconn(conn)
+            async with saver.lock:
+                await saver.conn.execute(_UNLOCK, (key,))
+        return
+    import psycopg
+
+    kwargs = {**(pool.kwargs or {}), "autocommit": True}
+    async with await psycopg.AsyncConnection.connect(pool.conninfo, **kwargs) as conn:
+        if not _first(await (await conn.execute(_TRY_LOCK, (key,))).fetchone()):
+            raise ThreadBusyError(thread, "another run is writing it (a PostgreSQL session)")
+        yield
 
 
 def _first(row: Any) -> Any:
