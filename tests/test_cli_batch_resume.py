@@ -1,9 +1,9 @@
-"""A killed batch continues its unfinished tasks from their last completed call.
+"""A stopped batch continues its unfinished tasks from their last completed call.
 
 `batch` checkpoints each task's run (`--checkpoint`, by default beside `--out`): a real
-batch process is killed with SIGKILL while tasks are mid-way, and the same command rerun
-pays again for at most the requests that were in flight, on a scripted server that
-counts them; no row is lost or written twice.
+batch process is killed with SIGKILL (or stopped with Ctrl-C) while tasks are mid-way,
+and the same command rerun pays again for at most the requests that were in flight, on
+a scripted server that counts them; no row is lost or written twice.
 """
 
 # ruff: noqa: F811 - pytest fixtures are imported from the helper module
@@ -26,9 +26,14 @@ from tests.test_cli_helpers import MODEL_ENV, cli, openai_server, per_task  # no
 TASKS = 4
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # as in a terminal (see test_cli_honest)
+
+
 @pytest.mark.slow
-def test_a_killed_batch_repeats_at_most_the_calls_in_flight(
-    cli: Any, openai_server: Any, tmp_path: Path
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGKILL, -9), (signal.SIGINT, 130)])
+def test_a_stopped_batch_repeats_at_most_the_calls_in_flight(
+    cli: Any, openai_server: Any, tmp_path: Path, sig: int, code: int
 ) -> None:
     src = write_jsonl(tmp_path / "in.jsonl", tasks(TASKS))
     reference = openai_server(per_task())
@@ -45,14 +50,15 @@ def test_a_killed_batch_repeats_at_most_the_calls_in_flight(
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        preexec_fn=_default_sigint,
     )
     try:
         deadline = time.monotonic() + 60
         # Two tasks finished (6 calls each), the other two some calls into their loops.
         while time.monotonic() < deadline and len(server.requests) < 20:
             time.sleep(0.02)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(10)
+        proc.send_signal(sig)
+        assert proc.wait(10) == code
     finally:
         if proc.poll() is None:
             proc.kill()
