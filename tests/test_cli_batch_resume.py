@@ -45,11 +45,12 @@ def test_a_stopped_batch_repeats_at_most_the_calls_in_flight(
     out = tmp_path / "out.jsonl"
     args = batch_args(server, src, out, "-c", "2")
     env = {k: v for k, v in os.environ.items() if k not in MODEL_ENV}
+    err = (tmp_path / "stderr.txt").open("w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "langgraph_refine.cli", *args],
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=err,
         preexec_fn=_default_sigint,
     )
     try:
@@ -60,9 +61,13 @@ def test_a_stopped_batch_repeats_at_most_the_calls_in_flight(
         proc.send_signal(sig)
         assert proc.wait(10) == code
     finally:
+        err.close()
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    if sig == signal.SIGINT:
+        said = (tmp_path / "stderr.txt").read_text()
+        assert "unfinished ones continue from their last completed call (kept in " in said
     finished = len(read_jsonl(out))
     assert 1 <= finished < TASKS, "the kill came too late"
     assert (tmp_path / "out.jsonl.checkpoint.sqlite").exists()

@@ -267,7 +267,7 @@ def batch(
         writer = LineWriter(out)
         saved = checkpoint or default_checkpoint(out)
         try:
-            with saved_on_interrupt(out, todo), progress_for(err) as progress:
+            with saved_on_interrupt(out, todo, saved), progress_for(err) as progress:
                 stats, learned = asyncio.run(
                     _run_local(
                         todo, settings, writer, concurrency, progress, generator, kept, saved

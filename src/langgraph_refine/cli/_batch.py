@@ -757,7 +757,9 @@ def _terminate(signum: int, frame: Any) -> None:
 
 
 @contextlib.contextmanager
-def saved_on_interrupt(out: Path, todo: list[BatchItem]) -> Iterator[None]:
+def saved_on_interrupt(
+    out: Path, todo: list[BatchItem], checkpoint: Path | None = None
+) -> Iterator[None]:
     """Turn Ctrl-C and SIGTERM during the block into one line: what is saved, how to go on.
 
     The block's own exits run first (the progress bar stops and shows the cursor again);
@@ -775,9 +777,14 @@ def saved_on_interrupt(out: Path, todo: list[BatchItem]) -> Iterator[None]:
     except KeyboardInterrupt as exc:
         keys = {id_key(item.id) for item in todo}
         saved = len(done_ids(out, lambda message: None) & keys)
+        unfinished = (
+            f", unfinished ones continue from their last completed call (kept in {checkpoint})"
+            if checkpoint is not None
+            else ""
+        )
         raise CliError(
             f"interrupted: {saved} of {len(todo)} task(s) finished and saved in {out}; rerun "
-            "the same command to continue (saved tasks are skipped)",
+            f"the same command to continue (saved tasks are skipped{unfinished})",
             exit_code=143 if isinstance(exc, Terminated) else 130,
         ) from None
     finally:
