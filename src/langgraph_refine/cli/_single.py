@@ -295,6 +295,11 @@ async def _arun(
     notes: Console,
     saved: list[int],
 ) -> RefineResult:
+    """Build the loop, open its checkpointer and run it on `thread` (see `execute`).
+
+    Interrupted, it appends the attempts the thread holds to `saved` before the
+    interrupt goes on.
+    """
     generator = settings.generator()
     kwargs = request.options.graph_kwargs(settings.judge)
     evaluator = kwargs.pop("evaluator")
@@ -350,6 +355,8 @@ async def _drive(
     view: RoundView,
     reviewer: Reviewer | None,
 ) -> RefineResult:
+    """Drive the compiled loop to its end, showing its phases and asking for reviews."""
+
     def ask(payload: dict[str, Any]) -> Any:
         view.stop()  # the prompt needs the terminal
         if reviewer is None:  # pragma: no cover - only reviewed graphs interrupt
