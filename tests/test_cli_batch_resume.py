@@ -41,7 +41,7 @@ def test_a_stopped_batch_repeats_at_most_the_calls_in_flight(
     assert whole.code == 0, whole.err
     paid = len(reference.requests)  # what the batch costs when nothing stops it
 
-    server = openai_server(per_task(), delay=0.3)
+    server = openai_server(per_task(), delay=0.15)
     out = tmp_path / "out.jsonl"
     args = batch_args(server, src, out, "-c", "2")
     env = {k: v for k, v in os.environ.items() if k not in MODEL_ENV}
