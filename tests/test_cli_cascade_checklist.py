@@ -47,7 +47,11 @@ def test_a_checklist_spec_grades_with_the_judge_model() -> None:
     [
         ("cascade:judge", "a cascade needs at least two specs separated by ';', e.g. cascade:"),
         ("cascade:", "a cascade needs at least two specs"),
-        ("checklist:Rhymes", "unknown evaluator spec 'checklist:Rhymes'; use one of"),
+        (
+            "checklist:Rhymes",
+            "unknown evaluator spec 'checklist:Rhymes' .criteria are not part of a spec: "
+            ".* -e checklist --criterion 'Rhymes'.; use one of",
+        ),
         ("cascade:words:1-3;python-tests:t.py", "is refused: a run may not ask for checks"),
     ],
 )

@@ -204,7 +204,7 @@ def _console_script() -> list[str]:
 def test_console_script_errors_in_a_real_process(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("REFINE_MODEL", "OPENAI_BASE_URL")}
     cases = [
-        (["run", "  ", "--model", "m"], "task is empty", 1),
+        (["run", "  ", "--model", "m"], "task is empty", 2),
         (["run", "Write.", "--model", "m", "-e", "nope:x"], "unknown evaluator spec", 2),
         (["run", "Write.", *model_args(closed_port_url())], "cannot reach the model server", 1),
     ]

@@ -96,32 +96,53 @@ def test_a_threshold_asks_for_that_score(score: float, verdict: Any, reached: bo
 
 
 # ------------------------------------------------------------------------------------------
-# The score: a response that got further always scores higher
+# The score: the last stage's own, and below 0.5 for a response stopped before it
 # ------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
     ("stages", "expected"),
     [
-        ([Stage(0.5), Stage(1.0)], (0 + 0.5) / 2),
-        ([Stage(1.0), Stage(0.4)], (1 + 0.4) / 2),
-        ([Stage(1.0), Stage(1.0), Stage(0.0)], 2 / 3),
+        ([Stage(0.5), Stage(1.0)], 0.5 * 0.5),  # stopped at stage 0 of 2
+        ([Stage(1.0), Stage(0.4)], 0.4),  # the last stage judged: its score
+        ([Stage(1.0), Stage(0.3), Stage(1.0)], 0.5 * (1 + 0.3) / 2),  # stopped at 1 of 3
+        ([Stage(1.0), Stage(1.0), Stage(0.0)], 0.0),
         ([Stage(1.0), Stage(1.0), Stage(1.0)], 1.0),
         ([Stage(0.0), Stage(1.0), Stage(1.0)], 0.0),
         ([Stage(0.8)], 0.8),  # one stage: its own score
     ],
 )
-def test_score_is_stage_plus_its_score_over_stages(stages: list[Stage], expected: float) -> None:
+def test_score_is_the_last_stages_or_how_far_a_stopped_one_got(
+    stages: list[Stage], expected: float
+) -> None:
     assert cascade(*stages).evaluate("r", STATE).score == pytest.approx(expected)
 
 
-def test_a_stopped_response_ranks_below_one_that_got_further() -> None:
-    # A full score with a verdict short of PASS stops the cascade: it still ranks below
-    # a response the next stage scored 0.
-    stopped = cascade(Stage(1.0, "NEEDS_IMPROVEMENT"), Stage(0.0)).evaluate("r", STATE)
-    further = cascade(Stage(1.0, "PASS"), Stage(0.0)).evaluate("r", STATE)
-    assert stopped.score < further.score
-    assert stopped.details["scores"] == {"stage": 1.0}  # the stage's own score, as given
+def test_a_stopped_response_scores_below_half_and_below_one_that_got_further() -> None:
+    # A full score with a verdict short of PASS stops the cascade: below 0.5, and below a
+    # response stopped at a later stage.
+    stopped = cascade(Stage(1.0, "NEEDS_IMPROVEMENT"), Stage(0.0), Stage(0.0))
+    further = cascade(Stage(1.0, "PASS"), Stage(0.0), Stage(0.0))
+    first, second = stopped.evaluate("r", STATE), further.evaluate("r", STATE)
+    assert first.score < second.score < 0.5
+    assert first.details["scores"] == {"stage": 1.0}  # the stage's own score, as given
+
+
+def test_the_cheap_stages_never_lift_the_judge_over_the_target() -> None:
+    # The README's setup: a word count, then a judge at 0.8 NEEDS_IMPROVEMENT.
+    judge = ScriptedChatModel(replies=[judge_reply(0.8, "NEEDS_IMPROVEMENT", "More.")] * 3)
+    ev = cascade(word_count(3, 6), judge)
+    assert ev.evaluate(SHORT, STATE).score == pytest.approx(0.8)
+    result = refine(
+        ScriptedChatModel(replies=[SHORT] * 3),
+        TASK,
+        ev,
+        target_score=0.9,
+        patience=None,
+        max_iterations=1,
+    )
+    assert result.stop_reason == "max_iterations"  # as the judge alone: it keeps refining
+    assert result.score == pytest.approx(0.8)
 
 
 def test_stages_not_run_are_absent_from_the_scores_not_zero() -> None:
@@ -170,7 +191,7 @@ def test_a_last_stages_pass_below_its_threshold_is_no_pass() -> None:
     result = ev.evaluate("r", STATE)
     assert result.details["stopped_at"] == "stage#2"
     assert (result.verdict, result.feedback) == ("NEEDS_IMPROVEMENT", "Fine.")
-    assert result.score == pytest.approx(0.8)
+    assert result.score == pytest.approx(0.6)
 
 
 def test_the_last_stage_may_stop_with_its_own_verdict() -> None:
@@ -273,7 +294,7 @@ async def test_async_path_gates_like_the_sync_one() -> None:
     assert stopped.score == pytest.approx(ev.evaluate(LONG, STATE).score)
     passed = await ev.aevaluate(SHORT, STATE)
     assert judge.seen == [SHORT]
-    assert (passed.score, passed.verdict) == (pytest.approx(0.95), "PASS")
+    assert (passed.score, passed.verdict) == (pytest.approx(0.9), "PASS")
 
 
 async def test_async_stages_run_one_after_another_in_order() -> None:

@@ -43,8 +43,8 @@ def test_events_and_payload_have_the_typed_keys() -> None:
     rounds = [e for e in events if e["type"] == "round"]
     [stop] = [e for e in events if e["type"] == "stop"]
     assert len(rounds) == 2
-    for event in rounds:
-        assert set(event) == set(get_type_hints(RoundEvent))
+    for event in rounds:  # `stopped_at` only with a cascade
+        assert set(event) == set(get_type_hints(RoundEvent)) - {"stopped_at"}
     assert set(stop) == set(get_type_hints(StopEvent))
     assert set(payload) == set(get_type_hints(ReviewPayload)) - {"error"}
 

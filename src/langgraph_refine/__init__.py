@@ -20,6 +20,7 @@ from langgraph_refine._errors import (
     ProviderError,
     RefineError,
     ReviewInputError,
+    ThreadBusyError,
     ThreadSettingsError,
     UnknownPriceError,
 )
@@ -61,6 +62,7 @@ __all__ = [
     "RoundEvent",
     "StopEvent",
     "StopRules",
+    "ThreadBusyError",
     "ThreadSettingsError",
     "UnknownPriceError",
     "Usage",

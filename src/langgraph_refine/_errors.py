@@ -71,6 +71,27 @@ class ThreadSettingsError(RefineError, ValueError):
         )
 
 
+class ThreadBusyError(RefineError):
+    """Another run is writing this checkpoint thread right now.
+
+    Raised before any model call by `refine` / `arefine` (and the command line) when the
+    same checkpointer's thread is claimed by a run still in progress, in this process or
+    another one: two writers would both pay for every round and interleave their
+    checkpoints. A writer that crashed holds no claim (see `_loop._claim`), so its thread
+    can be resumed. Wait for the other run to end, or use another thread.
+
+    Attributes:
+        thread_id: The thread.
+    """
+
+    def __init__(self, thread_id: str, holder: str) -> None:
+        self.thread_id = thread_id
+        super().__init__(
+            f"thread {thread_id!r} is in use: {holder}; wait for that run to end, or use "
+            "another thread"
+        )
+
+
 def describe_differences(differences: tuple[tuple[str, str, str], ...]) -> str:
     """`name: started with X, now Y` for each difference, separated by semicolons."""
     return "; ".join(f"{name}: started with {was}, now {now}" for name, was, now in differences)

@@ -42,6 +42,7 @@ class RoundEvent(TypedDict):
             written whole (see `create_refine_graph(edits=...)`).
         model: The model that wrote it (`Attempt.model`); None for a reviewer's edit.
         rung: With a ladder of models, the index of the rung that wrote it; else None.
+        stopped_at: With a cascade, the stage that stopped it (absent otherwise).
     """
 
     type: Literal["round"]
@@ -60,6 +61,7 @@ class RoundEvent(TypedDict):
     edits: int | None
     model: str | None
     rung: int | None
+    stopped_at: NotRequired[str]
 
 
 class StopEvent(TypedDict):
@@ -221,7 +223,7 @@ __all__ = [
 def round_event(name: str, attempt: Attempt, best: Attempt | None) -> RoundEvent:
     """The custom stream event of one evaluated attempt (graph and middleware alike)."""
     evaluation = attempt.evaluation
-    return {
+    event: RoundEvent = {
         "type": "round",
         "name": name,
         "iteration": attempt.index,
@@ -239,6 +241,10 @@ def round_event(name: str, attempt: Attempt, best: Attempt | None) -> RoundEvent
         "model": attempt.model,
         "rung": attempt.rung,
     }
+    stopped_at = evaluation.details.get("stopped_at") if evaluation is not None else None
+    if isinstance(stopped_at, str):
+        event["stopped_at"] = stopped_at
+    return event
 
 
 def stop_event(name: str, result: RefineResult) -> StopEvent:

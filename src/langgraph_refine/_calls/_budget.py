@@ -532,15 +532,39 @@ def _reply_usages(response: LLMResult) -> list[Mapping[str, Any]]:
 
 
 def _error_tokens(error: BaseException) -> dict[str, int]:
-    """The tokens a failed call reports (OpenAI-style `completion.usage`), else zeros."""
-    usage = getattr(getattr(error, "completion", None), "usage", None)
-    prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
-    completion = int(getattr(usage, "completion_tokens", 0) or 0)
+    """The tokens a failed call reports, else zeros.
+
+    OpenAI-style errors carry them as `completion.usage`; a reply the client received
+    and then could not parse into the requested structure (a judge's unreadable reply)
+    carries the HTTP response itself as `response` (LangChain attaches it), whose body
+    holds `usage`: those tokens were paid for too.
+    """
+    usage: Any = getattr(getattr(error, "completion", None), "usage", None)
+    if usage is None:
+        usage = _body_usage(getattr(error, "response", None))
+    prompt = int(_field(usage, "prompt_tokens") or 0)
+    completion = int(_field(usage, "completion_tokens") or 0)
     return {
         "input_tokens": prompt,
         "output_tokens": completion,
         "total_tokens": prompt + completion,
     }
+
+
+def _body_usage(response: Any) -> Any:
+    """The `usage` object of an HTTP response's JSON body, if it has one."""
+    read = getattr(response, "json", None)
+    if not callable(read):
+        return None
+    try:
+        body = read()
+    except Exception:  # not JSON, or not read: no usage to count
+        return None
+    return body.get("usage") if isinstance(body, Mapping) else None
+
+
+def _field(usage: Any, name: str) -> Any:
+    return usage.get(name) if isinstance(usage, Mapping) else getattr(usage, name, None)
 
 
 _SEEN: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(

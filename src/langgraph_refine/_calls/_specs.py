@@ -139,8 +139,26 @@ def parse_spec(spec: object, *, allow_files: bool = True) -> EvaluatorSpec:
         return EvaluatorSpec(text, "cascade", stages)
     parse = _PARSERS.get((kind, bool(sep)))
     if parse is None:
-        raise SpecError(f"unknown evaluator spec {spec!r}; use one of {spec_forms(allow_files)}")
+        hint = _criteria_hint(kind, arg)
+        raise SpecError(
+            f"unknown evaluator spec {spec!r}{hint}; use one of {spec_forms(allow_files)}"
+        )
     return EvaluatorSpec(text, kind, parse(arg, spec))
+
+
+_CRITERIA_WORDS = frozenset({"checklist", "criteria", "criterion", "rubric"})
+
+
+def _criteria_hint(kind: str, arg: str) -> str:
+    """Where criteria go, for a spec that tried to carry them (`checklist:Mentions rain`)."""
+    if kind not in _CRITERIA_WORDS:
+        return ""
+    example = arg.strip() or "Mentions rain"
+    return (
+        " (criteria are not part of a spec: give them as the run's criteria, with --criterion "
+        f"on the command line or a 'criteria' key in a batch line or a run's context, e.g. "
+        f"-e checklist --criterion {example!r})"
+    )
 
 
 def _panel(
@@ -162,7 +180,13 @@ def _members(
     arg: str, spec: str, allow_files: bool, what: str, example: str
 ) -> tuple[EvaluatorSpec, ...]:
     """The member specs of a panel or a cascade: at least two, separated by ';'."""
-    texts = [member.strip() for member in arg.split(";") if member.strip()]
+    texts = [member.strip() for member in arg.split(";")]
+    if "" in texts[:-1] or (len(texts) > 1 and texts[0] == ""):
+        raise SpecError(
+            f"evaluator spec {spec!r}: {what} has an empty spec between its ';'; give each "
+            f"one once, e.g. {example}"
+        )
+    texts = [text for text in texts if text]  # a trailing ';' is allowed
     if len(texts) < 2:
         raise SpecError(
             f"evaluator spec {spec!r}: {what} needs at least two specs separated by ';', "

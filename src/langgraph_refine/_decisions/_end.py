@@ -33,9 +33,10 @@ def budget_error(result: RefineResult, on_budget_exhausted: str) -> BudgetExhaus
     """The error a budget stop raises under `on_budget_exhausted="raise"`, else None."""
     if result.stop_reason != BUDGET_STOP or on_budget_exhausted != "raise":
         return None
+    best = "none scored" if result.score is None else f"best score {result.score:.2f}"
     return BudgetExhaustedError(
-        f"budget exhausted after {len(result.attempts)} attempt(s); best score "
-        f"{result.score}; the best result so far is in this error's .result",
+        f"budget exhausted after {len(result.attempts)} attempt(s) ({best}); the best "
+        "result so far is in this error's .result",
         result,
     )
 

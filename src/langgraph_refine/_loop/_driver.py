@@ -12,6 +12,7 @@ result are written once.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 import uuid
 from collections.abc import Awaitable, Callable, Generator, Mapping
@@ -26,6 +27,7 @@ from langgraph.types import Command
 from langgraph_refine._decisions._flows import adrive as adrive_flow
 from langgraph_refine._decisions._flows import drive as drive_flow
 from langgraph_refine._errors import ReviewInputError, carry_result
+from langgraph_refine._loop._claim import aclaim_thread, claim_thread
 from langgraph_refine._loop._thread import check_same_run, settings_metadata
 from langgraph_refine._result import RESULT_KEYS, RefineResult, loop_schema
 from langgraph_refine._typed import OutputSchema
@@ -99,7 +101,7 @@ def run_flow(
         values = yield Run({"task": task})
         return RefineResult.from_state(values, output_schema=output_schema)
     snapshot = yield ReadState()
-    resume = bool(snapshot.next) and not restart
+    resume = unfinished(snapshot) and not restart
     if resume:
         check_same_run(snapshot, task, settings)
     yield Run(None if resume else {"task": task})
@@ -118,6 +120,17 @@ def run_flow(
         answer = yield AskReviewer(payload)
         yield Run(Command(resume=review_answer(answer)))
         answered = True
+
+
+def unfinished(snapshot: Any) -> bool:
+    """True if the thread holds a run that has not ended.
+
+    A run stopped between a node's end and the next checkpoint (Ctrl-C while the step's
+    writes were being saved) has no task left in `next`, since the step's one task has
+    its writes; it still has that step's `tasks`, and a continued run applies their writes
+    rather than paying for the call again. A finished run's last checkpoint has neither.
+    """
+    return bool(snapshot.next or snapshot.tasks)
 
 
 def review_answer(answer: object) -> dict[str, Any]:
@@ -148,6 +161,8 @@ class Driver:
         durability: LangGraph's checkpoint durability for the runs.
         settings: What the thread keeps of this run (`_thread.thread_settings`), also
             in `config`'s metadata.
+        on_step: Receives the name of each node of the loop as it starts (`generate`,
+            `evaluate`, ...), if given: what a live view says the loop is doing.
     """
 
     graph: Graph
@@ -156,12 +171,20 @@ class Driver:
     on_event: EventSink | None = None
     durability: Literal["sync", "async", "exit"] | None = None
     settings: Mapping[str, str] | None = None
+    on_step: Callable[[str], None] | None = None
+
+    def on_thread(self, thread_id: str) -> Driver:
+        """This driver, running on the checkpoint thread `thread_id`."""
+        configurable = {**(self.config.get("configurable") or {}), "thread_id": thread_id}
+        return dataclasses.replace(self, config={**self.config, "configurable": configurable})
 
     def _kwargs(self) -> dict[str, Any]:
         # Custom events only when someone receives them: LangGraph streams a run with
         # custom events concurrently (a waiter task per step), which costs every step.
         # Without that mode, a loop run inside a streaming parent run sends them there.
         modes = ["custom", "values"] if self.on_event is not None else ["values"]
+        if self.on_step is not None:
+            modes.append("tasks")
         kwargs: dict[str, Any] = {"stream_mode": modes}
         if self.graph.checkpointer is None:
             kwargs["output_keys"] = RESULT_KEYS
@@ -173,6 +196,10 @@ class Driver:
         mode, data = chunk
         if mode == "values":
             return data
+        if mode == "tasks":
+            if self.on_step is not None and "input" in data:  # a node starts (not its result)
+                self.on_step(str(data.get("name")))
+            return values
         if self.on_event is not None:
             self.on_event(data)
         return values
@@ -255,13 +282,19 @@ class Driver:
 
 
 def drive(flow: Generator[FlowStep, Any, RefineResult], driver: Driver) -> RefineResult:
-    """Carry out a flow's steps synchronously and return its result."""
-    return drive_flow(flow, driver.carry_out)
+    """Carry out a flow's steps synchronously and return its result.
+
+    The run holds its checkpoint thread throughout (`_claim`): a second run on it is
+    refused with `ThreadBusyError` before any step.
+    """
+    with claim_thread(driver.graph.checkpointer, driver.config):
+        return drive_flow(flow, driver.carry_out)
 
 
 async def adrive(flow: Generator[FlowStep, Any, RefineResult], driver: Driver) -> RefineResult:
     """Carry out a flow's steps asynchronously (the reviewer may be async too)."""
-    return await adrive_flow(flow, driver.acarry_out)
+    async with aclaim_thread(driver.graph.checkpointer, driver.config):
+        return await adrive_flow(flow, driver.acarry_out)
 
 
 def run_config(

@@ -5,6 +5,7 @@ Both run the same flow (`_driver.run_flow`); only the loop that carries it out d
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Unpack
 
 from langchain_core.runnables import RunnableConfig
@@ -94,10 +95,15 @@ class CompiledLoop:
     options=options, **settings)` without building and compiling the graph again for
     every task.
 
+    With a `checkpointer` (async), each run is durable on the thread `arun` names: its
+    checkpoint is written after every step, so a run stopped mid-way and run again on
+    its thread continues from its last completed call.
+
     Args:
         generator: As for `refine`.
         evaluator: As for `refine`.
         store: As for `refine`.
+        checkpointer: An async saver for durable runs, or None.
         options: As for `refine`.
         **settings: As for `refine`.
     """
@@ -108,18 +114,33 @@ class CompiledLoop:
         evaluator: EvaluatorLike = None,
         *,
         store: BaseStore | None = None,
+        checkpointer: BaseCheckpointSaver[Any] | None = None,
         options: LoopOptions | None = None,
         **settings: Unpack[RefineOptions],
     ) -> None:
         self._options = LoopOptions.build(options, surface=GRAPH, **settings)
         self._evaluator = evaluator
-        self._driver = _driver(generator, evaluator, self._options, None, None, None, None, store)
+        self._driver = _driver(
+            generator, evaluator, self._options, checkpointer, None, None, None, store
+        )
+        if checkpointer is not None:  # no completed call is lost to a kill
+            self._driver = dataclasses.replace(self._driver, durability="sync")
 
-    async def arun(self, task: str) -> RefineResult:
-        """Run the loop on `task` to the end and return its result (see `arefine`)."""
+    async def arun(
+        self, task: str, *, thread_id: str | None = None, restart: bool = False
+    ) -> RefineResult:
+        """Run the loop on `task` to the end and return its result (see `arefine`).
+
+        Args:
+            task: The task.
+            thread_id: With a checkpointer: the thread to run on (an unfinished run of
+                the same task and settings there is continued).
+            restart: Discard the thread's unfinished run and start over on it.
+        """
         _check_task(task)
-        driver = traced(self._driver, name=self._options.name, evaluator=self._evaluator)
-        return await adrive(_flow(task, driver), driver)
+        driver = self._driver if thread_id is None else self._driver.on_thread(thread_id)
+        driver = traced(driver, name=self._options.name, evaluator=self._evaluator)
+        return await adrive(_flow(task, driver, restart), driver)
 
 
 def refine(

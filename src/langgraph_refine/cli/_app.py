@@ -11,6 +11,7 @@ import asyncio
 import json
 import sys
 from collections.abc import Sequence
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -25,6 +26,9 @@ from langgraph_refine.cli._options import PER_LINE_OPTIONS
 from langgraph_refine.cli._shared import SharedFlags, with_shared_flags
 
 PROG = "langgraph-refine"
+
+ARGV: ContextVar[tuple[str, ...] | None] = ContextVar("ARGV", default=None)
+"""The arguments of the command being run (for the command an interrupted run resumes with)."""
 
 app = typer.Typer(
     name=PROG,
@@ -107,6 +111,7 @@ def run(
         RunRequest,
         check_task,
         execute,
+        nothing_judged,
         result_json,
         show_lost_work,
     )
@@ -126,6 +131,7 @@ def run(
         review=review,
         restart=restart,
         store=store,
+        argv=ARGV.get(),
     )
     try:
         result = execute(
@@ -146,6 +152,9 @@ def run(
         sys.stdout.flush()
     else:
         show_result(out, result, show_reasoning=show_reasoning)
+    unjudged = nothing_judged(result)
+    if unjudged is not None:
+        raise CliError(unjudged)
 
 
 BATCH_HELP = (
@@ -210,6 +219,16 @@ def batch(
         bool,
         typer.Option("--no-store", help="Keep no strategy record: every task starts cold."),
     ] = False,
+    checkpoint: Annotated[
+        Path | None,
+        typer.Option(
+            "--checkpoint",
+            metavar="PATH",
+            help="SQLite file where each task's run is checkpointed, so a rerun continues "
+            "unfinished tasks from their last completed call. Default: OUTPUT.jsonl"
+            ".checkpoint.sqlite beside --out.",
+        ),
+    ] = None,
     flags: SharedFlags | None = None,
 ) -> int:
     """Refine every task of a JSONL file (its help: `BATCH_HELP`)."""
@@ -226,6 +245,11 @@ def batch(
 
     if concurrency < 1:
         raise CliError(f"--concurrency must be >= 1, got {concurrency}", exit_code=2)
+    if server is not None and checkpoint is not None:
+        raise CliError(
+            "--checkpoint does not apply with --server (the server checkpoints its runs)",
+            exit_code=2,
+        )
     kept = StoreChoice.from_cli(store, no_store, server)
     flags = flags or SharedFlags()
     if server is not None and flags.calibration is not None:
@@ -253,14 +277,17 @@ def batch(
             stats = _batch_on_server(todo, server, assistant, out, concurrency, err, models)
     else:
         settings = flags.model_settings()
-        from langgraph_refine.cli._batch import batch_generator
+        from langgraph_refine.cli._batch import batch_generator, default_checkpoint
 
         generator = batch_generator(todo, settings)  # a bad model fails before output
         writer = LineWriter(out)
+        saved = checkpoint or default_checkpoint(out)
         try:
-            with saved_on_interrupt(out, todo), progress_for(err) as progress:
+            with saved_on_interrupt(out, todo, saved), progress_for(err) as progress:
                 stats, learned = asyncio.run(
-                    _run_local(todo, settings, writer, concurrency, progress, generator, kept)
+                    _run_local(
+                        todo, settings, writer, concurrency, progress, generator, kept, saved
+                    )
                 )
         finally:
             writer.close()
@@ -278,21 +305,28 @@ async def _run_local(
     progress: Any,
     generator: Any,
     kept: Any,
+    checkpoint: Path,
 ) -> tuple[Any, list[str]]:
-    """Run the batch's tasks locally over one shared store; the stats and the record's lines."""
-    from langgraph_refine.cli._batch import run_items
+    """Run the batch's tasks locally; the stats and the strategy record's lines.
+
+    The tasks share one store, and each task's run is checkpointed in `checkpoint`.
+    """
+    from langgraph_refine.cli._batch import batch_claim, run_items
+    from langgraph_refine.cli._single import open_checkpointer
     from langgraph_refine.cli._store import store_summary
 
-    async with kept.open() as store:
-        stats = await run_items(
-            todo,
-            settings,
-            writer,
-            concurrency=concurrency,
-            progress=progress,
-            generator=generator,
-            store=store,
-        )
+    async with kept.open() as store, open_checkpointer(checkpoint) as saver:
+        with batch_claim(checkpoint):
+            stats = await run_items(
+                todo,
+                settings,
+                writer,
+                concurrency=concurrency,
+                progress=progress,
+                generator=generator,
+                store=store,
+                checkpointer=saver,
+            )
         return stats, await store_summary(store)
 
 
@@ -547,6 +581,7 @@ def run_app(argv: Sequence[str] | None = None) -> int:
     """Run the command line with `argv` (default: `sys.argv[1:]`) and return the exit code."""
     command = typer.main.get_command(app)
     err = _stderr()
+    ARGV.set(tuple(argv if argv is not None else sys.argv[1:]))
     try:
         result = command.main(
             args=list(argv) if argv is not None else None, prog_name=PROG, standalone_mode=False

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from langchain_core.language_models import BaseChatModel
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.store.base import BaseStore
 from rich.console import Console
 from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
@@ -35,9 +36,17 @@ from rich.table import Column
 from rich.text import Text
 
 from langgraph_refine._display import cost_text
+from langgraph_refine._errors import ThreadBusyError, ThreadSettingsError, describe_differences
+from langgraph_refine._loop._claim import Lease
 from langgraph_refine._loop._run import CompiledLoop
 from langgraph_refine._result import RefineResult
-from langgraph_refine.cli._errors import CliError, describe_error, is_unreachable, one_line
+from langgraph_refine.cli._errors import (
+    CliError,
+    Terminated,
+    describe_error,
+    is_unreachable,
+    one_line,
+)
 from langgraph_refine.cli._http import LANE
 from langgraph_refine.cli._ladder_view import LineGenerators, merge, models_text, per_model
 from langgraph_refine.cli._models import ModelSettings
@@ -68,6 +77,7 @@ class BatchItem:
         task: The task text.
         options: The loop options for this task (defaults plus the line's own).
         given: The option keys the line set itself.
+        problem: Why the task cannot run (its text is no UTF-8): it becomes a failed row.
     """
 
     line: int
@@ -75,6 +85,7 @@ class BatchItem:
     task: str
     options: CommandOptions
     given: frozenset[str] = frozenset()
+    problem: str | None = None
 
 
 @dataclass
@@ -105,14 +116,40 @@ def read_jsonl(path: Path, *, what: str) -> Iterable[tuple[int, str]]:
     if path.is_dir():
         raise CliError(f"{what} {path} is a folder, not a JSONL file")
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise CliError(f"{what} {path} is not UTF-8 text: {exc}") from None
+        data = path.read_bytes()
     except OSError as exc:
         raise CliError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CliError(not_utf8(path, what, data, exc)) from None
     for number, line in enumerate(text.splitlines(), start=1):
         if line.strip():
             yield number, line
+
+
+def not_utf8(path: Path, what: str, data: bytes, exc: UnicodeDecodeError) -> str:
+    """The refusal of a file that is not UTF-8: its first bad line, column and byte."""
+    line = data.count(b"\n", 0, exc.start) + 1
+    column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+    return (
+        f"{what} {path} is not UTF-8 text: line {line} holds the byte "
+        f"0x{data[exc.start]:02x} at column {column}; save the file as UTF-8"
+    )
+
+
+def unwritable(text: str) -> str | None:
+    r"""Why `text` cannot be written as UTF-8 (a lone surrogate), or None if it can.
+
+    A JSON line may spell one (`"\ud800"`); it is valid JSON but no text, so neither a
+    model request nor the output file could hold it.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        code = ascii(text[exc.start])[1:-1]
+        return f"it holds a lone surrogate ({code}) at character {exc.start + 1}, which is no text"
+    return None
 
 
 def read_input(path: Path, defaults: CommandOptions, *, on_server: bool = False) -> BatchInput:
@@ -188,12 +225,14 @@ def _item(data: Any, number: int, defaults: CommandOptions, on_server: bool) -> 
     task = data.get("task")
     if not isinstance(task, str) or not task.strip():
         raise CliError(f"'task' must be a non-empty string, got {task!r}")
+    problem = unwritable(task)
     return BatchItem(
         line=number,
         id=item_id,
         task=task,
         options=defaults.override(data, on_server=on_server),
         given=frozenset(data) & frozenset(PER_LINE_OPTIONS),
+        problem=None if problem is None else f"the task was not run: {problem}",
     )
 
 
@@ -247,7 +286,7 @@ class LineWriter:
 
     def write(self, record: dict[str, Any]) -> None:
         """Append `record` as one line and make it durable before returning."""
-        self._commit(json.dumps(record, ensure_ascii=False) + "\n")
+        self._commit(json_line(record))
 
     async def awrite(self, record: dict[str, Any]) -> None:
         """Append `record` as one line and make it durable before returning (async).
@@ -256,7 +295,7 @@ class LineWriter:
         the other tasks meanwhile; lines finished while one fsync runs are written
         together and share the next one (each still durable before its call returns).
         """
-        self._pending.append(json.dumps(record, ensure_ascii=False) + "\n")
+        self._pending.append(json_line(record))
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
@@ -267,6 +306,19 @@ class LineWriter:
     def close(self) -> None:
         """Close the file."""
         self._file.close()
+
+
+def json_line(record: dict[str, Any]) -> str:
+    r"""`record` as one JSON line, readable text; escaped to ASCII if it holds no-text.
+
+    A string holding a lone surrogate cannot be written as UTF-8; its `\u` escape is
+    the same JSON value, so such a row (a failed one) is written, never the end of the
+    batch.
+    """
+    text = json.dumps(record, ensure_ascii=False)
+    if unwritable(text) is not None:
+        text = json.dumps(record)
+    return text + "\n"
 
 
 def _ends_with_newline(path: Path) -> bool:
@@ -492,8 +544,12 @@ async def run_items(
     progress: Progress,
     generator: BaseChatModel | list[BaseChatModel] | None = None,
     store: BaseStore | None = None,
+    checkpointer: BaseCheckpointSaver[Any] | None = None,
 ) -> BatchStats:
     """Refine `items` locally with at most `concurrency` loops at a time (see `drive`).
+
+    With a `checkpointer`, each task runs on a thread of its own (`task_thread`), so a
+    batch killed and rerun continues its unfinished tasks from their last completed call.
 
     Args:
         items: The tasks to run.
@@ -503,18 +559,33 @@ async def run_items(
         progress: Receives the counts as tasks finish, and the problems.
         generator: The generator's model (built from `settings` if not given).
         store: The store every loop shares (the strategy record), or None.
+        checkpointer: Where each task's run is checkpointed, or None.
 
     Raises:
-        CliError: If the model server is unreachable (after the running tasks end).
+        CliError: If the model server is unreachable, or a task's thread is being
+            written by another process (after the running tasks end).
     """
     if not items:
         return await drive(items, _never, writer, concurrency=concurrency, progress=progress)
-    loops = _Loops(generator or batch_generator(items, settings), settings, store)
+    loops = _Loops(generator or batch_generator(items, settings), settings, store, checkpointer)
 
     async def run_one(item: BatchItem) -> RefineResult:
-        return await loops.get(item.options).arun(item.task)
+        loop = loops.get(item.options)
+        if checkpointer is None:
+            return await loop.arun(item.task)
+        thread = task_thread(item)
+        try:
+            return await loop.arun(item.task, thread_id=thread)
+        except ThreadSettingsError as exc:  # the line changed since its run was stopped
+            progress.error(
+                f"id {item.id!r} (line {item.line}): its unfinished run was started "
+                f"differently ({describe_differences(exc.differences)}); starting it over"
+            )
+            return await loop.arun(item.task, thread_id=thread, restart=True)
 
     def fatal(exc: BaseException) -> str | None:
+        if isinstance(exc, ThreadBusyError):
+            return str(exc)
         if not is_unreachable(exc):
             return None
         return describe_error(exc, settings.describe_endpoint(), settings.timeout)
@@ -525,6 +596,16 @@ async def run_items(
         )
     finally:
         await settings.http.aclose()
+
+
+def task_thread(item: BatchItem) -> str:
+    """The checkpoint thread of a task: its id's, so a rerun finds it again."""
+    return f"batch task {id_key(item.id)}"
+
+
+def default_checkpoint(out: Path) -> Path:
+    """Where a batch checkpoints its tasks' runs without `--checkpoint`: beside `--out`."""
+    return out.with_name(out.name + ".checkpoint.sqlite")
 
 
 def batch_generator(
@@ -560,7 +641,9 @@ class _Loops:
         model: BaseChatModel | list[BaseChatModel] | None,
         settings: ModelSettings,
         store: BaseStore | None,
+        checkpointer: BaseCheckpointSaver[Any] | None = None,
     ) -> None:
+        self.checkpointer = checkpointer
         self.model = model
         self.generators = LineGenerators(settings, model)  # a line's own `model`, else this
         self.settings = settings
@@ -587,7 +670,12 @@ class _Loops:
             # with its first rung).
             first = generator[0] if isinstance(generator, list) else generator
             judge = lambda: first  # noqa: E731 - a one-line factory
-        loop = CompiledLoop(generator, store=self.store, **options.graph_kwargs(judge))
+        loop = CompiledLoop(
+            generator,
+            store=self.store,
+            checkpointer=self.checkpointer,
+            **options.graph_kwargs(judge),
+        )
         if len(self._loops) >= self.KEEP:
             del self._loops[next(iter(self._loops))]
         self._loops[id(options)] = (options, loop)
@@ -636,6 +724,8 @@ async def drive(
         while queue and not stopped:
             item = queue.pop()
             try:
+                if item.problem is not None:  # a failed row, as a task that failed is
+                    raise CliError(f"{item.problem}; fix line {item.line} of the input file")
                 result = await run_one(item)
             except Exception as exc:
                 stop = fatal(exc)
@@ -662,16 +752,14 @@ async def drive(
     return stats
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where the batch runs, so it stops as on Ctrl-C (exit code 143)."""
-
-
 def _terminate(signum: int, frame: Any) -> None:
     raise Terminated
 
 
 @contextlib.contextmanager
-def saved_on_interrupt(out: Path, todo: list[BatchItem]) -> Iterator[None]:
+def saved_on_interrupt(
+    out: Path, todo: list[BatchItem], checkpoint: Path | None = None
+) -> Iterator[None]:
     """Turn Ctrl-C and SIGTERM during the block into one line: what is saved, how to go on.
 
     The block's own exits run first (the progress bar stops and shows the cursor again);
@@ -689,14 +777,45 @@ def saved_on_interrupt(out: Path, todo: list[BatchItem]) -> Iterator[None]:
     except KeyboardInterrupt as exc:
         keys = {id_key(item.id) for item in todo}
         saved = len(done_ids(out, lambda message: None) & keys)
+        unfinished = (
+            f", unfinished ones continue from their last completed call (kept in {checkpoint})"
+            if checkpoint is not None
+            else ""
+        )
         raise CliError(
             f"interrupted: {saved} of {len(todo)} task(s) finished and saved in {out}; rerun "
-            "the same command to continue (saved tasks are skipped)",
+            f"the same command to continue (saved tasks are skipped{unfinished})",
             exit_code=143 if isinstance(exc, Terminated) else 130,
         ) from None
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def batch_claim(checkpoint: Path) -> Iterator[None]:
+    """Hold the batch's checkpoint file for one batch at a time.
+
+    Two batches on one checkpoint would run the same tasks' threads; the second is
+    refused before any task starts. A batch that was killed holds nothing (see
+    `_loop._claim`).
+
+    Raises:
+        CliError: If another batch is running on `checkpoint`.
+    """
+    lease = Lease(str(checkpoint), "batch")
+    try:
+        lease.take()
+    except ThreadBusyError as exc:
+        holder = str(exc).split(": ", 1)[1].split(";")[0]
+        raise CliError(
+            f"--checkpoint {checkpoint} is in use by another batch ({holder}); wait for it "
+            "to end, or give this batch another --out or --checkpoint"
+        ) from None
+    try:
+        yield
+    finally:
+        lease.give_back()
 
 
 def summary_line(stats: BatchStats, skipped: int, out: Path, invalid: int = 0) -> str:

@@ -18,6 +18,10 @@ class CliError(Exception):
         self.exit_code = exit_code
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the command runs, so it stops as on Ctrl-C (exit code 143)."""
+
+
 _UNREACHABLE = frozenset(
     {"APIConnectionError", "APITimeoutError", "ConnectError", "ConnectTimeout", "ConnectionError"}
 )

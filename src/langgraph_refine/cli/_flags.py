@@ -106,6 +106,15 @@ class LoopFlag:
         if self.kind == "choice":
             return parse_choice(value, self.choices, option=option)
         if self.kind == "texts":
+            given = [value] if isinstance(value, str) else value
+            if isinstance(given, list | tuple) and any(
+                isinstance(text, str) and not text.strip() for text in given
+            ):
+                raise CliError(
+                    f"{option} is given an empty text; give each criterion's words, e.g. "
+                    f"{option} 'Mentions rain'",
+                    exit_code=2,
+                )
             try:
                 return tuple(criteria_list(value, option=option))
             except ValueError as exc:

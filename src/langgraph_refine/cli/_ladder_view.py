@@ -34,12 +34,14 @@ def parse_models(values: Sequence[str] | None, *, option: str = "--model") -> tu
         if not name:
             raise CliError(
                 f"{option} {value!r} is empty: give a model name, e.g. {option} openai:gpt-4o-mini "
-                f"(repeat {option} for a ladder of models, cheapest first)"
+                f"(repeat {option} for a ladder of models, cheapest first)",
+                exit_code=2,
             )
         if name in names:
             raise CliError(
                 f"{option} {name!r} is given twice: each rung of a ladder of models is a "
-                "different model, cheapest first"
+                "different model, cheapest first",
+                exit_code=2,
             )
         names.append(name)
     return tuple(names)

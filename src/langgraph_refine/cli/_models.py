@@ -82,7 +82,7 @@ class ModelSettings:
         try:
             cap = max_tokens_setting(max_tokens)
         except ValueError as exc:
-            raise CliError(str(exc)) from None
+            raise CliError(str(exc), exit_code=2) from None
         return cls(
             model=_clean(model) or _clean(os.environ.get(MODEL_ENV)),
             base_url=_clean(base_url) or _clean(os.environ.get(BASE_URL_ENV)),

@@ -269,6 +269,15 @@ class CommandOptions:
             LoopOptions(**self.settings)
         except ValueError as exc:
             raise CliError(str(exc)) from None
+        criteria = self.settings.get("criteria")
+        if criteria and self.specs and not any(_reads_criteria(spec) for spec in self.specs):
+            checks = ", ".join(spec.text for spec in self.specs)
+            raise CliError(
+                f"the criteria ({', '.join(map(repr, criteria))}) need a judge to read them, "
+                f"but the checks ({checks}) have none; add judge or checklist to the checks "
+                f"(e.g. -e {self.specs[0].text!r} -e judge), or drop the criteria",
+                exit_code=2,
+            )
 
     def override(self, line: Mapping[str, Any], *, on_server: bool = False) -> CommandOptions:
         """These options with a batch line's own values on top.
@@ -344,6 +353,17 @@ class CommandOptions:
         if evaluator is None:
             kwargs["judge_model"] = judge_model()
         return kwargs
+
+
+def _reads_criteria(spec: EvaluatorSpec) -> bool:
+    """True if the check asks an LLM judge, which reads the run's criteria."""
+    if spec.kind in ("judge", "checklist"):
+        return True
+    if spec.kind == "panel":
+        return any(_reads_criteria(member) for member in spec.argument[1])
+    if spec.kind == "cascade":
+        return any(_reads_criteria(stage) for stage in spec.argument)
+    return False
 
 
 _CHECKS = "checks"

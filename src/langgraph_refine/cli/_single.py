@@ -1,21 +1,25 @@
 """The `run` verb: one loop in the terminal, with live rounds, durable threads and review.
 
-The loop runs on the sync path (`stream` / `get_state`), always with a checkpointer: the
-SQLite file of `--checkpoint` (so `--thread` can resume an interrupted run), else an
-in-memory one, which the human review needs to pause and resume.
+The loop runs on the async path (`astream` / `aget_state`), so Ctrl-C and SIGTERM cancel
+the model call in flight, always with a checkpointer: the SQLite file of `--checkpoint`
+(so `--thread` can resume an interrupted run), else an in-memory one, which the human
+review needs to pause and resume.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
+import shlex
+import signal
 import sqlite3
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -25,20 +29,30 @@ from rich.console import Console
 from rich.text import Text
 
 from langgraph_refine._decisions._options import LoopOptions
-from langgraph_refine._errors import ThreadSettingsError, describe_differences
-from langgraph_refine._loop._driver import Driver, drive, run_config, run_flow, strict_serde
+from langgraph_refine._errors import ThreadBusyError, ThreadSettingsError, describe_differences
+from langgraph_refine._loop._driver import (
+    Driver,
+    adrive,
+    run_config,
+    run_flow,
+    strict_serde,
+    unfinished,
+)
 from langgraph_refine._loop._graph import create_refine_graph
 from langgraph_refine._loop._thread import thread_settings
 from langgraph_refine._loop._tracing import traced
 from langgraph_refine._result import RefineResult, loop_schema
 from langgraph_refine._typed import plain
 from langgraph_refine.cli._calibration import open_review_store
-from langgraph_refine.cli._errors import CliError
+from langgraph_refine.cli._errors import CliError, Terminated
 from langgraph_refine.cli._ladder_view import per_model
 from langgraph_refine.cli._models import ModelSettings
 from langgraph_refine.cli._options import CommandOptions
 from langgraph_refine.cli._review import Reviewer
 from langgraph_refine.cli._view import RoundView, show_result
+
+T = TypeVar("T")
+Graph = CompiledStateGraph[Any, Any, Any, Any]
 
 
 @dataclass(frozen=True)
@@ -54,6 +68,8 @@ class RunRequest:
         restart: Start the thread over even if it holds an unfinished run.
         store: SQLite file of a LangGraph store the run's reviews are kept in (as labels
             for `calibrate`), if any.
+        argv: The command line's arguments, for the command that resumes an interrupted
+            run.
     """
 
     task: str
@@ -63,6 +79,7 @@ class RunRequest:
     review: bool = False
     restart: bool = False
     store: Path | None = None
+    argv: tuple[str, ...] | None = None
 
 
 def check_task(task: str) -> str:
@@ -74,7 +91,8 @@ def check_task(task: str) -> str:
     if not task.strip():
         raise CliError(
             f"the task is empty ({task!r}); pass it as text, e.g. "
-            "langgraph-refine run 'Write a haiku about rain.'"
+            "langgraph-refine run 'Write a haiku about rain.'",
+            exit_code=2,
         )
     return task
 
@@ -131,9 +149,9 @@ def show_lost_work(
         show_result(out, result, show_reasoning=show_reasoning, failed=True)
 
 
-@contextlib.contextmanager
-def open_checkpointer(path: Path | None) -> Iterator[BaseCheckpointSaver[Any]]:
-    """A SQLite checkpointer on `path`, or an in-memory one.
+@contextlib.asynccontextmanager
+async def open_checkpointer(path: Path | None) -> AsyncIterator[BaseCheckpointSaver[Any]]:
+    """An async SQLite checkpointer on `path`, or an in-memory one.
 
     Raises:
         CliError: If the file's folder is missing or the file is not a SQLite database.
@@ -141,45 +159,83 @@ def open_checkpointer(path: Path | None) -> Iterator[BaseCheckpointSaver[Any]]:
     if path is None:
         yield InMemorySaver(serde=strict_serde())
         return
-    if not path.parent.exists():
-        raise CliError(f"--checkpoint {path}: the folder {path.parent} does not exist")
-    if path.is_dir():
-        raise CliError(
-            f"--checkpoint {path} is a folder; give a file name, e.g. {path / 'runs.sqlite'}"
-        )
+    check_checkpoint_path(path)
     try:
-        from langgraph.checkpoint.sqlite import SqliteSaver
+        import aiosqlite
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
     except ImportError:
         raise CliError(
             "--checkpoint needs the SQLite checkpointer: pip install 'langgraph-refine[sqlite]'"
         ) from None
+    conn = await aiosqlite.connect(path)
     try:
-        conn = sqlite3.connect(path, check_same_thread=False)
-        saver = SqliteSaver(conn, serde=strict_serde())
-        saver.setup()
-    except sqlite3.DatabaseError as exc:
-        raise CliError(f"--checkpoint {path} is not a usable SQLite database: {exc}") from None
-    try:
+        saver = AsyncSqliteSaver(conn, serde=strict_serde())
+        try:
+            await saver.setup()
+        except sqlite3.DatabaseError as exc:
+            raise CliError(
+                f"--checkpoint {path} is not a usable SQLite database: {exc}", exit_code=2
+            ) from None
+        await _check_checkpoint_tables(conn, path)
         yield saver
     finally:
-        conn.close()
+        await conn.close()
 
 
-def _check_pending_review(
-    graph: CompiledStateGraph[Any, Any, Any, Any], config: RunnableConfig, request: RunRequest
-) -> None:
+async def _check_checkpoint_tables(conn: Any, path: Path) -> None:
+    """Refuse a SQLite file whose `checkpoints` or `writes` table is some other program's.
+
+    Raises:
+        CliError: Naming the file and what to give instead.
+    """
+    try:
+        for probe in _CHECKPOINT_PROBES:
+            await (await conn.execute(probe)).close()
+    except sqlite3.DatabaseError as exc:
+        raise CliError(
+            f"--checkpoint {path} is a SQLite database but not a checkpoint file ({exc}); "
+            "give a new file name, or a file run or batch wrote with --checkpoint",
+            exit_code=2,
+        ) from None
+
+
+_CHECKPOINT_PROBES = (
+    "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, "
+    "metadata FROM checkpoints LIMIT 0",
+    "SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value "
+    "FROM writes LIMIT 0",
+)
+"""Queries that fail on tables that are not LangGraph's SQLite checkpoint tables."""
+
+
+def check_checkpoint_path(path: Path) -> None:
+    """Refuse a `--checkpoint` path whose folder is missing or that is a folder.
+
+    Raises:
+        CliError: Naming the path and what to give instead.
+    """
+    if not path.parent.exists():
+        raise CliError(f"--checkpoint {path}: the folder {path.parent} does not exist", exit_code=2)
+    if path.is_dir():
+        raise CliError(
+            f"--checkpoint {path} is a folder; give a file name, e.g. {path / 'runs.sqlite'}",
+            exit_code=2,
+        )
+
+
+async def _check_pending_review(graph: Graph, config: RunnableConfig, request: RunRequest) -> None:
     """Refuse to continue a thread paused in a review without `--review` to answer it."""
     if request.thread is None or request.review:
         return
-    same_task = graph.get_state(config).values.get("task") == request.task
-    if same_task and _review_pending(graph, config):
+    same_task = (await graph.aget_state(config)).values.get("task") == request.task
+    if same_task and await _review_pending(graph, config):
         raise CliError(
             f"thread {request.thread!r} is waiting for a human review; "
             "rerun with --review to answer it"
         )
 
 
-def _review_pending(graph: CompiledStateGraph[Any, Any, Any, Any], config: RunnableConfig) -> bool:
+async def _review_pending(graph: Graph, config: RunnableConfig) -> bool:
     """True if the thread is paused in a review, even when this graph has no review node.
 
     Read from the checkpoint's pending interrupt writes rather than `get_state()`, which
@@ -188,7 +244,7 @@ def _review_pending(graph: CompiledStateGraph[Any, Any, Any, Any], config: Runna
     saver = graph.checkpointer
     if not isinstance(saver, BaseCheckpointSaver):  # no checkpoint: nothing can be paused
         return False
-    saved = saver.get_tuple(config)
+    saved = await saver.aget_tuple(config)
     return bool(saved and any(w[1] == "__interrupt__" for w in saved.pending_writes or ()))
 
 
@@ -202,6 +258,10 @@ def execute(
 ) -> RefineResult:
     """Run the loop to its end, showing rounds and asking for reviews.
 
+    The loop runs on the async path, so Ctrl-C and SIGTERM cancel the model call in
+    flight at once, rather than waiting for its reply: what the checkpoint holds is kept,
+    and a rerun of the same command repeats at most that call.
+
     Args:
         request: Task and options.
         settings: How to build the models.
@@ -211,10 +271,42 @@ def execute(
 
     Returns:
         The loop's result.
+
+    Raises:
+        CliError: On a usage error, a refused thread, or an interrupt (exit code 130, or
+            143 for SIGTERM), saying what is saved and the command that resumes.
     """
     check_task(request.task)
     if request.thread is not None and request.checkpoint is None:
-        raise CliError("--thread needs --checkpoint PATH (the SQLite file that holds the thread)")
+        raise CliError(
+            "--thread needs --checkpoint PATH (the SQLite file that holds the thread)",
+            exit_code=2,
+        )
+    thread = request.thread or str(uuid.uuid4())
+    saved: list[int] = []  # the attempts the thread holds, read when interrupted
+    try:
+        return run_stoppable(_arun(request, thread, settings, view, reviewer, notes, saved))
+    except KeyboardInterrupt as exc:
+        raise CliError(
+            interrupted_message(request, thread, saved[0] if saved else None),
+            exit_code=143 if isinstance(exc, Terminated) else 130,
+        ) from None
+
+
+async def _arun(
+    request: RunRequest,
+    thread: str,
+    settings: ModelSettings,
+    view: RoundView,
+    reviewer: Reviewer | None,
+    notes: Console,
+    saved: list[int],
+) -> RefineResult:
+    """Build the loop, open its checkpointer and run it on `thread` (see `execute`).
+
+    Interrupted, it appends the attempts the thread holds to `saved` before the
+    interrupt goes on.
+    """
     generator = settings.generator()
     kwargs = request.options.graph_kwargs(settings.judge)
     evaluator = kwargs.pop("evaluator")
@@ -227,66 +319,198 @@ def execute(
         )
     except ValueError as exc:
         raise CliError(str(exc)) from None
-    thread = request.thread or str(uuid.uuid4())
     # What the thread keeps of this run: the checks as written, and the options.
     checks = ", ".join(spec.text for spec in request.options.specs) or "judge"
     loop = LoopOptions.build(None, **kwargs)
     kept = thread_settings(loop, checks)
-    with open_checkpointer(request.checkpoint) as saver, open_review_store(request.store) as store:
-        graph = builder.compile(checkpointer=saver, store=store)
-        config = run_config(
-            None,
-            durable=True,
-            thread_id=thread,
-            max_iterations=loop.rules.max_iterations,
-            settings=kept,
-        )
-        if request.checkpoint is not None and request.thread is None:
-            notes.print(
-                Text(
-                    f"thread {thread} (resume an interrupted run with --thread {thread})",
-                    style="dim",
+    try:
+        async with open_checkpointer(request.checkpoint) as saver:
+            with open_review_store(request.store) as store:
+                graph = builder.compile(checkpointer=saver, store=store)
+                config = run_config(
+                    None,
+                    durable=True,
+                    thread_id=thread,
+                    max_iterations=loop.rules.max_iterations,
+                    settings=kept,
                 )
-            )
-        if not request.restart:
-            _check_pending_review(graph, config, request)
+                if request.checkpoint is not None and request.thread is None:
+                    notes.print(
+                        Text(
+                            f"thread {thread} (resume an interrupted run with --thread {thread})",
+                            style="dim",
+                        )
+                    )
+                if not request.restart:
+                    await _check_pending_review(graph, config, request)
+                try:
+                    return await _drive(request, graph, config, kept, evaluator, view, reviewer)
+                except (asyncio.CancelledError, KeyboardInterrupt):
+                    with contextlib.suppress(Exception):  # never hide the interrupt
+                        state = await graph.aget_state(config)
+                        saved.append(len(state.values.get("attempts") or ()))
+                    raise
+    finally:
+        await settings.http.aclose()
 
-        def ask(payload: dict[str, Any]) -> Any:
-            view.stop()  # the prompt needs the terminal
-            if reviewer is None:  # pragma: no cover - only reviewed graphs interrupt
-                raise CliError("the loop paused for a review, but --review was not given")
+
+async def _drive(
+    request: RunRequest,
+    graph: Graph,
+    config: RunnableConfig,
+    kept: dict[str, str],
+    evaluator: Any,
+    view: RoundView,
+    reviewer: Reviewer | None,
+) -> RefineResult:
+    """Drive the compiled loop to its end, showing its phases and asking for reviews."""
+
+    def ask(payload: dict[str, Any]) -> Any:
+        view.stop()  # the prompt needs the terminal
+        if reviewer is None:  # pragma: no cover - only reviewed graphs interrupt
+            raise CliError("the loop paused for a review, but --review was not given")
+        with interruptible_prompt():
             answer = reviewer(payload)
-            view.start("revising…")
-            return answer
+        view.start("revising…")
+        return answer
 
-        # "sync" writes each step's checkpoint before the next step starts, so a killed
-        # run resumes without repeating a completed model call.
-        driver = Driver(
-            graph,
-            config,
-            reviewer=ask,
-            on_event=view.event,
-            durability="sync" if request.checkpoint is not None else "async",
-        )
-        driver = traced(driver, name="refine", evaluator=evaluator)
-        view.start("round 0: generating…" if request.thread is None else "resuming…")
-        flow = run_flow(
-            request.task,
-            durable=True,
-            output_schema=loop_schema(graph),
-            settings=kept,
-            restart=request.restart,
-        )
+    # "sync" writes each step's checkpoint before the next step starts, so a killed
+    # run resumes without repeating a completed model call.
+    driver = Driver(
+        graph,
+        config,
+        reviewer=ask,
+        on_event=view.event,
+        durability="sync" if request.checkpoint is not None else "async",
+        on_step=view.step,
+    )
+    driver = traced(driver, name="refine", evaluator=evaluator)
+    snapshot = await graph.aget_state(config)
+    if unfinished(snapshot) and not request.restart:  # a new --thread starts, not resumes
+        view.resume(len(snapshot.values.get("attempts") or ()))
+    flow = run_flow(
+        request.task,
+        durable=True,
+        output_schema=loop_schema(graph),
+        settings=kept,
+        restart=request.restart,
+    )
+    try:
+        return await adrive(flow, driver)
+    except ThreadSettingsError as exc:
+        raise CliError(_thread_refusal(config, exc), exit_code=2) from None
+    except ThreadBusyError as exc:
+        raise CliError(str(exc)) from None
+    finally:
+        view.stop()
+
+
+def run_stoppable(main: Coroutine[Any, Any, T]) -> T:
+    """Run `main` to its end; Ctrl-C and SIGTERM cancel it, and with it the call in flight.
+
+    `asyncio.run` turns Ctrl-C into cancelling the running work (an HTTP request is
+    dropped at once, where a thread pool would wait for its reply) and raises
+    `KeyboardInterrupt` once it is undone; SIGTERM is made to do the same.
+
+    Raises:
+        KeyboardInterrupt: On Ctrl-C; `Terminated` (a `KeyboardInterrupt`) on SIGTERM.
+    """
+
+    async def guarded() -> T:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        terminated: list[bool] = []
+
+        def terminate() -> None:
+            terminated.append(True)
+            if task is not None:
+                task.cancel()
+
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(signal.SIGTERM, terminate)  # fails where no signals are
         try:
-            return drive(flow, driver)
-        except ThreadSettingsError as exc:
-            raise CliError(_thread_refusal(thread, exc), exit_code=2) from None
+            return await main
+        except asyncio.CancelledError:
+            if terminated:
+                raise Terminated from None
+            raise
         finally:
-            view.stop()
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.remove_signal_handler(signal.SIGTERM)
+
+    return asyncio.run(guarded())
 
 
-def _thread_refusal(thread: str, exc: ThreadSettingsError) -> str:
+@contextlib.contextmanager
+def interruptible_prompt() -> Iterator[None]:
+    """Let Ctrl-C end a prompt at once.
+
+    Under `asyncio.run`, Ctrl-C only asks the running work to cancel, which a prompt
+    blocked on its input never sees; while it waits, nothing else runs, so the plain
+    `KeyboardInterrupt` is safe to raise there.
+    """
+    try:
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    except ValueError:  # not the main thread: the handler cannot change
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def interrupted_message(request: RunRequest, thread: str, saved: int | None) -> str:
+    """What an interrupted `run` says: what is saved, and the exact command that resumes.
+
+    Args:
+        request: What the run was asked to do.
+        thread: Its checkpoint thread.
+        saved: The attempts the thread holds (None if they could not be read).
+    """
+    if request.checkpoint is None:
+        return (
+            "interrupted: nothing is saved (no --checkpoint); add --checkpoint FILE to make a "
+            "run resumable"
+        )
+    what = "the attempts so far are" if saved is None else f"{saved} attempt(s) are"
+    return (
+        f"interrupted: {what} saved on thread {thread} in {request.checkpoint}; "
+        f"resume with: {resume_command(request.argv, thread)}"
+    )
+
+
+def resume_command(argv: Sequence[str] | None, thread: str) -> str:
+    """The command line that continues `thread`: this one, with `--thread` if it had none."""
+    args = list(argv or ())
+    if "--thread" not in args and not any(a.startswith("--thread=") for a in args):
+        args += ["--thread", thread]
+    return shlex.join(["langgraph-refine", *args])
+
+
+def nothing_judged(result: RefineResult) -> str | None:
+    """Why a run whose every attempt is unjudged failed (None when one was judged).
+
+    Such a run has no score to trust: it ends with an error (exit code 1), after its
+    result is shown, rather than as a success. A run stopped before any judgment was
+    tried (a budget spent on the first draft) says why in its stop reason instead.
+    """
+    if any(a.score is not None for a in result.attempts):
+        return None
+    reason = next((a.error for a in reversed(result.attempts) if a.error), None)
+    if reason is None:
+        return None
+    return (
+        f"nothing was judged: none of the {len(result.attempts)} attempt(s) could be scored "
+        f"(the last: {reason}); the response shown is unscored. Check the judge "
+        "(--judge-model, --base-url) or the checks (-e), or retry the judgments with "
+        "--on-evaluator-error retry"
+    )
+
+
+def _thread_refusal(config: RunnableConfig, exc: ThreadSettingsError) -> str:
     """The command line's words for a rerun that differs from the thread's unfinished run."""
+    thread = config.get("configurable", {}).get("thread_id")
     return (
         f"thread {thread!r} holds an interrupted run started differently "
         f"({describe_differences(exc.differences)}); rerun with the same task and options to "

@@ -37,7 +37,7 @@ def parse_specs(specs: object, *, on_server: bool = False) -> list[EvaluatorSpec
             return [spec for text in texts for spec in _server_specs(text)]
         return _parse_specs(specs)
     except SpecError as exc:
-        raise CliError(str(exc)) from None
+        raise CliError(str(exc), exit_code=2) from None
 
 
 _NAMES_FILE = re.compile(r"(?:^|[:;])\s*(?:json[-_]schema|python[-_]tests)\s*:", re.IGNORECASE)

@@ -52,13 +52,15 @@ class StoreChoice:
         if path is not None and no_store:
             raise CliError(
                 f"--store {path} and --no-store contradict each other; keep one "
-                "(--store keeps the strategy record in that file, --no-store keeps none)"
+                "(--store keeps the strategy record in that file, --no-store keeps none)",
+                exit_code=2,
             )
         if server is not None and (path is not None or no_store):
             given = "--no-store" if no_store else f"--store {path}"
             raise CliError(
                 f"{given} does not apply with --server: the server keeps the strategy record "
-                "in its own store; drop the option"
+                "in its own store; drop the option",
+                exit_code=2,
             )
         if path is not None:
             check_store_path(path, writable=True)

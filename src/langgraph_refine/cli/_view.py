@@ -54,6 +54,7 @@ class RoundView:
         self.show_reasoning = show_reasoning
         self._status: Status | None = None
         self._best: float | None = None
+        self._rounds = 0  # rounds shown; a resumed run's first event sets it
 
     def start(self, what: str) -> None:
         """Show a spinner saying what the loop is doing."""
@@ -71,13 +72,31 @@ class RoundView:
             self._status.stop()
             self._status = None
 
+    def resume(self, rounds: int) -> None:
+        """Continue an interrupted run whose thread holds `rounds` attempts."""
+        self._rounds = rounds
+        self.start(f"resuming after {rounds} round(s)…" if rounds else "resuming…")
+
+    def step(self, node: str) -> None:
+        """Say what the loop does as each of its nodes starts (a model works in two).
+
+        The round's number is the attempt being made: one more than the rounds shown.
+        """
+        if node == "generate":
+            what = "generating a refinement…" if self._rounds else "generating…"
+            self.start(f"round {self._rounds}: {what}")
+        elif node == "evaluate":
+            self.start(f"round {self._rounds}: judging…")
+        elif node == "finalize":
+            self.start("choosing the result…")
+
     def event(self, event: Any) -> None:
         """Handle one custom stream event of the loop (`round` or `stop`)."""
         if not self.enabled or not isinstance(event, Mapping):
             return
         if event.get("type") == "round":
             self._round(event)
-            self.start(f"round {int(event.get('iteration', 0)) + 1}: generating a refinement…")
+            self._rounds = int(event.get("iteration", self._rounds)) + 1
         elif event.get("type") == "stop":
             self.stop()
 
@@ -100,9 +119,12 @@ class RoundView:
         if verdict:
             line.append(str(verdict), style=_VERDICT_STYLES.get(str(verdict), ""))
             line.append("  ")
+        if event.get("stopped_at"):  # a cascade: the stage that held this attempt back
+            line.append(f"stopped at {event['stopped_at']}  ", style="magenta")
         if score is None and event.get("error"):  # the judge could not judge this one
             line.append("unjudged  ", style="yellow")
-            line.append(short(str(event["error"])), style="dim")
+            # Whole: the error ends with how to fix it, which a cut would drop.
+            line.append(" ".join(str(event["error"]).split()), style="dim")
         else:
             line.append(short(str(event.get("feedback") or "")), style="dim")
         self.console.print(line, soft_wrap=True)

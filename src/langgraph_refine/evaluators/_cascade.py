@@ -24,6 +24,10 @@ from langgraph_refine.evaluators._combine import _labels, as_evaluator
 # a score of 1.0 with a verdict short of PASS).
 _STOPPED_AT_MOST = 0.99
 
+# A response stopped before the last stage scores below this: a target score at or above
+# it is reached only through the last stage's own score.
+_STOPPED_BAND = 0.5
+
 
 class CascadeEvaluator(BaseEvaluator):
     """Runs its stages in order while each reaches its threshold. See `cascade`.
@@ -120,9 +124,8 @@ class CascadeEvaluator(BaseEvaluator):
         n, k = len(self.stages), len(results) - 1
         last = results[-1]
         stopped = not self.reached(k, last)
-        stage_score = min(last.score, _STOPPED_AT_MOST) if stopped and k < n - 1 else last.score
         return Evaluation(
-            score=min(1.0, max(0.0, (k + stage_score) / n)),
+            score=_score(k, n, last.score),
             feedback=self._feedback(results, stopped),
             verdict=_verdict(last.verdict, stopped=stopped, before_last=k < n - 1),
             details={
@@ -146,6 +149,19 @@ class CascadeEvaluator(BaseEvaluator):
                 ],
             },
         )
+
+
+def _score(k: int, n: int, score: float) -> float:
+    """The cascade's score when stage `k` of `n` decided with `score`.
+
+    The last stage's score is the cascade's: the cheap stages it passed add nothing, so
+    a judge's 0.8 stays 0.8 and a target of 0.9 is not reached. A response stopped
+    before it scores in [0, 0.5), higher the further it got.
+    """
+    score = min(1.0, max(0.0, score))
+    if k == n - 1:
+        return score
+    return _STOPPED_BAND * (k + min(score, _STOPPED_AT_MOST)) / (n - 1)
 
 
 def _full_pass(result: Evaluation) -> bool:
@@ -174,10 +190,11 @@ def cascade(
     """Evaluate in stages, cheapest first: each stage runs only if the earlier ones passed.
 
     Stage `k` (0-based) runs only when every earlier stage reached its threshold. A
-    response that stopped at stage `k` of `n` with score `s` scores `(k + s) / n` (with
-    `s` counted at most 0.99 before the last stage), so it always scores below one that
-    got further; one the last stage judged scores `(n - 1 + s) / n` with `s` that
-    stage's score (1.0 when it scores 1.0). Put the cheap deterministic checks
+    response the last stage judged scores that stage's score `s`: the cheap stages it
+    passed add nothing, so the cascade reaches a loop's `target_score` exactly when its
+    last stage does. A response stopped at stage `k < n - 1` scores
+    `0.5 * (k + s) / (n - 1)` (with `s` counted at most 0.99), below 0.5 and higher the
+    further it got. Put the cheap deterministic checks
     first and the LLM judge last: a draft of the wrong length, or JSON that does not
     validate, never reaches the judge, and a stage that does not run makes no model
     call, costs nothing and is not counted against the loop's `Budget`.
@@ -193,8 +210,9 @@ def cascade(
     could not judge) leaves the attempt unjudged in the loop. With an async loop the
     stages still run one after another (each waits for the verdict of the one before).
 
-    A loop's `target_score` applies to the cascade's score: with the default 0.9 and up
-    to ten stages, a response stopped before the last stage never reaches it.
+    A loop's `target_score` applies to the cascade's score: a response stopped before the
+    last stage scores below 0.5, so it never reaches a target of 0.5 or more (the default
+    is 0.9).
 
     Args:
         *stages: One or more evaluators in any accepted form, cheapest first.
@@ -223,7 +241,7 @@ def cascade(
         >>> stopped.score, stopped.verdict, stopped.details["not_run"]
         (0.25, 'NEEDS_IMPROVEMENT', ['<lambda>'])
         >>> ev.evaluate("short enough draft", {}).score
-        0.9
+        0.8
     """
     if not stages:
         raise ValueError(
