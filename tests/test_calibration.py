@@ -197,7 +197,6 @@ def test_an_async_judge_is_awaited() -> None:
     async def judge(response: str, state: Any) -> float:
         return lengths(response, state)
 
-    assert evaluators.calibrate(judge, word_labels()).threshold == pytest.approx(THRESHOLD)
     calibrated = asyncio.run(evaluators.acalibrate(judge, word_labels()))
     assert calibrated.threshold == pytest.approx(THRESHOLD) and calibrated.is_async
 
@@ -620,3 +619,11 @@ def test_the_stop_event_carries_the_calibration() -> None:
     plain = create_refine_graph(lambda state: "x", lambda r, s: 1.0).compile()
     stop = [e for e in plain.stream({"task": "t"}, stream_mode="custom") if e["type"] == "stop"]
     assert "calibration" not in stop[0] and "untrusted_pass" not in stop[0]
+
+
+def test_an_async_judge_is_calibrated_with_acalibrate_only() -> None:
+    async def judge(response: str, state: Any) -> float:
+        return 0.5
+
+    with pytest.raises(TypeError, match="await acalibrate"):
+        evaluators.calibrate(judge, word_labels())

@@ -277,6 +277,7 @@ def calibrate(
     Raises:
         ValueError: For no labels, a malformed label, or `alpha` / `confidence` /
             `folds` out of range.
+        TypeError: For an async judge (use `acalibrate`).
 
     Example:
         >>> from langgraph_refine import evaluators
@@ -287,22 +288,8 @@ def calibrate(
         (True, 0.8)
     """
     evaluator, read = _checked(judge, labels, alpha, confidence, folds)
-    if evaluator.is_async:
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(
-                acalibrate(
-                    evaluator,
-                    read,
-                    alpha=alpha,
-                    confidence=confidence,
-                    folds=folds,
-                    budget=budget,
-                    seed=seed,
-                )
-            )
-        raise TypeError("the judge is async and an event loop is running: await acalibrate(...)")
+    if evaluator.is_async:  # the sync path stays sync, as `refine` does
+        raise TypeError("the judge is async; calibrate it with: await acalibrate(judge, labels)")
     meter = BudgetMeter(budget, Usage(), what="calibration")
     judged: dict[tuple[str, str], Judgment | None] = {}
     with metered(meter):
