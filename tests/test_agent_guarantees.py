@@ -351,3 +351,25 @@ def test_a_retry_after_longer_than_the_time_left_ends_the_run_at_once(path: str,
     assert time.monotonic() - started < 1.5  # the 10 s wait (policy cap) was never slept
     assert result.stop_reason == "budget_exhausted" and result.value == "draft one"
     assert len(model.calls) == 2
+
+
+# -- in LangChain's Deep Agents --------------------------------------------------------------
+
+
+def test_a_deep_agent_holds_the_same_guarantees() -> None:
+    from deepagents import create_deep_agent
+
+    model = AgentModel(replies=["draft one", wrapped_drop(), "draft two"])
+    refine_mw = RefineMiddleware(scores(0.5, 1.0), max_iterations=2, retry_policy=FAST)
+    agent = create_deep_agent(model=model, middleware=[refine_mw])
+    state = agent.invoke({"messages": [HumanMessage(TASK)]})
+    result = refine_mw.result(state)
+    assert result.value == "draft two" and result.stop_reason == "target_reached"
+    assert state["messages"][-1].text == "draft two"  # the best answer is the last message
+
+    failing = AgentModel(replies=["draft one", PermissionError("HTTP 401")])
+    refine_mw = RefineMiddleware(scores(0.5), max_iterations=2, retry_policy=FAST)
+    agent = create_deep_agent(model=failing, middleware=[refine_mw])
+    with pytest.raises(PermissionError) as info:
+        agent.invoke({"messages": [HumanMessage(TASK)]})
+    assert info.value.result.value == "draft one"  # type: ignore[attr-defined]
