@@ -116,7 +116,8 @@ def test_the_payload_is_a_langchain_hitl_request(host: Any, mode: str) -> None:
     assert payload["response"] in {"a", "b"} and payload["feedback"].startswith("feedback on")
     description = action["description"]
     which = "latest answer" if mode == "every_round" else "best answer so far"
-    assert description.startswith(f"The {which} (attempt {payload['attempt']}), ")
+    # Rounds from 1, as the chat's progress card counts them; `attempt` stays the index.
+    assert description.startswith(f"The {which} (round {payload['attempt'] + 1}), ")
     assert f"scored {payload['score']:.2f} of 1" in description
     assert f"The judge's feedback: {payload['feedback']}" in description
     assert "args" not in description and "response)" not in description  # no developer words
@@ -129,11 +130,29 @@ def test_the_description_says_the_verdict_and_an_unscored_answer_in_words() -> N
     payload = {"name": "refine", "mode": "final", "response": "r", "attempt": 0}
     judged = hitl_request(payload | {"score": 0.4, "verdict": "NEEDS_IMPROVEMENT", "feedback": ""})
     first = judged["action_requests"][0]["description"].splitlines()[0]
-    assert first == "The best answer so far (attempt 0), scored 0.40 of 1: needs improvement."
+    assert first == "The best answer so far (round 1), scored 0.40 of 1: needs improvement."
     assert "feedback" not in judged["action_requests"][0]["description"]  # none given
     unscored = hitl_request(payload | {"score": None, "verdict": None, "feedback": ""})
     first = unscored["action_requests"][0]["description"].splitlines()[0]
-    assert first == "The best answer so far (attempt 0), not scored."
+    assert first == "The best answer so far (round 1), not scored."
+
+
+def test_the_description_and_the_progress_card_count_rounds_alike() -> None:
+    # A chat shows both: the card counts rounds from 1, and so does the review.
+    model = AgentModel(replies=["a", "b"])
+    refine = RefineMiddleware(
+        judged, human_review="final", max_iterations=1, patience=None, progress_ui="card"
+    )
+    agent = create_agent(model, tools=[], middleware=[refine], checkpointer=InMemorySaver())
+    config = thread()
+    out = agent.invoke({"messages": [HumanMessage("Write a tagline.")]}, config)
+    payload = out["__interrupt__"][0].value
+    assert (payload["attempt"], payload["best_attempt"]) == (0, 0)  # indexes, as documented
+    description = payload["action_requests"][0]["description"]
+    assert description.startswith("The best answer so far (round 1), scored 0.60 of 1.")
+    (card,) = agent.get_state(config).values["ui"]
+    assert card["props"]["lines"][0] == "round 1: score 0.6, refining"
+    assert "(attempt" not in description
 
 
 @pytest.mark.parametrize("host", HOSTS)

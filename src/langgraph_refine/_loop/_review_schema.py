@@ -280,8 +280,8 @@ def hitl_request(payload: Mapping[str, Any]) -> dict[str, Any]:
 
     One action, named after the loop. Its `args` hold only what the reviewer may change,
     the response: a chat client renders each arg as an editable field, and only the
-    response is read back. The attempt, its score, verdict and feedback are told in its
-    `description`, in words a reviewer reads; the review config allows `approve`, `edit`
+    response is read back. The attempt (by round, counted from 1), its score, verdict and
+    feedback are told in its `description`, in words a reviewer reads; the review config allows `approve`, `edit`
     and `reject`.
 
     Args:
@@ -298,7 +298,7 @@ def hitl_request(payload: Mapping[str, Any]) -> dict[str, Any]:
         {'response': 'Hi.'}
         >>> for line in request["action_requests"][0]["description"].splitlines()[:2]:
         ...     print(line)
-        The best answer so far (attempt 2), scored 0.70 of 1: needs improvement.
+        The best answer so far (round 3), scored 0.70 of 1: needs improvement.
         The judge's feedback: Say more.
     """
     return {
@@ -314,13 +314,17 @@ def hitl_request(payload: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _review_description(payload: Mapping[str, Any]) -> str:
-    """What the reviewer is shown beside the response, in plain words."""
+    """What the reviewer is shown beside the response, in plain words.
+
+    It names answers by round, counted from 1 as a chat's progress card counts them
+    (`round` = the payload's `attempt` index + 1).
+    """
     which = "latest answer" if payload["mode"] == "every_round" else "best answer so far"
     attempt, best = payload.get("attempt"), payload.get("best_attempt")
     revised = payload["mode"] == "final" and best is not None and best != attempt
     if revised:  # what the reviewer asked for, shown beside the best
         which = "revised answer"
-    head = f"The {which}" + (f" (attempt {attempt})" if attempt is not None else "")
+    head = f"The {which}" + (f" (round {attempt + 1})" if attempt is not None else "")
     score, verdict = payload.get("score"), payload.get("verdict")
     if score is None:
         head += ", not scored"
@@ -332,7 +336,7 @@ def _review_description(payload: Mapping[str, Any]) -> str:
     if revised:
         best_score = payload.get("best_score")
         scored = "not scored" if best_score is None else f"scored {best_score:.2f} of 1"
-        lines.append(f"The best answer so far is attempt {best}, {scored}.")
+        lines.append(f"The best answer so far is round {best + 1}, {scored}.")
     feedback = str(payload.get("feedback") or "").strip()
     if feedback:
         lines.append(f"The judge's feedback: {feedback}")
