@@ -281,8 +281,8 @@ def hitl_request(payload: Mapping[str, Any]) -> dict[str, Any]:
     One action, named after the loop. Its `args` hold only what the reviewer may change,
     the response: a chat client renders each arg as an editable field, and only the
     response is read back. The attempt (by round, counted from 1), its score, verdict and
-    feedback are told in its `description`, in words a reviewer reads; the review config allows `approve`, `edit`
-    and `reject`.
+    feedback are told in its `description`, in words a reviewer reads; the review config
+    allows `approve`, `edit` and `reject`.
 
     Args:
         payload: The review's own payload.
