@@ -333,7 +333,7 @@ def _review_description(payload: Mapping[str, Any]) -> str:
     if verdict:
         head += f": {str(verdict).replace('_', ' ').lower()}"
     lines = [head + "."]
-    if revised:
+    if revised and best is not None:
         best_score = payload.get("best_score")
         scored = "not scored" if best_score is None else f"scored {best_score:.2f} of 1"
         lines.append(f"The best answer so far is round {best + 1}, {scored}.")
