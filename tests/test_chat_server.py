@@ -326,6 +326,7 @@ def reviewed(url: str, answer: Any) -> dict[str, Any]:
             "It is in Paris.",
         ),
         ({"decisions": [{"type": "reject"}]}, "Answer 2."),
+        ({"decisions": [{"type": "reject", "message": "stop"}]}, "Answer 2."),
     ],
 )
 def test_a_review_resumes_on_the_server_whatever_the_answer(

@@ -29,6 +29,7 @@ from langgraph_refine import (
 )
 from langgraph_refine._loop._review_schema import (
     from_decisions,
+    from_text,
     hitl_request,
     review_answer_schema,
 )
@@ -190,6 +191,49 @@ def test_reject_without_a_message_stops_with_the_best(host: Any) -> None:
     assert (result.stop_reason, result.value) == ("rejected", "a")
 
 
+# What agent-chat-ui sends (`buildDecisionFromState`): it refuses a rejection without a
+# reason, and with the reason box left empty the submit is its default, `approve`.
+CHAT_STOP = {"decisions": [{"type": "reject", "message": "stop"}]}
+CHAT_EMPTY_REJECTION = {"decisions": [{"type": "approve"}]}
+
+
+@pytest.mark.parametrize("host", HOSTS)
+@pytest.mark.parametrize("mode", ["final", "every_round"])
+def test_the_description_offers_only_what_a_chat_can_send(host: Any, mode: str) -> None:
+    payload = host(mode).start()
+    description = payload["action_requests"][0]["description"]
+    assert "without" not in description, "a chat cannot send a rejection without a message"
+    assert 'reject with the message "stop" to end with the best answer so far' in description
+    assert "Reject with a message saying what to change" in description
+    assert "Approve to end with this answer" in description
+
+
+@pytest.mark.parametrize("host", HOSTS)
+def test_a_chats_stop_rejection_stops_with_the_best_without_a_model_call(host: Any) -> None:
+    run = host(replies=("b", "a", "c"))  # the second answer is the best (0.6 > 0.4)
+    run.start()
+    calls = len(run.model.calls)
+    run.answer(CHAT_STOP)
+    assert len(run.model.calls) == calls
+    result = run.result()
+    assert (result.stop_reason, result.value) == ("rejected", "a")
+    assert run.pending() is None
+
+
+@pytest.mark.parametrize("host", HOSTS)
+def test_a_chats_empty_rejection_is_an_approval_as_the_description_says(host: Any) -> None:
+    # Nothing tells it from a real approval: the description never offers it as a stop.
+    run = host()
+    run.start()
+    run.answer(CHAT_EMPTY_REJECTION)
+    assert run.result().stop_reason == "approved"
+
+
+def test_a_text_answer_stop_rejects() -> None:
+    assert from_text("Stop.", ["approve", "edit", "reject", "revise"]) == {"action": "reject"}
+    assert from_text("stop", ["approve", "continue"]) == {"action": "revise", "feedback": "stop"}
+
+
 @pytest.mark.parametrize("host", HOSTS)
 def test_reject_with_a_message_revises_with_it_as_feedback(host: Any) -> None:
     run = host()
@@ -236,6 +280,13 @@ def test_a_malformed_decision_keeps_the_review_pending_with_the_error(host: Any)
         ({"type": "reject"}, {"action": "reject"}),
         ({"type": "reject", "message": "  "}, {"action": "reject"}),
         ({"type": "reject", "message": "more"}, {"action": "revise", "feedback": "more"}),
+        ({"type": "reject", "message": "stop"}, {"action": "reject"}),
+        ({"type": "reject", "message": " Stop. "}, {"action": "reject"}),
+        ({"type": "reject", "message": "REJECT!"}, {"action": "reject"}),
+        (
+            {"type": "reject", "message": "Stop rambling."},
+            {"action": "revise", "feedback": "Stop rambling."},
+        ),
     ],
 )
 def test_each_decision_is_one_of_the_loops_answers(decision: Any, answer: Any) -> None:
