@@ -8,6 +8,7 @@ drafts, while a callback handler (what LangSmith and OpenTelemetry are) still se
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any
 from uuid import UUID
@@ -276,3 +277,36 @@ def test_an_agents_run_messages_hold_no_judge_reply() -> None:
         shown = [str(stream.output.content) for stream in run.messages]
     assert_no_verdict(shown)
     assert "answer two" in " ".join(shown)
+
+
+# -- a judge on a provider that streams -----------------------------------------------------
+
+
+def test_a_judge_in_a_streamed_agent_answers_whole_without_a_serializer_warning() -> None:
+    # LangChain streams any call under a streaming callback (a chat's `messages`
+    # stream), nostream-tagged or not; langchain-openai's streamed structured output
+    # then logs pydantic's `Expected 'none' ... field_name='parsed'` once per verdict.
+    # The loop's own calls are never shown token by token: they are asked whole.
+    from langchain_openai import ChatOpenAI
+
+    from tests.test_chat_server import chat_script
+    from tests.test_server import scripted_openai
+
+    with scripted_openai(chat_script) as server:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        model = ChatOpenAI(model="writer", base_url=url, api_key="none", max_retries=0)
+        judging = ChatOpenAI(model="judge", base_url=url, api_key="none", max_retries=0)
+        refine = RefineMiddleware(evaluators.llm_judge(judging), max_iterations=2)
+        agent = create_agent(model, tools=[], middleware=[refine])
+        request = {"messages": [HumanMessage("Tell me about the Eiffel Tower.")]}
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            chunks = list(agent.stream(request, stream_mode=["messages", "values"]))
+        bodies = list(server.requests)  # type: ignore[attr-defined]
+    said = [str(w.message) for w in caught]
+    assert not [s for s in said if "PydanticSerializationUnexpectedValue" in s], said
+    state = chunks[-1][1]
+    assert refine.result(state).score_history == [0.4, 0.95]  # both verdicts were read
+    judged = [b for b in bodies if b.get("model") == "judge"]
+    assert len(judged) == 2 and not [b for b in judged if b.get("stream")]
+    assert [b.get("stream") for b in bodies if b.get("model") == "writer"] == [True, True]
