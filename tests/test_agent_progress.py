@@ -165,6 +165,7 @@ def test_the_async_agent_shows_the_same_card() -> None:
 
     pushed, state = asyncio.run(main())
     assert [card["props"]["lines"] for card in pushed][-1] == [ROUND_1, ROUND_2]
+    assert [card["props"]["judging"] for card in pushed] == [1, None, 2, None, None]
     assert state["ui"][0]["metadata"]["message_id"] == state["messages"][-1].id
 
 
