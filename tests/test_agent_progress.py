@@ -75,11 +75,21 @@ def test_each_round_updates_one_card_that_ends_under_the_answer() -> None:
     agent, _, _ = agent_with_card()
     pushed, _, state = run(agent)
     assert [card["props"]["lines"] for card in pushed] == [
+        [],
+        [ROUND_1],
         [ROUND_1],
         [ROUND_1, ROUND_2],
         [ROUND_1, ROUND_2],
     ]
-    assert [card["props"]["status"] for card in pushed] == ["running", "running", "done"]
+    assert [card["props"]["summary"] for card in pushed][:4] == [
+        "round 1: judging…",
+        ROUND_1,
+        "round 2: judging…",
+        ROUND_2,
+    ]
+    assert [card["props"]["judging"] for card in pushed] == [1, None, 2, None, None]
+    statuses = [card["props"]["status"] for card in pushed]
+    assert statuses == ["running", "running", "running", "running", "done"]
     assert {(card["id"], card["name"]) for card in pushed} == {(pushed[0]["id"], CARD)}
     (card,) = state["ui"]
     assert card["props"] == pushed[-1]["props"]
@@ -119,6 +129,28 @@ def test_the_model_and_the_judge_never_see_the_cards_message() -> None:
     assert [m.type for m in model._calls[2]] == ["human", "ai", "tool", "ai", "human"]
 
 
+def test_the_card_says_judging_from_the_answers_step_until_its_verdict() -> None:
+    # The answer's model step ends before its judging step starts: the checkpoint
+    # between them (what a chat holds while the judge runs) shows the round judged.
+    agent, _, _ = agent_with_card()
+    run(agent)
+    config: Any = {"configurable": {"thread_id": "t"}}
+    waiting: dict[int, dict[str, Any]] = {}  # by the answers judged before it
+    for snapshot in reversed(list(agent.get_state_history(config))):
+        values = snapshot.values
+        if values.get("refine_phase") == "judging" and values.get("refine_draft") is not None:
+            waiting.setdefault(len(values["refine_attempts"]), values)
+    assert list(waiting) == [0, 1]
+    for number, values in enumerate(waiting.values(), start=1):
+        (card,) = values["ui"]
+        props = card["props"]
+        assert (props["status"], props["judging"]) == ("running", number)
+        assert props["summary"] == f"round {number}: judging…"
+        host = card["metadata"]["message_id"]
+        assert host in [m.id for m in values["messages"]], "the card has its message"
+    assert waiting[1]["ui"][0]["props"]["lines"] == [ROUND_1]
+
+
 def test_the_async_agent_shows_the_same_card() -> None:
     agent, _, _ = agent_with_card()
 
@@ -133,6 +165,7 @@ def test_the_async_agent_shows_the_same_card() -> None:
 
     pushed, state = asyncio.run(main())
     assert [card["props"]["lines"] for card in pushed][-1] == [ROUND_1, ROUND_2]
+    assert [card["props"]["judging"] for card in pushed] == [1, None, 2, None, None]
     assert state["ui"][0]["metadata"]["message_id"] == state["messages"][-1].id
 
 
@@ -217,6 +250,10 @@ def test_the_cards_words_name_each_round_its_score_and_what_followed() -> None:
     assert done["summary"] == (
         "done after 4 rounds: best score 0.9 (round 4), edited by the reviewer"
     )
+    judging = progress_card(attempts, None, "refine", judging=True)
+    assert (judging["lines"], judging["judging"]) == (running["lines"], 4)
+    assert judging["summary"] == "round 4: judging…"
+    assert running["judging"] is None
     paused = progress_card(attempts, "max_iterations", reviewing=True)
     assert paused["lines"][-1] == "round 3: score 0.6, no rounds left, awaiting review"
     unjudged = progress_card([attempt(0, None)], "budget_exhausted", done=True)

@@ -326,6 +326,7 @@ def reviewed(url: str, answer: Any) -> dict[str, Any]:
             "It is in Paris.",
         ),
         ({"decisions": [{"type": "reject"}]}, "Answer 2."),
+        ({"decisions": [{"type": "reject", "message": "stop"}]}, "Answer 2."),
     ],
 )
 def test_a_review_resumes_on_the_server_whatever_the_answer(
@@ -351,11 +352,16 @@ def cards(chat: Chat) -> list[dict[str, Any]]:
 def test_each_round_reaches_the_chat_as_one_card_updated_in_place(chat: Chat) -> None:
     pushed = cards(chat)
     assert [c["props"]["lines"] for c in pushed] == [
+        [],  # the first answer is being judged
+        [ROUND_1],
         [ROUND_1],
         [ROUND_1, ROUND_2],
         [ROUND_1, ROUND_2],  # the end: the card moves under the answer
     ]
-    assert [c["props"]["status"] for c in pushed] == ["running", "running", "done"]
+    assert [c["props"]["judging"] for c in pushed] == [1, None, 2, None, None]
+    assert pushed[2]["props"]["summary"] == "round 2: judging…"
+    statuses = [c["props"]["status"] for c in pushed]
+    assert statuses == ["running", "running", "running", "running", "done"]
     assert {(c["id"], c["name"]) for c in pushed} == {(pushed[0]["id"], CARD)}
     rounds = pushed[-1]["props"]["rounds"]
     assert [(r["round"], r["score"], r["next"]) for r in rounds] == [

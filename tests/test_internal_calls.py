@@ -8,6 +8,8 @@ drafts, while a callback handler (what LangSmith and OpenTelemetry are) still se
 
 from __future__ import annotations
 
+import json
+import warnings
 from collections.abc import Mapping
 from typing import Any
 from uuid import UUID
@@ -276,3 +278,59 @@ def test_an_agents_run_messages_hold_no_judge_reply() -> None:
         shown = [str(stream.output.content) for stream in run.messages]
     assert_no_verdict(shown)
     assert "answer two" in " ".join(shown)
+
+
+# -- a judge on a provider that streams -----------------------------------------------------
+
+
+def provider_script(body: dict[str, Any]) -> str:
+    """Answers, an LLM judge's verdicts (0.4, then PASS) and a checklist's (fail, then pass)."""
+    asked = json.dumps(body.get("response_format") or {})
+    first = any("Answer 1." in str(m.get("content")) for m in body["messages"])
+    if "criteria" in asked:  # the checklist's reply schema
+        passed = not first
+        return json.dumps(
+            {"criteria": [{"number": 1, "gap": "" if passed else "x", "passed": passed}]}
+        )
+    if asked != "{}":
+        verdict = "NEEDS_IMPROVEMENT" if first else "PASS"
+        return json.dumps({"verdict": verdict, "score": 0.4 if first else 0.95, "feedback": "ok"})
+    answers = sum(1 for m in body["messages"] if m.get("role") == "assistant")
+    return f"Answer {answers + 1}."
+
+
+@pytest.mark.parametrize(
+    "judging",
+    [evaluators.llm_judge, lambda model: evaluators.checklist(model, ["Names the city."])],
+    ids=["llm_judge", "checklist"],
+)
+def test_a_judge_in_a_streamed_agent_answers_whole_without_a_serializer_warning(
+    judging: Any,
+) -> None:
+    # LangChain streams any call under a streaming callback (a chat's `messages`
+    # stream), nostream-tagged or not; langchain-openai's streamed structured output
+    # then logs pydantic's `Expected 'none' ... field_name='parsed'` once per verdict.
+    # The loop's own calls are never shown token by token: they are asked whole.
+    from langchain_openai import ChatOpenAI
+
+    from tests.test_server import scripted_openai
+
+    with scripted_openai(provider_script) as server:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        model = ChatOpenAI(model="writer", base_url=url, api_key="none", max_retries=0)
+        judge_model = ChatOpenAI(model="judge", base_url=url, api_key="none", max_retries=0)
+        refine = RefineMiddleware(judging(judge_model), max_iterations=2, target_score=0.9)
+        agent = create_agent(model, tools=[], middleware=[refine])
+        request = {"messages": [HumanMessage("Tell me about the Eiffel Tower.")]}
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            chunks = list(agent.stream(request, stream_mode=["messages", "values"]))
+        bodies = list(server.requests)  # type: ignore[attr-defined]
+    said = [str(w.message) for w in caught]
+    assert not [s for s in said if "PydanticSerializationUnexpectedValue" in s], said
+    result = refine.result(chunks[-1][1])
+    assert [score is not None for score in result.score_history] == [True, True]
+    assert (result.stop_reason, result.value) == ("passed", "Answer 2.")  # both were read
+    judged = [b for b in bodies if b.get("model") == "judge"]
+    assert len(judged) == 2 and not [b for b in judged if b.get("stream")]
+    assert [b.get("stream") for b in bodies if b.get("model") == "writer"] == [True, True]

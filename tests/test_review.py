@@ -213,8 +213,9 @@ def test_revise_twice_runs_one_round_each() -> None:
     assert (payload["response"], payload["attempt"]) == ("draft E", 4)
     assert payload["best_attempt"] == 3
     description = payload["action_requests"][0]["description"]
-    assert description.startswith("The revised answer (attempt 4), scored 0.50 of 1.")
-    assert "The best answer so far is attempt 3, scored 0.80 of 1." in description
+    # Rounds from 1 (the payload's `attempt` and `best_attempt` are indexes, 4 and 3).
+    assert description.startswith("The revised answer (round 5), scored 0.50 of 1.")
+    assert "The best answer so far is round 4, scored 0.80 of 1." in description
     graph.invoke(Command(resume={"action": "reject"}), cfg)
     assert RefineResult.from_state(graph.get_state(cfg).values).stop_reason == "rejected"
 

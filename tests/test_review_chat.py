@@ -29,6 +29,7 @@ from langgraph_refine import (
 )
 from langgraph_refine._loop._review_schema import (
     from_decisions,
+    from_text,
     hitl_request,
     review_answer_schema,
 )
@@ -116,7 +117,8 @@ def test_the_payload_is_a_langchain_hitl_request(host: Any, mode: str) -> None:
     assert payload["response"] in {"a", "b"} and payload["feedback"].startswith("feedback on")
     description = action["description"]
     which = "latest answer" if mode == "every_round" else "best answer so far"
-    assert description.startswith(f"The {which} (attempt {payload['attempt']}), ")
+    # Rounds from 1, as the chat's progress card counts them; `attempt` stays the index.
+    assert description.startswith(f"The {which} (round {payload['attempt'] + 1}), ")
     assert f"scored {payload['score']:.2f} of 1" in description
     assert f"The judge's feedback: {payload['feedback']}" in description
     assert "args" not in description and "response)" not in description  # no developer words
@@ -129,11 +131,29 @@ def test_the_description_says_the_verdict_and_an_unscored_answer_in_words() -> N
     payload = {"name": "refine", "mode": "final", "response": "r", "attempt": 0}
     judged = hitl_request(payload | {"score": 0.4, "verdict": "NEEDS_IMPROVEMENT", "feedback": ""})
     first = judged["action_requests"][0]["description"].splitlines()[0]
-    assert first == "The best answer so far (attempt 0), scored 0.40 of 1: needs improvement."
+    assert first == "The best answer so far (round 1), scored 0.40 of 1: needs improvement."
     assert "feedback" not in judged["action_requests"][0]["description"]  # none given
     unscored = hitl_request(payload | {"score": None, "verdict": None, "feedback": ""})
     first = unscored["action_requests"][0]["description"].splitlines()[0]
-    assert first == "The best answer so far (attempt 0), not scored."
+    assert first == "The best answer so far (round 1), not scored."
+
+
+def test_the_description_and_the_progress_card_count_rounds_alike() -> None:
+    # A chat shows both: the card counts rounds from 1, and so does the review.
+    model = AgentModel(replies=["a", "b"])
+    refine = RefineMiddleware(
+        judged, human_review="final", max_iterations=1, patience=None, progress_ui="card"
+    )
+    agent = create_agent(model, tools=[], middleware=[refine], checkpointer=InMemorySaver())
+    config = thread()
+    out = agent.invoke({"messages": [HumanMessage("Write a tagline.")]}, config)
+    payload = out["__interrupt__"][0].value
+    assert (payload["attempt"], payload["best_attempt"]) == (0, 0)  # indexes, as documented
+    description = payload["action_requests"][0]["description"]
+    assert description.startswith("The best answer so far (round 1), scored 0.60 of 1.")
+    (card,) = agent.get_state(config).values["ui"]
+    assert card["props"]["lines"][0] == "round 1: score 0.6, refining"
+    assert "(attempt" not in description
 
 
 @pytest.mark.parametrize("host", HOSTS)
@@ -169,6 +189,49 @@ def test_reject_without_a_message_stops_with_the_best(host: Any) -> None:
     assert len(run.model.calls) == calls
     result = run.result()
     assert (result.stop_reason, result.value) == ("rejected", "a")
+
+
+# What agent-chat-ui sends (`buildDecisionFromState`): it refuses a rejection without a
+# reason, and with the reason box left empty the submit is its default, `approve`.
+CHAT_STOP = {"decisions": [{"type": "reject", "message": "stop"}]}
+CHAT_EMPTY_REJECTION = {"decisions": [{"type": "approve"}]}
+
+
+@pytest.mark.parametrize("host", HOSTS)
+@pytest.mark.parametrize("mode", ["final", "every_round"])
+def test_the_description_offers_only_what_a_chat_can_send(host: Any, mode: str) -> None:
+    payload = host(mode).start()
+    description = payload["action_requests"][0]["description"]
+    assert "without" not in description, "a chat cannot send a rejection without a message"
+    assert 'reject with the message "stop" to end with the best answer so far' in description
+    assert "Reject with a message saying what to change" in description
+    assert "Approve to end with this answer" in description
+
+
+@pytest.mark.parametrize("host", HOSTS)
+def test_a_chats_stop_rejection_stops_with_the_best_without_a_model_call(host: Any) -> None:
+    run = host(replies=("b", "a", "c"))  # the second answer is the best (0.6 > 0.4)
+    run.start()
+    calls = len(run.model.calls)
+    run.answer(CHAT_STOP)
+    assert len(run.model.calls) == calls
+    result = run.result()
+    assert (result.stop_reason, result.value) == ("rejected", "a")
+    assert run.pending() is None
+
+
+@pytest.mark.parametrize("host", HOSTS)
+def test_a_chats_empty_rejection_is_an_approval_as_the_description_says(host: Any) -> None:
+    # Nothing tells it from a real approval: the description never offers it as a stop.
+    run = host()
+    run.start()
+    run.answer(CHAT_EMPTY_REJECTION)
+    assert run.result().stop_reason == "approved"
+
+
+def test_a_text_answer_stop_rejects() -> None:
+    assert from_text("Stop.", ["approve", "edit", "reject", "revise"]) == {"action": "reject"}
+    assert from_text("stop", ["approve", "continue"]) == {"action": "revise", "feedback": "stop"}
 
 
 @pytest.mark.parametrize("host", HOSTS)
@@ -217,6 +280,13 @@ def test_a_malformed_decision_keeps_the_review_pending_with_the_error(host: Any)
         ({"type": "reject"}, {"action": "reject"}),
         ({"type": "reject", "message": "  "}, {"action": "reject"}),
         ({"type": "reject", "message": "more"}, {"action": "revise", "feedback": "more"}),
+        ({"type": "reject", "message": "stop"}, {"action": "reject"}),
+        ({"type": "reject", "message": " Stop. "}, {"action": "reject"}),
+        ({"type": "reject", "message": "REJECT!"}, {"action": "reject"}),
+        (
+            {"type": "reject", "message": "Stop rambling."},
+            {"action": "revise", "feedback": "Stop rambling."},
+        ),
     ],
 )
 def test_each_decision_is_one_of_the_loops_answers(decision: Any, answer: Any) -> None:

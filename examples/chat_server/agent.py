@@ -22,13 +22,14 @@ client drives it as `tests/test_chat_server.py` does:
 stream_mode=["messages-tuple", "custom", "values"])`.
 
 The progress a chat renders: `progress_ui="refine_progress"` shows the rounds as one
-generative-UI card ("round 1: score 0.4, refining", "round 2: score 0.95, passed"),
-updated in place and kept in the state key `ui`; agent-chat-ui shows it where the loading
-dots were, and under the answer at the end. Its component is `progress.tsx`, registered
-for the three graphs under `"ui"` in `langgraph.json`: `langgraph dev` bundles it with
-Node.js (20.16 or later, with npm: it runs `npx @langchain/langgraph-ui`, fetched from
-the npm registry the first time; `make install` fetches it); `webapp.py` (under `"http"`)
-makes the component's script load in a chat served from another address. To watch it,
+generative-UI card ("round 1: score 0.4, refining", "round 2: judging…" while the judge
+works, "round 2: score 0.95, passed"), updated in place and kept in the state key `ui`;
+agent-chat-ui shows it where the loading dots were, and under the answer at the end. Its
+component is `progress.tsx`, registered for the three graphs under `"ui"` in
+`langgraph.json`: `langgraph dev` bundles it with Node.js (20.16 or later, with npm: it
+runs `npx @langchain/langgraph-ui`, fetched from the npm registry the first time; `make
+install` fetches it); `webapp.py` (under `"http"`) makes the component's script load in
+a chat served from another address. To watch it,
 serve the graph as above and open agent-chat-ui (`npx create-agent-chat-app`, or
 https://agentchat.vercel.app) on `http://localhost:2024` with the graph id `chat_agent`.
 """

@@ -4,9 +4,10 @@
  * `langgraph dev` bundles this file (the "ui" entries of langgraph.json) and serves it to
  * chat clients; LangChain's agent-chat-ui loads it with `LoadExternalComponent` and shows
  * it under the AI message the card names. The props are `langgraph_refine.ProgressCard`,
- * pushed by `RefineMiddleware(progress_ui="refine_progress")` after each round and at the
- * end: the words are written by the loop, this only lays them out. React is the chat's
- * own (the bundler leaves `react` out), so the file needs no npm install.
+ * pushed by `RefineMiddleware(progress_ui="refine_progress")` while an answer is judged,
+ * after each round and at the end: the words are written by the loop, this only lays them
+ * out. React is the chat's own (the bundler leaves `react` out), so the file needs no npm
+ * install.
  */
 
 type ProgressRound = {
@@ -19,6 +20,7 @@ type ProgressRound = {
 
 type ProgressCard = {
   status: "running" | "done";
+  judging: number | null;
   rounds: ProgressRound[];
   lines: string[];
   summary: string;
@@ -38,6 +40,8 @@ const box = {
 
 function RefineProgress(props: ProgressCard) {
   const running = props.status === "running";
+  // While running the summary is the latest line, or what happens now ("round 2: judging…").
+  const now = props.summary !== props.lines[props.lines.length - 1];
   return (
     <div style={box} data-refine-progress={props.status}>
       <div style={{ fontWeight: 600, marginBottom: "4px" }}>
@@ -48,9 +52,9 @@ function RefineProgress(props: ProgressCard) {
           <li key={item.round}>{item.line}</li>
         ))}
       </ol>
-      {running ? null : (
+      {now ? (
         <div style={{ marginTop: "4px", color: "#71717a" }}>{props.summary}</div>
-      )}
+      ) : null}
     </div>
   );
 }

@@ -193,15 +193,18 @@ class ProgressCard(TypedDict):
 
     Attributes:
         status: `"running"` while the loop goes on, `"done"` once it has ended.
+        judging: While an answer is being judged, its round (counted from 1), else None.
         rounds: Every evaluated answer so far, in order.
         lines: Each round's `line`, in order.
-        summary: The latest line while running; at the end, the outcome
+        summary: The latest line while running (`"round 2: judging…"` while an answer is
+            being judged); at the end, the outcome
             (`"done after 2 rounds: best score 0.95 (round 2), passed"`).
         best_score: The best score so far.
         stop_reason: Why the loop stopped (None while it runs).
     """
 
     status: Literal["running", "done"]
+    judging: int | None
     rounds: list[ProgressRound]
     lines: list[str]
     summary: str

@@ -15,6 +15,10 @@ conventions mark such calls, and `internal` applies both:
 Callbacks still see every call, so traces (LangSmith, OpenTelemetry) and the budget's
 meter are unchanged.
 
+Nobody is shown such a call's tokens, so a judge asks its model for the reply whole
+(`unstreamed`): LangChain would otherwise stream it whenever a streaming callback is
+attached (a chat's `messages` stream), `nostream` or not.
+
 The one place it is applied: every evaluator and comparer the loop uses is adapted
 (`as_evaluator`, `as_comparer`) into a `BaseEvaluator` or a `Comparer`, and those base
 classes run their subclasses' `evaluate` / `aevaluate` (`compare` / `acompare`) under
@@ -33,11 +37,13 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, cast
 
+from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import var_child_runnable_config
 from langgraph.constants import TAG_NOSTREAM
 
 F = TypeVar("F", bound=Callable[..., Any])
+M = TypeVar("M")
 
 _TRANSFORMER_MODULE = "langchain.agents.middleware.internal_call_transformer"
 
@@ -158,10 +164,36 @@ def internal(method: F) -> F:
     return cast(F, marked)
 
 
+def unstreamed(model: M) -> M:
+    """`model` as the loop's own calls use it: its reply asked for whole, never streamed.
+
+    LangChain streams a chat model's call whenever a streaming callback is attached (a
+    `messages` stream, `astream_events`), a `nostream` call included, whose tokens nobody
+    is shown. Streamed, a structured reply costs the same and gains nothing; through
+    `langchain-openai` it also logs a pydantic serializer warning per call (`Expected
+    'none' ... field_name='parsed'`). So the loop's structured calls go to a copy with
+    LangChain's `disable_streaming` set; a model that cannot stream, or already does
+    not, is used as it is.
+
+    Example:
+        >>> from langchain_core.language_models import GenericFakeChatModel
+        >>> model = GenericFakeChatModel(messages=iter([]))
+        >>> (unstreamed(model).disable_streaming, model.disable_streaming)
+        (True, False)
+    """
+    if not isinstance(model, BaseChatModel) or model.disable_streaming is True:
+        return model
+    kind = type(model)
+    if kind._stream is BaseChatModel._stream and kind._astream is BaseChatModel._astream:
+        return model  # it cannot stream: nothing to turn off
+    return cast(M, model.model_copy(update={"disable_streaming": True}))
+
+
 __all__ = [
     "internal",
     "internal_calls",
     "internal_config",
     "internal_metadata",
     "mark_internal",
+    "unstreamed",
 ]

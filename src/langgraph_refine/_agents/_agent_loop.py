@@ -12,7 +12,7 @@ comparisons, the record) in `_agent_calls`.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, NamedTuple, NotRequired
 
@@ -219,14 +219,18 @@ def minus(total: Usage, earlier: Usage) -> Usage:
 
 
 def counted(
-    response: ModelResponse[Any], meter: BudgetMeter, model: str | None
+    response: ModelResponse[Any],
+    meter: BudgetMeter,
+    model: str | None,
+    shown: Callable[[], dict[str, Any]] | None = None,
 ) -> ExtendedModelResponse[Any]:
     """The model's response, counted: a final answer is kept aside as the draft.
 
     The answer (an AI message without tool calls) does not join the conversation: it
     waits in `refine_draft` for its evaluation in the next model step, and the
     conversation gets the best answer once, when the loop ends. Tool calls join it as
-    usual.
+    usual. `shown` gives what a chat is shown of a draft awaiting its judging (the
+    progress card's update, see `AgentLoop.drafted`).
     """
     spent = meter.spent_before + meter.delta()
     update: dict[str, Any] = {"refine_usage": to_plain(spent)}
@@ -241,6 +245,8 @@ def counted(
         # the judge) judges this answer again without asking the model for a new one.
         update |= {"refine_draft": last.model_dump(), **judge_in_model_step({"draft": True})}
         update["refine_route"] = update.pop("jump_to")
+        if shown is not None:
+            update |= shown()
         response = ModelResponse(
             result=messages[:-1], structured_response=response.structured_response
         )
@@ -470,6 +476,28 @@ class AgentLoop:
             "refine_phase": "deciding",
             "jump_to": "end",
         }
+
+    def drafted(
+        self,
+        state: Mapping[str, Any],
+        response: ModelResponse[Any],
+        meter: BudgetMeter,
+        model: str | None,
+    ) -> ExtendedModelResponse[Any]:
+        """The model step's reply, counted (`counted`); a progress card says "judging".
+
+        A final answer is judged in the next model step: until its verdict, the card
+        shows the round as being judged.
+        """
+        progress = self.progress
+        if progress is None:
+            return counted(response, meter, model)
+
+        def judging() -> dict[str, Any]:
+            view = agent_view(state)
+            return progress.judging(state, view.attempts, view.move)
+
+        return counted(response, meter, model, judging)
 
     def turn(self, state: Mapping[str, Any]) -> Answer | None:
         """The agent's final answer to evaluate, or None if there is none (tool calls)."""

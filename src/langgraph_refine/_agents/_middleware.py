@@ -243,7 +243,7 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
             return turns.refused(step.meter, stop_reason="model_error")
         finally:
             turns.carry(request, step.meter)  # for a retry around this step
-        return turns.counted(response, step.meter, turns.model_of(called))
+        return self.loop.drafted(request.state, response, step.meter, turns.model_of(called))
 
     async def awrap_model_call(
         self,
@@ -262,7 +262,7 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
             return turns.refused(step.meter, stop_reason="model_error")
         finally:
             turns.carry(request, step.meter)
-        return turns.counted(response, step.meter, turns.model_of(called))
+        return self.loop.drafted(request.state, response, step.meter, turns.model_of(called))
 
     def _judging(
         self, request: ModelRequest[Any]

@@ -8,12 +8,13 @@ bundles from its `langgraph.json` `"ui"` entry. It drops the loop's `custom` rou
 events, so without this the user watches loading dots while the loop runs.
 
 With `RefineMiddleware(progress_ui=name)` each run of the loop shows one card
-(`ProgressCard`: one line per round, `"round 2: score 0.6, refining"`), pushed after each
-round and at the end under the same id, so it is updated in place:
+(`ProgressCard`: one line per round, `"round 2: score 0.6, refining"`), pushed when an
+answer is written and is being judged (`"round 2: judging…"`), after each round and at
+the end, under the same id, so it is updated in place:
 
 - while the loop runs, no answer is in the conversation yet, so the card is hosted by an
   empty AI message of the loop's (id `refine-progress-<loop id>`, `_transcript.is_host`):
-  it joins the conversation after the first round, the model and the judge are never
+  it joins the conversation with the first answer, the model and the judge are never
   shown it (`_transcript`), and it leaves when the loop ends;
 - at the end the card moves to the answer's message, which is then the conversation's
   only AI text of the run.
@@ -68,6 +69,7 @@ def progress_card(
     *,
     reviewing: bool = False,
     done: bool = False,
+    judging: bool = False,
 ) -> ProgressCard:
     """The card's props: a line per evaluated answer, and what comes next.
 
@@ -77,12 +79,15 @@ def progress_card(
         upcoming: The next answer's move while the loop goes on.
         reviewing: A person reviews before the loop goes on or ends.
         done: The loop has ended.
+        judging: The next answer (round `len(attempts) + 1`) is written and being judged.
 
     Example:
         >>> from langgraph_refine import Attempt, Evaluation
         >>> first = Attempt(index=0, response="a", evaluation=Evaluation(score=0.4))
         >>> progress_card([first], None, "refine")["lines"]
         ['round 1: score 0.4, refining']
+        >>> progress_card([first], None, "refine", judging=True)["summary"]
+        'round 2: judging…'
     """
     rounds: list[ProgressRound] = []
     for position, attempt in enumerate(attempts):
@@ -98,12 +103,16 @@ def progress_card(
     lines = [item["line"] for item in rounds]
     best = best_attempt(attempts)
     best_score = best.score if best is not None else None
+    judged = len(attempts) + 1 if judging and not done else None
     if done:
         summary = _outcome(attempts, best, stop_reason)
+    elif judged is not None:
+        summary = f"round {judged}: judging…"
     else:
         summary = lines[-1] if lines else "writing the first answer"
     return {
         "status": "done" if done else "running",
+        "judging": judged,
         "rounds": rounds,
         "lines": lines,
         "summary": summary,
@@ -163,6 +172,25 @@ class ProgressUI:
         """
         upcoming = outcome.choice.move if outcome.choice is not None else None
         card = progress_card(outcome.attempts, outcome.stop_reason, upcoming, reviewing=reviewing)
+        return self._hosted(state, card)
+
+    def judging(
+        self, state: Mapping[str, Any], attempts: Sequence[Attempt], upcoming: MoveKind | None
+    ) -> dict[str, Any]:
+        """Push the card while the answer just written is judged; the update that places its host.
+
+        The answer's model step ends before its judging starts (a step of its own), so the
+        chat sees "round N: judging…" for as long as the judge takes.
+
+        Args:
+            state: The agent's state before the answer's model step.
+            attempts: The loop's attempts so far (the answer is the next).
+            upcoming: The answer's move (how it was asked for).
+        """
+        return self._hosted(state, progress_card(attempts, None, upcoming, judging=True))
+
+    def _hosted(self, state: Mapping[str, Any], card: ProgressCard) -> dict[str, Any]:
+        # While the loop runs the card sits under an empty AI message of its own.
         host = AIMessage(
             "", id=card_id(state), name=LOOP_SOURCE, additional_kwargs={"lc_source": LOOP_SOURCE}
         )

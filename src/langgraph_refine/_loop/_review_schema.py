@@ -10,11 +10,15 @@ A review is answered in either of two shapes: the loop's own (`{"action": "appro
 which chat clients that render `HumanInTheLoopMiddleware`'s requests send.
 `from_decisions` turns the second into the first: `approve` approves, `edit` edits with
 `edited_action["args"]["response"]`, `reject` with a `message` revises (one more round,
-the message as the reviewer's feedback), `reject` without one stops with the best answer.
-`hitl_request` writes the review as the request such a client renders.
+the message as the reviewer's feedback), `reject` without one, or with the message
+`stop`, stops with the best answer. `hitl_request` writes the review as the request such
+a client renders; its description offers only what a chat can send: agent-chat-ui
+refuses a rejection without a reason and, with its reason box left empty, sends
+`approve`, so a chat user stops by rejecting with `stop`.
 
 A client that can only send text (an A2A client replying to a task that asks for input)
-answers in words, read by `from_text`: an action's name (`approve`, `reject`), `edit:`
+answers in words, read by `from_text`: an action's name (`approve`, `reject`; `stop`
+is a reject), `edit:`
 followed by the edited answer, `revise:` followed by a request; any other text is a
 request for one more answer (a revision).
 """
@@ -82,6 +86,9 @@ class Continue(_Answer):
 DECISIONS: tuple[str, ...] = ("approve", "edit", "reject")
 """The LangChain human-in-the-loop decisions a review accepts (its `allowed_decisions`)."""
 
+STOP_WORDS: frozenset[str] = frozenset({"stop", "reject"})
+"""A rejection's message (or a text answer) that stops with the best answer, any case."""
+
 
 class ApproveDecision(_Answer):
     """Approve the answer (as `{"action": "approve"}`)."""
@@ -105,7 +112,7 @@ class EditDecision(_Answer):
 
 
 class RejectDecision(_Answer):
-    """With a `message`: one more round with it as feedback; without: stop with the best."""
+    """With a `message`: one more round with it as feedback; without, or `stop`: stop."""
 
     type: Literal["reject"]
     message: str | None = None
@@ -179,6 +186,8 @@ def from_decisions(value: Any) -> Any:
         {'action': 'revise', 'feedback': 'Shorter.'}
         >>> from_decisions({"decisions": [{"type": "reject"}]})
         {'action': 'reject'}
+        >>> from_decisions({"decisions": [{"type": "reject", "message": "Stop."}]})
+        {'action': 'reject'}
     """
     if not isinstance(value, Mapping) or "decisions" not in value:
         return value
@@ -200,13 +209,18 @@ def from_decisions(value: Any) -> Any:
             raise ReviewInputError(
                 f"a 'reject' decision's 'message' must be a string, got {message!r}"
             )
-        if message and message.strip():
+        if message and message.strip() and not is_stop(message):
             return {"action": "revise", "feedback": message}
         return {"action": "reject"}
     raise ReviewInputError(
         f"a review decision's 'type' must be one of {list(DECISIONS)}, got {decision!r}; "
         "resume again with e.g. {'decisions': [{'type': 'approve'}]}"
     )
+
+
+def is_stop(text: str) -> bool:
+    """Whether a reviewer's words say stop (`STOP_WORDS`; case and end punctuation ignored)."""
+    return text.strip().rstrip(".!").strip().lower() in STOP_WORDS
 
 
 TEXT_FORMS = (
@@ -224,8 +238,9 @@ def from_text(value: Any, actions: Sequence[str]) -> Any:
         actions: The actions the review offers (`continue` is a word only where offered).
 
     Returns:
-        `{"action": ...}` for a string: a bare action's name (any case, trailing
-        punctuation ignored), `edit: TEXT`, `revise: TEXT`, or a request (`revise`).
+        `{"action": ...}` for a string: a bare action's name or `stop` (a reject; any
+        case, trailing punctuation ignored), `edit: TEXT`, `revise: TEXT`, or a request
+        (`revise`).
 
     Raises:
         ReviewInputError: For empty text, or `edit:` / `revise:` with nothing after it.
@@ -242,7 +257,9 @@ def from_text(value: Any, actions: Sequence[str]) -> Any:
         return value
     text = value.strip()
     word = text.rstrip(".!").strip().lower()
-    if word in actions and word in ("approve", "reject", "continue"):
+    if "reject" in actions and is_stop(text):  # `reject` or `stop`
+        return {"action": "reject"}
+    if word in actions and word in ("approve", "continue"):
         return {"action": word}
     head, colon, rest = text.partition(":")
     kind = head.strip().lower()
@@ -280,9 +297,9 @@ def hitl_request(payload: Mapping[str, Any]) -> dict[str, Any]:
 
     One action, named after the loop. Its `args` hold only what the reviewer may change,
     the response: a chat client renders each arg as an editable field, and only the
-    response is read back. The attempt, its score, verdict and feedback are told in its
-    `description`, in words a reviewer reads; the review config allows `approve`, `edit`
-    and `reject`.
+    response is read back. The attempt (by round, counted from 1), its score, verdict and
+    feedback are told in its `description`, in words a reviewer reads; the review config
+    allows `approve`, `edit` and `reject`.
 
     Args:
         payload: The review's own payload.
@@ -298,7 +315,7 @@ def hitl_request(payload: Mapping[str, Any]) -> dict[str, Any]:
         {'response': 'Hi.'}
         >>> for line in request["action_requests"][0]["description"].splitlines()[:2]:
         ...     print(line)
-        The best answer so far (attempt 2), scored 0.70 of 1: needs improvement.
+        The best answer so far (round 3), scored 0.70 of 1: needs improvement.
         The judge's feedback: Say more.
     """
     return {
@@ -313,14 +330,26 @@ def hitl_request(payload: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+REVIEW_CHOICES = (
+    "Approve to end with this answer, or edit the response to end with your text. "
+    "Reject with a message saying what to change to get one more answer that follows it; "
+    'reject with the message "stop" to end with the best answer so far.'
+)
+"""What each decision does, as a chat can send it (a rejection there needs a message)."""
+
+
 def _review_description(payload: Mapping[str, Any]) -> str:
-    """What the reviewer is shown beside the response, in plain words."""
+    """What the reviewer is shown beside the response, in plain words.
+
+    It names answers by round, counted from 1 as a chat's progress card counts them
+    (`round` = the payload's `attempt` index + 1).
+    """
     which = "latest answer" if payload["mode"] == "every_round" else "best answer so far"
     attempt, best = payload.get("attempt"), payload.get("best_attempt")
     revised = payload["mode"] == "final" and best is not None and best != attempt
     if revised:  # what the reviewer asked for, shown beside the best
         which = "revised answer"
-    head = f"The {which}" + (f" (attempt {attempt})" if attempt is not None else "")
+    head = f"The {which}" + (f" (round {attempt + 1})" if attempt is not None else "")
     score, verdict = payload.get("score"), payload.get("verdict")
     if score is None:
         head += ", not scored"
@@ -329,17 +358,14 @@ def _review_description(payload: Mapping[str, Any]) -> str:
     if verdict:
         head += f": {str(verdict).replace('_', ' ').lower()}"
     lines = [head + "."]
-    if revised:
+    if revised and best is not None:
         best_score = payload.get("best_score")
         scored = "not scored" if best_score is None else f"scored {best_score:.2f} of 1"
-        lines.append(f"The best answer so far is attempt {best}, {scored}.")
+        lines.append(f"The best answer so far is round {best + 1}, {scored}.")
     feedback = str(payload.get("feedback") or "").strip()
     if feedback:
         lines.append(f"The judge's feedback: {feedback}")
-    lines.append(
-        "Approve it, edit the response, or reject it. Reject with a message to get one more "
-        "answer that follows it; reject without one to stop with the best answer."
-    )
+    lines.append(REVIEW_CHOICES)
     return "\n".join(lines)
 
 

@@ -30,6 +30,7 @@ from langgraph_refine._calls._budget import model_invocation
 from langgraph_refine._calls._models import message_text, resolve_chat_model
 from langgraph_refine._errors import Unjudged
 from langgraph_refine._fences import json_objects
+from langgraph_refine._internal import unstreamed
 from langgraph_refine._state import Evaluation, Verdict
 from langgraph_refine._typed import pretty_json, structured_parts
 from langgraph_refine.evaluators._base import BaseEvaluator, request_criteria
@@ -374,7 +375,7 @@ class ChecklistEvaluator(BaseEvaluator):
         # Without native structured output, the reply's text is read.
         if structured_output:
             with contextlib.suppress(NotImplementedError, ValueError, TypeError):
-                self._grader = model.with_structured_output(
+                self._grader = unstreamed(model).with_structured_output(
                     ChecklistReply, method="json_schema", include_raw=True
                 )
 

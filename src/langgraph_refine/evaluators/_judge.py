@@ -42,6 +42,7 @@ from langgraph_refine._decisions._prompts import (
 )
 from langgraph_refine._errors import Unjudged
 from langgraph_refine._fences import json_objects
+from langgraph_refine._internal import unstreamed
 from langgraph_refine._state import Evaluation, Verdict
 from langgraph_refine._typed import pretty_json, structured_parts
 from langgraph_refine.evaluators._base import BaseEvaluator, request_criteria
@@ -619,7 +620,7 @@ class LLMJudge(BaseEvaluator):
         self._structured: Any = None
         if structured_output:
             try:
-                self._structured = model.with_structured_output(
+                self._structured = unstreamed(model).with_structured_output(
                     JudgeReply, method="json_schema", include_raw=True
                 )
             except (NotImplementedError, ValueError, TypeError):
