@@ -42,6 +42,8 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import var_child_runnable_config
 from langgraph.constants import TAG_NOSTREAM
 
+from langgraph_refine._kinds import kind_of
+
 F = TypeVar("F", bound=Callable[..., Any])
 M = TypeVar("M")
 
@@ -181,12 +183,13 @@ def unstreamed(model: M) -> M:
         >>> (unstreamed(model).disable_streaming, model.disable_streaming)
         (True, False)
     """
-    if not isinstance(model, BaseChatModel) or model.disable_streaming is True:
+    if kind_of(model) != "chat" or getattr(model, "disable_streaming", False) is True:
         return model
-    kind = type(model)
+    chat = cast(BaseChatModel, model)
+    kind = type(chat)
     if kind._stream is BaseChatModel._stream and kind._astream is BaseChatModel._astream:
         return model  # it cannot stream: nothing to turn off
-    return cast(M, model.model_copy(update={"disable_streaming": True}))
+    return cast(M, chat.model_copy(update={"disable_streaming": True}))
 
 
 __all__ = [

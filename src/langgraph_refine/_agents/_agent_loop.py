@@ -484,20 +484,14 @@ class AgentLoop:
         meter: BudgetMeter,
         model: str | None,
     ) -> ExtendedModelResponse[Any]:
-        """The model step's reply, counted (`counted`); a progress card says "judging".
-
-        A final answer is judged in the next model step: until its verdict, the card
-        shows the round as being judged.
-        """
+        """The model step's reply, counted (`counted`); a progress card says "judging"."""
         progress = self.progress
         if progress is None:
             return counted(response, meter, model)
-
-        def judging() -> dict[str, Any]:
-            view = agent_view(state)
-            return progress.judging(state, view.attempts, view.move)
-
-        return counted(response, meter, model, judging)
+        view = agent_view(state)  # until the verdict, the card shows the round being judged
+        return counted(
+            response, meter, model, lambda: progress.judging(state, view.attempts, view.move)
+        )
 
     def turn(self, state: Mapping[str, Any]) -> Answer | None:
         """The agent's final answer to evaluate, or None if there is none (tool calls)."""
