@@ -110,14 +110,15 @@ def test_missing_model(cli: Any) -> None:
 
 
 def test_unknown_provider_package(cli: Any) -> None:
-    # "anthropic:" is a LangChain provider whose package is not installed here.
+    # "groq:" is a LangChain provider whose package the test extra does not install
+    # (anthropic's comes with Deep Agents).
     pytest.importorskip("langchain_openai")
     try:
-        import langchain_anthropic  # noqa: F401
+        import langchain_groq  # noqa: F401
     except ImportError:
-        assert_one_line_error(cli("run", "Write.", "--model", "anthropic:claude-x"), "anthropic")
+        assert_one_line_error(cli("run", "Write.", "--model", "groq:llama-x"), "groq")
     else:  # pragma: no cover - depends on the environment
-        pytest.skip("langchain-anthropic is installed")
+        pytest.skip("langchain-groq is installed")
 
 
 @pytest.mark.parametrize(
