@@ -88,6 +88,21 @@ def test_a_judge_error_under_raise_carries_the_pending_answer(path: str, mode: s
     assert [a.response for a in result.attempts] == ["draft one"]
 
 
+def test_a_bug_in_the_judge_raises_carrying_the_answers_so_far(path: str, mode: str) -> None:
+    def buggy(response: str, state: Any) -> float:
+        if response == "draft two":
+            raise KeyError("score")  # the user's own bug: raised, never unjudged
+        return 0.5
+
+    model = model_for(path, ["draft one", "draft two"])
+    with pytest.raises(KeyError) as info:
+        run(path, mode, model, buggy, max_iterations=2)
+    result = info.value.result  # type: ignore[attr-defined]
+    assert [a.response for a in result.attempts] == ["draft one", "draft two"]
+    assert result.value == "draft one"
+    assert "evaluator failed on attempt 1" in " ".join(info.value.__notes__)
+
+
 # -- transient errors are retried under the policy, wrapped ones too ----------------------
 
 
