@@ -613,11 +613,10 @@ class RefineState(TypedDict):
             comparisons made and the chosen attempt's index), set when the loop stops.
         criteria: What this request must satisfy (a string or a list of strings), added
             to the criteria of every LLM judge of the run.
-        score: The result's score (None when it was not judged), set when the loop stops.
-        verdict: The result's verdict, if its evaluator gave one, set when the loop stops.
-        input_options: Options this run's input gave, keyed as in a run's context (a state
-            whose schema has run-context keys beside `task`, as the served graphs' does);
-            `prepare` sets it for every run, and the nodes apply it like the run's context.
+
+    A state schema may add the keys of `ServedKeys` (the served graphs' does): the loop
+    then writes them too. Each key is a channel LangGraph reads at every step, so the
+    library's own state keeps only what its nodes need.
     """
 
     task: str
@@ -636,6 +635,19 @@ class RefineState(TypedDict):
     loop_id: NotRequired[str | None]
     criteria: NotRequired[str | list[str] | None]
     selection: NotRequired[dict[str, Any] | None]
+
+
+class ServedKeys(TypedDict):
+    """State keys the loop writes when its state schema has them (the served graphs' does).
+
+    Attributes:
+        score: The result's score (None when it was not judged), set when the loop stops.
+        verdict: The result's verdict, if its evaluator gave one, set when the loop stops.
+        input_options: Options this run's input gave, keyed as in a run's context (a state
+            whose schema has run-context keys beside `task`); `prepare` sets it for every
+            run, and the nodes apply it like the run's context.
+    """
+
     score: NotRequired[float | None]
     verdict: NotRequired[Verdict | None]
     input_options: NotRequired[dict[str, Any] | None]

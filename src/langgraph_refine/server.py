@@ -82,6 +82,7 @@ from langgraph_refine._state import (
     RefineInput,
     RefineOutput,
     RefineState,
+    ServedKeys,
     StopReason,
     Usage,
     Verdict,
@@ -381,6 +382,7 @@ def _served_state() -> type[Any]:
     same thread starts from its own input, not from an earlier run's options.
     """
     keys = get_type_hints(RefineState, include_extras=True)
+    keys.update(get_type_hints(ServedKeys, include_extras=True))
     keys.update({key: Annotated[Any, EphemeralValue(Any)] for key in INPUT_OPTION_KEYS})
     state: type[Any] = TypedDict("ServedState", keys, total=False)  # type: ignore[misc]
     return state

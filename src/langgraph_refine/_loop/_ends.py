@@ -40,6 +40,8 @@ class Prepare:
             so an invalid per-run option fails before any model call.
         review: True when the loop has a human review, which needs a checkpointer.
         can_compare: True when the loop has a comparer for `select="pairwise"`.
+        keeps_input_options: True when the state has `input_options` (`ServedKeys`): the
+            options the input gave are kept there for the run's later steps.
 
     Raises:
         ValueError: If there is no task (empty or whitespace), the run's context (or
@@ -51,6 +53,7 @@ class Prepare:
     _: KW_ONLY
     review: bool = False
     can_compare: bool = True
+    keeps_input_options: bool = False
     name: str = "prepare"
 
     def __call__(self, state: RefineState) -> dict[str, Any]:
@@ -60,6 +63,8 @@ class Prepare:
             raise ValueError(NO_COMPARER)
         if self.review:
             require_checkpointer()
+        if not self.keeps_input_options:  # a state without option keys: nothing to keep
+            return prepare(state)
         return {**prepare(state), "input_options": given}
 
 
@@ -99,20 +104,23 @@ def prepare(state: RefineState) -> dict[str, Any]:
             "or messages ending with a human message"
         )
     criteria_list(state.get("criteria"), option="the input's criteria")  # fails early
-    return {
+    update: dict[str, Any] = {
         "task": task,
-        "attempts": Overwrite([]),
         "usage": Overwrite(Usage().model_dump()),  # plain data: see `plain_writes`
-        "pending": None,
-        "stop_reason": None,
-        "reviewer_feedback": None,
-        "refine_from": None,
-        "next_move": None,
         "from_messages": from_messages,
-        "selection": None,
         # A new id per run: the strategy record counts each run's rounds under it.
         "loop_id": uuid.uuid4().hex,
     }
+    if state.get("attempts"):  # an earlier run's on this thread
+        update["attempts"] = Overwrite([])
+    # An earlier run's loop state goes; a key never set costs no write (each is a step's
+    # work for LangGraph, and a fresh thread has none of them).
+    update |= {key: None for key in _RESET if state.get(key) is not None}
+    return update
+
+
+_RESET = ("pending", "stop_reason", "reviewer_feedback", "refine_from", "next_move", "selection")
+"""The loop's per-run keys a new run on the same thread starts without."""
 
 
 class FinalizeNode(Runnable[Any, Any]):
@@ -133,6 +141,8 @@ class FinalizeNode(Runnable[Any, Any]):
             then a run asking for pairwise selection is refused at its start).
         retry_policy: The policy a failed comparison call is retried under (inside
             its step, see `Step.call`).
+        keeps_result: True when the state has `score` and `verdict` (`ServedKeys`): the
+            result's are written there too.
 
     Raises:
         BudgetExhaustedError: On a budget stop with `on_budget_exhausted="raise"`.
@@ -144,10 +154,12 @@ class FinalizeNode(Runnable[Any, Any]):
         comparer: Comparer | None = None,
         *,
         retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
+        keeps_result: bool = False,
     ) -> None:
         self.options = options
         self.comparer = comparer
         self.retry_policy = retry_policy
+        self.keeps_result = keeps_result
         self.name = "finalize"
 
     def __call__(self, state: RefineState) -> dict[str, Any]:
@@ -234,12 +246,9 @@ class FinalizeNode(Runnable[Any, Any]):
             state = {**state, "selection": selection, "usage": usage}
         ended = end_of_run(state, options)  # the one end of every run (graph or agent)
         result = ended.result
-        update: dict[str, Any] = {
-            "response": result.value,
-            "stop_reason": result.stop_reason,
-            "score": result.score,
-            "verdict": result.verdict,
-        }
+        update: dict[str, Any] = {"response": result.value, "stop_reason": result.stop_reason}
+        if self.keeps_result:
+            update |= {"score": result.score, "verdict": result.verdict}
         if selection is not None:
             update["selection"] = selection
             update["usage"] = (spent or Usage()).model_dump()  # plain data: see `plain_writes`

@@ -9,7 +9,7 @@ strategy run in `evaluate`, a budget stop in either step sets the stop reason.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Unpack
+from typing import Any, Unpack, get_type_hints
 
 from langgraph.graph import END, START, StateGraph
 
@@ -31,6 +31,7 @@ from langgraph_refine._state import (
     RefineInput,
     RefineOutput,
     RefineState,
+    ServedKeys,
 )
 from langgraph_refine.evaluators._base import EvaluatorLike
 
@@ -133,6 +134,8 @@ def loop_builder(
     if options.select == "pairwise" and compare is None:
         raise ValueError(NO_COMPARER)
 
+    # Keys the loop writes only when the state has them (each channel costs every step).
+    served = set(get_type_hints(schemas.state)) & set(get_type_hints(ServedKeys))
     builder: StateGraph[Any, RefineContext, Any, Any] = StateGraph(
         schemas.state,
         context_schema=RefineContext,
@@ -143,7 +146,12 @@ def loop_builder(
     builder.add_node(
         "prepare",
         Inline(
-            Prepare(options, review=human_review is not None, can_compare=compare is not None),
+            Prepare(
+                options,
+                review=human_review is not None,
+                can_compare=compare is not None,
+                keeps_input_options="input_options" in served,
+            ),
             name="prepare",
         ),
     )
@@ -174,7 +182,7 @@ def loop_builder(
     )
     builder.add_node(
         "finalize",
-        FinalizeNode(options, compare, retry_policy=retry_policy),
+        FinalizeNode(options, compare, retry_policy=retry_policy, keeps_result="score" in served),
     )
 
     builder.add_edge(START, "prepare")
