@@ -365,19 +365,24 @@ tree on this loaded machine.
 """
 
 ONE_EXECUTOR = """
-**One executor for the graph and the agent (seventh round), side by side with the previous
-landing** (one sitting, quiet machine, the two trees alternating, each the median of 15
-interleaved repetitions of 10 runs; the same harness, `measure`): sync whole run of 5
-generations 1.52x and 1.52x for this tree, 1.51x and 1.52x for the previous landing
-(2.24 ms and 2.25 ms against the minimal loop's 1.47-1.49 ms); per round 1.41x against
-1.38-1.39x. The first version of this round was 5% slower on the whole run (1.58-1.60x):
-the round's calls, moved into a class both drivers share, kept a bound method of their own
-as an attribute, a reference cycle that left every evaluate step's objects (its state,
-step, meter and config) to the cyclic garbage collector instead of freeing them when the
-step returned. With no bound method kept (and the one flow driver allocating nothing per
-request), the run is back to the previous landing's time: 0 objects a run reach the cyclic
-collector. The bar of 1.5x is missed by about 0.02x, as the previous landing missed it;
-the floor is the one `WHY_MISSED` gives (the trivial-node copy: 1.2x).
+**One executor for the graph and the agent (seventh round), side by side with the last
+two landings** (one sitting, quiet machine, the three trees alternating, each the median
+of 15 interleaved repetitions of 10 runs; the same harness, `measure`): sync whole run of
+5 generations **1.50x** for this tree (2.15-2.22 ms), 1.52-1.53x for the sixth round's
+landing (2.23-2.27 ms), 1.41-1.42x for the fifth round's (2.08 ms); the minimal loop
+1.44-1.48 ms. Two findings. (1) The first version of this round was 5% slower still
+(1.58-1.60x): the round's calls, moved into a class both drivers share, kept a bound
+method of their own as an attribute, a reference cycle that left every evaluate step's
+objects (its state, step, meter, config) to the cyclic garbage collector; with no bound
+method kept, 0 objects a run reach the collector. (2) Most of what the sixth round added
+is LangGraph's own work: it added four state keys (`criteria`, `input_options`, `score`,
+`verdict`), and every channel is read at every step (the minimal loop with four unused
+keys more runs a 5-generation run 78 us slower, 1.42 -> 1.50 ms). `score`, `verdict` and
+`input_options` only serve the served graphs, so they are now channels of the served
+state only (`ServedKeys`), and `prepare` writes no reset to a key a fresh thread never
+set. The rest of the gap to the fifth round is the work the sixth and seventh rounds
+added to every round (the request's criteria, the thread and run options, the unjudged
+rule, the regression check): about 0.07 ms a run.
 """
 
 
