@@ -17,34 +17,17 @@ import openai
 import pytest
 from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
-from langchain_openai import ChatOpenAI
-from langgraph.types import RetryPolicy
 
 from langgraph_refine import RefineMiddleware, RefineResult, arefine, refine
-from langgraph_refine._calls._retry import is_transient
 from langgraph_refine.evaluators import llm_judge
 from tests.fault_server import FaultServer, Reply, error, malformed, ok
-
-TASK = "Write a haiku about retries."
-FAST = RetryPolicy(
-    initial_interval=0.01, backoff_factor=1.0, max_attempts=4, jitter=False, retry_on=is_transient
-)
+from tests.test_faults import FAST, TASK, chat  # the graph's tests' model and policy
 
 
 @pytest.fixture
 def server() -> Iterator[FaultServer]:
     with FaultServer().serve() as running:
         yield running
-
-
-def chat(server: FaultServer) -> ChatOpenAI:
-    return ChatOpenAI(
-        base_url=server.base_url,
-        api_key="test-key",
-        model="fault-model",
-        max_retries=0,
-        timeout=5.0,
-    )
 
 
 def run(path: str, mode: str, server: FaultServer, **options: Any) -> RefineResult:

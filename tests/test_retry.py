@@ -249,8 +249,18 @@ class RemoteProtocolError(Exception):
     """Named as httpcore's: the server closed the connection mid-reply."""
 
 
+class ServerDisconnectedError(Exception):
+    """Named as aiohttp's: the server closed the connection."""
+
+
 def test_a_transport_error_wrapped_by_a_client_is_transient() -> None:
-    for cause in (ReadError("read"), RemoteProtocolError("closed"), ConnectionResetError("rst")):
+    causes = (
+        ReadError("read"),
+        RemoteProtocolError("closed"),
+        ServerDisconnectedError("gone"),
+        ConnectionResetError("rst"),
+    )
+    for cause in causes:
         wrapper = RuntimeError("the client failed")
         wrapper.__cause__ = cause
         assert is_transient(wrapper), cause

@@ -106,13 +106,13 @@ class RefineAgentState(AgentState[Any]):
         refine_selection: With `select="pairwise"`, the selection's record (as the
             graph's `selection`: `metadata["selection"]` of the result).
         refine_phase: `running`, `deciding` (an answer awaits review or the end),
-            `judging` (a reviewer's edit or a pairwise end awaits the model step, where
-            the run's judge and comparer are known), `done`.
-        refine_judging: What the model step is to judge before the end: a reviewer's
-            edit (`{"edit": attempt}`), or the end's comparisons (its stop reason and
-            response).
-        refine_route: Where the agent goes after the model step judged an answer:
-            `model` (the next answer) or `end`.
+            `judging` (the model's answer, a reviewer's edit or a pairwise end awaits
+            the next model step, where the run's judge and comparer are known), `done`.
+        refine_judging: What that model step is to judge: the answer in `refine_draft`
+            (`{"draft": True}`), a reviewer's edit (`{"edit": attempt}`), or the end's
+            comparisons (its stop reason and response).
+        refine_route: Where the agent goes after a model step: `model` (to judge the
+            answer, or for the next answer) or `end`.
         refine_instruction: A reviewer's request, recorded on the next attempt.
         refine_base: How many messages came before this run's loop (its conversation).
         refine_turns: The loop's own turns (answers, feedback, requests), kept beside

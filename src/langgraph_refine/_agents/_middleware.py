@@ -14,10 +14,13 @@ The hooks, in the agent's graph:
 - `before_agent`: starts a loop for this run (the task is the last human message);
 - `before_model`: checks the budget before every model call;
 - `wrap_model_call`: the round's rung makes the call, which sees the conversation with
-  the loop's turns woven in; counts the call and its tokens; keeps a final answer aside
-  and judges it (the round), with the run's judge: the middleware's evaluator, else the
-  agent's own model, which only this step sees;
-- `after_model`: goes where the round decided (refine, or stop);
+  the loop's turns woven in, through the loop's one executor (`_agent_calls.agent_step`:
+  budget, retries, deadline, `.result`); a final answer is kept aside, and the next
+  model step judges it with no model call (its own step, so a resume judges the same
+  answer again), with the run's judge: the middleware's evaluator, else the agent's own
+  model, which only this step sees;
+- `after_model`: goes where the step decided (judge, refine, or stop); a final message
+  the loop never saw (a middleware outside turned a failed call into one) ends the loop;
 - `after_agent`: the human review (its own step, so resuming it repeats no model call)
   and the end of the loop; a reviewer's edit and a pairwise end's comparisons go back to
   the model step, where the run's judge and comparer are known.
@@ -25,8 +28,8 @@ The hooks, in the agent's graph:
 The middleware holds configuration only: nothing a run resolves is kept on it, so one
 instance serves several agents, and a review resumes in a fresh agent. `before_agent`,
 `before_model`, `after_model` and `after_agent` make no call, so their sync hooks serve
-async runs too; `wrap_model_call` and its async twin differ only in the model's call,
-the rest is one flow (`_judged`).
+async runs too; `wrap_model_call` and its async twin differ only in how they await, the
+judging is one flow (`_judging`).
 
 Needs the `agents` extra: `pip install 'langgraph-refine[agents]'`.
 """
