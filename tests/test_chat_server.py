@@ -433,6 +433,51 @@ def test_a_reviewed_run_shows_the_review_then_the_decision_on_its_card(
         client.close()
 
 
+HISTORY_LIMIT = 10
+"""The states `useStream` (agent-chat-ui: `fetchStateHistory: true`) reads, newest first."""
+
+
+def regenerate_from(client: Any, thread_id: str, message_id: str) -> Any:
+    """The checkpoint a chat regenerates a message from (agent-chat-ui's Refresh).
+
+    `useStream`'s `getMessagesMetadata(message).firstSeenState.parent_checkpoint`: the
+    parent of the oldest state, among the last `HISTORY_LIMIT`, holding the message.
+    """
+    history = client.threads.get_history(thread_id, limit=HISTORY_LIMIT)
+    holding = [s for s in history if message_id in [m["id"] for m in s["values"]["messages"]]]
+    return holding[-1]["parent_checkpoint"]
+
+
+def test_refresh_answers_again_with_a_new_loop(chat_server: str, chat_model_server: Any) -> None:
+    # agent-chat-ui's Refresh submits no input from the parent of the state where the
+    # answer first appeared: the loop runs again, its calls paid, a new answer in place.
+    from langgraph_sdk import get_sync_client
+
+    client = get_sync_client(url=chat_server)
+    try:
+        thread = client.threads.create()["thread_id"]
+        request: Any = {"messages": [{"role": "user", "content": TASK}]}
+        client.runs.wait(thread, "chat_agent", input=request)
+        first: Any = client.threads.get_state(thread)["values"]
+        answer = first["messages"][-1]
+        paid = len(chat_model_server.requests)
+        checkpoint = regenerate_from(client, thread, answer["id"])
+        client.runs.wait(thread, "chat_agent", input=None, checkpoint=checkpoint)
+        values: Any = client.threads.get_state(thread)["values"]
+        assert len(chat_model_server.requests) - paid == 4, "two answers and two verdicts again"
+        assert [(m["type"], m["content"]) for m in values["messages"]] == [
+            ("human", TASK),
+            ("ai", "Answer 2."),
+        ]
+        assert values["messages"][-1]["id"] != answer["id"], "a new answer, not the stored one"
+        (card,) = values["ui"]
+        assert card["metadata"]["message_id"] == values["messages"][-1]["id"]
+        assert card["props"]["lines"] == [ROUND_1, ROUND_2]
+        assert values["refine_stop_reason"] == "passed"
+    finally:
+        client.close()
+
+
 def test_a_missing_bundler_skips_the_component_test_unless_required() -> None:
     skip_without(None, {REQUIRE_BUNDLER_ENV: "1"})  # present: runs
     with pytest.raises(pytest.skip.Exception, match="npx is gone"):

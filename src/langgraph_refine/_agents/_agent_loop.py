@@ -31,6 +31,7 @@ from langgraph.types import Command
 from langgraph_refine._agents._progress import ProgressUI
 from langgraph_refine._agents._transcript import (
     Turn,
+    after_request,
     answer_turn,
     conversation,
     draft_ids,
@@ -126,6 +127,9 @@ class RefineAgentState(AgentState[Any]):
         refine_rung: With a ladder (`models`), the rung of the next answer's model calls.
         refine_loop_id: Identifies this run's loop in the strategy record.
         refine_model: The model of the latest call, as the record and `Attempt.model` name it.
+        refine_ended_in: The run (`execution_info.run_id`) that ended the loop (or handed
+            its end to the model step); a later run continuing from there regenerates
+            the answer (`regenerating`).
     """
 
     criteria: NotRequired[str | list[str] | None]
@@ -149,6 +153,7 @@ class RefineAgentState(AgentState[Any]):
     refine_rung: NotRequired[Annotated[int, PrivateStateAttr]]
     refine_loop_id: NotRequired[Annotated[str, PrivateStateAttr]]
     refine_model: NotRequired[Annotated[str | None, PrivateStateAttr]]
+    refine_ended_in: NotRequired[Annotated[str | None, PrivateStateAttr]]
 
 
 class RefineProgressState(RefineAgentState):
@@ -369,7 +374,34 @@ def started(state: Mapping[str, Any]) -> dict[str, Any]:
         "refine_next": None,
         "refine_rung": 0,
         "refine_loop_id": uuid.uuid4().hex,
+        "refine_ended_in": None,
     }
+
+
+def run_of(runtime: Any) -> str | None:
+    """The id of the run a hook runs in (LangGraph Server's run; None when not given)."""
+    info = getattr(runtime, "execution_info", None)
+    run = getattr(info, "run_id", None)
+    return str(run) if run is not None else None
+
+
+def ended_in(runtime: Any) -> dict[str, Any]:
+    """The update recording the run that ends the loop (see `regenerating`)."""
+    return {"refine_ended_in": run_of(runtime)}
+
+
+def regenerating(state: Mapping[str, Any], runtime: Any) -> bool:
+    """Whether this run continues, from before the answer, a loop another run ended.
+
+    A chat regenerates an answer by running the thread again, without input, from the
+    state before the answer first appeared (agent-chat-ui's Refresh: `useStream`'s
+    `firstSeenState.parent_checkpoint`); for a loop's answer that state is after the
+    loop ended, in the run that ended it. A resume after a crash is the same run
+    (LangGraph Server retries a run under its id) or has no run id (a script's
+    `invoke(None, config)`): it finishes the loop as it was, paying nothing again.
+    """
+    ended_by, run = state.get("refine_ended_in"), run_of(runtime)
+    return ended_by is not None and run is not None and run != ended_by
 
 
 def judge_in_model_step(job: dict[str, Any]) -> dict[str, Any]:
@@ -463,6 +495,21 @@ class AgentLoop:
     ladder: Sequence[str] = ()
     comparer: Comparer | None = None
     progress: ProgressUI | None = None
+
+    def restarted(self, state: Mapping[str, Any]) -> dict[str, Any]:
+        """A regenerated answer (`regenerating`): the loop starts again on the same request.
+
+        What the ended loop left after the user's request goes (its tool calls and
+        results, its card): the model answers as if first asked, and every call of the
+        new loop is paid.
+        """
+        messages = list(state.get("messages") or [])
+        left = after_request(messages)
+        if self.progress is not None:
+            self.progress.withdrawn(state)
+        fresh = started({**state, "messages": messages[: len(messages) - len(left)]})
+        gone = [RemoveMessage(id=m.id) for m in left if m.id]
+        return fresh | {"messages": [*gone, *fresh.get("messages", [])]}
 
     def budget_stop(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
         """The update that ends the loop before a model call past the budget, else None."""

@@ -218,7 +218,8 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
     @hook_config(can_jump_to=["end"])
     def before_model(self, state: RefineAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Stop the loop (no model call) when a budget limit is already reached."""
-        return self.loop.budget_stop(state)
+        stop = self.loop.budget_stop(state)
+        return stop | turns.ended_in(runtime) if stop is not None else None
 
     # -- wrap_model_call: the model step: the call, counted, then its round ----------------
 
@@ -278,6 +279,8 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         """
         judges = judges_for(self.loop, request.model)  # the run's: nothing is kept
         state, options = request.state, self.loop.options
+        if regenerated(state, request.runtime):  # an answer a model step wrote, refreshed
+            return turns.routed(self.loop.restarted(state) | {"refine_route": "model"})
         job = self.loop.judging(state, judges.comparer)
         if isinstance(job, Answer):
             pending = self.loop.pending(state, job)
@@ -320,8 +323,10 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         """Go where the model step's round decided: back to the model, or to the end."""
         route = state.get("refine_route")
         if route is not None:
-            return {"jump_to": route, "refine_route": None}
-        return turns.failed_reply(state)  # a failure a middleware turned into a reply
+            onward = {"jump_to": route, "refine_route": None}
+            return onward | turns.ended_in(runtime) if route == "end" else onward
+        failed = turns.failed_reply(state)  # a failure a middleware turned into a reply
+        return failed | turns.ended_in(runtime) if failed is not None else None
 
     @hook_config(can_jump_to=["model"])
     def after_agent(self, state: RefineAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
@@ -335,11 +340,14 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
             BudgetExhaustedError: On a budget stop with `on_budget_exhausted="raise"`.
         """
         payload = self.loop.review_asked(state)
+        if payload is None and regenerated(state, runtime):  # a chat's Refresh
+            return self.loop.restarted(state) | {"jump_to": "model"}
         answer = None
         if payload is not None and self.loop.review is not None:
             review = self.loop.review
             answer = ask_review(payload, review.answer, review.actions)
-        return ended(state, self.loop.review_outcome(state, answer))
+        outcome = self.loop.review_outcome(state, answer)
+        return ended(state, outcome | turns.ended_in(runtime) if outcome is not None else None)
 
     def result(self, state: Mapping[str, Any]) -> RefineResult:
         """The loop's `RefineResult` from the agent's state (what `invoke` returned).
@@ -348,6 +356,19 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
             state: The agent's output state, or `agent.get_state(config).values`.
         """
         return self.loop.result(state)
+
+
+def regenerated(state: Mapping[str, Any], runtime: Any) -> bool:
+    """Whether the loop ended and this run continues from before its answer (a Refresh).
+
+    The loop has ended when it awaits its end (`deciding`) or hands the end to a model
+    step (`judging` a reviewer's edit or the end's comparisons, not an answer).
+    """
+    job: Mapping[str, Any] = state.get("refine_judging") or {}
+    ended = state.get("refine_phase") == "deciding" or (
+        state.get("refine_phase") == "judging" and not job.get("draft")
+    )
+    return ended and turns.regenerating(state, runtime)
 
 
 def judged_round(calls: AgentCalls, pending: Attempt) -> CallFlow[Judging, Outcome]:

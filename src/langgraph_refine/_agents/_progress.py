@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import AIMessage, RemoveMessage
-from langgraph.graph.ui import push_ui_message
+from langgraph.graph.ui import delete_ui_message, push_ui_message
 
 from langgraph_refine._agents._transcript import LOOP_SOURCE, card_id
 from langgraph_refine._decisions._round import Outcome
@@ -223,6 +223,11 @@ class ProgressUI:
         if rewritten or not any(m.id == hosted for m in state.get("messages") or []):
             return messages
         return [RemoveMessage(id=hosted), *messages]
+
+    def withdrawn(self, state: Mapping[str, Any]) -> None:
+        """Take the run's card away (its loop starts again, see `AgentLoop.restarted`)."""
+        if any(card.get("id") == card_id(state) for card in state.get("ui") or []):
+            delete_ui_message(card_id(state))
 
     def _push(self, state: Mapping[str, Any], card: ProgressCard, host: AIMessage | None) -> None:
         # The same id every time: a chat (and `ui_message_reducer`) replaces the card in place.

@@ -80,6 +80,12 @@ def anchor(state: Mapping[str, Any]) -> str | None:
     return messages[-1].id if messages else None
 
 
+def after_request(messages: Sequence[AnyMessage]) -> list[AnyMessage]:
+    """The messages after the user's last request: this run's tool calls, results, host."""
+    at = max((i for i, m in enumerate(messages) if _from_user(m)), default=len(messages) - 1)
+    return list(messages[at + 1 :])
+
+
 def answer_turn(state: Mapping[str, Any], draft: AIMessage) -> Turn:
     """The turn of an answer the model just gave (kept out of the conversation)."""
     return [anchor(state), "ai", draft.text, draft.id]
