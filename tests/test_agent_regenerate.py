@@ -161,3 +161,14 @@ def test_a_refresh_with_a_progress_card_leaves_one_card_under_the_new_answer() -
     assert card["metadata"]["message_id"] == again["messages"][-1].id
     assert card["props"]["status"] == "done"
     assert [m.type for m in again["messages"]].count("ai") == 2  # the tool call and the answer
+
+
+def test_a_refresh_of_a_reviewed_answer_asks_the_reviewer_again() -> None:
+    chat = Chat(human_review="final")
+    chat.ask(R1)
+    done = chat.agent.invoke(Command(resume={"action": "approve"}), run(chat.config, R2))
+    calls = len(chat.model.calls)
+    again = chat.refresh(str(uuid.uuid4()), done["messages"][-1].id)
+    (asked,) = again["__interrupt__"]
+    assert asked.value["response"] == "second"  # the reviewed answer, shown again
+    assert len(chat.model.calls) == calls
