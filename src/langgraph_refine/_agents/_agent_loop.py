@@ -404,6 +404,22 @@ def regenerating(state: Mapping[str, Any], runtime: Any) -> bool:
     return ended_by is not None and run is not None and run != ended_by
 
 
+def restarted(state: Mapping[str, Any], progress: ProgressUI | None) -> dict[str, Any]:
+    """A regenerated answer (`regenerating`): the loop starts again on the same request.
+
+    What the ended loop left after the user's request goes (its tool calls and results,
+    its card, with `progress`): the model answers as if first asked, and every call of
+    the new loop is paid.
+    """
+    messages = list(state.get("messages") or [])
+    left = after_request(messages)
+    if progress is not None:
+        progress.withdrawn(state)
+    fresh = started({**state, "messages": messages[: len(messages) - len(left)]})
+    gone = [RemoveMessage(id=m.id) for m in left if m.id]
+    return fresh | {"messages": [*gone, *fresh.get("messages", [])]}
+
+
 def judge_in_model_step(job: dict[str, Any]) -> dict[str, Any]:
     """The update that hands `job` to the model step, where the run's judges are known."""
     return {"refine_judging": job, "refine_phase": "judging", "jump_to": "model"}
@@ -495,21 +511,6 @@ class AgentLoop:
     ladder: Sequence[str] = ()
     comparer: Comparer | None = None
     progress: ProgressUI | None = None
-
-    def restarted(self, state: Mapping[str, Any]) -> dict[str, Any]:
-        """A regenerated answer (`regenerating`): the loop starts again on the same request.
-
-        What the ended loop left after the user's request goes (its tool calls and
-        results, its card): the model answers as if first asked, and every call of the
-        new loop is paid.
-        """
-        messages = list(state.get("messages") or [])
-        left = after_request(messages)
-        if self.progress is not None:
-            self.progress.withdrawn(state)
-        fresh = started({**state, "messages": messages[: len(messages) - len(left)]})
-        gone = [RemoveMessage(id=m.id) for m in left if m.id]
-        return fresh | {"messages": [*gone, *fresh.get("messages", [])]}
 
     def budget_stop(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
         """The update that ends the loop before a model call past the budget, else None."""
@@ -739,7 +740,7 @@ class AgentLoop:
         return RefineResult.from_state(loop_view(state))
 
 
-def failed_reply(state: Mapping[str, Any]) -> dict[str, Any] | None:
+def failed_reply(state: Mapping[str, Any], runtime: Any) -> dict[str, Any] | None:
     """After a model step that ended with a reply the loop never saw: the loop's end.
 
     The loop takes every answer of the model aside (`counted`); a final message that
@@ -760,11 +761,15 @@ def failed_reply(state: Mapping[str, Any]) -> dict[str, Any] | None:
         if last.id and state.get("refine_attempts")
         else {}
     )
-    return gone | {
-        "refine_stop_reason": "model_error",
-        "refine_phase": "deciding",
-        "jump_to": "end",
-    }
+    return (
+        gone
+        | ended_in(runtime)
+        | {
+            "refine_stop_reason": "model_error",
+            "refine_phase": "deciding",
+            "jump_to": "end",
+        }
+    )
 
 
 def agent_models(

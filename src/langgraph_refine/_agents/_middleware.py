@@ -89,9 +89,10 @@ from langgraph_refine._agents._progress import ProgressUI
 from langgraph_refine._calls._budget import BudgetStop, check_rungs_priced
 from langgraph_refine._decisions._flows import CallFlow, adrive, drive
 from langgraph_refine._decisions._options import AGENT, AGENT_DEFAULTS, AgentOptions, LoopOptions
+from langgraph_refine._decisions._reviewed import ReviewAnswer
 from langgraph_refine._decisions._round import Outcome
 from langgraph_refine._errors import Unjudged
-from langgraph_refine._events import stop_event
+from langgraph_refine._events import ReviewPayload, stop_event
 from langgraph_refine._kinds import model_name
 from langgraph_refine._loop._resolve import check_binds
 from langgraph_refine._loop._review import ReviewNode, require_checkpointer
@@ -280,7 +281,9 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         judges = judges_for(self.loop, request.model)  # the run's: nothing is kept
         state, options = request.state, self.loop.options
         if regenerated(state, request.runtime):  # an answer a model step wrote, refreshed
-            return turns.routed(self.loop.restarted(state) | {"refine_route": "model"})
+            return turns.routed(
+                turns.restarted(state, self.loop.progress) | {"refine_route": "model"}
+            )
         job = self.loop.judging(state, judges.comparer)
         if isinstance(job, Answer):
             pending = self.loop.pending(state, job)
@@ -325,8 +328,7 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         if route is not None:
             onward = {"jump_to": route, "refine_route": None}
             return onward | turns.ended_in(runtime) if route == "end" else onward
-        failed = turns.failed_reply(state)  # a failure a middleware turned into a reply
-        return failed | turns.ended_in(runtime) if failed is not None else None
+        return turns.failed_reply(state, runtime)  # a failure a middleware turned into a reply
 
     @hook_config(can_jump_to=["model"])
     def after_agent(self, state: RefineAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
@@ -341,12 +343,8 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         """
         payload = self.loop.review_asked(state)
         if payload is None and regenerated(state, runtime):  # a chat's Refresh
-            return self.loop.restarted(state) | {"jump_to": "model"}
-        answer = None
-        if payload is not None and self.loop.review is not None:
-            review = self.loop.review
-            answer = ask_review(payload, review.answer, review.actions)
-        outcome = self.loop.review_outcome(state, answer)
+            return turns.restarted(state, self.loop.progress) | {"jump_to": "model"}
+        outcome = self.loop.review_outcome(state, reviewed(self.loop, payload))
         return ended(state, outcome | turns.ended_in(runtime) if outcome is not None else None)
 
     def result(self, state: Mapping[str, Any]) -> RefineResult:
@@ -356,6 +354,13 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
             state: The agent's output state, or `agent.get_state(config).values`.
         """
         return self.loop.result(state)
+
+
+def reviewed(loop: AgentLoop, payload: ReviewPayload | None) -> ReviewAnswer | None:
+    """The reviewer's answer to `payload` (the run pauses until there is one), or None."""
+    if payload is None or loop.review is None:
+        return None
+    return ask_review(payload, loop.review.answer, loop.review.actions)
 
 
 def regenerated(state: Mapping[str, Any], runtime: Any) -> bool:
