@@ -172,3 +172,14 @@ def test_a_refresh_of_a_reviewed_answer_asks_the_reviewer_again() -> None:
     (asked,) = again["__interrupt__"]
     assert asked.value["response"] == "second"  # the reviewed answer, shown again
     assert len(chat.model.calls) == calls
+
+
+def test_a_regenerated_answer_can_be_regenerated_again() -> None:
+    chat = Chat()
+    chat.model.replies.extend([call_tool("tower", "c3"), "fifth"])  # judged 0.95: one round
+    first = chat.ask(R1)
+    second = chat.refresh(R2, first["messages"][-1].id)
+    third = chat.refresh(str(uuid.uuid4()), second["messages"][-1].id)
+    assert [m.text for m in third["messages"]][-1] == "fifth"
+    assert len({first["messages"][-1].id, second["messages"][-1].id, third["messages"][-1].id}) == 3
+    assert [m.type for m in third["messages"]] == ["human", "ai", "tool", "ai"]
