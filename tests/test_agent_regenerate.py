@@ -183,3 +183,13 @@ def test_a_regenerated_answer_can_be_regenerated_again() -> None:
     assert [m.text for m in third["messages"]][-1] == "fifth"
     assert len({first["messages"][-1].id, second["messages"][-1].id, third["messages"][-1].id}) == 3
     assert [m.type for m in third["messages"]] == ["human", "ai", "tool", "ai"]
+
+
+def test_with_streamed_drafts_a_refresh_runs_the_loop_again_too() -> None:
+    # The answer keeps the id its draft streamed with; it still first appears at the end.
+    chat = Chat(stream_drafts=True)
+    first = chat.ask(R1)
+    calls = len(chat.model.calls)
+    again = chat.refresh(R2, first["messages"][-1].id)
+    assert len(chat.model.calls) - calls == 3
+    assert again["messages"][-1].text == "fourth"
