@@ -32,6 +32,8 @@ install` fetches it); `webapp.py` (under `"http"`) makes the component's script 
 a chat served from another address. To watch it,
 serve the graph as above and open agent-chat-ui (`npx create-agent-chat-app`, or
 https://agentchat.vercel.app) on `http://localhost:2024` with the graph id `chat_agent`.
+Its Refresh button on an answer runs the loop again, a new answer in the old one's place
+(see "Regenerating an answer" in docs/agents.md).
 """
 
 from __future__ import annotations
