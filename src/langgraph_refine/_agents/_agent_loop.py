@@ -396,12 +396,16 @@ def regenerating(state: Mapping[str, Any], runtime: Any) -> bool:
     A chat regenerates an answer by running the thread again, without input, from the
     state before the answer first appeared (agent-chat-ui's Refresh: `useStream`'s
     `firstSeenState.parent_checkpoint`); for a loop's answer that state is after the
-    loop ended, in the run that ended it. A resume after a crash is the same run
-    (LangGraph Server retries a run under its id) or has no run id (a script's
-    `invoke(None, config)`): it finishes the loop as it was, paying nothing again.
+    loop ended (it awaits its end, `deciding`, or handed it to a model step: `judging` a
+    reviewer's edit or the end's comparisons, not an answer), in the run that ended it.
+    A resume after a crash is the same run (LangGraph Server retries a run under its id)
+    or has no run id (a script's `invoke(None, config)`): it finishes the loop as it
+    was, paying nothing again.
     """
+    phase, job = state.get("refine_phase"), state.get("refine_judging") or {}
+    ended = phase == "deciding" or (phase == "judging" and not job.get("draft"))
     ended_by, run = state.get("refine_ended_in"), run_of(runtime)
-    return ended_by is not None and run is not None and run != ended_by
+    return ended and ended_by is not None and run is not None and run != ended_by
 
 
 def restarted(state: Mapping[str, Any], progress: ProgressUI | None) -> dict[str, Any]:

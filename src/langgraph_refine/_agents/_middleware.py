@@ -280,7 +280,7 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         """
         judges = judges_for(self.loop, request.model)  # the run's: nothing is kept
         state, options = request.state, self.loop.options
-        if regenerated(state, request.runtime):  # an answer a model step wrote, refreshed
+        if turns.regenerating(state, request.runtime):  # an answer a model step wrote, refreshed
             return turns.routed(
                 turns.restarted(state, self.loop.progress) | {"refine_route": "model"}
             )
@@ -342,7 +342,7 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
             BudgetExhaustedError: On a budget stop with `on_budget_exhausted="raise"`.
         """
         payload = self.loop.review_asked(state)
-        if payload is None and regenerated(state, runtime):  # a chat's Refresh
+        if payload is None and turns.regenerating(state, runtime):  # a chat's Refresh
             return turns.restarted(state, self.loop.progress) | {"jump_to": "model"}
         outcome = self.loop.review_outcome(state, reviewed(self.loop, payload))
         return ended(state, outcome | turns.ended_in(runtime) if outcome is not None else None)
@@ -361,19 +361,6 @@ def reviewed(loop: AgentLoop, payload: ReviewPayload | None) -> ReviewAnswer | N
     if payload is None or loop.review is None:
         return None
     return ask_review(payload, loop.review.answer, loop.review.actions)
-
-
-def regenerated(state: Mapping[str, Any], runtime: Any) -> bool:
-    """Whether the loop ended and this run continues from before its answer (a Refresh).
-
-    The loop has ended when it awaits its end (`deciding`) or hands the end to a model
-    step (`judging` a reviewer's edit or the end's comparisons, not an answer).
-    """
-    job: Mapping[str, Any] = state.get("refine_judging") or {}
-    ended = state.get("refine_phase") == "deciding" or (
-        state.get("refine_phase") == "judging" and not job.get("draft")
-    )
-    return ended and turns.regenerating(state, runtime)
 
 
 def judged_round(calls: AgentCalls, pending: Attempt) -> CallFlow[Judging, Outcome]:

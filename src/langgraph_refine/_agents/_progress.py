@@ -225,7 +225,7 @@ class ProgressUI:
         return [RemoveMessage(id=hosted), *messages]
 
     def withdrawn(self, state: Mapping[str, Any]) -> None:
-        """Take the run's card away (its loop starts again, see `AgentLoop.restarted`)."""
+        """Take the run's card away (its loop starts again, see `_agent_loop.restarted`)."""
         if any(card.get("id") == card_id(state) for card in state.get("ui") or []):
             delete_ui_message(card_id(state))
 
