@@ -108,7 +108,8 @@ def test_a_new_run_from_before_the_answer_runs_the_loop_again(mode: str) -> None
 
 @pytest.mark.parametrize("run_id", [R1, None], ids=["same run", "no run id"])
 def test_a_resume_of_the_ended_run_finishes_it_and_pays_nothing(run_id: str | None) -> None:
-    # LangGraph Server retries a crashed run under its id; a script resumes without one.
+    # LangGraph Server retries a crashed run without a run id (from its second attempt),
+    # as a script resumes; the same run id is a resume too.
     chat = Chat()
     first = chat.ask(R1)
     answer = first["messages"][-1]

@@ -398,9 +398,9 @@ def regenerating(state: Mapping[str, Any], runtime: Any) -> bool:
     `firstSeenState.parent_checkpoint`); for a loop's answer that state is after the
     loop ended (it awaits its end, `deciding`, or handed it to a model step: `judging` a
     reviewer's edit or the end's comparisons, not an answer), in the run that ended it.
-    A resume after a crash is the same run (LangGraph Server retries a run under its id)
-    or has no run id (a script's `invoke(None, config)`): it finishes the loop as it
-    was, paying nothing again.
+    A resume after a crash has no run id (LangGraph Server's retry of a run, from its
+    second attempt, and a script's `invoke(None, config)` give none) or is the same run:
+    it finishes the loop as it was, paying nothing again.
     """
     phase, job = state.get("refine_phase"), state.get("refine_judging") or {}
     ended = phase == "deciding" or (phase == "judging" and not job.get("draft"))
