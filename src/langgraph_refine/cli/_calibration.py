@@ -26,6 +26,7 @@ from rich.text import Text
 
 from langgraph_refine._calls._specs import EvaluatorSpec
 from langgraph_refine.cli._errors import CliError
+from langgraph_refine.cli._svg import svg_start
 from langgraph_refine.evaluators._calibrate import (
     CalibratedEvaluator,
     CalibrationReport,
@@ -236,12 +237,8 @@ def calibration_plot(report: CalibrationReport) -> str:
     points = sorted(report.curve, key=lambda point: point.threshold)
     rate = " ".join(f"{_px(p.threshold):.1f},{_py(p.rate):.1f}" for p in points)
     bound = " ".join(f"{_px(p.threshold):.1f},{_py(p.bound):.1f}" for p in points)
-    parts = [
-        f'<svg id="calibration-plot" xmlns="http://www.w3.org/2000/svg" width="{PLOT_WIDTH}" '
-        f'height="{PLOT_HEIGHT}" viewBox="0 0 {PLOT_WIDTH} {PLOT_HEIGHT}" role="img" '
-        'aria-label="false-PASS rate against threshold">',
-        f'<rect x="0" y="0" width="{PLOT_WIDTH}" height="{PLOT_HEIGHT}" fill="#ffffff"/>',
-    ]
+    label = "false-PASS rate against threshold"
+    parts = svg_start("calibration-plot", label, PLOT_WIDTH, PLOT_HEIGHT)
     for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
         parts.append(
             f'<line x1="{_LEFT}" x2="{PLOT_WIDTH - _RIGHT}" y1="{_py(tick):.1f}" '

@@ -30,6 +30,7 @@ from langgraph_refine.cli._ladder_view import (
     models_table,
     per_model,
 )
+from langgraph_refine.cli._svg import svg_start
 
 PLOT_WIDTH, PLOT_HEIGHT = 760, 380
 MARGIN_LEFT, MARGIN_RIGHT, MARGIN_TOP, MARGIN_BOTTOM = 56, 24, 20, 44
@@ -263,12 +264,7 @@ def score_plot(records: Sequence[TaskRecord]) -> str:
     """The SVG plot: one line per task, and the batch's mean best score so far."""
     mean = mean_best_so_far(records)
     rounds = max(len(mean), 1)
-    parts = [
-        f'<svg id="score-plot" xmlns="http://www.w3.org/2000/svg" width="{PLOT_WIDTH}" '
-        f'height="{PLOT_HEIGHT}" viewBox="0 0 {PLOT_WIDTH} {PLOT_HEIGHT}" role="img" '
-        'aria-label="score per round">',
-        f'<rect x="0" y="0" width="{PLOT_WIDTH}" height="{PLOT_HEIGHT}" fill="#ffffff"/>',
-    ]
+    parts = svg_start("score-plot", "score per round", PLOT_WIDTH, PLOT_HEIGHT)
     for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
         y = _y(tick)
         parts.append(
