@@ -22,6 +22,18 @@ def write_labels(path: Path, n: int = 60) -> Path:
     return path
 
 
+def calibration_file(cli: Any, tmp_path: Path) -> Path:  # noqa: F811 - the fixture, passed in
+    """A calibration of `WORDS` on 60 labels, made with `calibrate --out`."""
+    out = tmp_path / "cal.json"
+    assert cli("calibrate", write_labels(tmp_path / "l.jsonl"), "-e", WORDS, "--out", out).code == 0
+    return out
+
+
+def run_args(server: Any) -> list[str]:
+    """`run` on the scripted model `server` serves."""
+    return ["run", "t", "--model", "scripted", "--base-url", server.base_url]
+
+
 def test_calibrate_prints_the_table_and_threshold_and_writes_the_file(
     cli: Any,  # noqa: F811 - a fixture
     tmp_path: Path,
@@ -68,10 +80,9 @@ def test_run_with_a_calibration_says_its_pass_was_calibrated(
     openai_server: Any,  # noqa: F811 - a fixture
     tmp_path: Path,
 ) -> None:
-    out = tmp_path / "cal.json"
-    assert cli("calibrate", write_labels(tmp_path / "l.jsonl"), "-e", WORDS, "--out", out).code == 0
+    out = calibration_file(cli, tmp_path)
     server = openai_server(drafts_and_judge())
-    args = ["run", "t", "--model", "scripted", "--base-url", server.base_url, "--json"]
+    args = [*run_args(server), "--json"]
     run = cli(*args, "-e", WORDS, "--calibration", out, "--max-iterations", "1")
     assert run.code == 0, run.err
     data = run.json()
@@ -90,11 +101,11 @@ def test_run_requires_calibration_on_the_command_line(
     openai_server: Any,  # noqa: F811 - a fixture
 ) -> None:
     server = openai_server(drafts_and_judge({"draft 0": 1.0, "draft 1": 1.0}))
-    args = ["run", "t", "--model", "scripted", "--base-url", server.base_url, "--json"]
+    args = [*run_args(server), "--json"]
     trusted = cli(*args, "--max-iterations", "1")
     assert trusted.json()["stop_reason"] == "passed"
     server = openai_server(drafts_and_judge({"draft 0": 1.0, "draft 1": 1.0}))
-    args = ["run", "t", "--model", "scripted", "--base-url", server.base_url, "--json"]
+    args = [*run_args(server), "--json"]
     run = cli(*args, "--max-iterations", "1", "--require-calibration")
     assert run.code == 0, run.err
     data = run.json()
@@ -201,15 +212,14 @@ def test_the_terminal_result_says_whether_its_pass_was_calibrated(
     openai_server: Any,  # noqa: F811 - a fixture
     tmp_path: Path,
 ) -> None:
-    out = tmp_path / "cal.json"
-    assert cli("calibrate", write_labels(tmp_path / "l.jsonl"), "-e", WORDS, "--out", out).code == 0
+    out = calibration_file(cli, tmp_path)
     server = openai_server(drafts_and_judge({"draft 0": 1.0}))
-    args = ["run", "t", "--model", "scripted", "--base-url", server.base_url]
+    args = run_args(server)
     calibrated = cli(*args, "-e", WORDS, "--calibration", out, "--max-iterations", "0")
     assert calibrated.code == 0, calibrated.err
     assert "calibrated judge: a PASS needs 0.80 (60 labels" in calibrated.out
     server = openai_server(drafts_and_judge({"draft 0": 1.0}))  # its drafts count from 0
-    args = ["run", "t", "--model", "scripted", "--base-url", server.base_url]
+    args = run_args(server)
     refused = cli(*args, "--require-calibration", "--max-iterations", "0")
     assert refused.code == 0, refused.err
     assert "not trusted (uncalibrated judge): the passed of attempt #0" in refused.out
