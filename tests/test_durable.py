@@ -164,15 +164,25 @@ SAVER_KILLS += [("postgres", *KILL_POINTS[2]), ("postgres", *KILL_POINTS[3])]
 def test_sigkill_then_resume_gives_the_uninterrupted_result(
     saver: str, tmp_path: Path, reference: Any, line: int, wait: float
 ) -> None:
-    saver_spec = spec_of(saver, tmp_path)
     ref, ref_calls = reference
-    markers, thread = tmp_path / "markers", str(uuid.uuid4())
-    proc = start_worker("start", saver_spec, thread, markers, "--delay", str(DELAY))
-    before = kill_at(proc, markers, line, wait * DELAY)
-
-    result = finish(start_worker("resume", saver_spec, thread, markers))
+    result, calls, before = killed_and_resumed(spec_of(saver, tmp_path), tmp_path, line, wait)
     check_result(result, ref)
-    check_calls(read_lines(markers), ref_calls, interrupted=before[-1:])
+    check_calls(calls, ref_calls, interrupted=before[-1:])
+
+
+def killed_and_resumed(
+    saver_spec: str, tmp_path: Path, line: int, wait: float, *flags: str
+) -> tuple[dict[str, Any], list[str], list[str]]:
+    """A worker killed at its `line`-th call (after `wait` of its delay), then resumed.
+
+    Returns:
+        The resumed run's result, every call made (both processes), the calls before the kill.
+    """
+    markers, thread = tmp_path / "markers", str(uuid.uuid4())
+    proc = start_worker("start", saver_spec, thread, markers, *flags, "--delay", str(DELAY))
+    before = kill_at(proc, markers, line, wait * DELAY)
+    result = finish(start_worker("resume", saver_spec, thread, markers, *flags))
+    return result, read_lines(markers), before
 
 
 @pytest.fixture(scope="module")
@@ -203,15 +213,11 @@ AGENT_KILLS = [("sqlite", 3, 0.0), ("sqlite", 6, 0.5), ("postgres", 8, 1.3)]
 def test_an_agent_killed_and_resumed_repeats_at_most_the_call_in_flight(
     saver: str, tmp_path: Path, agent_reference: Any, line: int, wait: float
 ) -> None:
-    saver_spec = spec_of(saver, tmp_path)
     ref, ref_calls = agent_reference
-    markers, thread = tmp_path / "markers", str(uuid.uuid4())
-    proc = start_worker("start", saver_spec, thread, markers, "--agent", "--delay", str(DELAY))
-    before = kill_at(proc, markers, line, wait * DELAY)
-
-    result = finish(start_worker("resume", saver_spec, thread, markers, "--agent"))
+    spec = spec_of(saver, tmp_path)
+    result, calls, before = killed_and_resumed(spec, tmp_path, line, wait, "--agent")
     assert result == ref
-    check_calls(read_lines(markers), ref_calls, interrupted=before[-1:])
+    check_calls(calls, ref_calls, interrupted=before[-1:])
 
 
 @pytest.mark.slow
