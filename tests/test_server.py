@@ -277,6 +277,39 @@ def test_full_run_through_the_server(langgraph_server: str, model_server: Any) -
 
 @pytest.mark.server
 @pytest.mark.slow
+def test_a_chats_refresh_of_the_served_answer_runs_the_loop_again(
+    langgraph_server: str, model_server: Any
+) -> None:
+    # agent-chat-ui on the `refine` graph: `messages` in, the answer appended; its Refresh
+    # runs the thread without input from the parent of the answer's first state.
+    from langgraph_sdk import get_sync_client
+
+    from tests.test_chat_server import regenerate_from
+
+    client = get_sync_client(url=langgraph_server)
+    try:
+        thread = client.threads.create()["thread_id"]
+        request: Any = {"messages": [{"role": "user", "content": "Write a haiku."}]}
+        client.runs.wait(thread, "refine", input=request)
+        answer = client.threads.get_state(thread)["values"]["messages"][-1]
+        before = calls(model_server)
+        checkpoint = regenerate_from(client, thread, answer["id"])
+        client.runs.wait(thread, "refine", input=None, checkpoint=checkpoint)
+        after = calls(model_server)
+        assert (after[0] - before[0], after[1] - before[1]) == (2, 2), "the loop ran again"
+        values: Any = client.threads.get_state(thread)["values"]
+        assert [(m["type"], m["content"]) for m in values["messages"]] == [
+            ("human", "Write a haiku."),
+            ("ai", "draft 1"),
+        ]
+        assert values["messages"][-1]["id"] != answer["id"]
+        assert values["usage"]["calls"] == 4, "the new loop's calls"
+    finally:
+        client.close()
+
+
+@pytest.mark.server
+@pytest.mark.slow
 def test_review_interrupt_and_resume_through_the_server(
     langgraph_server: str, model_server: Any
 ) -> None:

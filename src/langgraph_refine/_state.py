@@ -646,8 +646,12 @@ class ServedKeys(TypedDict):
         input_options: Options this run's input gave, keyed as in a run's context (a state
             whose schema has run-context keys beside `task`); `prepare` sets it for every
             run, and the nodes apply it like the run's context.
+        ended_in: The run that decided the loop's end (the evaluate step that stopped
+            it, or the review that answered last); another run reaching the end answers
+            again (`_end.regenerates`: a chat's Refresh).
     """
 
     score: NotRequired[float | None]
     verdict: NotRequired[Verdict | None]
     input_options: NotRequired[dict[str, Any] | None]
+    ended_in: NotRequired[str | None]

@@ -43,7 +43,12 @@ from langgraph_refine._agents._transcript import (
 )
 from langgraph_refine._calls._budget import BudgetMeter
 from langgraph_refine._decisions._edits import read_edits
-from langgraph_refine._decisions._end import by_score_note, compares_at_end, end_of_run
+from langgraph_refine._decisions._end import (
+    by_score_note,
+    compares_at_end,
+    end_of_run,
+    regenerates,
+)
 from langgraph_refine._decisions._memory import MemoryPolicy
 from langgraph_refine._decisions._next import next_attempt
 from langgraph_refine._decisions._options import LoopOptions
@@ -69,6 +74,7 @@ from langgraph_refine._loop._select import (
     calls_left,
     selection_for,
 )
+from langgraph_refine._loop._thread import run_of
 from langgraph_refine._reasoning import split_reasoning
 from langgraph_refine._records._record import compose_key
 from langgraph_refine._result import RefineResult
@@ -378,13 +384,6 @@ def started(state: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def run_of(runtime: Any) -> str | None:
-    """The id of the run a hook runs in (LangGraph Server's run; None when not given)."""
-    info = getattr(runtime, "execution_info", None)
-    run = getattr(info, "run_id", None)
-    return str(run) if run is not None else None
-
-
 def ended_in(runtime: Any) -> dict[str, Any]:
     """The update recording the run that ends the loop (see `regenerating`)."""
     return {"refine_ended_in": run_of(runtime)}
@@ -393,19 +392,13 @@ def ended_in(runtime: Any) -> dict[str, Any]:
 def regenerating(state: Mapping[str, Any], runtime: Any) -> bool:
     """Whether this run continues, from before the answer, a loop another run ended.
 
-    A chat regenerates an answer by running the thread again, without input, from the
-    state before the answer first appeared (agent-chat-ui's Refresh: `useStream`'s
-    `firstSeenState.parent_checkpoint`); for a loop's answer that state is after the
-    loop ended (it awaits its end, `deciding`, or handed it to a model step: `judging` a
-    reviewer's edit or the end's comparisons, not an answer), in the run that ended it.
-    A resume after a crash has no run id (LangGraph Server's retry of a run, from its
-    second attempt, and a script's `invoke(None, config)` give none) or is the same run:
-    it finishes the loop as it was, paying nothing again.
+    The loop has ended when it awaits its end (`deciding`) or handed it to a model step
+    (`judging` a reviewer's edit or the end's comparisons, not an answer); whether this
+    run then answers again is `_end.regenerates` (a chat's Refresh).
     """
     phase, job = state.get("refine_phase"), state.get("refine_judging") or {}
     ended = phase == "deciding" or (phase == "judging" and not job.get("draft"))
-    ended_by, run = state.get("refine_ended_in"), run_of(runtime)
-    return ended and ended_by is not None and run is not None and run != ended_by
+    return ended and regenerates(state.get("refine_ended_in"), run_of(runtime))
 
 
 def restarted(state: Mapping[str, Any], progress: ProgressUI | None) -> dict[str, Any]:

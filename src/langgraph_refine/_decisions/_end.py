@@ -29,6 +29,24 @@ REJECTED_NOTE = (
 """`metadata["selection"]["note"]` of a pairwise run stopped by a reviewer's reject."""
 
 
+def regenerates(ended_by: str | None, run: str | None) -> bool:
+    """Whether a run reaching a loop's end that `ended_by` reached first answers again.
+
+    A chat regenerates an answer by running the thread again, without input, from the
+    state before the answer first appeared (agent-chat-ui's Refresh: `useStream`'s
+    `firstSeenState.parent_checkpoint`); for a loop's answer that state is at the loop's
+    end, reached by an earlier run (`ended_by`). Another run there starts the loop
+    again on the same request. A resume after a crash has no run id (LangGraph Server's
+    retry of a run, from its second attempt, and a script's `invoke(None, config)` give
+    none) or is the same run: it ends the loop as it was, paying nothing again.
+
+    Example:
+        >>> regenerates("run-1", "run-2"), regenerates("run-1", None), regenerates(None, "r")
+        (True, False, False)
+    """
+    return ended_by is not None and run is not None and run != ended_by
+
+
 def budget_error(result: RefineResult, on_budget_exhausted: str) -> BudgetExhaustedError | None:
     """The error a budget stop raises under `on_budget_exhausted="raise"`, else None."""
     if result.stop_reason != BUDGET_STOP or on_budget_exhausted != "raise":

@@ -10,9 +10,9 @@ from typing import Any, get_type_hints
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langchain_core.runnables import Runnable, RunnableConfig
-from langgraph.types import Overwrite, RetryPolicy
+from langgraph.types import Command, Overwrite, RetryPolicy
 
-from langgraph_refine._decisions._end import by_score_note, end_of_run
+from langgraph_refine._decisions._end import by_score_note, end_of_run, regenerates
 from langgraph_refine._decisions._options import CONTEXT_KEYS, LoopOptions, criteria_list
 from langgraph_refine._loop._comparisons import ComparisonLedger
 from langgraph_refine._loop._review import require_checkpointer
@@ -24,6 +24,7 @@ from langgraph_refine._loop._select import (
     selection_for,
 )
 from langgraph_refine._loop._step import Step, emit, run_options
+from langgraph_refine._loop._thread import current_run
 from langgraph_refine._state import RefineInput, RefineState, Usage, revive_state
 from langgraph_refine._stop_rules import BUDGET_STOP, stop_reason_of
 from langgraph_refine._typed import plain
@@ -143,6 +144,9 @@ class FinalizeNode(Runnable[Any, Any]):
             its step, see `Step.call`).
         keeps_result: True when the state has `score` and `verdict` (`ServedKeys`): the
             result's are written there too.
+        regenerates: True when the state has `ended_in` (`ServedKeys`): another run
+            reaching the end starts the loop again on the same request, as a chat's
+            Refresh asks (`_end.regenerates`), instead of ending it.
 
     Raises:
         BudgetExhaustedError: On a budget stop with `on_budget_exhausted="raise"`.
@@ -155,19 +159,23 @@ class FinalizeNode(Runnable[Any, Any]):
         *,
         retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
         keeps_result: bool = False,
+        regenerates: bool = False,
     ) -> None:
         self.options = options
         self.comparer = comparer
         self.retry_policy = retry_policy
         self.keeps_result = keeps_result
+        self.regenerates = regenerates
         self.name = "finalize"
 
-    def __call__(self, state: RefineState) -> dict[str, Any]:
+    def __call__(self, state: Mapping[str, Any]) -> dict[str, Any]:  # the graph's whole state
         update: dict[str, Any] = self.invoke(state)
         return update
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        """Finish the loop (sync)."""
+        """Finish the loop (sync), or start it again (`again`)."""
+        if (restart := self.again(input)) is not None:
+            return restart
         state, options, selection, done = self._begin(input, config)
         if selection is None:
             return done
@@ -177,12 +185,24 @@ class FinalizeNode(Runnable[Any, Any]):
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         """Finish the loop (async): comparisons run concurrently when no budget is set."""
+        if (restart := self.again(input)) is not None:
+            return restart
         state, options, selection, done = self._begin(input, config)
         if selection is None:
             return done
         ledger = ComparisonLedger(options, state, self.retry_policy)
         record = await selection.arun(ledger.acall, concurrent=options.budget is None)
         return self._finish(state, options, record, ledger.spent)
+
+    def again(self, state: Any) -> Command[str] | None:
+        """With `regenerates`, when another run reaches the end: the loop again, else None.
+
+        The new loop answers the same request from its first attempt (`prepare`'s reset),
+        every call paid; the old answer never joins the conversation.
+        """
+        if not self.regenerates or not regenerates(state.get("ended_in"), current_run()):
+            return None
+        return Command(update=prepare(state) | {"ended_in": None}, goto="generate")
 
     def _begin(
         self, input: Any, config: RunnableConfig | None

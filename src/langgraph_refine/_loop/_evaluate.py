@@ -30,6 +30,7 @@ from langgraph_refine._decisions._round import (
 from langgraph_refine._errors import RefineError, Unjudged
 from langgraph_refine._loop._judging import RoundCalls
 from langgraph_refine._loop._step import Step, run_options
+from langgraph_refine._loop._thread import current_run
 from langgraph_refine._records._record import (
     RecordUpdate,
     compose_key,
@@ -76,6 +77,8 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
             `"<record_model>|<evaluator kind>"`. None: only with `record_key=` set.
         ladder: With a ladder of models, the rungs' model names, cheapest first: the
             node then writes `rung`, the rung of the next attempt (see `_ladder`).
+        records_run: The state has `ended_in` (`ServedKeys`): the run that stops the loop
+            is written there.
         **settings: Shorthand for `LoopOptions` and `StopRules` fields
             (`target_score=1.0, max_iterations=3`, ...).
 
@@ -98,6 +101,7 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         judge_model: BaseChatModel | None = None,
         record_model: str | None = None,
         ladder: Sequence[str] = (),
+        records_run: bool = False,
         **settings: Any,
     ) -> None:
         self.evaluator: BaseEvaluator = as_evaluator(evaluator)
@@ -107,6 +111,7 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         self.retry_policy = retry_policy
         self.routes = dict(routes) if routes is not None else None
         self.judge_model = judge_model
+        self.records_run = records_run
         self._run_evaluators: dict[Any, BaseEvaluator] = {}
 
     def evaluator_for(self, options: LoopOptions) -> BaseEvaluator:
@@ -159,6 +164,8 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         """The update, or with `routes` a `Command` that also goes where the loop goes next."""
         stop = update.get("stop_reason", state.get("stop_reason"))
         update = plain_writes(update)
+        if stop and self.records_run:
+            update["ended_in"] = current_run()
         if self.routes is None:
             return update
         return Command(update=update, goto=self.routes["stop" if stop else "refine"])

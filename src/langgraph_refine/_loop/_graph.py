@@ -176,13 +176,20 @@ def loop_builder(
             judge_model=models.judge_model,
             record_model=">".join(rung.name for rung in rungs),
             ladder=[rung.name for rung in rungs] if len(rungs) > 1 else (),
+            records_run="ended_in" in served,
         ),
         metadata={"refine_loop": name},
         destinations=() if after_evaluation else ("generate", stop),
     )
     builder.add_node(
         "finalize",
-        FinalizeNode(options, compare, retry_policy=retry_policy, keeps_result="score" in served),
+        FinalizeNode(
+            options,
+            compare,
+            retry_policy=retry_policy,
+            keeps_result="score" in served,
+            regenerates="ended_in" in served,
+        ),
     )
 
     builder.add_edge(START, "prepare")
@@ -191,7 +198,12 @@ def loop_builder(
     if human_review is not None:
         builder.add_node(
             "review",
-            ReviewNode(human_review, on_budget_exhausted=options.on_budget_exhausted, name=name),
+            ReviewNode(
+                human_review,
+                on_budget_exhausted=options.on_budget_exhausted,
+                name=name,
+                records_run="ended_in" in served,
+            ),
         )
         if after_evaluation:
             builder.add_edge("evaluate", after_evaluation)

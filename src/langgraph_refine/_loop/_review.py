@@ -24,6 +24,7 @@ from langgraph_refine._loop._review_schema import (
     hitl_request,
 )
 from langgraph_refine._loop._router import route_after_evaluation
+from langgraph_refine._loop._thread import current_run
 from langgraph_refine._records._reviews import record_review
 from langgraph_refine._result import best_attempt
 from langgraph_refine._state import RefineState, revive_state
@@ -49,6 +50,8 @@ class ReviewNode:
         mode: `"final"` (review when the loop would stop) or `"every_round"`.
         on_budget_exhausted: With `"raise"`, a budget stop skips the review.
         name: The loop's name, included in the payload.
+        records_run: The state has `ended_in` (`ServedKeys`): the run whose answer the
+            review applies is written there (the loop's end is decided there again).
     """
 
     def __init__(
@@ -57,10 +60,12 @@ class ReviewNode:
         *,
         on_budget_exhausted: OnBudgetExhausted = "stop",
         name: str = "refine",
+        records_run: bool = False,
     ) -> None:
         self.mode: HumanReview = check_choice("human_review", mode, HumanReview)
         self.on_budget_exhausted = on_budget_exhausted
         self.loop_name = name
+        self.records_run = records_run
         self.actions = ["approve", "edit", "reject", "revise"] + (
             ["continue"] if mode == "every_round" else []
         )
@@ -94,7 +99,8 @@ class ReviewNode:
             return {}
         # The interrupt declares its answer's schema (LangGraph Studio shows a form); a
         # malformed answer pauses again with an `error` key (see `ask_review`).
-        return ask_review(self.payload(revive_state(state)), self.apply, self.actions)
+        update = ask_review(self.payload(revive_state(state)), self.apply, self.actions)
+        return update | {"ended_in": current_run()} if self.records_run else update
 
     def answer(self, payload: Mapping[str, Any], value: Any) -> ReviewAnswer:
         """What a resume value means (a chat client's LangChain decision, or text, too).

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.language_models import BaseLanguageModel
+from langgraph.runtime import get_runtime
 
 from langgraph_refine._decisions._options import LoopOptions, kept_options
 from langgraph_refine._errors import ThreadSettingsError
@@ -143,3 +144,23 @@ def _plain(value: Any) -> str | None:
 def _cut(text: str) -> str:
     flat = " ".join(text.split())
     return repr(flat if len(flat) <= _SHOWN_TASK else flat[: _SHOWN_TASK - 1] + "…")
+
+
+def run_of(runtime: Any) -> str | None:
+    """The id of the run a node or hook runs in (`execution_info.run_id`), or None.
+
+    LangGraph Server gives a run's first attempt its id; a script gives one with
+    `config["run_id"]`.
+    """
+    info = getattr(runtime, "execution_info", None)
+    run = getattr(info, "run_id", None)
+    return str(run) if run is not None else None
+
+
+def current_run() -> str | None:
+    """The id of the run the calling node runs in (see `run_of`), or None outside a run."""
+    try:
+        runtime = get_runtime()
+    except RuntimeError:  # called outside a graph's run
+        return None
+    return run_of(runtime)
