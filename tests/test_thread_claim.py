@@ -272,3 +272,27 @@ async def test_arefine_on_async_savers_is_refused_while_the_thread_runs(
             lambda state: "again", "T", lambda r, s: 0.5, checkpointer=second, **options
         )
         assert again.value == "again"  # the claim was given back
+
+
+def test_giving_a_claim_back_does_not_wait_for_a_locked_file(tmp_path: Path) -> None:
+    # An interrupted run's async saver may hold the file's write lock while the run is
+    # cancelled; the claim is given back without waiting for it (its row is void once
+    # the process is gone), so an interrupted command exits at once.
+    from langgraph_refine._loop._claim import Lease
+
+    path = str(tmp_path / "c.sqlite")
+    lease = Lease(path, "thread-1")
+    lease.take()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # the saver's open transaction
+    try:
+        giving = threading.Thread(target=lease.give_back)
+        giving.start()
+        giving.join(timeout=5)
+        assert not giving.is_alive(), "give_back waited for the locked file"
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        (row,) = conn.execute("SELECT pid FROM refine_writers").fetchall()
+    assert row == (os.getpid(),)  # left behind while locked: void once this process ends

@@ -240,8 +240,10 @@ class Lease:
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
 
-    def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=10, isolation_level=None)
+    def _connect(self, wait: float = 10.0) -> sqlite3.Connection:
+        # `wait`: how long a statement waits for the file's write lock (an async saver's
+        # transaction may hold it while its run is being cancelled).
+        conn = sqlite3.connect(self.path, timeout=wait, isolation_level=None)
         conn.execute(
             "CREATE TABLE IF NOT EXISTS refine_writers (thread_id TEXT PRIMARY KEY, "
             "owner TEXT NOT NULL, host TEXT NOT NULL, pid INTEGER NOT NULL, beat REAL NOT NULL)"
@@ -284,18 +286,23 @@ class Lease:
 
     def _renew(self) -> None:
         while not self._stop.wait(LEASE_SECONDS / 3):
-            with contextlib.suppress(sqlite3.Error), contextlib.closing(self._connect()) as conn:
-                conn.execute(
+            with contextlib.suppress(sqlite3.Error), contextlib.closing(self._connect(1)) as conn:
+                conn.execute(  # a renewal missed now is made at the next beat
                     "UPDATE refine_writers SET beat = ? WHERE thread_id = ? AND owner = ?",
                     (time.time(), self.thread, self.owner),
                 )
 
     def give_back(self) -> None:
-        """Stop renewing and delete this writer's row."""
+        """Stop renewing and delete this writer's row.
+
+        It waits a second at most for a locked file (an interrupted run's saver may hold
+        it): a row left behind is void once this process is gone (`_alive`), so an
+        interrupt never waits on it.
+        """
         self._stop.set()
         if self._renewer is not None:
             self._renewer.join()
-        with contextlib.suppress(sqlite3.Error), contextlib.closing(self._connect()) as conn:
+        with contextlib.suppress(sqlite3.Error), contextlib.closing(self._connect(1)) as conn:
             conn.execute(
                 "DELETE FROM refine_writers WHERE thread_id = ? AND owner = ?",
                 (self.thread, self.owner),
