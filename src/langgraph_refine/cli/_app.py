@@ -278,13 +278,14 @@ def batch(
     else:
         settings = flags.model_settings()
         from langgraph_refine.cli._batch import batch_generator, default_checkpoint
+        from langgraph_refine.cli._single import run_stoppable
 
         generator = batch_generator(todo, settings)  # a bad model fails before output
         writer = LineWriter(out)
         saved = checkpoint or default_checkpoint(out)
         try:
             with saved_on_interrupt(out, todo, saved), progress_for(err) as progress:
-                stats, learned = asyncio.run(
+                stats, learned = run_stoppable(  # SIGTERM cancels the tasks, as Ctrl-C does
                     _run_local(
                         todo, settings, writer, concurrency, progress, generator, kept, saved
                     )
@@ -341,8 +342,9 @@ def _batch_on_server(
 ) -> Any:
     from langgraph_refine.cli._batch import progress_for
     from langgraph_refine.cli._remote import ServerBatch, run_on_server
+    from langgraph_refine.cli._single import run_stoppable
 
-    return asyncio.run(
+    return run_stoppable(
         run_on_server(
             todo,
             ServerBatch(url, assistant, out, models),
