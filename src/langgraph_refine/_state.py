@@ -40,10 +40,13 @@ StopReason: TypeAlias = Literal[
     "edited",
     "rejected",
     "model_error",
+    "unjudged",
 ]
 """Why a loop stopped. `model_error`: in an agent, a model call failed and a middleware
 around `RefineMiddleware` answered with a message instead (`ModelRetryMiddleware` with
-`on_failure="continue"`); the loop ends with its best answer."""
+`on_failure="continue"`); the loop ends with its best answer. `unjudged`: two attempts in
+a row were left unjudged (the evaluator could not judge them: unreadable replies, a
+persistent transport failure); the loop ends with its best judged attempt, else the last."""
 
 Strategy: TypeAlias = Literal["chain", "explore", "sample"]
 """How each round after the first chooses what to generate (see `_strategy`)."""

@@ -58,6 +58,7 @@ STOP_WORDS: dict[StopReason, str] = {
     "edited": "edited by the reviewer",
     "rejected": "rejected by the reviewer",
     "model_error": "stopped: the model call failed",
+    "unjudged": "stopped: the evaluator could not judge two answers in a row",
 }
 """Why the loop stopped, in words."""
 
