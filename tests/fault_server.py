@@ -163,6 +163,11 @@ class FaultServer:
         with self._lock:
             self._script.extend(replies)
 
+    def unscript(self) -> None:
+        """Drop the queued replies no request took."""
+        with self._lock:
+            self._script.clear()
+
     def generations(self) -> list[Received]:
         """The requests that were not judge calls."""
         return [r for r in self.received if not r.is_judge]

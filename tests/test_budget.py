@@ -34,14 +34,25 @@ def test_judge_calls_count_two_per_round() -> None:
     assert len(result.attempts) == 2
 
 
-def test_budget_running_out_before_evaluation_leaves_attempt_unevaluated() -> None:
+def test_no_answer_is_paid_for_that_the_budget_cannot_judge() -> None:
     model = ScriptedChatModel(replies=["answer", judge_reply(0.2), "answer 2", judge_reply(0.3)])
     result = refine(model, "t", None, budget=Budget(max_calls=3), patience=None, max_iterations=9)
-    assert len(model.calls) == 3  # no judge call for the second attempt
+    # generate, judge; a second answer would leave no call for its judgment: not asked.
+    assert len(model.calls) == 2
     assert result.stop_reason == "budget_exhausted"
-    assert [a.evaluation is not None for a in result.attempts] == [True, False]
-    assert result.value == "answer"  # the best *evaluated* attempt
+    assert [a.evaluation is not None for a in result.attempts] == [True]
+    assert result.value == "answer"
     assert result.score_history == [0.2]
+    # With a judge that calls no model, the last call is spent on an answer.
+    result = refine(
+        ScriptedChatModel(replies=["a", "b"]),
+        "t",
+        scores(0.2, 0.3),
+        budget=Budget(max_calls=3),
+        patience=None,
+        max_iterations=9,
+    )
+    assert len(result.attempts) == 3
 
 
 def test_max_tokens_from_usage_metadata() -> None:

@@ -223,6 +223,36 @@ JUDGES: dict[str, tuple[Callable[[FaultServer], Any], int]] = {
 }
 
 
+def requests_under(
+    limit: int | None, judge_calls: int, fail_first: bool = False, rounds: int = 4
+) -> int:
+    """The requests a loop of `rounds` sends under `Budget(max_calls=limit)`.
+
+    A generation (or its retry) starts only when the budget can also pay its judgment's
+    `judge_calls`; a judgment's calls are refused only past the limit itself.
+    """
+    sent, failing = 0, fail_first
+    for _ in range(rounds):
+        while True:  # the generation, retried once when the provider fails it
+            if limit is not None and sent + 1 + judge_calls > limit:
+                return sent
+            sent += 1
+            if not failing:
+                break
+            failing = False
+        for _ in range(judge_calls):
+            if limit is not None and sent >= limit:
+                return sent
+            sent += 1
+    return sent
+
+
+def test_requests_under_a_limit_leave_room_for_the_judgment() -> None:
+    assert [requests_under(n, 1) for n in (0, 1, 2, 3, 8)] == [0, 0, 2, 2, 8]
+    assert [requests_under(n, 1, fail_first=True) for n in (1, 2, 3, 8, None)] == [0, 1, 3, 7, 9]
+    assert [requests_under(n, 0) for n in (0, 1, 3, None)] == [0, 1, 3, 4]
+
+
 def prepare(
     server: FaultServer,
     monkeypatch: pytest.MonkeyPatch,
@@ -250,7 +280,10 @@ def run(
     """One loop; its result and the requests the provider received."""
     before = len(server.received)
     gen, ev = prepare(server, monkeypatch, generator, judge, fail_first)
-    result = refine(gen, TASK, ev, **LOOP, budget=budget)
+    try:
+        result = refine(gen, TASK, ev, **LOOP, budget=budget)
+    finally:
+        server.unscript()  # a failure the loop never asked for is not left for the next run
     return result, len(server.received) - before
 
 
@@ -265,7 +298,10 @@ async def arun(
     """`run`, with `arefine`."""
     before = len(server.received)
     gen, ev = prepare(server, monkeypatch, generator, judge, fail_first)
-    result = await arefine(gen, TASK, ev, **LOOP, budget=budget)
+    try:
+        result = await arefine(gen, TASK, ev, **LOOP, budget=budget)
+    finally:
+        server.unscript()  # a failure the loop never asked for is not left for the next run
     return result, len(server.received) - before
 
 
@@ -295,9 +331,10 @@ def test_max_calls_holds_at_the_provider(
         result, sent = run(
             server, monkeypatch, generator, judge, Budget(max_calls=limit), fail_first=fail_first
         )
-        assert sent == min(limit, size), f"max_calls={limit}: {sent} requests"
+        expected_sent = requests_under(limit, JUDGES[judge][1], fail_first)
+        assert sent == expected_sent, f"max_calls={limit}: {sent} requests"
         assert result.usage.calls == sent
-        expected = "budget_exhausted" if limit < size else "max_iterations"
+        expected = "budget_exhausted" if expected_sent < size else "max_iterations"
         assert result.stop_reason == expected
 
 
@@ -313,7 +350,7 @@ async def test_max_calls_holds_at_the_provider_async(
             result, sent = await arun(
                 server, monkeypatch, generator, judge, Budget(max_calls=limit), fail_first
             )
-            assert sent == limit
+            assert sent == requests_under(limit, JUDGES[judge][1], fail_first)
             assert result.usage.calls == sent
 
 
@@ -337,7 +374,7 @@ def test_a_judge_bypassing_callbacks_counts_with_the_generator(server: FaultServ
     )
     assert result.usage.calls == 2
     assert result.usage.total_tokens == 2 * 15  # the judge's reply tokens are counted too
-    # And the third call is refused after two generator calls and one judge call.
+    # And no second answer is paid for under max_calls=3: its judgment could not be.
     before = len(server.received)
     result = refine(
         chat(server),
@@ -346,8 +383,9 @@ def test_a_judge_bypassing_callbacks_counts_with_the_generator(server: FaultServ
         budget=Budget(max_calls=3),
         patience=None,
     )
-    assert len(server.received) - before == 3 == result.usage.calls
-    assert [a.evaluation is not None for a in result.attempts] == [True, False]
+    assert len(server.received) - before == 2 == result.usage.calls
+    assert [a.evaluation is not None for a in result.attempts] == [True]
+    assert result.stop_reason == "budget_exhausted"
 
 
 def test_a_judge_asked_twice_outside_callbacks_counts_two_calls(server: FaultServer) -> None:
@@ -400,7 +438,7 @@ def test_max_calls_holds_at_the_provider_with_the_agent_middleware(
         agent = create_agent(chat(server), tools=[], middleware=[middleware])
         out = agent.invoke({"messages": [("user", TASK)]})
         sent = len(server.received) - before
-        assert sent == min(limit, size), f"max_calls={limit}: {sent} requests"
+        assert sent == min(size, requests_under(limit, JUDGES[judge][1])), f"max_calls={limit}"
         assert middleware.result(out).usage.calls == sent
 
 

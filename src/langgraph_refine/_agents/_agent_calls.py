@@ -75,6 +75,7 @@ def agent_step(
     node: str,
     index: int,
     pending: Attempt | None = None,
+    reserved_calls: int = 0,
 ) -> Step:
     """The executor of one of the loop's calls in the agent, as a graph node's `Step`.
 
@@ -90,7 +91,15 @@ def agent_step(
         config: Any = get_config()
     except RuntimeError:  # a hook called outside a graph run
         config = None
-    return Step(options, view, config, node=node, index=index, retry_policy=options.retry_policy)
+    return Step(
+        options,
+        view,
+        config,
+        node=node,
+        index=index,
+        retry_policy=options.retry_policy,
+        reserved_calls=reserved_calls,
+    )
 
 
 def comparing(options: LoopOptions, view: dict[str, Any], selection: Selection) -> Comparing:

@@ -87,6 +87,7 @@ from langgraph_refine._agents._agent_loop import (
 )
 from langgraph_refine._agents._progress import ProgressUI
 from langgraph_refine._calls._budget import BudgetStop, check_rungs_priced
+from langgraph_refine._calls._clients import held
 from langgraph_refine._decisions._flows import CallFlow, adrive, drive
 from langgraph_refine._decisions._options import AGENT, AGENT_DEFAULTS, AgentOptions, LoopOptions
 from langgraph_refine._decisions._reviewed import ReviewAnswer
@@ -239,7 +240,8 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         """
         if request.state.get("refine_phase") == "judging":
             return drive(self._judging(request), carry_out)
-        called, step = self._request(request), draft_step(self.loop.options, request)
+        called = self._request(request)
+        step = draft_step(self.loop.options, request, self.loop.judge_calls)
         try:
             response = step.run(asked, handler, called, step.meter, what="generator")
         except BudgetStop:
@@ -258,7 +260,8 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         """Async twin of `wrap_model_call`."""
         if request.state.get("refine_phase") == "judging":
             return await adrive(self._judging(request), partial(acarry_out, self.loop.options))
-        called, step = self._request(request), draft_step(self.loop.options, request)
+        called = self._request(request)
+        step = draft_step(self.loop.options, request, self.loop.judge_calls)
         try:
             response = await step.arun(aasked, handler, called, step.meter, what="generator")
         except BudgetStop:
@@ -317,6 +320,8 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
                 check_binds(self.rungs, list(request.tools))
             rung = min(int(request.state.get("refine_rung") or 0), len(self.rungs) - 1)  # type: ignore[call-overload]
             request = request.override(model=self.rungs[rung])
+        # Called through a copy the loop holds, its client's own retries off (`held`).
+        request = request.override(model=held(request.model))
         return turns.shown(request, self.loop.options.memory)
 
     # -- after_model and after_agent: where the round goes, review and the end -------------
@@ -402,12 +407,16 @@ def progress_for(component: object) -> ProgressUI | None:
     return ProgressUI(component.strip())
 
 
-def draft_step(options: LoopOptions, request: ModelRequest[Any]) -> Step:
-    """The executor of the agent's model call: a generate step for the next attempt."""
+def draft_step(options: LoopOptions, request: ModelRequest[Any], judge_calls: int) -> Step:
+    """The executor of the agent's model call: a generate step for the next attempt.
+
+    `judge_calls` (the calls judging its answer takes) stay payable: the call is refused
+    when the budget could not also pay the judgment of what it answers.
+    """
     state = request.state
     index = len(turns.agent_view(state).attempts)
     with drafting(options, state):  # the step's config: the call hidden, or tagged
-        return agent_step(options, state, node="generate", index=index)
+        return agent_step(options, state, node="generate", index=index, reserved_calls=judge_calls)
 
 
 def drafting(options: LoopOptions, state: Mapping[str, Any]) -> AbstractContextManager[None]:

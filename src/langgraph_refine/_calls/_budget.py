@@ -50,7 +50,7 @@ from langgraph_refine._calls._prices import (
     ref_of_model,
     unknown_price_message,
 )
-from langgraph_refine._errors import UnknownPriceError
+from langgraph_refine._errors import Unjudged, UnknownPriceError
 from langgraph_refine._state import Usage
 from langgraph_refine._typed import structured_parts
 
@@ -137,10 +137,19 @@ class Budget:
         """How this budget prices calls: its `prices`, then the `genai-prices` data."""
         return Pricing(self.prices)
 
-    def exceeded(self, usage: Usage) -> str | None:
-        """Name the first limit already reached by `usage`, or None if none is."""
-        if self.max_calls is not None and usage.calls >= self.max_calls:
-            return f"max_calls={self.max_calls} reached ({usage.calls} calls made)"
+    def exceeded(self, usage: Usage, reserved_calls: int = 0) -> str | None:
+        """Name the first limit already reached by `usage`, or None if none is.
+
+        Args:
+            usage: What the loop spent.
+            reserved_calls: Calls that must stay payable after the next one (the judgment
+                of a generation about to start): `max_calls` is reached that much sooner.
+        """
+        if self.max_calls is not None and usage.calls + reserved_calls >= self.max_calls:
+            made = f"{usage.calls} calls made"
+            if reserved_calls:
+                made += f"; judging another answer needs {reserved_calls} more"
+            return f"max_calls={self.max_calls} reached ({made})"
         if self.max_tokens is not None and usage.total_tokens >= self.max_tokens:
             return f"max_tokens={self.max_tokens} reached ({usage.total_tokens} tokens used)"
         if self.max_seconds is not None and usage.seconds >= self.max_seconds:
@@ -192,6 +201,10 @@ class BudgetStop(Exception):
     """Raised inside a step when the budget forbids the next model call."""
 
 
+class TriesSpent(Unjudged):
+    """A judgment used up its tries: its requests (retries and re-asks) are not sent again."""
+
+
 class Refusal(BaseException):
     """A meter's refusal raised from a LangChain callback, on its way to the loop's code.
 
@@ -199,7 +212,7 @@ class Refusal(BaseException):
         error: The `BudgetStop` or `UnknownPriceError` it carries.
     """
 
-    def __init__(self, error: BudgetStop | UnknownPriceError) -> None:
+    def __init__(self, error: BudgetStop | UnknownPriceError | TriesSpent) -> None:
         super().__init__(error)
         self.error = error
 
@@ -223,6 +236,8 @@ class BudgetMeter(BaseCallbackHandler):
         parent: The meter of the loop step this one runs inside (a nested loop), which
             counts its calls too and whose budget it also obeys; None for an outermost
             loop.
+        reserved_calls: Calls this loop's budget keeps for later when checking a call:
+            a generation starts only when its judgment can be paid too.
     """
 
     raise_error = True  # a refusal must abort the call, not be logged and ignored
@@ -235,9 +250,11 @@ class BudgetMeter(BaseCallbackHandler):
         *,
         what: str = "loop",
         parent: BudgetMeter | None = None,
+        reserved_calls: int = 0,
     ) -> None:
         self.budget = budget
         self.parent = parent
+        self.reserved_calls = reserved_calls
         self._spent_before = spent_before
         self.what = what
         self.calls = 0
@@ -292,7 +309,7 @@ class BudgetMeter(BaseCallbackHandler):
         for depth, meter in enumerate(self.chain()):
             if meter.budget is None:
                 continue
-            reason = meter.budget.exceeded(meter.total())
+            reason = meter.budget.exceeded(meter.total(), meter.reserved_calls)
             if reason is not None:
                 raise BudgetStop(reason if depth == 0 else f"{reason} in an enclosing loop")
 
@@ -342,6 +359,7 @@ class BudgetMeter(BaseCallbackHandler):
                 raise refusal.error from None
             return
         self.check()
+        check_tries()
         seen = [0]  # model starts inside this invocation (see `_start`)
         replies: list[Any] = []
 
@@ -356,7 +374,7 @@ class BudgetMeter(BaseCallbackHandler):
         except Refusal as refusal:  # refused in a callback: the error it carries
             outcome = "refused"
             raise refusal.error from None
-        except (BudgetStop, UnknownPriceError):
+        except (BudgetStop, UnknownPriceError, TriesSpent):
             outcome = "refused"
             raise
         except Exception:
@@ -383,7 +401,8 @@ class BudgetMeter(BaseCallbackHandler):
                 if meter._cost_capped() and not meter._pricing.knows(ref):
                     message = unknown_price_message(ref, meter.what, started=True)
                     raise UnknownPriceError(message)
-        except (BudgetStop, UnknownPriceError) as exc:
+            take_try()
+        except (BudgetStop, UnknownPriceError, TriesSpent) as exc:
             raise Refusal(exc) from None  # see the module's docstring
         for meter in meters:
             meter._runs[run_id] = ref
@@ -463,6 +482,8 @@ def _settle(meter: BudgetMeter, seen: bool, failed: bool, reply: list[Any]) -> N
         outer[0] += 1
     if seen:
         return
+    with contextlib.suppress(TriesSpent):  # made already: it only uses up a try
+        take_try()
     if failed:
         for each in meter.chain():
             each.calls += 1
@@ -571,6 +592,51 @@ _SEEN: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
     "langgraph_refine_seen", default=None
 )
 """The model starts seen inside the innermost running `BudgetMeter.invocation`."""
+
+_TRIES: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
+    "langgraph_refine_tries", default=None
+)
+"""The requests the judgment running in this context may still send (see `judgment_tries`)."""
+
+
+@contextlib.contextmanager
+def judgment_tries(tries: int) -> Iterator[list[int]]:
+    """One judgment's requests, all causes together: at most `tries` in the block.
+
+    A judge's transport retries (`Step.call`), its own re-asks of an unreadable reply and
+    the loop's re-judgments each send requests; counted here together, they never
+    multiply. Past the last try a request is refused (`TriesSpent`) before it is sent.
+
+    Yields:
+        A one-item list: the tries left, updated as requests start.
+    """
+    left = [tries]
+    token = _TRIES.set(left)
+    try:
+        yield left
+    finally:
+        _TRIES.reset(token)
+
+
+def tries_left() -> int | None:
+    """The requests the running judgment may still send; None outside a judgment."""
+    left = _TRIES.get()
+    return None if left is None else left[0]
+
+
+def check_tries() -> None:
+    """Raise `TriesSpent` when the running judgment has no request left."""
+    left = _TRIES.get()
+    if left is not None and left[0] <= 0:
+        raise TriesSpent("the judge's tries are spent: no judgment was made")
+
+
+def take_try() -> None:
+    """Use one of the running judgment's tries for a request about to be sent."""
+    check_tries()
+    left = _TRIES.get()
+    if left is not None:
+        left[0] -= 1
 
 
 def _same(value: T) -> T:

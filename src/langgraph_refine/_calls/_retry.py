@@ -184,6 +184,17 @@ def retry_follows(
     return chosen
 
 
+def policy_tries(policy: RetryPolicy | Sequence[RetryPolicy] | None) -> int:
+    """The most requests one call may send under `policy`: its largest `max_attempts` (1: none).
+
+    Example:
+        >>> policy_tries(None), policy_tries(RetryPolicy(max_attempts=4))
+        (1, 4)
+    """
+    policies = [policy] if isinstance(policy, RetryPolicy) else list(policy or [])
+    return max((p.max_attempts for p in policies), default=1)
+
+
 def retry_wait(exc: BaseException, policy: RetryPolicy, tries: int) -> float:
     """Seconds to wait before `policy` retries a call that failed `tries` times with `exc`.
 

@@ -254,7 +254,23 @@ def judged_round(
     )
     if stop_reason is None and len(evaluations) < len(responses(pending)):
         stop_reason = BUDGET_STOP  # it ran out while judging the candidates
+    if stop_reason is None and unjudged_in_a_row(attempts) >= UNJUDGED_STOP:
+        stop_reason = "unjudged"  # a judge that cannot judge: more answers would cost more
     return _Judged(attempt, attempts, stop_reason)
+
+
+UNJUDGED_STOP = 2
+"""Attempts in a row left unjudged after which the loop stops (`stop_reason="unjudged"`)."""
+
+
+def unjudged_in_a_row(attempts: Sequence[Attempt]) -> int:
+    """How many of the latest attempts in a row the evaluator could not judge."""
+    count = 0
+    for attempt in reversed(attempts):
+        if attempt.evaluation is not None or attempt.error is None:
+            break
+        count += 1
+    return count
 
 
 def _trust_noted(attempt: Attempt, options: LoopOptions) -> Attempt:

@@ -19,6 +19,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable
 
+from langgraph_refine._calls._clients import held
 from langgraph_refine._decisions._options import LoopOptions
 from langgraph_refine._errors import RefineError
 from langgraph_refine._kinds import Kind, chat_model_of, kind_of, model_name
@@ -100,6 +101,11 @@ class ChatAdapter(GeneratorAdapter):
 
     kind = "chat"
 
+    def __init__(self, generator: Any) -> None:
+        super().__init__(generator)
+        # What is called: a copy the loop holds, its client's own retries off (`held`).
+        self.model: Any = held(generator)
+
     def prompt_form(self, options: LoopOptions) -> PromptForm:
         return options.prompt_form
 
@@ -127,8 +133,8 @@ class ChatAdapter(GeneratorAdapter):
         kwargs = {} if options.max_tokens is None else {"max_tokens": options.max_tokens}
         schema = options.output_schema
         if schema is None:
-            return self.generator, kwargs
-        model = self.generator.model_copy(update=kwargs) if kwargs else self.generator
+            return self.model, kwargs
+        model = self.model.model_copy(update=kwargs) if kwargs else self.model
         structured = schema.structured(model, cache=not kwargs)
         return (structured, {}) if structured is not None else (model, {})
 

@@ -95,6 +95,9 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         retry_policy: The policy a failed generator call is retried under, inside the
             node (`Step.call`), so the budget counts every call sent; give it here
             rather than to `add_node`, which would retry the whole node as well.
+        judge_calls: Model calls judging an answer takes (1 when the evaluator calls a
+            model): a generation starts only when `max_calls` leaves room for them too,
+            so the budget never pays for an answer no one can judge.
         **settings: Shorthand for `LoopOptions` fields (`memory="last"`, ...).
 
     Example:
@@ -109,8 +112,10 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         options: LoopOptions | None = None,
         *,
         retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
+        judge_calls: int = 0,
         **settings: Any,
     ) -> None:
+        self.judge_calls = judge_calls
         self.rungs: list[GeneratorAdapter] = adapt_ladder(generator)
         self.adapter = self.rungs[0]
         self.generator = self.adapter.generator
@@ -168,11 +173,12 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             node="generate",
             index=upcoming.number,
             retry_policy=self.retry_policy,
+            reserved_calls=self.judge_calls,  # never pay for an answer no one can judge
         )
         count = options.candidates
         if options.budget is not None and options.budget.max_calls is not None:
             # Sample only as many candidates as the call budget still allows (at least 1).
-            left = options.budget.max_calls - step.meter.total().calls
+            left = options.budget.max_calls - step.meter.total().calls - self.judge_calls
             count = max(1, min(count, left))
         prompt = _round_prompt(state, options, adapter, upcoming) if adapter.takes_prompt else []
         return _Round(upcoming, step, count, prompt, rung, adapter, options)

@@ -159,7 +159,13 @@ def loop_builder(
     # step's meter: no LangGraph retry policy on them, which would retry twice.
     builder.add_node(
         "generate",
-        GeneratorNode[RefineState](rungs, options, retry_policy=retry_policy),
+        GeneratorNode[RefineState](
+            rungs,
+            options,
+            retry_policy=retry_policy,
+            # A generation starts only when the budget can also pay its judgment.
+            judge_calls=1 if judge.calls_model else 0,
+        ),
         metadata={"refine_loop": name},
     )
     # The evaluate node routes the loop itself (a `Command`): one route per round, and

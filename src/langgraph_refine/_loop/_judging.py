@@ -12,13 +12,15 @@ best result so far (`Step.on_error`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from langchain_core.runnables import Runnable, RunnableLambda
 
-from langgraph_refine._calls._budget import BudgetStop
+from langgraph_refine._calls._budget import BudgetStop, judgment_tries
+from langgraph_refine._calls._retry import policy_tries
 from langgraph_refine._decisions._round import Confirm, Exchange, Outcome, Request, report
 from langgraph_refine._loop._step import Step, emit
 from langgraph_refine._records._record import RecordUpdate, aexchange, exchange
@@ -67,6 +69,10 @@ class RoundCalls:
         self.traced = traced_evaluation(state, step, evaluator)
         # A judge's invocation is a model call, counted even if no callback sees one.
         self.judge = evaluator.calls_model
+        # Each response's judgment may send the retry policy's tries, all causes together.
+        self.tries = policy_tries(step.retry_policy)
+        self._left: dict[str, int] = {}
+        self._unmade: dict[str, NoJudgment] = {}
 
     def record(self, request: Exchange) -> tuple[Any, RecordUpdate] | None:
         """The store and this round's record update, when the run keeps a record."""
@@ -98,23 +104,48 @@ class RoundCalls:
     def _judge(self, response: str) -> Judgment | None:
         """One judgment (or why none was made), or None when the budget refuses it."""
         step, judge = self.step, self.judge
-        try:
-            if self.traced is None:
-                return step.call(self.evaluator.evaluate, response, self.state, model_call=judge)
-            return step.call(self.traced.invoke, response, step.config, model_call=judge)
-        except BudgetStop:
-            return None
-        except Exception as exc:
-            return self._unjudged(exc)
+        spent = self._spent(response)
+        if spent is not None:
+            return spent
+        with self._tries(response):
+            try:
+                if self.traced is None:
+                    return step.call(
+                        self.evaluator.evaluate, response, self.state, model_call=judge
+                    )
+                return step.call(self.traced.invoke, response, step.config, model_call=judge)
+            except BudgetStop:
+                return None
+            except Exception as exc:
+                return self._unjudged(response, exc)
 
-    def _unjudged(self, exc: Exception) -> NoJudgment:
+    def _spent(self, response: str) -> NoJudgment | None:
+        """Why `response` stays unjudged when its judgment has no try left, else None."""
+        if not self.judge or self._left.get(response, self.tries) > 0:
+            return None
+        return self._unmade.get(response) or NoJudgment("the judge's tries are spent", None)
+
+    @contextlib.contextmanager
+    def _tries(self, response: str) -> Iterator[None]:
+        """The judgment's requests counted against its tries (a judge's only)."""
+        if not self.judge:
+            yield
+            return
+        with judgment_tries(self._left.get(response, self.tries)) as left:
+            try:
+                yield
+            finally:
+                self._left[response] = left[0]
+
+    def _unjudged(self, response: str, exc: Exception) -> NoJudgment:
         """A judgment that could not be made; any other error leaves the step, with context."""
         reason = unjudged_reason(exc, self.evaluator)
         if reason is None:
             self.step.on_error(exc, "evaluator")
             raise exc
         logger.info("attempt %d left unjudged: %s", self.step.index, reason)
-        return NoJudgment(reason, exc)
+        self._unmade[response] = NoJudgment(reason, exc)
+        return self._unmade[response]
 
     # -- async -----------------------------------------------------------------------------
 
@@ -141,13 +172,19 @@ class RoundCalls:
     async def _ajudge(self, response: str) -> Judgment | None:
         """Async twin of `_judge`."""
         step, judge = self.step, self.judge
-        try:
-            if self.traced is None:
+        spent = self._spent(response)
+        if spent is not None:
+            return spent
+        with self._tries(response):
+            try:
+                if self.traced is None:
+                    return await step.acall(
+                        self.evaluator.aevaluate, response, self.state, model_call=judge
+                    )
                 return await step.acall(
-                    self.evaluator.aevaluate, response, self.state, model_call=judge
+                    self.traced.ainvoke, response, step.config, model_call=judge
                 )
-            return await step.acall(self.traced.ainvoke, response, step.config, model_call=judge)
-        except BudgetStop:
-            return None
-        except Exception as exc:
-            return self._unjudged(exc)
+            except BudgetStop:
+                return None
+            except Exception as exc:
+                return self._unjudged(response, exc)

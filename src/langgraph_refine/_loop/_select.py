@@ -30,6 +30,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langgraph.errors import GraphBubbleUp
 
 from langgraph_refine._calls._budget import Budget, BudgetStop, model_invocation
+from langgraph_refine._calls._clients import held
 from langgraph_refine._calls._models import message_text, resolve_chat_model
 from langgraph_refine._decisions._end import compares_at_end
 from langgraph_refine._decisions._options import DEFAULTS, LoopOptions
@@ -107,7 +108,7 @@ class ModelComparer(Comparer):
     """
 
     def __init__(self, model: BaseChatModel, *, max_chars: int = MAX_COMPARE_CHARS) -> None:
-        self.model = model
+        self.model = held(model)  # its client's own retries off (`held`)
         self.max_chars = max_chars
         self.name = (
             getattr(model, "model_name", None)

@@ -36,7 +36,9 @@ from langgraph_refine._calls._budget import (
     BudgetStop,
     enclosing_meter,
     only_meter,
+    tries_left,
 )
+from langgraph_refine._calls._clients import deadline
 from langgraph_refine._calls._retry import describe_status, retry_follows, retry_wait
 from langgraph_refine._decisions._options import LoopOptions, with_input_options
 from langgraph_refine._errors import carry_result
@@ -141,6 +143,8 @@ class Step:
         retry_policy: The policy a failed call is retried under (see `call`); None: no retry.
         pending_usage: Usage of the pending attempt's generation, which the state's total
             does not hold yet (the evaluate step adds it).
+        reserved_calls: Calls the budget must still be able to pay after this step's
+            (a generation's: its judgment), so a call is refused that much sooner.
     """
 
     def __init__(
@@ -153,6 +157,7 @@ class Step:
         index: int,
         retry_policy: RetryPolicy | Sequence[RetryPolicy] | None,
         pending_usage: Usage | None = None,
+        reserved_calls: int = 0,
     ) -> None:
         self.options = options
         self.state = state
@@ -166,6 +171,7 @@ class Step:
             lambda: _spent(state, pending_usage),  # summed only if a limit reads it
             what=what,
             parent=parent,
+            reserved_calls=reserved_calls,
         )
         self.node = node
         self.index = index
@@ -284,7 +290,7 @@ class Step:
         left = self._seconds_left()
         token = var_child_runnable_config.set(self.config)
         try:
-            with self.meter.invocation(model_call) as done:
+            with self.meter.invocation(model_call) as done, deadline(left):
                 if left is None:
                     return done(fn(*args))
                 context = contextvars.copy_context()
@@ -300,7 +306,7 @@ class Step:
         left = self._seconds_left()
         token = var_child_runnable_config.set(self.config)
         try:
-            with self.meter.invocation(model_call) as done:
+            with self.meter.invocation(model_call) as done, deadline(left):
                 if left is None:
                     return done(await fn(*args))
                 try:
@@ -320,8 +326,8 @@ class Step:
         backoff and the server's `Retry-After` (`retry_wait`). A budget stop and
         LangGraph's own signals (interrupts, commands) are never retried.
         """
-        if isinstance(exc, BudgetStop | GraphBubbleUp):
-            return None
+        if isinstance(exc, BudgetStop | GraphBubbleUp) or tries_left() == 0:
+            return None  # a judgment's tries spent: its retries and re-asks never multiply
         policy = retry_follows(exc, self.retry_policy, tries)
         if policy is None:
             return None
@@ -381,8 +387,11 @@ def call_with_deadline(
 ) -> T:
     """`fn(*args)` in `context`, given up after `left` seconds (`_DeadlinePassed`).
 
-    A sync call cannot be cancelled: it runs in a daemon thread that is abandoned when
-    the time is up (its reply, if it ever comes, is dropped).
+    A sync call cannot be cancelled: it runs in a daemon thread. Its requests are sent
+    with timeouts that end at the same deadline (`_clients.deadline`, set in `context`),
+    so the thread is waited for a moment longer (`_GRACE`): its socket closes and it ends
+    before the run goes on. One that still runs then (a client the loop does not hold)
+    is abandoned; its reply, if it ever comes, is dropped.
     """
     outcome: list[Any] = []
 
@@ -396,6 +405,7 @@ def call_with_deadline(
     worker.start()
     worker.join(left)
     if not outcome:
+        worker.join(_GRACE)
         raise _DeadlinePassed
     ok, value = outcome[0]
     if ok:
@@ -409,6 +419,11 @@ def _spent(state: Mapping[str, Any], pending_usage: Usage | None) -> Usage:
     if pending_usage is not None:  # the generation not yet added to the total
         spent = spent + pending_usage
     return spent
+
+
+_GRACE = 0.3
+"""Seconds a sync call cut off at its deadline is given to close its request (its socket
+times out at the same deadline) before the run goes on without it."""
 
 
 class _DeadlinePassed(Exception):

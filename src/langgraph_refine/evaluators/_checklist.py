@@ -27,6 +27,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
 from langgraph_refine._calls._budget import model_invocation
+from langgraph_refine._calls._clients import held
 from langgraph_refine._calls._models import message_text, resolve_chat_model
 from langgraph_refine._errors import Unjudged
 from langgraph_refine._fences import json_objects
@@ -368,7 +369,8 @@ class ChecklistEvaluator(BaseEvaluator):
         max_eval_chars: int = DEFAULT_MAX_EVAL_CHARS,
         structured_output: bool = True,
     ) -> None:
-        self.model = model
+        # Called through a copy the loop holds, its client's own retries off (`held`).
+        self.model = model = held(model)
         self.criteria = list(criteria)
         self.max_eval_chars = max_eval_chars
         self._grader: Any = model  # what is called: the model, or its structured output

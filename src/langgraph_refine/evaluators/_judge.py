@@ -32,6 +32,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field, ValidationError
 
 from langgraph_refine._calls._budget import model_invocation
+from langgraph_refine._calls._clients import held
 from langgraph_refine._calls._models import message_text, resolve_chat_model
 from langgraph_refine._calls._retry import is_context_length_error
 from langgraph_refine._decisions._prompts import (
@@ -614,7 +615,8 @@ class LLMJudge(BaseEvaluator):
         max_eval_chars: int = DEFAULT_MAX_EVAL_CHARS,
         structured_output: bool = True,
     ) -> None:
-        self.model = model
+        # Called through a copy the loop holds, its client's own retries off (`held`).
+        self.model = model = held(model)
         self.criteria = criteria
         self.max_eval_chars = max_eval_chars
         self._structured: Any = None
