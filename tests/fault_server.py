@@ -13,6 +13,8 @@ the request (`"draft 3"`), or, for a request that asks for structured output
 from __future__ import annotations
 
 import json
+import select
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -145,6 +147,11 @@ class FaultServer:
 
     def __init__(self, content: Content = default_content) -> None:
         self.received: list[Received] = []
+        # For each hung request (by its number), when the client closed its connection.
+        self.closed: dict[int, float] = {}
+        self._hanging: set[int] = set()
+        # Every judge request's reply, when set (a judge that always fails, or hangs).
+        self.judge_reply: Reply | None = None
         self.content = content
         self._script: list[Reply] = []
         self._lock = threading.Lock()
@@ -175,6 +182,8 @@ class FaultServer:
     def _next(self, request: Received) -> tuple[Reply, int]:
         with self._lock:
             self.received.append(request)
+            if request.is_judge and self.judge_reply is not None:
+                return self.judge_reply, len(self.received)
             reply = self._script.pop(0) if self._script else ok()
             return reply, len(self.received)
 
@@ -187,8 +196,8 @@ class FaultServer:
             body = {"unparsed": raw.decode("utf-8", "replace")}
         request = Received(time.monotonic(), handler.path, body, dict(handler.headers.items()))
         reply, number = self._next(request)
-        if reply.delay and self._release.wait(reply.delay):
-            return  # shutting down
+        if reply.delay and self._hung(handler, reply.delay, number):
+            return  # shutting down, or the client went away
         if reply.body is None and reply.status == 200 and body.get("stream"):
             self._stream(handler, self.content(request, number), str(body.get("model", "")))
             return
@@ -208,6 +217,35 @@ class FaultServer:
             handler.wfile.write(payload)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (a hang past its timeout)
+
+    def _hung(self, handler: BaseHTTPRequestHandler, seconds: float, number: int) -> bool:
+        """Wait `seconds` without answering; True if the server stops or the client leaves.
+
+        The connection is watched meanwhile: when the client closes it (a timeout, a
+        cancel), the time is kept in `closed`.
+        """
+        sock = handler.connection
+        end = time.monotonic() + seconds
+        with self._lock:
+            self._hanging.add(number)
+        try:
+            while (left := end - time.monotonic()) > 0:
+                if self._release.is_set():
+                    return True
+                readable, _, _ = select.select([sock], [], [], min(left, 0.02))
+                if readable and not _peek(sock):
+                    with self._lock:
+                        self.closed[number] = time.monotonic()
+                    return True
+            return False
+        finally:
+            with self._lock:
+                self._hanging.discard(number)
+
+    def open_hangs(self) -> list[int]:
+        """The hung requests (by number) whose client still holds the connection open."""
+        with self._lock:
+            return sorted(self._hanging)
 
     @staticmethod
     def _stream(handler: BaseHTTPRequestHandler, text: str | dict[str, Any], model: str) -> None:
@@ -262,3 +300,11 @@ class FaultServer:
             httpd.shutdown()
             httpd.server_close()
             thread.join(timeout=5)
+
+
+def _peek(sock: socket.socket) -> bytes:
+    """What the client sent and the server has not read; b"" once it closed the connection."""
+    try:
+        return sock.recv(1, socket.MSG_PEEK)
+    except OSError:  # reset by the client
+        return b""

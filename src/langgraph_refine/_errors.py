@@ -128,9 +128,11 @@ def carry_result(exc: BaseException, result: RefineResult | None) -> None:
     Every error a loop raises after its first model call carries what that call and the
     ones after it bought (the attempts and the usage), whatever the error's type: a
     caller (the command line, a batch row) keeps the paid work and shows it before the
-    error. Nothing is attached when no attempt was generated.
+    error. Nothing is attached when no call was made and no attempt generated.
     """
-    if result is None or not result.attempts or getattr(exc, "result", None) is not None:
+    if result is None or getattr(exc, "result", None) is not None:
+        return
+    if not result.attempts and not result.usage.calls:
         return
     with contextlib.suppress(AttributeError):  # an exception type with __slots__
         exc.result = result  # type: ignore[attr-defined]

@@ -277,7 +277,7 @@ def judged(update: dict[str, Any]) -> ExtendedModelResponse[Any]:
     return ExtendedModelResponse(model_response=empty, command=Command(update=done))
 
 
-def carry(request: ModelRequest[Any], meter: BudgetMeter) -> None:
+def carry(request: ModelRequest[Any], meter: BudgetMeter) -> Usage:
     """Keep what a failed call of `request` spent in the request's state, for its retry.
 
     A retry middleware (`ModelRetryMiddleware`) calls the model again with the same
@@ -286,7 +286,40 @@ def carry(request: ModelRequest[Any], meter: BudgetMeter) -> None:
     the retry succeeds, writes the total.
     """
     state: dict[str, Any] = request.state  # type: ignore[assignment]  # the agent's own keys
-    state["refine_usage"] = to_plain(meter.spent_before + meter.delta())
+    total = meter.spent_before + meter.delta()
+    state["refine_usage"] = to_plain(total)
+    return total
+
+
+class Unsaved:
+    """What model steps spent that no state update may carry, by the message they answered.
+
+    A model step whose call failed leaves with its error; a middleware around it that
+    turns the failure into a reply (`ModelRetryMiddleware(on_failure="continue")`) ends
+    the step without the loop's update, so what the failed calls spent would be lost.
+    `after_model` takes it back (`take`) for the loop's end. Keyed by the id of the
+    conversation's last message the step answered; at most `size` are kept.
+    """
+
+    def __init__(self, size: int = 1024) -> None:
+        self._size = size
+        self._spent: dict[str, Usage] = {}
+
+    def keep(self, request: ModelRequest[Any], spent: Usage) -> None:
+        """Keep what the step of `request` spent, its loop's total."""
+        messages = request.state.get("messages") or []
+        if messages and messages[-1].id:
+            self._spent[messages[-1].id] = spent
+            while len(self._spent) > self._size:
+                self._spent.pop(next(iter(self._spent)))
+
+    def take(self, state: Mapping[str, Any]) -> Usage | None:
+        """What the model step before `state` spent, if it was kept (then forgotten)."""
+        messages = state.get("messages") or []
+        found = None
+        for message in messages[-2:]:
+            found = self._spent.pop(message.id, None) or found
+        return found
 
 
 def refused(
@@ -742,7 +775,9 @@ class AgentLoop:
         return RefineResult.from_state(loop_view(state))
 
 
-def failed_reply(state: Mapping[str, Any], runtime: Any) -> dict[str, Any] | None:
+def failed_reply(
+    state: Mapping[str, Any], runtime: Any, spent: Usage | None = None
+) -> dict[str, Any] | None:
     """After a model step that ended with a reply the loop never saw: the loop's end.
 
     The loop takes every answer of the model aside (`counted`); a final message that
@@ -750,7 +785,8 @@ def failed_reply(state: Mapping[str, Any], runtime: Any) -> dict[str, Any] | Non
     failed model call (`ModelRetryMiddleware(on_failure="continue")` answers with the
     error's text). It is never an attempt, judged or fed back: the loop stops
     (`model_error`) and ends as any stop does, its best answer the conversation's last
-    message (the failure's message goes, unless there is no answer to replace it).
+    message (the failure's message goes, unless there is no answer to replace it). `spent`
+    is the loop's usage the failed step reached (its failed calls included).
     """
     if state.get("refine_phase") != "running":
         return None
@@ -766,6 +802,7 @@ def failed_reply(state: Mapping[str, Any], runtime: Any) -> dict[str, Any] | Non
     return (
         gone
         | ended_in(runtime)
+        | ({"refine_usage": to_plain(spent)} if spent is not None else {})
         | {
             "refine_stop_reason": "model_error",
             "refine_phase": "deciding",

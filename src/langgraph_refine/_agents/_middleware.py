@@ -198,6 +198,7 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
             progress=progress_for(progress_ui),
         )
         self.state_schema = RefineProgressState if self.loop.progress else RefineAgentState
+        self._unsaved = turns.Unsaved()
 
     @property
     def stop_rules(self) -> StopRules:
@@ -249,7 +250,7 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         except FailedReply:  # a middleware inside turned the failure into a reply
             return turns.refused(step.meter, stop_reason="model_error")
         finally:
-            turns.carry(request, step.meter)  # for a retry around this step
+            self._unsaved.keep(request, turns.carry(request, step.meter))  # for a retry around
         return self.loop.drafted(request.state, response, step.meter, turns.model_of(called))
 
     async def awrap_model_call(
@@ -269,7 +270,7 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         except FailedReply:  # a middleware inside turned the failure into a reply
             return turns.refused(step.meter, stop_reason="model_error")
         finally:
-            turns.carry(request, step.meter)
+            self._unsaved.keep(request, turns.carry(request, step.meter))
         return self.loop.drafted(request.state, response, step.meter, turns.model_of(called))
 
     def _judging(
@@ -330,10 +331,11 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
     def after_model(self, state: RefineAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Go where the model step's round decided: back to the model, or to the end."""
         route = state.get("refine_route")
+        spent = self._unsaved.take(state)
         if route is not None:
             onward = {"jump_to": route, "refine_route": None}
             return onward | turns.ended_in(runtime) if route == "end" else onward
-        return turns.failed_reply(state, runtime)  # a failure a middleware turned into a reply
+        return turns.failed_reply(state, runtime, spent)  # a failure a middleware made a reply
 
     @hook_config(can_jump_to=["model"])
     def after_agent(self, state: RefineAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import socket
 import threading
 import time
 from collections import OrderedDict
@@ -37,6 +38,7 @@ _DEADLINE: ContextVar[float | None] = ContextVar("langgraph_refine_deadline", de
 """The `time.monotonic()` by which the requests sent in this context must be over."""
 
 _OPENAI_CLIENTS = ("root_client", "root_async_client")
+_FRESH = httpx.Limits(max_keepalive_connections=0)  # every request on a connection of its own
 # A cached provider client built from the model's fields on first use (langchain-anthropic):
 # dropped from a copy, so the copy builds its own with the copy's settings.
 _CACHED_CLIENTS = ("_client_params", "_client", "_async_client")
@@ -79,15 +81,64 @@ def bounded_timeout(request: httpx.Request) -> None:
     }
 
 
-class _Bounded(httpx.BaseTransport):
-    """Sends each request through `client` with its timeouts capped by the deadline."""
+_SOCKETS: ContextVar[list[Any] | None] = ContextVar("langgraph_refine_sockets", default=None)
+"""The network streams opened for requests in this context, when it may be interrupted."""
 
-    def __init__(self, client: httpx.Client) -> None:
+
+@contextlib.contextmanager
+def interruptible() -> Iterator[list[Any]]:
+    """Requests sent in this block on a fresh connection each, its stream kept (`interrupt`).
+
+    For a sync call run in a thread of its own: when the caller's thread is interrupted
+    (Ctrl-C), its requests are closed at once rather than at their deadline.
+    """
+    streams: list[Any] = []
+    token = _SOCKETS.set(streams)
+    try:
+        yield streams
+    finally:
+        _SOCKETS.reset(token)
+
+
+def interrupt(streams: list[Any]) -> None:
+    """Shut the connections of `streams` down: a thread blocked reading one returns at once."""
+    for stream in streams:
+        sock = stream.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+
+def _kept(streams: list[Any], given: Any) -> Any:
+    """A trace hook (httpx's `trace` extension) keeping each new connection's stream."""
+
+    def trace(event: str, info: dict[str, Any]) -> None:
+        if event == "connection.connect_tcp.complete" and info.get("return_value") is not None:
+            streams.append(info["return_value"])
+        if given is not None:
+            given(event, info)
+
+    return trace
+
+
+class _Bounded(httpx.BaseTransport):
+    """Sends each request through `client` with its timeouts capped by the deadline.
+
+    In an `interruptible` block, requests go through `fresh` (no connection kept alive),
+    so each one's connection is known and can be shut down.
+    """
+
+    def __init__(self, client: httpx.Client, fresh: httpx.Client | None = None) -> None:
         self._client = client
+        self._fresh = fresh
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         bounded_timeout(request)
-        return self._client.send(request, stream=True)
+        streams = _SOCKETS.get()
+        if streams is None or self._fresh is None:
+            return self._client.send(request, stream=True)
+        request.extensions["trace"] = _kept(streams, request.extensions.get("trace"))
+        return self._fresh.send(request, stream=True)
 
 
 class _AsyncBounded(httpx.AsyncBaseTransport):
@@ -115,9 +166,10 @@ def _openai_copy(model: BaseChatModel) -> BaseChatModel:
     update: dict[str, Any] = {"max_retries": 0}
     root = getattr(model, "root_client", None)
     if root is not None:
-        sync = httpx.Client(
-            transport=_Bounded(_inner(getattr(model, "http_client", None), httpx.Client))
-        )
+        given = getattr(model, "http_client", None)
+        # The user's own client keeps its connections; ours can send on fresh ones.
+        fresh = None if given is not None else httpx.Client(limits=_FRESH, follow_redirects=True)
+        sync = httpx.Client(transport=_Bounded(_inner(given, httpx.Client), fresh))
         update["root_client"] = root.with_options(max_retries=0, http_client=sync)
         update["client"] = update["root_client"].chat.completions
     aroot = getattr(model, "root_async_client", None)

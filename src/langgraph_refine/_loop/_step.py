@@ -38,12 +38,12 @@ from langgraph_refine._calls._budget import (
     only_meter,
     tries_left,
 )
-from langgraph_refine._calls._clients import deadline
+from langgraph_refine._calls._clients import deadline, interrupt, interruptible
 from langgraph_refine._calls._retry import describe_status, retry_follows, retry_wait
 from langgraph_refine._decisions._options import LoopOptions, with_input_options
 from langgraph_refine._errors import carry_result
 from langgraph_refine._result import RefineResult, best_attempt
-from langgraph_refine._state import Usage
+from langgraph_refine._state import StopReason, Usage
 
 logger = logging.getLogger("langgraph_refine")
 
@@ -365,21 +365,29 @@ class Step:
 
         Notes which attempt, node (and HTTP status) it came from, and carries the best
         result so far (`.result`), what this step spent included, so no paid work is lost.
+        A generator's failure ends the loop on a model call that failed: its result's
+        `stop_reason` is `model_error`.
         """
         add_context(exc, what, self.index, self.node)
-        carry_result(exc, self.result_so_far())
+        stop = "model_error" if what == "generator" else None
+        carry_result(exc, self.result_so_far(stop))
 
-    def result_so_far(self) -> RefineResult | None:
-        """The best result before this step failed, its calls counted; None before attempt 0."""
-        if not self.state.get("attempts") and self.state.get("pending") is None:
-            return None
+    def result_so_far(self, stop_reason: StopReason | None = None) -> RefineResult | None:
+        """The best result before this step failed, its calls counted (None if it cannot be read).
+
+        Args:
+            stop_reason: Why the loop ends with it, when the failure ends it.
+        """
         try:
             result = RefineResult.from_state(
                 dict(self.state), output_schema=self.options.output_schema
             )
         except Exception:  # never hide the step's own error behind this one
             return None
-        return result.model_copy(update={"usage": result.usage + self.meter.delta()})
+        update: dict[str, Any] = {"usage": result.usage + self.meter.delta()}
+        if stop_reason is not None:
+            update["stop_reason"] = stop_reason
+        return result.model_copy(update=update)
 
 
 def call_with_deadline(
@@ -391,19 +399,29 @@ def call_with_deadline(
     with timeouts that end at the same deadline (`_clients.deadline`, set in `context`),
     so the thread is waited for a moment longer (`_GRACE`): its socket closes and it ends
     before the run goes on. One that still runs then (a client the loop does not hold)
-    is abandoned; its reply, if it ever comes, is dropped.
+    is abandoned; its reply, if it ever comes, is dropped. When the caller's thread is
+    interrupted (Ctrl-C) while it waits, the requests the thread has open are shut down
+    (`_clients.interrupt`) before the interrupt goes on.
     """
     outcome: list[Any] = []
+    streams: list[Any] = []
 
     def target() -> None:
         try:
-            outcome.append((True, context.run(fn, *args)))
+            with interruptible() as opened:
+                streams.append(opened)
+                outcome.append((True, fn(*args)))
         except BaseException as exc:  # handed to the caller's thread below
             outcome.append((False, exc))
 
-    worker = threading.Thread(target=target, name=name, daemon=True)
+    worker = threading.Thread(target=context.run, args=(target,), name=name, daemon=True)
     worker.start()
-    worker.join(left)
+    try:
+        worker.join(left)
+    except BaseException:  # Ctrl-C: close what the worker has open, then go on
+        for opened in streams:
+            interrupt(opened)
+        raise
     if not outcome:
         worker.join(_GRACE)
         raise _DeadlinePassed
