@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Generic, NamedTuple, TypeVar
 
@@ -96,8 +96,9 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             node (`Step.call`), so the budget counts every call sent; give it here
             rather than to `add_node`, which would retry the whole node as well.
         judge_calls: Model calls judging an answer takes (1 when the evaluator calls a
-            model): a generation starts only when `max_calls` leaves room for them too,
-            so the budget never pays for an answer no one can judge.
+            model), or a function of the run's options giving them (a run may bring its
+            own evaluator): a generation starts only when `max_calls` leaves room for
+            them too, so the budget never pays for an answer no one can judge.
         **settings: Shorthand for `LoopOptions` fields (`memory="last"`, ...).
 
     Example:
@@ -112,7 +113,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         options: LoopOptions | None = None,
         *,
         retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
-        judge_calls: int = 0,
+        judge_calls: int | Callable[[LoopOptions], int] = 0,
         **settings: Any,
     ) -> None:
         self.judge_calls = judge_calls
@@ -166,6 +167,7 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         upcoming = next_attempt(graph_view(state), options, takes_prompt=adapter.takes_prompt)
         # An edit round asks for text (the blocks), not the object: its call is untyped.
         asked = options if upcoming.edited is None else replace(options, output_schema=None)
+        reserved = self.judge_calls(options) if callable(self.judge_calls) else self.judge_calls
         step = Step(
             asked,
             state,
@@ -173,12 +175,12 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             node="generate",
             index=upcoming.number,
             retry_policy=self.retry_policy,
-            reserved_calls=self.judge_calls,  # never pay for an answer no one can judge
+            reserved_calls=reserved,  # never pay for an answer no one can judge
         )
         count = options.candidates
         if options.budget is not None and options.budget.max_calls is not None:
             # Sample only as many candidates as the call budget still allows (at least 1).
-            left = options.budget.max_calls - step.meter.total().calls - self.judge_calls
+            left = options.budget.max_calls - step.meter.total().calls - reserved
             count = max(1, min(count, left))
         prompt = _round_prompt(state, options, adapter, upcoming) if adapter.takes_prompt else []
         return _Round(upcoming, step, count, prompt, rung, adapter, options)

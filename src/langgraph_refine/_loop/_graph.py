@@ -157,33 +157,35 @@ def loop_builder(
     )
     # The model-calling nodes retry their calls themselves (`Step.call`), under the
     # step's meter: no LangGraph retry policy on them, which would retry twice.
+    # The evaluate node routes the loop itself (a `Command`): one route per round, and
+    # no conditional edge re-reading the whole state after every evaluation.
+    stop = "finalize" if human_review is None else "review"
+    after_evaluation = "review" if human_review == "every_round" else None
+    evaluate = EvaluatorNode[RefineState](
+        judge,
+        options,
+        retry_policy=retry_policy,
+        routes=None if after_evaluation else {"refine": "generate", "stop": stop},
+        judge_model=models.judge_model,
+        record_model=">".join(rung.name for rung in rungs),
+        ladder=[rung.name for rung in rungs] if len(rungs) > 1 else (),
+        records_run="ended_in" in served,
+    )
     builder.add_node(
         "generate",
         GeneratorNode[RefineState](
             rungs,
             options,
             retry_policy=retry_policy,
-            # A generation starts only when the budget can also pay its judgment.
-            judge_calls=1 if judge.calls_model else 0,
+            # A generation starts only when the budget can also pay its judgment (by the
+            # run's own evaluator, which a run's context may name).
+            judge_calls=lambda run: int(evaluate.evaluator_for(run).calls_model),
         ),
         metadata={"refine_loop": name},
     )
-    # The evaluate node routes the loop itself (a `Command`): one route per round, and
-    # no conditional edge re-reading the whole state after every evaluation.
-    stop = "finalize" if human_review is None else "review"
-    after_evaluation = "review" if human_review == "every_round" else None
     builder.add_node(
         "evaluate",
-        EvaluatorNode[RefineState](
-            judge,
-            options,
-            retry_policy=retry_policy,
-            routes=None if after_evaluation else {"refine": "generate", "stop": stop},
-            judge_model=models.judge_model,
-            record_model=">".join(rung.name for rung in rungs),
-            ladder=[rung.name for rung in rungs] if len(rungs) > 1 else (),
-            records_run="ended_in" in served,
-        ),
+        evaluate,
         metadata={"refine_loop": name},
         destinations=() if after_evaluation else ("generate", stop),
     )
