@@ -311,3 +311,52 @@ def test_a_payload_error_from_aiohttp_in_a_cause_chain_is_transient() -> None:
     wrapped.__cause__ = aiohttp.ClientPayloadError(str(transfer))
     wrapped.__cause__.__cause__ = transfer
     assert is_transient(wrapped)
+
+
+# -- the copy the loop holds ---------------------------------------------------------------
+
+
+def test_the_loop_holds_a_copy_of_chat_anthropic_with_its_retries_off() -> None:
+    anthropic = pytest.importorskip("langchain_anthropic")
+    from langgraph_refine._calls._clients import held
+
+    model = anthropic.ChatAnthropic(model="claude-x", api_key="k", base_url="http://127.0.0.1:9")
+    copy = held(model)
+    assert copy.max_retries == 0 and copy._client.max_retries == 0
+    assert model.max_retries == 2 and model._client.max_retries == 2  # the user's, unchanged
+    assert held(model) is copy  # one copy per model: its connections are reused
+
+
+def test_a_model_whose_retries_the_loop_cannot_take_over_is_named_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from langgraph_refine._calls._clients import held
+    from tests.fakes import ScriptedChatModel
+
+    class Retrying(ScriptedChatModel):
+        max_retries: int = 3
+
+    model = Retrying(replies=["x"])
+    with caplog.at_level("WARNING", logger="langgraph_refine"):
+        assert held(model) is model
+        held(Retrying(replies=["y"]))
+    warnings = [r.getMessage() for r in caplog.records if "Retrying" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "max_retries=3" in warnings[0] and "max_retries=0" in warnings[0]
+    plain = ScriptedChatModel(replies=["x"])
+    assert held(plain) is plain  # no retries of its own: called as it is
+
+
+def test_the_users_own_http_client_is_kept(server: FaultServer) -> None:
+    import httpx
+
+    from langgraph_refine._calls._clients import held
+
+    seen: list[str] = []
+    client = httpx.Client(event_hooks={"request": [lambda request: seen.append(request.url.path)]})
+    model = ChatOpenAI(
+        model="fault-model", base_url=server.base_url, api_key="test-key", http_client=client
+    )
+    held(model).invoke("hello")
+    assert seen == ["/v1/chat/completions"]  # sent through the user's client
+    assert held(model).root_client.max_retries == 0

@@ -168,7 +168,7 @@ def _openai_copy(model: BaseChatModel) -> BaseChatModel:
     if root is not None:
         given = getattr(model, "http_client", None)
         # The user's own client keeps its connections; ours can send on fresh ones.
-        fresh = None if given is not None else httpx.Client(limits=_FRESH, follow_redirects=True)
+        fresh = None if given is not None else _fresh_client()
         sync = httpx.Client(transport=_Bounded(_inner(given, httpx.Client), fresh))
         update["root_client"] = root.with_options(max_retries=0, http_client=sync)
         update["client"] = update["root_client"].chat.completions
@@ -184,11 +184,20 @@ def _openai_copy(model: BaseChatModel) -> BaseChatModel:
 
 
 def _fields_copy(model: BaseChatModel) -> BaseChatModel:
-    """A copy with `max_retries=0` whose provider client is built again from it."""
+    """A copy with `max_retries=0` whose provider client is built again from it (ChatAnthropic).
+
+    Its requests keep the client's own timeouts (the Anthropic SDK takes no httpx client
+    of ours): a sync call cut off at the deadline is left to them.
+    """
     copy = model.model_copy(update={"max_retries": 0})
     for name in _CACHED_CLIENTS:
         copy.__dict__.pop(name, None)
     return copy
+
+
+def _fresh_client() -> httpx.Client:
+    """A client keeping no connection alive: each request's connection is its own."""
+    return httpx.Client(limits=_FRESH, follow_redirects=True)
 
 
 def _takes_over(model: BaseChatModel) -> str | None:
