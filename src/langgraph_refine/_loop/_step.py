@@ -369,7 +369,7 @@ class Step:
         `stop_reason` is `model_error`.
         """
         add_context(exc, what, self.index, self.node)
-        stop = "model_error" if what == "generator" else None
+        stop: StopReason | None = "model_error" if what == "generator" else None
         carry_result(exc, self.result_so_far(stop))
 
     def result_so_far(self, stop_reason: StopReason | None = None) -> RefineResult | None:
