@@ -90,11 +90,14 @@ def test_async_and_durable_runs_carry_the_result_too(durable: bool) -> None:
     assert [a.response for a in result.attempts] == ["draft 0", "draft 1"]
 
 
-def test_an_error_before_any_attempt_carries_nothing() -> None:
+def test_an_error_before_any_attempt_carries_what_its_calls_cost() -> None:
     model = ScriptedChatModel(replies=[ProviderDown("down from the start")])
     with pytest.raises(ProviderDown) as caught:
         refine(model, "Write.", scores(0.3))
-    assert getattr(caught.value, "result", None) is None
+    result = caught.value.result  # type: ignore[attr-defined]
+    assert result.attempts == [] and result.value == ""
+    assert result.usage.calls == len(model.calls) > 0  # the failed requests were paid
+    assert result.stop_reason == "model_error"
 
 
 # -- the command line ---------------------------------------------------------------------

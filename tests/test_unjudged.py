@@ -147,8 +147,8 @@ def test_an_unreadable_llm_judge_retries_within_the_budget_then_leaves_it_unjudg
     attempt = result.attempts[0]
     assert attempt.score is None and attempt.error is not None
     assert "could not be read" in attempt.error
-    # 3 judgments of 2 calls each (the judge's own re-ask), all counted, plus the generation.
-    assert len(judge.calls) == 6 and result.usage.calls == 7
+    # The judge's own re-asks and the loop's re-judgment share the policy's four tries.
+    assert len(judge.calls) == 4 and result.usage.calls == 5
     assert result.stop_reason == "max_iterations"
 
 
@@ -157,12 +157,13 @@ def test_a_judge_model_that_keeps_failing_does_not_crash_the_run() -> None:
     generator = ScriptedChatModel(replies=["a", "b"])
     quick = RetryPolicy(max_attempts=2, initial_interval=0.0, jitter=False)
     result = refine(generator, TASK, llm_judge(judge), max_iterations=1, retry_policy=quick)
-    # Each attempt: the judgment (tried twice by the retry policy) and two more judgments.
-    assert len(judge.calls) == 2 * 3 * 2
+    # Each attempt: the policy's two tries, no re-judgment on top (retries never multiply).
+    assert len(judge.calls) == 2 * 2
     assert [a.error for a in result.attempts] == [
         "the judge model's call failed: ConnectionError: judge unreachable"
     ] * 2
     assert result.value == "b" and result.score is None
+    assert result.stop_reason == "max_iterations"  # its rule matched first
     assert all("unreachable" not in prompt for prompt in generator.prompts)
 
 

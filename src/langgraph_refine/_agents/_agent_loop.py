@@ -542,17 +542,12 @@ class AgentLoop:
     comparer: Comparer | None = None
     progress: ProgressUI | None = None
 
-    @property
-    def judge_calls(self) -> int:
-        """Model calls judging an answer takes (without an evaluator, the model judges)."""
-        return 1 if self.evaluator is None or self.evaluator.calls_model else 0
-
     def budget_stop(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
         """The update that ends the loop before a model call past the budget, else None."""
         budget = self.options.budget
         if state.get("refine_phase") == "judging":
             return None  # no answer is asked: each judgment is metered and refused alone
-        if budget is None or budget.exceeded(spent(state), self.judge_calls) is None:
+        if budget is None or budget.exceeded(spent(state), judge_calls(self.evaluator)) is None:
             return None
         return {
             "refine_stop_reason": "budget_exhausted",
@@ -773,6 +768,11 @@ class AgentLoop:
     def result(self, state: Mapping[str, Any]) -> RefineResult:
         """The loop's outcome from the agent's state."""
         return RefineResult.from_state(loop_view(state))
+
+
+def judge_calls(evaluator: BaseEvaluator | None) -> int:
+    """Model calls judging an answer takes (without an evaluator, the agent's model judges)."""
+    return int(evaluator is None or evaluator.calls_model)
 
 
 def failed_reply(

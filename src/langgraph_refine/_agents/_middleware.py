@@ -234,15 +234,13 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         """The model step: the agent's model call, or, in a step of its own, its judging.
 
         The model call runs through the loop's executor, as a graph's generate step
-        (`_agent_calls.agent_step`: budget, prices, retries, deadline, `.result`), on the
-        conversation with the loop's turns woven in (`_transcript`), by the round's rung
-        with `models`. A final answer is judged in the next model step, where the run's
-        judge is known (see `_judging`), as are a reviewer's edit and a pairwise end.
+        (`agent_step`: budget, prices, retries, deadline, `.result`), on the conversation
+        with the loop's turns woven in (`_transcript`), by the round's rung (`models`). A
+        final answer is judged in the next model step, where the run's judge is known.
         """
         if request.state.get("refine_phase") == "judging":
             return drive(self._judging(request), carry_out)
-        called = self._request(request)
-        step = draft_step(self.loop.options, request, self.loop.judge_calls)
+        called, step = self._request(request), draft_step(self.loop, request)
         try:
             response = step.run(asked, handler, called, step.meter, what="generator")
         except BudgetStop:
@@ -261,8 +259,7 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         """Async twin of `wrap_model_call`."""
         if request.state.get("refine_phase") == "judging":
             return await adrive(self._judging(request), partial(acarry_out, self.loop.options))
-        called = self._request(request)
-        step = draft_step(self.loop.options, request, self.loop.judge_calls)
+        called, step = self._request(request), draft_step(self.loop, request)
         try:
             response = await step.arun(aasked, handler, called, step.meter, what="generator")
         except BudgetStop:
@@ -321,8 +318,7 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
                 check_binds(self.rungs, list(request.tools))
             rung = min(int(request.state.get("refine_rung") or 0), len(self.rungs) - 1)  # type: ignore[call-overload]
             request = request.override(model=self.rungs[rung])
-        # Called through a copy the loop holds, its client's own retries off (`held`).
-        request = request.override(model=held(request.model))
+        request = request.override(model=held(request.model))  # its retries off (`held`)
         return turns.shown(request, self.loop.options.memory)
 
     # -- after_model and after_agent: where the round goes, review and the end -------------
@@ -331,11 +327,11 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
     def after_model(self, state: RefineAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Go where the model step's round decided: back to the model, or to the end."""
         route = state.get("refine_route")
-        spent = self._unsaved.take(state)
         if route is not None:
             onward = {"jump_to": route, "refine_route": None}
             return onward | turns.ended_in(runtime) if route == "end" else onward
-        return turns.failed_reply(state, runtime, spent)  # a failure a middleware made a reply
+        # A failure a middleware turned into a reply; what the failed calls spent is kept.
+        return turns.failed_reply(state, runtime, self._unsaved.take(state))
 
     @hook_config(can_jump_to=["model"])
     def after_agent(self, state: RefineAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
@@ -409,12 +405,13 @@ def progress_for(component: object) -> ProgressUI | None:
     return ProgressUI(component.strip())
 
 
-def draft_step(options: LoopOptions, request: ModelRequest[Any], judge_calls: int) -> Step:
+def draft_step(loop: AgentLoop, request: ModelRequest[Any]) -> Step:
     """The executor of the agent's model call: a generate step for the next attempt.
 
-    `judge_calls` (the calls judging its answer takes) stay payable: the call is refused
-    when the budget could not also pay the judgment of what it answers.
+    The calls judging its answer stay payable: the call is refused when the budget could
+    not also pay the judgment of what it answers.
     """
+    options, judge_calls = loop.options, turns.judge_calls(loop.evaluator)
     state = request.state
     index = len(turns.agent_view(state).attempts)
     with drafting(options, state):  # the step's config: the call hidden, or tagged

@@ -236,8 +236,7 @@ class BudgetMeter(BaseCallbackHandler):
         parent: The meter of the loop step this one runs inside (a nested loop), which
             counts its calls too and whose budget it also obeys; None for an outermost
             loop.
-        reserved_calls: Calls this loop's budget keeps for later when checking a call:
-            a generation starts only when its judgment can be paid too.
+        reserved_calls: Calls kept payable after any call checked (a generation's judgment).
     """
 
     raise_error = True  # a refusal must abort the call, not be logged and ignored
@@ -313,18 +312,6 @@ class BudgetMeter(BaseCallbackHandler):
             if reason is not None:
                 raise BudgetStop(reason if depth == 0 else f"{reason} in an enclosing loop")
 
-    def seconds_left(self) -> float | None:
-        """Seconds before the first time limit of the chain, or None without one."""
-        if self.budget is None and self.parent is None:  # no limit anywhere (as in `check`)
-            return None
-        lefts = [
-            left
-            for meter in self.chain()
-            if meter.budget is not None
-            and (left := meter.budget.seconds_left(meter.total())) is not None
-        ]
-        return min(lefts, default=None)
-
     @contextlib.contextmanager
     def invocation(self, model_call: bool = True) -> Iterator[Callable[[T], T]]:
         """One generator or judge invocation, under the rule for calls no callback saw.
@@ -353,10 +340,8 @@ class BudgetMeter(BaseCallbackHandler):
             1
         """
         if not model_call:
-            try:
+            with unwrapped():  # refused in a callback: the error it carries
                 yield _same
-            except Refusal as refusal:  # refused in a callback: the error it carries
-                raise refusal.error from None
             return
         self.check()
         check_tries()
@@ -473,6 +458,18 @@ class BudgetMeter(BaseCallbackHandler):
         for usage in usages:
             self._add_tokens(usage)
             self._add_cost(ref, usage)
+
+
+def seconds_left(meter: BudgetMeter) -> float | None:
+    """Seconds before the first time limit of `meter`'s chain, or None without one."""
+    if meter.budget is None and meter.parent is None:  # no limit anywhere (as in `check`)
+        return None
+    lefts = [
+        left
+        for each in meter.chain()
+        if each.budget is not None and (left := each.budget.seconds_left(each.total())) is not None
+    ]
+    return min(lefts, default=None)
 
 
 def _settle(meter: BudgetMeter, seen: bool, failed: bool, reply: list[Any]) -> None:

@@ -36,6 +36,7 @@ from langgraph_refine._calls._budget import (
     BudgetStop,
     enclosing_meter,
     only_meter,
+    seconds_left,
     tries_left,
 )
 from langgraph_refine._calls._clients import deadline, interrupt, interruptible
@@ -332,24 +333,15 @@ class Step:
         if policy is None:
             return None
         wait = retry_wait(exc, policy, tries)
-        left = self.meter.seconds_left()
+        left = seconds_left(self.meter)
         if left is not None and wait >= left:  # the wait would outlast the time budget
             raise self._timed_out(f"its retry would wait {wait:.1f} s") from exc
-        logger.info(
-            "%s: retrying the %s call of attempt %d in %.2f s (try %d) after %s: %s",
-            self.options.name,
-            self.node,
-            self.index,
-            wait,
-            tries + 1,
-            type(exc).__name__,
-            exc,
-        )
+        _log_retry(self, exc, wait, tries + 1)
         return wait
 
     def _seconds_left(self) -> float | None:
         """The seconds left before the time limit; None for no deadline."""
-        left = self.meter.seconds_left()
+        left = seconds_left(self.meter)
         # With no time left, a call that is not itself a model call still runs: its
         # model calls (if any) are refused as they start.
         return left if left is not None and left > 0 else None
@@ -388,6 +380,19 @@ class Step:
         if stop_reason is not None:
             update["stop_reason"] = stop_reason
         return result.model_copy(update=update)
+
+
+def _log_retry(step: Step, exc: BaseException, wait: float, try_number: int) -> None:
+    logger.info(
+        "%s: retrying the %s call of attempt %d in %.2f s (try %d) after %s: %s",
+        step.options.name,
+        step.node,
+        step.index,
+        wait,
+        try_number,
+        type(exc).__name__,
+        exc,
+    )
 
 
 def call_with_deadline(

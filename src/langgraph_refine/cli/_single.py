@@ -136,10 +136,11 @@ def show_lost_work(
 
     Whatever paid work the run did (its attempts and usage) is shown as a finished run's
     result is; with `--json`, it is the result's JSON object with an `error` field (as a
-    batch's failed row). Nothing is printed when the error carries no result.
+    batch's failed row). Nothing is printed when the error carries no result, or one
+    without an attempt (a run whose first call failed: the error line says it all).
     """
     result = getattr(exc, "result", None)
-    if not isinstance(result, RefineResult):
+    if not isinstance(result, RefineResult) or not result.attempts:
         return
     if json_output:
         data = {**result_json(result), "error": message}
