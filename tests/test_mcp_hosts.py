@@ -456,3 +456,78 @@ def test_the_official_conformance_scenarios_that_apply_pass(http_server: str) ->
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         assert ran.returncode == 0 and ", 0 failed" in ran.stdout, (scenario, ran.stdout[-2000:])
+
+
+def test_the_sdks_report_of_a_client_gone_is_dropped_and_any_other_kept() -> None:
+    import logging
+
+    import anyio
+
+    from langgraph_refine.cli._mcp_http import ClientGone
+
+    def record(error: BaseException | None) -> logging.LogRecord:
+        info = (type(error), error, None) if error is not None else None
+        return logging.LogRecord("mcp", logging.ERROR, __file__, 1, "SSE writer", (), info)
+
+    gone = ClientGone()
+    assert not gone.filter(record(anyio.ClosedResourceError()))
+    assert not gone.filter(record(BaseExceptionGroup("tg", [anyio.BrokenResourceError()])))
+    assert not gone.filter(record(ConnectionResetError(104, "reset")))
+    assert gone.filter(record(RuntimeError("a bug")))  # a real error keeps its traceback
+    assert gone.filter(record(ExceptionGroup("tg", [anyio.EndOfStream(), ValueError("x")])))
+    assert gone.filter(record(None))
+
+
+def test_a_run_the_judge_could_not_judge_is_an_error_result_in_a_hosts_words() -> None:
+    from langgraph_refine.cli._mcp import _result, round_message
+
+    result = {
+        "response": "draft 1",
+        "score": None,
+        "verdict": None,
+        "stop_reason": "unjudged",
+        "usage": {},
+        "scores": [None, None],
+    }
+    shown = _result(result)
+    assert shown.isError and shown.structuredContent == result
+    said, data = text_of(shown).split("\n", 1)
+    assert said.startswith("the judge could not judge two answers in a row")
+    assert json.loads(data) == result and not PYTHON_WORDS.search(said)
+    event = {"iteration": 1, "score": None, "best_score": None, "error": "unreadable reply"}
+    assert round_message(event) == "round 1: not judged (unreadable reply)"
+    assert not _result({**result, "stop_reason": "passed"}).isError
+
+
+async def test_progress_rises_with_every_notification_and_stays_within_the_total() -> None:
+    from langgraph_refine.cli._mcp import Reporter
+
+    sent: list[tuple[float, float, str]] = []
+
+    async def notify(progress: float, total: float, message: str) -> None:
+        sent.append((progress, total, message))
+
+    reporter = Reporter(notify, total=3.0)
+    round_ = {"type": "round", "iteration": 0, "score": 0.5, "best_score": 0.5}
+    for mode, chunk in [
+        ("tasks", {"name": "prepare", "input": {}}),
+        ("tasks", {"name": "prepare", "result": {}}),
+        ("tasks", {"name": "generate", "input": {}}),
+        ("tasks", {"name": "generate", "result": {}}),
+        ("tasks", {"name": "evaluate", "input": {}}),
+        ("custom", round_),
+        ("tasks", {"name": "evaluate", "result": {}}),
+        ("tasks", {"name": "finalize", "input": {}}),
+    ]:
+        await reporter.take(mode, chunk)
+    await reporter.report(f"{reporter.phase} (0 s)")  # a beat at the same instant
+    values = [progress for progress, _, _ in sent]
+    assert [message for _, _, message in sent] == [
+        "round 0: generating",
+        "round 0: judging",
+        "round 0: score 0.50 (best 0.50)",
+        "choosing the result",
+        "choosing the result (0 s)",
+    ]
+    assert all(a < b for a, b in itertools.pairwise(values)) and values[-1] < 3.0
+    assert [int(v) for v in values] == [0, 1, 1, 2, 2]  # the steps done
