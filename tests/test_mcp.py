@@ -5,7 +5,9 @@ reaches it over streamable HTTP: one process of each, shared by the tests), its 
 scripted OpenAI-compatible server on loopback that counts the calls. A task holding
 `[slow]` makes every call of its run take `SLOW` seconds, so a run outlasts a client's
 timeout, and a cancelled call can be seen to stop. The tool's schema and the command's
-usage errors are checked in process.
+usage errors are checked in process. What a host meets first (Host and Origin checks,
+progress on long calls, a cancel closing its request, refusals in a host's words, no
+model) is in `test_mcp_hosts.py`.
 """
 
 from __future__ import annotations

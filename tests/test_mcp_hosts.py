@@ -536,3 +536,34 @@ async def test_progress_rises_with_every_notification_and_stays_within_the_total
     ]
     assert all(a < b for a, b in itertools.pairwise(values)) and values[-1] < 3.0
     assert [int(v) for v in values] == [0, 1, 1, 2, 2]  # the steps done
+
+
+async def test_the_beat_speaks_within_a_second_of_the_start_then_every_five() -> None:
+    import anyio
+
+    from langgraph_refine.cli import _mcp
+
+    heard: list[tuple[float, str]] = []
+    start = time.monotonic()
+
+    async def notify(progress: float, total: float, message: str) -> None:
+        heard.append((time.monotonic() - start, message))
+
+    reporter = _mcp.Reporter(notify, total=3.0)
+    with anyio.move_on_after(_mcp.FIRST + 0.5):  # a loop that says nothing yet
+        await reporter.beat()
+    assert [message for _, message in heard] == ["starting (1 s)"]
+    assert _mcp.FIRST * 0.99 <= heard[0][0] < _mcp.FIRST + 0.3
+    assert _mcp.BEAT <= 5.0  # so a host never waits the 10 s it may allow
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["langgraph_refine._tool", "langgraph_refine.cli._mcp", "langgraph_refine.cli._mcp_http"],
+)
+def test_the_docstring_examples_hold(name: str) -> None:
+    import doctest
+    import importlib
+
+    failures, tried = doctest.testmod(importlib.import_module(name), verbose=False)
+    assert failures == 0 and tried > 0

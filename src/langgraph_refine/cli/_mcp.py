@@ -37,6 +37,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StreamMode
 
 from langgraph_refine._decisions._options import GRAPH, LoopOptions, context_key
+from langgraph_refine._errors import RefineError
 from langgraph_refine._loop._graph import loop_builder
 from langgraph_refine._tool import (
     DESCRIPTION,
@@ -84,6 +85,9 @@ use, each in a few words, so the listing stays short."""
 
 BEAT = 5.0
 """Seconds at most between two progress notifications while a call runs."""
+
+FIRST = 1.0
+"""Seconds at most from a call's start to its first progress notification."""
 
 STOP_WAIT = 1.0
 """Seconds a cancelled call waits for its loop to end (its model request closed)."""
@@ -158,12 +162,13 @@ class Reporter:
             await self.report(round_message(chunk))
 
     async def beat(self) -> None:
-        """Say the phase again whenever `BEAT` seconds passed without a notification."""
+        """Say the phase whenever `BEAT` seconds passed without a notification (`FIRST` first)."""
         import anyio
 
         while True:
-            await anyio.sleep(max(0.0, self.sent_at + BEAT - time.monotonic()))
-            if time.monotonic() - self.sent_at >= BEAT * 0.99:
+            wait = BEAT if self.sent >= 0 else FIRST
+            await anyio.sleep(max(0.0, self.sent_at + wait - time.monotonic()))
+            if time.monotonic() - self.sent_at >= wait * 0.99:
                 await self.report(f"{self.phase} ({time.monotonic() - self.since:.0f} s)")
 
 
@@ -370,11 +375,24 @@ def build_server(tool: RefineTool) -> Server:
         except ValueError as exc:
             return _error(" ".join(str(exc).split()))
         except Exception as exc:
-            settings = tool.settings
-            return _error(describe_error(exc, settings.describe_endpoint(), settings.timeout))
+            return _error(failure_text(exc, tool.settings))
         return _result(result)
 
     return server
+
+
+def failure_text(exc: Exception, settings: ModelSettings) -> str:
+    """A failed run's message for the host: `run`'s, less a library error's class name.
+
+    Example:
+        >>> from langgraph_refine._errors import Unjudged
+        >>> failure_text(Unjudged("the judge could not judge the answer"), ModelSettings(None))
+        'the judge could not judge the answer'
+    """
+    text = describe_error(exc, settings.describe_endpoint(), settings.timeout)
+    if isinstance(exc, RefineError):  # its message reads on its own
+        return text.removeprefix(f"{type(exc).__name__}: ")
+    return text
 
 
 async def _run(call: Coroutine[Any, Any, dict[str, Any]], reporter: Reporter | None) -> Any:
