@@ -8,7 +8,8 @@ what a host meets: foreign `Host` and `Origin` refused, progress from a call's f
 seconds and never more than 10 s apart, a cancel that closes the model request, `null`
 refused, no model explained, messages without Python's words, a short listing, and no
 traceback when a client goes away. The official conformance suite runs where Node.js 22
-can be fetched (as `make ui-bundler` fetches its bundler).
+can be fetched (`make mcp-conformance`, as `make ui-bundler` fetches its bundler), and is
+required where `LANGGRAPH_REFINE_REQUIRE_MCP_CONFORMANCE=1` (`.ci/run`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -439,15 +440,36 @@ def conformance() -> list[str] | None:
     return None
 
 
+REQUIRE_CONFORMANCE_ENV = "LANGGRAPH_REFINE_REQUIRE_MCP_CONFORMANCE"
+"""Set to 1 (as .ci/run does) to make a conformance suite that cannot run fail its test."""
+
+NO_CONFORMANCE = (
+    "the MCP conformance suite needs Node.js 22, fetched with npx (make mcp-conformance: "
+    "npx -y -p node@22 -p @modelcontextprotocol/conformance): npx is missing or could not "
+    "fetch them"
+)
+
+
+def skip_without(runner: list[str] | None, environ: Mapping[str, str]) -> list[str]:
+    """`runner`; else skip, saying why (fail when the environment requires the suite)."""
+    if runner is not None:
+        return runner
+    if environ.get(REQUIRE_CONFORMANCE_ENV, "").strip() == "1":
+        pytest.fail(f"{REQUIRE_CONFORMANCE_ENV}=1 but {NO_CONFORMANCE}")
+    pytest.skip(NO_CONFORMANCE)
+
+
+def test_a_suite_that_cannot_run_skips_saying_why_unless_required() -> None:
+    assert skip_without(["node", "conformance"], {}) == ["node", "conformance"]
+    with pytest.raises(pytest.skip.Exception, match=r"needs Node\.js 22, fetched with npx"):
+        skip_without(None, {})
+    with pytest.raises(pytest.fail.Exception, match=f"{REQUIRE_CONFORMANCE_ENV}=1 but the MCP"):
+        skip_without(None, {REQUIRE_CONFORMANCE_ENV: "1"})
+
+
 @pytest.mark.slow
 def test_the_official_conformance_scenarios_that_apply_pass(http_server: str) -> None:
-    runner = conformance()
-    if runner is None:
-        pytest.skip(
-            "the MCP conformance suite needs Node.js 22, fetched with npx "
-            "(npx -y -p node@22 -p @modelcontextprotocol/conformance): npx is missing or "
-            "could not fetch it"
-        )
+    runner = skip_without(conformance(), os.environ)
     scenarios = (*CONFORMANCE, "dns-rebinding-protection")
     running = {
         scenario: subprocess.Popen(
