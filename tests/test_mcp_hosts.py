@@ -589,3 +589,19 @@ def test_the_docstring_examples_hold(name: str) -> None:
 
     failures, tried = doctest.testmod(importlib.import_module(name), verbose=False)
     assert failures == 0 and tried > 0
+
+
+def test_a_model_that_cannot_be_built_is_explained_like_no_model(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from langgraph_refine.cli._mcp import NO_MODEL, unavailable
+    from langgraph_refine.cli._models import ModelSettings
+
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    assert unavailable(ModelSettings(model=None)) == NO_MODEL
+    said = unavailable(ModelSettings(model="openai:gpt-4o-mini"))
+    assert said is not None
+    assert said.startswith("this server cannot build its model: --model 'openai:gpt-4o-mini': ")
+    assert "OPENAI_API_KEY" in said and said.endswith("configuration and restart it")
+    assert unavailable(ModelSettings(model="scripted", base_url="http://127.0.0.1:9/v1")) is None

@@ -282,19 +282,28 @@ class RefineTool:
         }
 
 
-def no_model_message(reason: str) -> str:
-    """Why a call cannot run, in the words of a host's configuration."""
-    if reason.startswith("no model given"):
+NO_MODEL = (
+    "this server has no model: add --model NAME to its args in the host's configuration (a "
+    "'provider:model' string such as openai:gpt-4o-mini, or a model name served over the "
+    f"OpenAI protocol, with --base-url URL), or set {MODEL_ENV} in its env; then restart it"
+)
+"""What a call is told when the server was started without a model."""
+
+
+def unavailable(settings: ModelSettings) -> str | None:
+    """Why the server's models cannot answer a call, in a host's configuration's words."""
+    if not settings.model:
+        return NO_MODEL
+    try:
+        settings.generator()
+        if settings.judge_model:
+            settings.judge()
+    except CliError as exc:
         return (
-            "this server has no model: add --model NAME to its args in the host's "
-            "configuration (a 'provider:model' string such as openai:gpt-4o-mini, or a model "
-            "name served over the OpenAI protocol, with --base-url URL), or set "
-            f"{MODEL_ENV} in its env; then restart the server"
+            f"this server cannot build its model: {exc}; fix its args or env in the host's "
+            "configuration and restart it"
         )
-    return (
-        f"this server cannot build its model: {reason}; fix its args or env in the host's "
-        "configuration and restart it"
-    )
+    return None
 
 
 def build_tool(options: CommandOptions, settings: ModelSettings) -> RefineTool:
@@ -307,12 +316,9 @@ def build_tool(options: CommandOptions, settings: ModelSettings) -> RefineTool:
         CliError: For options the loop refuses, or a check that cannot be built.
     """
     offered = option_names(SERVER_SETS)
-    try:
-        settings.generator()
-        if settings.judge_model:
-            settings.judge()
-    except CliError as exc:
-        return RefineTool(None, offered, settings, unavailable=no_model_message(str(exc)))
+    why = unavailable(settings)
+    if why is not None:
+        return RefineTool(None, offered, settings, unavailable=why)
     kwargs = options.graph_kwargs(settings.judge)
     evaluator = kwargs.pop("evaluator")
     try:
@@ -355,6 +361,8 @@ def build_server(tool: RefineTool) -> Server:
     async def call_tool(name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         if name != TOOL:
             return _error(f"unknown tool {name!r}: this server has one tool, {TOOL!r}")
+        if tool.unavailable is not None:
+            return _error(tool.unavailable)
         try:
             given = tool.check(arguments)
         except ValueError as exc:
