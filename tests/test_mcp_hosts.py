@@ -288,9 +288,12 @@ async def test_a_host_is_told_in_its_own_words_from_a_short_listing(
         flags = text_of(await session.call_tool("refine", {"task": "W.", "strategy": "chain"}))
         assert flags.startswith("unknown argument(s) 'strategy': the arguments are budget, ")
         assert said["max_tokens"] == "max_tokens must be at most 512; got 100000"
-        for arguments in ({"max_iterations": 1}, {"task": " "}, {"task": None}):
-            missing = text_of(await session.call_tool("refine", arguments))
-            assert missing.startswith("task ") and not PYTHON_WORDS.search(missing), missing
+        for arguments, said_ in (
+            ({"max_iterations": 1}, "task is missing: give the request to answer, as text"),
+            ({"task": " "}, 'task must be the request to answer, as text; got " "'),
+            ({"task": None}, "task must be the request to answer, as text; got null"),
+        ):
+            assert text_of(await session.call_tool("refine", arguments)) == said_
         assert len(model.requests) == before  # refused before any model call
 
         # Given as text, as the Inspector's command line sends values: read, then checked.

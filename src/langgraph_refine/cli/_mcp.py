@@ -44,6 +44,7 @@ from langgraph_refine._tool import (
     OUTPUT_SCHEMA,
     from_text,
     input_schema,
+    json_text,
     option_names,
     schema_error,
     unknown_arguments,
@@ -232,8 +233,8 @@ class RefineTool:
         task = given.get("task")
         if "task" not in given:
             raise ValueError("task is missing: give the request to answer, as text")
-        if isinstance(task, str) and not task.strip():
-            raise ValueError(f"task is empty ({json.dumps(task)}): give the request to answer")
+        if not isinstance(task, str) or not task.strip():  # it has no default
+            raise ValueError(f"task must be the request to answer, as text; got {json_text(task)}")
         for name, value in given.items():
             error = schema_error(name, value, schema["properties"][name])
             if error is not None:
