@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 PG_URI ?= postgresql://postgres@127.0.0.1:5432/test
 
 .DEFAULT_GOAL := help
-.PHONY: help install ui-bundler test lint demo record bench docs clean
+.PHONY: help install ui-bundler mcp-conformance test lint demo record bench docs clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[test]'
 	touch $(STAMP)
 
-install: $(STAMP) ui-bundler ## create .venv, install the project with its test extras, fetch the UI bundler
+install: $(STAMP) ui-bundler mcp-conformance ## create .venv, install the project with its test extras, fetch the UI bundler and the MCP conformance suite
 
 # `langgraph dev` bundles examples/chat_server/progress.tsx with `npx @langchain/langgraph-ui`:
 # fetched into npm's cache here, once, so the tests serve it offline (without Node.js or npm,
@@ -29,6 +29,17 @@ ui-bundler: ## fetch the bundler langgraph dev runs for the chat's UI component 
 		echo "UI bundler @langchain/langgraph-ui is in npm's cache"; \
 	else \
 		echo "could not fetch @langchain/langgraph-ui: the test of the served UI component will skip"; \
+	fi
+
+# The official MCP conformance suite needs Node.js 22: npx fetches it as the `node` package,
+# with the suite, into npm's cache, once (without npx, or offline, its test skips, saying why).
+mcp-conformance: ## fetch Node.js 22 and the MCP conformance suite the MCP tests run into npm's cache
+	@if ! command -v npx >/dev/null 2>&1; then \
+		echo "Node.js (npx) not found: the MCP conformance test will skip"; \
+	elif npx -y -p node@22 -p @modelcontextprotocol/conformance conformance --help >/dev/null 2>&1; then \
+		echo "Node.js 22 and @modelcontextprotocol/conformance are in npm's cache"; \
+	else \
+		echo "could not fetch the MCP conformance suite: its test will skip"; \
 	fi
 
 # The suite runs on two workers more than the machine has cores (WORKERS=0 runs it in one

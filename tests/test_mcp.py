@@ -5,7 +5,9 @@ reaches it over streamable HTTP: one process of each, shared by the tests), its 
 scripted OpenAI-compatible server on loopback that counts the calls. A task holding
 `[slow]` makes every call of its run take `SLOW` seconds, so a run outlasts a client's
 timeout, and a cancelled call can be seen to stop. The tool's schema and the command's
-usage errors are checked in process.
+usage errors are checked in process. What a host meets first (Host and Origin checks,
+progress on long calls, a cancel closing its request, refusals in a host's words, no
+model) is in `test_mcp_hosts.py`.
 """
 
 from __future__ import annotations
@@ -137,7 +139,7 @@ async def test_a_host_over_stdio_gets_a_json_result_progress_and_readable_refusa
         assert schema["required"] == ["task"] and schema["additionalProperties"] is False
         # The run options a host may set, from the declaration; the models are the flags'.
         assert {"max_iterations", "budget", "criteria", "evaluator"} <= set(schema["properties"])
-        assert not {"models", "judge_model", "messages"} & set(schema["properties"])
+        assert not {"models", "judge_model", "messages", "strategy"} & set(schema["properties"])
         assert tool.outputSchema is not None and "scores" in tool.outputSchema["properties"]
 
         progress = Progress()
@@ -154,13 +156,21 @@ async def test_a_host_over_stdio_gets_a_json_result_progress_and_readable_refusa
         assert (output["score"], output["verdict"]) == (0.5, "NEEDS_IMPROVEMENT")
         assert output["scores"] == [0.3, 0.4, 0.5]
         assert output["usage"]["calls"] == 6 == len(model.requests) - before  # type: ignore[attr-defined]
-        # One notification per round: rounds done, and the round's score.
-        assert [done for done, _ in progress.seen] == [1, 2, 3]
+        # Each step as it starts (the phase) and each round's score, progress rising.
         assert [message for _, message in progress.seen] == [
+            "round 0: generating",
+            "round 0: judging",
             "round 0: score 0.30 (best 0.30)",
+            "round 1: generating a refinement",
+            "round 1: judging",
             "round 1: score 0.40 (best 0.40)",
+            "round 2: generating a refinement",
+            "round 2: judging",
             "round 2: score 0.50 (best 0.50)",
+            "choosing the result",
         ]
+        done = [value for value, _ in progress.seen]
+        assert done == sorted(set(done)) and [int(v) for v in done[2::3]] == [1, 3, 5]
         judged = [
             json.dumps(body["messages"])
             for body in model.requests[before:]  # type: ignore[attr-defined]
@@ -177,11 +187,9 @@ async def test_a_host_over_stdio_gets_a_json_result_progress_and_readable_refusa
         # A run the loop refuses says why, before any model call.
         refused = await session.call_tool("refine", {"task": "Write.", "max_tokens": 100000})
         assert refused.isError
-        assert text_of(refused).startswith(
-            "max_tokens=100000 in the run's context is above this deployment's cap of 512"
-        )
-        bad = await session.call_tool("refine", {"task": "Write.", "strategy": "greedy"})
-        assert text_of(bad) == "strategy must be one of 'chain', 'explore', 'sample'; got 'greedy'"
+        assert text_of(refused) == "max_tokens must be at most 512; got 100000"
+        bad = await session.call_tool("refine", {"task": "Write.", "target_score": 2})
+        assert text_of(bad) == "target_score must be in [0, 1], got 2"
         empty = await session.call_tool("refine", {"task": " "})
         assert empty.isError and "task" in text_of(empty)
         assert len(model.requests) == before  # type: ignore[attr-defined]
@@ -258,7 +266,8 @@ async def test_progress_keeps_a_call_longer_than_the_clients_timeout_alive(
     took = time.monotonic() - start
     assert not result.isError, text_of(result)
     assert took > 1.5 * idle  # longer than a client with a fixed `idle` timeout waits
-    assert [done for done, _ in progress.seen] == [1, 2, 3, 4]
+    rounds = [message for _, message in progress.seen if message and ": score " in message]
+    assert len(rounds) == 4 and progress.seen[-1][1] == "choosing the result"
     assert result.structuredContent is not None
     assert len(result.structuredContent["scores"]) == 4
 
@@ -302,22 +311,40 @@ async def test_langchain_mcp_adapters_load_the_tool_into_an_agent(http_server: s
     assert json.loads(message.content[0]["text"]) == artifact  # the JSON text block
 
 
-def test_the_tool_takes_the_run_options_in_a_hosts_words() -> None:
-    from langgraph_refine._decisions._options import CONTEXT, context_key, declared
-    from langgraph_refine._tool import DESCRIPTION, input_schema, option_names
-    from langgraph_refine.cli._mcp import SET_BY_FLAGS
+def test_the_tool_takes_the_run_options_a_host_model_can_use_in_its_words() -> None:
+    from langgraph_refine._decisions._options import CONTEXT, context_key, declaration, declared
+    from langgraph_refine.cli._mcp import SERVER_SETS, RefineTool, listing, option_names
+    from langgraph_refine.cli._models import ModelSettings
 
-    schema = input_schema(option_names(SET_BY_FLAGS))
-    # Every option a run's context takes (a new one too), but the models: the flags'.
-    taken = {context_key(name) for name in declared(CONTEXT) if name not in SET_BY_FLAGS}
+    tool = RefineTool(None, option_names(SERVER_SETS), ModelSettings(model=None))
+    schema = tool.schema()
+    # Every option a run's context takes (a new one too), but those the server's flags set.
+    taken = {context_key(name) for name in declared(CONTEXT) if name not in SERVER_SETS}
     assert set(schema["properties"]) == {"task"} | taken
+    for name, flag in SERVER_SETS.items():  # each is the server's own flag, or none at all
+        assert (flag in declaration(name).flags) if flag else not declaration(name).flags
     assert all(p["description"] for p in schema["properties"].values())
-    assert schema["properties"]["budget"]["properties"]["max_calls"] == {"type": "integer"}
+    budget = schema["properties"]["budget"]["properties"]
+    assert budget["max_calls"]["type"] == "integer" and budget["max_calls"]["minimum"] == 0
+    assert all(limit["description"] for limit in budget.values())
     assert schema["properties"]["max_iterations"]["type"] == "integer"
-    text = DESCRIPTION + json.dumps(schema)
-    assert len(text) <= 4000
+    text = json.dumps(listing(tool).model_dump(mode="json", exclude_none=True))
+    assert len(text) <= 3000, len(text)
     for python in ("RefineMiddleware", "pydantic", "Unjudged", "EDITS_AUTO", "LoopOptions"):
         assert python not in text
+
+
+def test_the_schema_shows_the_servers_own_defaults() -> None:
+    from langgraph_refine import LoopOptions
+    from langgraph_refine.cli._mcp import SERVER_SETS, RefineTool, option_names
+    from langgraph_refine.cli._models import ModelSettings
+
+    settings = ModelSettings(model=None, max_tokens=256)
+    tool = RefineTool(None, option_names(SERVER_SETS), settings, LoopOptions(max_iterations=2))
+    properties = tool.schema()["properties"]
+    assert properties["max_iterations"]["default"] == 2  # --max-iterations 2
+    assert properties["max_tokens"]["maximum"] == 256  # --max-tokens 256
+    assert tool.total({}) == 7 and tool.total({"max_iterations": 0}) == 3
 
 
 def test_the_command_takes_runs_model_and_check_flags_and_refuses_a_bad_transport(

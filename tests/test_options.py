@@ -22,7 +22,7 @@ def build(**options: Any) -> Any:
         ("target_score", float("nan"), "target_score"),
         ("max_iterations", -1, "max_iterations must be an integer >= 0, got -1"),
         ("max_iterations", 2.5, "max_iterations"),
-        ("patience", -1, "patience must be >= 1, or 0 to disable the plateau rule \\(None"),
+        ("patience", -1, "patience must be an integer >= 1, or 0 to disable the plateau rule;"),
         ("min_delta", -0.01, "min_delta must be a number >= 0"),
         ("memory", "everything", "memory must be one of"),
         ("memory", 0, "memory must be one of"),

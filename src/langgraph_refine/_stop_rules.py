@@ -91,8 +91,8 @@ class StopRules:
             raise ValueError(f"max_iterations must be an integer >= 0, got {self.max_iterations!r}")
         if self.patience is not None and (not _is_int(self.patience) or self.patience < 0):
             raise ValueError(
-                f"patience must be >= 1, or 0 to disable the plateau rule (None disables "
-                f"it too); got {self.patience!r}"
+                f"patience must be an integer >= 1, or 0 to disable the plateau rule; "
+                f"got {self.patience!r}"
             )
         if self.patience == 0:  # one meaning on every surface: the command line's "0 disables"
             object.__setattr__(self, "patience", None)

@@ -20,6 +20,7 @@ from langgraph_refine._calls._budget import LIMITS
 from langgraph_refine._decisions._options import (
     CONTEXT,
     DEFAULTS,
+    LoopOptions,
     RefineContext,
     context_key,
     declaration,
@@ -31,28 +32,40 @@ DESCRIPTION = (
     "Write an answer to `task` and improve it: a judge scores each draft (0 to 1) against "
     "the task and `criteria`, and its feedback drives the next draft until the answer "
     "passes or a limit is reached. Returns `response` (the best answer), `score`, "
-    "`verdict` (PASS, NEEDS_IMPROVEMENT or FAIL), `stop_reason` and `usage` (model calls, "
-    "tokens, seconds). Takes a while: each round is one or two model calls."
+    "`verdict`, `stop_reason` and `usage` (what it spent). Takes a while: each round is "
+    "one or two model calls."
 )
 """What a host is told the `refine` tool does."""
 
 TASK = {
     "type": "string",
-    "description": "What to write or answer: the request, with any context it needs.",
+    "description": "The request to answer, with any context it needs.",
 }
 MESSAGES = {
     "type": "array",
     "items": {"type": "object"},
-    "description": "For chat clients, instead of `task`: a conversation whose last user "
-    "message is the task; the answer is appended to it.",
+    "description": "Instead of `task`: a chat ending with the user's request; the answer "
+    "is appended.",
 }
+
+BUDGET_UNITS: Mapping[str, str] = {
+    "max_calls": "Model requests, retries included.",
+    "max_tokens": "Tokens in and out.",
+    "max_seconds": "Seconds.",
+    "max_cost": "US dollars.",
+}
+"""Each budget limit's unit, as a host is told it (every limit is for the whole call)."""
 
 _SCHEMAS: Mapping[str, dict[str, Any]] = {
     # An object with its limits named, so a host can fill it (not a free-form dict).
     "budget": {
         "type": "object",
         "properties": {
-            name: {"type": "integer" if name in ("max_calls", "max_tokens") else "number"}
+            name: {
+                "type": "integer" if name in ("max_calls", "max_tokens") else "number",
+                "minimum": 0,
+                "description": BUDGET_UNITS[name],
+            }
             for name in LIMITS
         },
         "additionalProperties": False,
@@ -76,10 +89,15 @@ def _json_type(key: str) -> dict[str, Any]:
     return schema
 
 
-def option_schema(name: str) -> dict[str, Any]:
-    """The argument of the option `name`: its JSON type, a host's words, its default."""
+def option_schema(name: str, defaults: LoopOptions = DEFAULTS) -> dict[str, Any]:
+    """The argument of the option `name`: its JSON type, a host's words, its default.
+
+    Args:
+        name: The option (a field name).
+        defaults: Where its default is read: a server's own options, or the library's.
+    """
     schema = {**_json_type(context_key(name)), "description": declaration(name).tool}
-    default = getattr(DEFAULTS, name)
+    default = getattr(defaults, name)
     if isinstance(default, bool | int | float | str):  # the default a plain value shows
         schema["default"] = default
     return schema
@@ -90,18 +108,21 @@ def option_names(exclude: Collection[str] = ()) -> tuple[str, ...]:
     return tuple(name for name in declared(CONTEXT) if name not in exclude)
 
 
-def input_schema(options: Iterable[str], *, messages: bool = False) -> dict[str, Any]:
+def input_schema(
+    options: Iterable[str], *, messages: bool = False, defaults: LoopOptions = DEFAULTS
+) -> dict[str, Any]:
     """A tool's input schema: `task`, the options' arguments, and `messages` if taken.
 
     Args:
         options: The options offered (field names, see `option_names`).
         messages: Also take a conversation in place of `task` (a chat client's form).
+        defaults: The options a call leaves out take (the server's, by default the library's).
     """
-    properties: dict[str, Any] = {"task": TASK}
+    properties: dict[str, Any] = {"task": dict(TASK)}
     if messages:
-        properties["messages"] = MESSAGES
+        properties["messages"] = dict(MESSAGES)
     for name in options:
-        properties[context_key(name)] = option_schema(name)
+        properties[context_key(name)] = option_schema(name, defaults)
     return {
         "type": "object",
         "properties": properties,
@@ -166,6 +187,108 @@ def from_text(arguments: Mapping[str, Any], schema: Mapping[str, Any]) -> dict[s
     return read
 
 
+def json_text(value: Any, limit: int = 80) -> str:
+    """`value` as JSON text (`null`, `true`, `"text"`), cut to `limit` characters."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = json.dumps(str(value), ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+_PYTHON_TYPES: Mapping[str, type] = {
+    "string": str,
+    "integer": int,
+    "object": dict,
+    "array": list,
+    "boolean": bool,
+}
+
+_TYPE_WORDS: Mapping[str, str] = {
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "object": "an object",
+    "array": "an array",
+}
+
+
+def _is(kind: str, value: Any) -> bool:
+    """Whether `value` (decoded JSON) is of the JSON type `kind` (a boolean is no number)."""
+    if isinstance(value, bool):
+        return kind == "boolean"
+    if kind == "number":
+        return isinstance(value, int | float)
+    return kind != "boolean" and isinstance(value, _PYTHON_TYPES.get(kind, object))
+
+
+def _expected(schema: Mapping[str, Any]) -> str:
+    """What `schema` takes, in a host's words: `an integer`, `a string or an array of strings`."""
+    if "enum" in schema:
+        return "one of " + ", ".join(json_text(v) for v in schema["enum"])
+    if "const" in schema:
+        return json_text(schema["const"])
+    if "anyOf" in schema:
+        *first, last = [_expected(variant) for variant in schema["anyOf"]]
+        return f"{', '.join(first)} or {last}" if first else last
+    kind = str(schema.get("type", ""))
+    if kind == "array" and "items" in schema:
+        return f"an array of {_expected(schema['items']).removeprefix('a ').removeprefix('an ')}s"
+    return _TYPE_WORDS.get(kind, kind)
+
+
+def schema_error(name: str, value: Any, schema: Mapping[str, Any]) -> str | None:
+    """Why `value` does not fit the argument `name`'s `schema`, in a host's words (None: it fits).
+
+    Checks what the tools' schemas use: `type`, `enum`, `const`, `anyOf`, `items`, an
+    object's `properties` and `additionalProperties`, `minimum` and `maximum`. A `null`
+    is refused naming the argument: leaving it out is how a host asks for the default.
+
+    Example:
+        >>> schema_error("max_iterations", None, {"type": "integer"})
+        'max_iterations is null: leave it out for the default, or give an integer'
+        >>> schema_error("strategy", "greedy", {"type": "string", "enum": ["chain", "sample"]})
+        'strategy must be one of "chain", "sample"; got "greedy"'
+    """
+    if value is None:
+        return f"{name} is null: leave it out for the default, or give {_expected(schema)}"
+    if "anyOf" in schema:
+        if any(schema_error(name, value, variant) is None for variant in schema["anyOf"]):
+            return None
+        return f"{name} must be {_expected(schema)}; got {json_text(value)}"
+    kind = schema.get("type")
+    fits = (kind is None or _is(kind, value)) and value in schema.get("enum", [value])
+    if not fits or ("const" in schema and value != schema["const"]):
+        return f"{name} must be {_expected(schema)}; got {json_text(value)}"
+    low, high = schema.get("minimum"), schema.get("maximum")
+    if isinstance(value, int | float) and not (low is None or value >= low):
+        return f"{name} must be at least {low}; got {json_text(value)}"
+    if isinstance(value, int | float) and not (high is None or value <= high):
+        return f"{name} must be at most {high}; got {json_text(value)}"
+    if isinstance(value, list) and "items" in schema:
+        items = (schema_error(f"{name}[{i}]", v, schema["items"]) for i, v in enumerate(value))
+        return next((error for error in items if error is not None), None)
+    if isinstance(value, dict) and "properties" in schema:
+        return _object_error(name, value, schema)
+    return None
+
+
+def _object_error(name: str, value: Mapping[str, Any], schema: Mapping[str, Any]) -> str | None:
+    """Why an object argument does not fit: an unknown field, or a field's value."""
+    properties = schema["properties"]
+    unknown = sorted(key for key in value if key not in properties)
+    if unknown and schema.get("additionalProperties") is False:
+        return (
+            f"{name} has no field(s) {', '.join(map(json_text, unknown))}: its fields are "
+            + ", ".join(properties)
+        )
+    fields = (
+        schema_error(f"{name}.{k}", v, properties[k]) for k, v in value.items() if k in properties
+    )
+    return next((error for error in fields if error is not None), None)
+
+
 OUTPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -177,7 +300,7 @@ OUTPUT_SCHEMA: dict[str, Any] = {
         "scores": {
             "type": "array",
             "items": {"type": ["number", "null"]},
-            "description": "Each answer's score, in the order written.",
+            "description": "Each answer's score, in order.",
         },
     },
     "required": ["response", "score", "verdict", "stop_reason", "usage", "scores"],

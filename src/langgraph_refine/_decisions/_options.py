@@ -342,7 +342,7 @@ class LoopOptions:
     judge_model: BaseChatModel | str | None = field(
         default=None,
         metadata=declare(
-            tool="The model that judges the answers (a model name); default: the answering model.",
+            tool="The model that judges (default: the answering model).",
             kept=True,
             flags=("--judge-model",),
             not_in={LINE: _WHOLE_BATCH},
@@ -402,7 +402,7 @@ class LoopOptions:
     budget: Budget | None = field(
         default=None,
         metadata=declare(
-            tool="Limits on what the call may spend (each optional).",
+            tool="Limits for the whole call (each optional).",
             kept=True,
             flags=(
                 "--budget-calls",
@@ -431,7 +431,7 @@ class LoopOptions:
     criteria: tuple[str, ...] = field(
         default=(),
         metadata=declare(
-            tool="What the answer must satisfy: one string or a list; the judge checks each.",
+            tool="What the answer must satisfy: a string or a list of them.",
             kept=True,
             flags=("--criterion",),
             help="What the answer must satisfy, added to every LLM judge's criteria "
@@ -445,8 +445,8 @@ class LoopOptions:
     on_evaluator_error: OnEvaluatorError = field(
         default="retry",
         metadata=declare(
-            tool="If an answer cannot be judged: judge again (retry), leave it unjudged "
-            "(skip), fail (raise).",
+            tool="An answer the judge cannot judge: judge again (retry), leave it (skip), "
+            "fail (raise).",
             kept=True,
             flags=("--on-evaluator-error",),
             help="When the judge cannot judge an answer (unreadable replies, a judge model "
@@ -485,8 +485,8 @@ class LoopOptions:
     strategy: Strategy = field(
         default=DEFAULT_STRATEGY,
         metadata=declare(
-            tool="What rounds improve: the best answers (explore), the last (chain), or "
-            "fresh ones (sample).",
+            tool="What rounds improve: the best answers (explore), the last (chain), new ones "
+            "(sample).",
             flags=("--strategy",),
             help="How rounds choose what to refine.",
         ),
@@ -565,8 +565,7 @@ class LoopOptions:
     record_key: str | None = field(
         default=None,
         metadata=declare(
-            tool="Where the server keeps what it learns about rounds; default: per "
-            "model and check.",
+            tool="Where the server keeps what it learns (default: per model and check).",
             not_in=_NOT_ON_CLI,
         ),
     )
@@ -626,7 +625,7 @@ class LoopOptions:
     select_margin: float = field(
         default=DEFAULT_SELECT_MARGIN,
         metadata=declare(
-            tool="With pairwise: compare the answers within this score of the best.",
+            tool="With pairwise: compare answers this close to the best score.",
             kept=True,
             not_in={
                 **_NOT_ON_CLI,
@@ -652,7 +651,7 @@ class LoopOptions:
     confirm_pass: bool = field(
         default=False,
         metadata=declare(
-            tool="Judge an answer that would end the call once more, and stop only if both agree.",
+            tool="Judge a stopping answer twice; stop only if both agree.",
             kept=True,
             flags=("--confirm-pass",),
             help="Judge a round that would stop on PASS or the target score once more; stop "
@@ -667,8 +666,7 @@ class LoopOptions:
         default=False,
         metadata=declare(
             kept=True,
-            tool="Stop on a passing judgment only when the judge was calibrated against "
-            "people's verdicts.",
+            tool="Stop on a pass only if the judge is calibrated against people's verdicts.",
             flags=("--require-calibration",),
             help="Stop on a PASS or the target score only when the judge is calibrated "
             "(--calibration FILE); an uncalibrated PASS is not trusted and the run goes on "
@@ -715,8 +713,7 @@ class LoopOptions:
     checks: tuple[EvaluatorSpec, ...] | None = field(
         default=None,
         metadata=declare(
-            tool="Checks scoring the answer instead of the judge: words:50-120, "
-            "contains:a,b, regex:P, judge.",
+            tool="Checks instead of the judge: words:50-120, contains:a,b, regex:P, judge.",
             flags=("--evaluator",),
             context_key="evaluator",
             line_key="evaluator",
@@ -729,7 +726,7 @@ class LoopOptions:
     max_tokens: int | None = field(
         default=None,
         metadata=declare(
-            tool="The most output tokens per model call (at most the server's limit).",
+            tool="Output tokens per model request (at most the server's cap).",
             flags=("--max-tokens",),
             not_in={
                 GRAPH: "the generator's own setting",
@@ -744,8 +741,7 @@ class LoopOptions:
     models: tuple[str, ...] | None = field(
         default=None,
         metadata=declare(
-            tool="The models that write the answers (model names), cheapest first; default: "
-            "the server's.",
+            tool="Models that write the answers, cheapest first (default: the server's).",
             flags=("--model",),
             not_in={GRAPH: _GRAPH_RUN, AGENT: "the agent's own model answers"},
             line_key="model",

@@ -371,15 +371,31 @@ def mcp(
     ] = 8000,
     host: Annotated[
         str,
-        typer.Option("--host", metavar="ADDRESS", help="With streamable-http: the address."),
+        typer.Option(
+            "--host",
+            metavar="ADDRESS",
+            help="With streamable-http: the address to bind; requests must name it (or "
+            "localhost, for a loopback address) in their Host and Origin headers.",
+        ),
     ] = "127.0.0.1",
+    allow_origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-origin",
+            metavar="ORIGIN",
+            help="With streamable-http: also take requests from web pages of this origin "
+            "(e.g. http://localhost:6274); repeatable.",
+        ),
+    ] = None,
     flags: SharedFlags | None = None,
 ) -> None:
     """Serve the loop as an MCP tool, `refine`, to an MCP host (stdio by default).
 
-    The host's call gives the task and any run option (max_iterations, budget,
-    criteria, ...); the models and the default check are this command's flags, as for
-    `run`. Each round sends a progress notification; a cancelled call stops the loop.
+    The host's call gives the task and the run options a host model can use
+    (max_iterations, budget, criteria, ...); the models, the default check and the other
+    options are this command's flags, as for `run`. With a progress token, the host hears
+    the loop's phase from the call's first moment and every few seconds; a cancelled call
+    stops the loop.
     """
     try:
         import mcp as _  # noqa: F401
@@ -387,14 +403,21 @@ def mcp(
         raise CliError(
             f"the mcp command needs the MCP SDK: {MCP_INSTALL_HINT}", exit_code=1
         ) from None
-    from langgraph_refine.cli._mcp import build_server, build_tool, serve, transport_named
+    from langgraph_refine.cli._mcp import build_server, build_tool, serve, transport_named, warn
+    from langgraph_refine.cli._mcp_http import origin_of
 
     chosen = transport_named(transport)
     if not 0 < port < 65536:
         raise CliError(f"--port must be a port number (1-65535), got {port}", exit_code=2)
+    try:
+        origins = [origin_of(origin) for origin in allow_origin or ()]
+    except ValueError as exc:
+        raise CliError(str(exc), exit_code=2) from None
     flags = flags or SharedFlags()
     tool = build_tool(flags.options(), flags.model_settings())
-    asyncio.run(serve(build_server(tool), chosen, host=host, port=port))
+    if tool.unavailable:
+        warn(tool.unavailable)
+    asyncio.run(serve(build_server(tool), chosen, host=host, port=port, origins=origins))
 
 
 MCP_INSTALL_HINT = "pip install 'langgraph-refine[mcp]'"

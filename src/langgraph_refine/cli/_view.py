@@ -37,6 +37,24 @@ def score_text(score: float | None) -> str:
     return "-" if score is None else f"{score:.2f}"
 
 
+def phase_text(node: str, rounds: int) -> str | None:
+    """What the loop is doing as its node `node` starts, after `rounds` judged rounds.
+
+    The one wording of the loop's phases: `run`'s spinner and `mcp`'s progress say it.
+
+    Example:
+        >>> phase_text("generate", 0), phase_text("evaluate", 1), phase_text("finalize", 2)
+        ('round 0: generating', 'round 1: judging', 'choosing the result')
+    """
+    if node == "generate":
+        return f"round {rounds}: " + ("generating a refinement" if rounds else "generating")
+    if node == "evaluate":
+        return f"round {rounds}: judging"
+    if node == "finalize":
+        return "choosing the result"
+    return None
+
+
 class RoundView:
     """Live view of one loop: a spinner while a model works, a line per evaluated round.
 
@@ -82,13 +100,9 @@ class RoundView:
 
         The round's number is the attempt being made: one more than the rounds shown.
         """
-        if node == "generate":
-            what = "generating a refinement…" if self._rounds else "generating…"
-            self.start(f"round {self._rounds}: {what}")
-        elif node == "evaluate":
-            self.start(f"round {self._rounds}: judging…")
-        elif node == "finalize":
-            self.start("choosing the result…")
+        what = phase_text(node, self._rounds)
+        if what is not None:
+            self.start(f"{what}…")
 
     def event(self, event: Any) -> None:
         """Handle one custom stream event of the loop (`round` or `stop`)."""
