@@ -1,15 +1,17 @@
-"""An OpenAI-compatible chat server on loopback that injects provider faults on a seeded schedule.
+"""A chat server on loopback that injects provider faults on a seeded schedule.
 
-It serves `/v1/chat/completions` itself (a scripted model behind a real socket) and answers
-each request as its run's schedule says: a normal completion or, at the run's fault rate,
-one of `FAULTS`. A run is named by the `model` of its requests, so many runs share one
-server and every request is put down to its run, late ones included.
+It serves OpenAI's `/v1/chat/completions` and Anthropic's `/v1/messages` itself (a scripted
+model behind a real socket, in either protocol) and answers each request as its run's
+schedule says: a normal completion or, at the run's fault rate, one of `FAULTS`. A run is
+named by the `model` of its requests, so many runs share one server and every request is
+put down to its run, late ones included.
 
 The scripted model: a draft reads `The sea, draft K.`, K one more than the highest draft
 number in the request (0 for the first), so a draft depends on its prompt only (a replay
-gets the same reply); a judge request (`response_format`, the structured output of
-`llm_judge`) gets `NEEDS_IMPROVEMENT` with a score rising with the draft it judges, so a
-loop without faults runs every round it may.
+gets the same reply); a judge request (the structured output of `llm_judge`:
+`response_format` for OpenAI, `output_config` for Anthropic) gets `NEEDS_IMPROVEMENT`
+with a score rising with the draft it judges, so a loop without faults runs every round
+it may.
 
 Every request is recorded (`Received`) with when it arrived, what it was answered with and
 when its exchange ended: the reply written, or the client gone (the server watches the
@@ -34,12 +36,13 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-TRANSPORT_FAULTS = ("500", "429", "408", "hang", "reset", "malformed", "truncated")
+REQUEST_FAULTS = ("500", "429", "408", "hang", "reset", "malformed", "truncated", "401")
 """What a request can get instead of its reply: HTTP 500; 429 with `Retry-After: 1`; 408;
-no reply for `HANG` seconds, then the connection closed; the connection reset at once
-(RST); a 200 reply whose body is not JSON; a 200 reply cut off half way."""
-FAULTS = (*TRANSPORT_FAULTS, "unreadable")
-"""`TRANSPORT_FAULTS`, and for a judge request only: a completion whose text is no verdict."""
+no reply for `HANG` seconds, then the connection reset; the connection reset at once;
+a 200 reply whose body is not JSON; a 200 reply cut off half way; 401 (not transient: a
+run meeting it raises, which shows whether its error keeps `.result`)."""
+FAULTS = (*REQUEST_FAULTS, "unreadable")
+"""`REQUEST_FAULTS`, and for a judge request only: a completion whose text is no verdict."""
 HANG = 8.0
 """Seconds a hung request waits before the server closes its connection."""
 LATENCY = 0.03
@@ -55,7 +58,7 @@ class Schedule:
     Attributes:
         rate: The share of requests that get a fault.
         seed: Seeds the draws, so the same run gets the same faults on every path.
-        judge_faults: Faults a judge request may get (drafts get `TRANSPORT_FAULTS`).
+        judge_faults: Faults a judge request may get (drafts get `REQUEST_FAULTS`).
         always: A fault every request of this kind (`"draft"` or `"judge"`) gets, after
             the run's first `after` requests.
         hold_at: The request (1-based, within the run) whose reply is held back for
@@ -83,7 +86,7 @@ class Schedule:
             return self.always[kind], hold
         if self.rng.random() >= self.rate:
             return "", hold
-        return self.rng.choice(TRANSPORT_FAULTS if kind == "draft" else self.judge_faults), hold
+        return self.rng.choice(REQUEST_FAULTS if kind == "draft" else self.judge_faults), hold
 
 
 @dataclass
@@ -125,8 +128,21 @@ def reply_text(kind: str, messages: list[dict[str, Any]]) -> str:
     )
 
 
-def completion(text: str, model: str) -> bytes:
-    """A chat-completion body carrying `text`, with usage."""
+def completion(text: str, model: str, anthropic: bool = False) -> bytes:
+    """A completion body carrying `text`, with usage, in OpenAI's or Anthropic's protocol."""
+    if anthropic:
+        return json.dumps(
+            {
+                "id": "msg_bench",
+                "type": "message",
+                "role": "assistant",
+                "model": model,
+                "content": [{"type": "text", "text": text}],
+                "stop_reason": "end_turn",
+                "stop_sequence": None,
+                "usage": {"input_tokens": 20, "output_tokens": 8},
+            }
+        ).encode()
     return json.dumps(
         {
             "id": "chatcmpl-bench",
@@ -145,10 +161,11 @@ def completion(text: str, model: str) -> bytes:
     ).encode()
 
 
-def error_body(status: int) -> bytes:
-    """An OpenAI-style error object for `status`."""
-    kind = {429: "rate_limit_exceeded", 408: "timeout"}.get(status, "server_error")
-    return json.dumps({"error": {"message": f"injected {status}", "type": kind}}).encode()
+def error_body(status: int, anthropic: bool = False) -> bytes:
+    """An error object for `status`, in OpenAI's or Anthropic's protocol."""
+    kind = {429: "rate_limit_error", 408: "timeout_error", 401: "authentication_error"}
+    error = {"message": f"injected {status}", "type": kind.get(status, "api_error")}
+    return json.dumps({"type": "error", "error": error} if anthropic else {"error": error}).encode()
 
 
 class _Server(ThreadingHTTPServer):
@@ -177,11 +194,16 @@ class FaultProxy:
         self._server: ThreadingHTTPServer | None = None
 
     @property
-    def base_url(self) -> str:
-        """The OpenAI-compatible base URL."""
+    def url(self) -> str:
+        """The server's root URL (Anthropic's base URL)."""
         assert self._server is not None, "the server is not running"
         host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
+        return f"http://{host!s}:{port}"
+
+    @property
+    def base_url(self) -> str:
+        """OpenAI's base URL."""
+        return f"{self.url}/v1"
 
     def of(self, run: str) -> list[Received]:
         """The requests of `run`, in order of arrival."""
@@ -190,7 +212,8 @@ class FaultProxy:
 
     def _admit(self, body: dict[str, Any]) -> tuple[Received, float]:
         run = str(body.get("model", ""))
-        kind = "judge" if "response_format" in body else "draft"
+        judge = "response_format" in body or "format" in (body.get("output_config") or {})
+        kind = "judge" if judge else "draft"
         with self._lock:
             schedule = self.schedules.setdefault(run, Schedule())
             fault, hold = schedule.next(kind)
@@ -224,7 +247,7 @@ class FaultProxy:
             handler.close_connection = True
             return
         try:
-            self._send(handler, request, body)
+            self._send(handler, request, body, handler.path.endswith("/messages"))
         except OSError:
             request.ended, request.outcome = time.monotonic(), "client gone"
             handler.close_connection = True
@@ -233,7 +256,11 @@ class FaultProxy:
         request.outcome = "answered" if request.fault in ("", "unreadable") else "failed"
 
     def _send(
-        self, handler: BaseHTTPRequestHandler, request: Received, body: dict[str, Any]
+        self,
+        handler: BaseHTTPRequestHandler,
+        request: Received,
+        body: dict[str, Any],
+        anthropic: bool,
     ) -> None:
         fault, model = request.fault, str(body.get("model", ""))
         if fault in ("hang", "reset"):
@@ -244,15 +271,15 @@ class FaultProxy:
             handler.close_connection = True
             return
         status, headers, payload = 200, {}, b""
-        if fault in ("500", "408", "429"):
-            status, payload = int(fault), error_body(int(fault))
+        if fault in ("500", "408", "429", "401"):
+            status, payload = int(fault), error_body(int(fault), anthropic)
             headers = {"retry-after": "1"} if fault == "429" else {}
         elif fault == "malformed":
             payload = b"<html><body><h1>502 Bad Gateway</h1></body></html>"
         else:
             kind = "unreadable" if fault == "unreadable" else request.kind
             text = UNREADABLE if kind == "unreadable" else reply_text(kind, body["messages"])
-            payload = completion(text, model)
+            payload = completion(text, model, anthropic)
         handler.send_response(status)
         handler.send_header("content-type", "application/json")
         handler.send_header("content-length", str(len(payload)))

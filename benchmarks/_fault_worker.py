@@ -5,7 +5,7 @@
 reads commands, one JSON object a line, on stdin: `{"run": {...}}` forks a process that
 runs the loop (`mode` "start" from the task, "resume" with `invoke(None)`, on `path` "graph"
 or "agent", checkpointed by `saver` "sqlite:PATH" or "postgres:URI" on `thread`, its model
-at `base_url`) and writes its result as JSON to `out`; the answer is the process's pid.
+at `url`) and writes its result as JSON to `out`; the answer is the process's pid.
 `{"wait": PID}` waits for that process to end and answers its exit status. Each loop thus
 runs in a fresh process that can be killed with SIGKILL, without paying for the imports
 every time (the forked process starts with the libraries already imported).
@@ -31,14 +31,30 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 TASK = "Write one line about the sea."
 
 
-def chat_model(base_url: str, run: str) -> Any:
-    """`ChatOpenAI` as users build it, named `run` (the server's key for the run)."""
+CLIENTS = ("openai", "anthropic")
+"""The chat models the benchmark builds: `ChatOpenAI`, `ChatAnthropic`."""
+
+
+def chat_model(url: str, run: str, client: str = "openai") -> Any:
+    """A chat model as users build it, named `run` (the server's key for the run).
+
+    Args:
+        url: The server's root URL.
+        run: The model's name.
+        client: `"openai"` for `ChatOpenAI`, `"anthropic"` for `ChatAnthropic`.
+    """
+    if client == "anthropic":
+        from langchain_anthropic import ChatAnthropic
+
+        return ChatAnthropic(model=run, base_url=url, api_key="sk-ant-bench")  # type: ignore[call-arg]
     from langchain_openai import ChatOpenAI
 
-    return ChatOpenAI(model=run, base_url=base_url, api_key="sk-bench")
+    return ChatOpenAI(model=run, base_url=f"{url}/v1", api_key="sk-bench")
 
 
-def build(path: str, base_url: str, run: str, **options: Any) -> tuple[Any, Any, Any]:
+def build(
+    path: str, url: str, run: str, client: str = "openai", **options: Any
+) -> tuple[Any, Any, Any]:
     """The loop on `path` ("graph" or "agent"), to be compiled with a checkpointer.
 
     Returns:
@@ -48,7 +64,7 @@ def build(path: str, base_url: str, run: str, **options: Any) -> tuple[Any, Any,
     from langgraph_refine import RefineMiddleware, RefineResult, create_refine_graph
     from langgraph_refine.evaluators import llm_judge
 
-    model = chat_model(base_url, run)
+    model = chat_model(url, run, client)
     judge = llm_judge(model)
     if path == "graph":
         builder = create_refine_graph(model, judge, **options)
@@ -88,7 +104,7 @@ def open_saver(spec: str) -> Iterator[BaseCheckpointSaver[Any]]:
 
 def run_loop(command: dict[str, Any]) -> dict[str, Any]:
     """Run or resume the loop as `command` says; its stop reason and calls."""
-    compile_with, first, read = build(command["path"], command["base_url"], command["thread"])
+    compile_with, first, read = build(command["path"], command["url"], command["thread"])
     config = {"configurable": {"thread_id": command["thread"]}}
     with open_saver(command["saver"]) as saver:
         runner = compile_with(saver)

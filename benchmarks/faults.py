@@ -32,6 +32,8 @@ Goals: 0 for each count, overshoot <= 0.5 s, at most one repeated call per kill.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
+import itertools
 import json
 import os
 import random
@@ -51,7 +53,7 @@ from typing import Any
 from langchain_core.messages import HumanMessage
 
 from benchmarks._fault_proxy import FAULTS, HANG, FaultProxy, Received, Schedule
-from benchmarks._fault_worker import build
+from benchmarks._fault_worker import CLIENTS, build
 from benchmarks._harness import BenchResult, Figure, md_table, run_async
 from langgraph_refine import Budget, RefineResult
 
@@ -109,7 +111,9 @@ def _finish(run: str, started: float, value: Any, read: Callable[[Any], Any]) ->
     return Outcome(run, read(value), None, now - started, now)
 
 
-def run_sync(path: str, base_url: str, run: str, options: dict[str, Any] | None = None) -> Outcome:
+def run_sync(
+    path: str, url: str, run: str, options: dict[str, Any] | None = None, client: str = "openai"
+) -> Outcome:
     """One run on `path`, driven with `invoke` / `refine` (`settings()` unless `options`)."""
     from langgraph_refine import refine
 
@@ -120,13 +124,13 @@ def run_sync(path: str, base_url: str, run: str, options: dict[str, Any] | None 
         from benchmarks._fault_worker import TASK, chat_model
         from langgraph_refine.evaluators import llm_judge
 
-        model = chat_model(base_url, run)
+        model = chat_model(url, run, client)
         try:
             value: Any = refine(model, TASK, llm_judge(model), **options)
         except Exception as exc:
             value = exc
         return _finish(run, started, value, lambda result: result)
-    compile_with, first, read = build(path, base_url, run, **options)
+    compile_with, first, read = build(path, url, run, client, **options)
     try:
         value = compile_with(None).invoke(first)
     except Exception as exc:
@@ -134,7 +138,7 @@ def run_sync(path: str, base_url: str, run: str, options: dict[str, Any] | None 
     return _finish(run, started, value, read)
 
 
-async def run_async_once(path: str, base_url: str, run: str) -> Outcome:
+async def run_async_once(path: str, url: str, run: str, client: str = "openai") -> Outcome:
     """One run on `path`, driven with `ainvoke` / `arefine`."""
     from langgraph_refine import arefine
 
@@ -143,13 +147,13 @@ async def run_async_once(path: str, base_url: str, run: str) -> Outcome:
         from benchmarks._fault_worker import TASK, chat_model
         from langgraph_refine.evaluators import llm_judge
 
-        model = chat_model(base_url, run)
+        model = chat_model(url, run, client)
         try:
             value: Any = await arefine(model, TASK, llm_judge(model), **settings())
         except Exception as exc:
             value = exc
         return _finish(run, started, value, lambda result: result)
-    compile_with, first, read = build(path, base_url, run, **settings())
+    compile_with, first, read = build(path, url, run, client, **settings())
     try:
         value = await compile_with(None).ainvoke(first)
     except Exception as exc:
@@ -158,20 +162,26 @@ async def run_async_once(path: str, base_url: str, run: str) -> Outcome:
 
 
 def run_cell(
-    proxy: FaultProxy, path: str, mode: str, rate: float, seeds: Sequence[int]
+    proxy: FaultProxy, cell: tuple[str, str, str, float], seeds: Sequence[int]
 ) -> list[Outcome]:
-    """Every seed's run of one cell, `AT_ONCE` at a time; the same seed, the same faults."""
-    names = [f"{path}-{mode}-{rate:.0%}-{seed}" for seed in seeds]
+    """Every seed's run of one cell (client, path, mode, fault rate), `AT_ONCE` at a time.
+
+    The same seed gets the same faults in every cell.
+    """
+    client, path, mode, rate = cell
+    names = [f"{client}-{path}-{mode}-{rate:.0%}-{seed}" for seed in seeds]
     for name, seed in zip(names, seeds, strict=True):
         proxy.schedules[name] = Schedule(rate=rate, seed=seed)
     if mode == "sync":
         with ThreadPoolExecutor(AT_ONCE) as pool:
-            return list(pool.map(lambda name: run_sync(path, proxy.base_url, name), names))
+            return list(
+                pool.map(lambda name: run_sync(path, proxy.url, name, client=client), names)
+            )
     gate = asyncio.Semaphore(AT_ONCE)
 
     async def one(name: str) -> Outcome:
         async with gate:
-            return await run_async_once(path, proxy.base_url, name)
+            return await run_async_once(path, proxy.url, name, client)
 
     async def every() -> list[Outcome]:
         return list(await asyncio.gather(*(one(name) for name in names)))
@@ -283,7 +293,7 @@ def _counted_model_error(outcome: Outcome) -> bool:
     return (
         result is not None
         and result.stop_reason == "model_error"
-        and len(outcome.requests) <= MAX_CALLS
+        and len(outcome.requests) <= 2 * MAX_CALLS
         and result.usage.calls == len(outcome.requests)
     )
 
@@ -313,8 +323,9 @@ SCENARIOS = (
     Scenario(
         "ModelRetryMiddleware around RefineMiddleware, drafts fail after the first",
         lambda: Schedule(always={"draft": "500"}, after=2),
-        lambda: {"budget": Budget(max_calls=MAX_CALLS, max_seconds=30)},
-        f"<= {MAX_CALLS} requests, all in usage; raises with .result, stop_reason model_error",
+        lambda: {"budget": Budget(max_calls=2 * MAX_CALLS, max_seconds=30)},
+        f"<= {2 * MAX_CALLS} requests (max_calls), all in usage; raises with .result, "
+        "stop_reason model_error",
         _counted_model_error,
         paths=("agent",),
         retry_middleware=True,
@@ -335,7 +346,7 @@ def run_scenario(proxy: FaultProxy, scenario: Scenario, path: str) -> Outcome:
     if scenario.retry_middleware:
         from langchain.agents import create_agent
 
-        model = chat_model(proxy.base_url, name)
+        model = chat_model(proxy.url, name)
         refine_mw = RefineMiddleware(llm_judge(model), **scenario.options())
         retry = ModelRetryMiddleware(max_retries=2, initial_delay=0.1, on_failure="error")
         agent = create_agent(model, tools=[], middleware=[retry, refine_mw])
@@ -346,7 +357,7 @@ def run_scenario(proxy: FaultProxy, scenario: Scenario, path: str) -> Outcome:
             value = exc
         outcome = _finish(name, started, value, refine_mw.result)
     else:
-        outcome = run_sync(path, proxy.base_url, name, scenario.options())
+        outcome = run_sync(path, proxy.url, name, scenario.options())
     time.sleep(2.0)  # a request sent late shows here
     outcome.requests = proxy.of(name)
     return outcome
@@ -394,7 +405,7 @@ def clean_requests(proxy: FaultProxy, path: str) -> int:
     from langgraph.checkpoint.memory import InMemorySaver
 
     run = f"clean-{path}-{uuid.uuid4().hex[:8]}"
-    compile_with, first, _read = build(path, proxy.base_url, run)
+    compile_with, first, _read = build(path, proxy.url, run)
     config = {"configurable": {"thread_id": run}}
     compile_with(InMemorySaver()).invoke(first, config, durability="sync")
     return len(proxy.of(run))
@@ -474,7 +485,7 @@ def kill_and_resume(
     spec = f"sqlite:{folder / (run + '.sqlite')}" if saver == "sqlite" else f"postgres:{POSTGRES}"
     schedule = Schedule(hold_at=at)
     proxy.schedules[run] = schedule
-    command = {"path": path, "saver": spec, "thread": run, "base_url": proxy.base_url}
+    command = {"path": path, "saver": spec, "thread": run, "url": proxy.url}
     pid = workers.start(mode="start", out=str(folder / f"{run}.start.json"), **command)
     held = schedule.held.wait(120)
     if held:
@@ -604,46 +615,56 @@ def kill_table(done: Sequence[Kill]) -> str:
     )  # fmt: skip
 
 
+CLASSES = {"openai": "ChatOpenAI", "anthropic": "ChatAnthropic"}
+
+
+def installed_clients() -> list[str]:
+    """`CLIENTS` whose LangChain package is installed (ChatAnthropic's is optional)."""
+    present = [c for c in CLIENTS if importlib.util.find_spec(f"langchain_{c}") is not None]
+    for client in set(CLIENTS) - set(present):
+        print(f"   {CLASSES[client]} is not installed: its rows are left out", flush=True)
+    return present
+
+
 def run(quick: bool = False) -> BenchResult:
     result = BenchResult(
         name="faults",
-        title="Provider faults on the client stack (ChatOpenAI defaults, a real socket): "
-        "graph and agent, sync and async",
+        title="Provider faults on the client stack (ChatOpenAI and ChatAnthropic defaults, a "
+        "real socket): graph and agent, sync and async",
     )
-    runs, per_saver = (3, 1) if quick else (30, 5)
+    runs, per_saver = (3, 1) if quick else (30, 10)
     seeds = range(runs)
-    cells: list[tuple[str, str, float, list[Outcome]]] = []
+    clients = installed_clients()
+    cells: list[tuple[tuple[str, str, str, float], list[Outcome]]] = []
     with FaultProxy().serve() as proxy:
-        for path in PATHS:
-            for mode in MODES:
-                for rate in RATES:
-                    began = time.monotonic()
-                    cells.append((path, mode, rate, run_cell(proxy, path, mode, rate, seeds)))
-                    took = time.monotonic() - began
-                    print(f"   {path} {mode} {rate:.0%}: {took:.0f} s", flush=True)
-        watch(proxy, [o for *_, outcomes in cells for o in outcomes])
+        for cell in itertools.product(clients, PATHS, MODES, RATES):
+            began = time.monotonic()
+            cells.append((cell, run_cell(proxy, cell, seeds)))
+            took = time.monotonic() - began
+            print(f"   {' '.join(map(str, cell))}: {took:.0f} s", flush=True)
+        watch(proxy, [o for _, outcomes in cells for o in outcomes])
         began = time.monotonic()
         focused = scenarios(proxy)
         print(f"   {len(focused)} focused cases: {time.monotonic() - began:.0f} s", flush=True)
         began = time.monotonic()
         done = kills(proxy, per_saver)
         print(f"   {len(done)} kills: {time.monotonic() - began:.0f} s", flush=True)
-    counts = [tally(outcomes) for *_, outcomes in cells]
+    counts = [tally(outcomes) for _, outcomes in cells]
     result.figures += figures(counts, done)
     result.tables.append(
         md_table(
-            ["path", "mode", "fault rate", *COLUMNS, "overshoot (worst, s)", "median run (s)"],
+            ["client", "path", "mode", "fault rate", *COLUMNS, "overshoot (worst, s)",
+             "median run (s)"],
             [
-                [path, mode, f"{rate:.0%}", *(int(c[k]) for k in COLUMNS),
+                [CLASSES[client], path, mode, f"{rate:.0%}", *(int(c[k]) for k in COLUMNS),
                  f"{c['overshoot']:.2f}", f"{c['median seconds']:.2f}"]
-                for (path, mode, rate, _), c in zip(cells, counts, strict=True)
+                for ((client, path, mode, rate), _), c in zip(cells, counts, strict=True)
             ],
         )
     )  # fmt: skip
     result.figures.append(
         Figure(
-            "focused cases meeting their goal (a judge that cannot judge, a budget's last "
-            "call, LangChain's retry middleware)",
+            "focused cases meeting their goal (last table)",
             sum(s.met(o) for s, _, o in focused),
             unit="",
             target=f"{len(focused)}",
@@ -656,8 +677,9 @@ def run(quick: bool = False) -> BenchResult:
         f"{runs} runs per path, mode and fault rate ({', '.join(f'{r:.0%}' for r in RATES)} of "
         f"requests get a fault, drawn per run from its seed: {', '.join(FAULTS)}; "
         f"`unreadable` for judge requests only; a hang is {HANG:.0f} s then a reset), "
-        f"{AT_ONCE} runs at a time. Each run: `ChatOpenAI(model=..., base_url=..., "
-        "api_key=...)` with its defaults, judged by `llm_judge` on the same model, the "
+        f"{AT_ONCE} runs at a time. Each run: "
+        f"{' and '.join(f'`{CLASSES[c]}(model=..., base_url=..., api_key=...)`' for c in clients)}"
+        " with its defaults, judged by `llm_judge` on the same model, the "
         f"loop's defaults (4 iterations, the default retry policy), `Budget(max_calls="
         f"{MAX_CALLS}, max_seconds={MAX_SECONDS:.0f})`; without faults a run makes exactly "
         f"10 requests. The server was watched {WATCH:.0f} s past the last return. A request "

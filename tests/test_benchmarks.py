@@ -378,6 +378,20 @@ def test_the_faults_bench_counts_what_the_server_received() -> None:
     assert names[0] == "requests over max_calls (all runs)"
 
 
+def test_the_same_seed_draws_the_same_faults_on_every_path() -> None:
+    from benchmarks._fault_proxy import FAULTS, Schedule
+
+    def draws(seed: int) -> list[tuple[str, float]]:
+        schedule = Schedule(rate=0.3, seed=seed)
+        return [schedule.next(kind) for kind in ["draft", "judge"] * 50]
+
+    assert draws(4) == draws(4) != draws(5)
+    faults = [fault for fault, _ in draws(4) if fault]
+    assert 15 <= len(faults) <= 45 and set(faults) <= set(FAULTS)
+    held = Schedule(hold_at=3, hold_for=7.0)
+    assert [held.next("draft") for _ in range(4)] == [("", 0.0), ("", 0.0), ("", 7.0), ("", 0.0)]
+
+
 @pytest.mark.parametrize(
     ("fault", "status"),
     [("500", 500), ("429", 429), ("408", 408), ("malformed", 200), ("unreadable", 200)],
@@ -446,13 +460,16 @@ def test_the_fault_server_sees_a_client_close_a_held_request() -> None:
         assert request.outcome == "client gone" and request.ended - closed < 0.5
 
 
-@pytest.mark.parametrize("path", ["graph", "agent"])
-def test_the_faults_bench_counts_a_real_run_through_the_server(path: str) -> None:
+@pytest.mark.parametrize(
+    ("client", "path"), [("openai", "graph"), ("openai", "agent"), ("anthropic", "graph")]
+)
+def test_the_faults_bench_counts_a_real_run_through_the_server(client: str, path: str) -> None:
     from benchmarks import faults
     from benchmarks._fault_proxy import FaultProxy
 
+    pytest.importorskip(f"langchain_{client}")  # the test extra brings both
     with FaultProxy().serve() as proxy:
-        outcome = faults.run_sync(path, proxy.base_url, f"clean-{path}")
+        outcome = faults.run_sync(path, proxy.url, f"clean-{path}", client=client)
         outcome.requests = proxy.of(outcome.run)
     assert outcome.error is None and outcome.result is not None
     # Without faults: five drafts and five judgments, each one request, all reported.
