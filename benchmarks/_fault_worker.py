@@ -46,7 +46,7 @@ def chat_model(url: str, run: str, client: str = "openai") -> Any:
     if client == "anthropic":
         from langchain_anthropic import ChatAnthropic
 
-        return ChatAnthropic(model=run, base_url=url, api_key="sk-ant-bench")  # type: ignore[call-arg]
+        return ChatAnthropic(model=run, base_url=url, api_key="sk-ant-bench")
     from langchain_openai import ChatOpenAI
 
     return ChatOpenAI(model=run, base_url=f"{url}/v1", api_key="sk-bench")
@@ -114,8 +114,9 @@ def run_loop(command: dict[str, Any]) -> dict[str, Any]:
 
 
 def _child(command: dict[str, Any]) -> None:
-    """The forked process: run the loop, write its result whole, exit without cleanup."""
+    """The forked process: run the loop, write its result, exit without cleanup."""
     code = 1
+    outcome: dict[str, Any] = {}
     try:
         outcome = {"result": run_loop(command)}
         code = 0

@@ -44,7 +44,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,51 +111,49 @@ def _finish(run: str, started: float, value: Any, read: Callable[[Any], Any]) ->
     return Outcome(run, read(value), None, now - started, now)
 
 
-def run_sync(
-    path: str, url: str, run: str, options: dict[str, Any] | None = None, client: str = "openai"
-) -> Outcome:
-    """One run on `path`, driven with `invoke` / `refine` (`settings()` unless `options`)."""
-    from langgraph_refine import refine
+def _calls(
+    path: str, url: str, run: str, client: str, options: dict[str, Any]
+) -> tuple[Callable[[], Any], Callable[[], Awaitable[Any]], Callable[[Any], Any]]:
+    """A run's sync call, its async call, and how to read its result from what they return.
 
-    options = settings() if options is None else options
-
-    started = time.monotonic()
+    The graph runs as `refine` / `arefine`; the agent as `invoke` / `ainvoke`.
+    """
     if path == "graph":
         from benchmarks._fault_worker import TASK, chat_model
+        from langgraph_refine import arefine, refine
         from langgraph_refine.evaluators import llm_judge
 
         model = chat_model(url, run, client)
-        try:
-            value: Any = refine(model, TASK, llm_judge(model), **options)
-        except Exception as exc:
-            value = exc
-        return _finish(run, started, value, lambda result: result)
+        judge = llm_judge(model)
+        return (
+            lambda: refine(model, TASK, judge, **options),
+            lambda: arefine(model, TASK, judge, **options),
+            lambda result: result,
+        )
     compile_with, first, read = build(path, url, run, client, **options)
+    agent = compile_with(None)
+    return lambda: agent.invoke(first), lambda: agent.ainvoke(first), read
+
+
+def run_sync(
+    path: str, url: str, run: str, options: dict[str, Any] | None = None, client: str = "openai"
+) -> Outcome:
+    """One run on `path`, driven with `refine` / `invoke` (`settings()` unless `options`)."""
+    call, _, read = _calls(path, url, run, client, settings() if options is None else options)
+    started = time.monotonic()
     try:
-        value = compile_with(None).invoke(first)
+        value = call()
     except Exception as exc:
         value = exc
     return _finish(run, started, value, read)
 
 
 async def run_async_once(path: str, url: str, run: str, client: str = "openai") -> Outcome:
-    """One run on `path`, driven with `ainvoke` / `arefine`."""
-    from langgraph_refine import arefine
-
+    """One run on `path`, driven with `arefine` / `ainvoke`."""
+    _, call, read = _calls(path, url, run, client, settings())
     started = time.monotonic()
-    if path == "graph":
-        from benchmarks._fault_worker import TASK, chat_model
-        from langgraph_refine.evaluators import llm_judge
-
-        model = chat_model(url, run, client)
-        try:
-            value: Any = await arefine(model, TASK, llm_judge(model), **settings())
-        except Exception as exc:
-            value = exc
-        return _finish(run, started, value, lambda result: result)
-    compile_with, first, read = build(path, url, run, client, **settings())
     try:
-        value = await compile_with(None).ainvoke(first)
+        value = await call()
     except Exception as exc:
         value = exc
     return _finish(run, started, value, read)
@@ -245,6 +243,23 @@ def tally(outcomes: Sequence[Outcome]) -> dict[str, float]:
         "overshoot": max((max(o.seconds - MAX_SECONDS, 0.0) for o in outcomes), default=0.0),
         "median seconds": statistics.median(o.seconds for o in outcomes) if outcomes else 0.0,
     }
+
+
+def worst_overshoot(outcomes: Sequence[Outcome]) -> str:
+    """The run that ended latest past `max_seconds`, with its requests' timeline."""
+    worst = max(outcomes, key=lambda o: o.seconds)
+    start = worst.returned - worst.seconds
+    timeline = ", ".join(
+        f"{r.kind} {r.fault or 'ok'} at {r.at - start:.2f} s"
+        + (f" ({r.outcome} at {r.ended - start:.2f} s)" if r.ended else " (never ended)")
+        for r in worst.requests
+    )
+    ended = f"raised {type(worst.error).__name__}" if worst.error else "returned"
+    stop = worst.result.stop_reason if worst.result is not None else None
+    return (
+        f"The run that ended latest: `{worst.run}` {ended} after {worst.seconds:.2f} s "
+        f"(stop_reason {stop}); its requests: {timeline or 'none'}."
+    )
 
 
 # -- a judge that cannot judge, a budget's last call, LangChain's retry middleware --------
@@ -349,7 +364,8 @@ def run_scenario(proxy: FaultProxy, scenario: Scenario, path: str) -> Outcome:
         model = chat_model(proxy.url, name)
         refine_mw = RefineMiddleware(llm_judge(model), **scenario.options())
         retry = ModelRetryMiddleware(max_retries=2, initial_delay=0.1, on_failure="error")
-        agent = create_agent(model, tools=[], middleware=[retry, refine_mw])
+        stack: list[Any] = [retry, refine_mw]  # the retry middleware around the loop's
+        agent = create_agent(model, tools=[], middleware=stack)
         started = time.monotonic()
         try:
             value: Any = agent.invoke({"messages": [HumanMessage(TASK)]})
@@ -641,7 +657,8 @@ def run(quick: bool = False) -> BenchResult:
             began = time.monotonic()
             cells.append((cell, run_cell(proxy, cell, seeds)))
             took = time.monotonic() - began
-            print(f"   {' '.join(map(str, cell))}: {took:.0f} s", flush=True)
+            client, path, mode, rate = cell
+            print(f"   {CLASSES[client]} {path} {mode} {rate:.0%}: {took:.0f} s", flush=True)
         watch(proxy, [o for _, outcomes in cells for o in outcomes])
         began = time.monotonic()
         focused = scenarios(proxy)
@@ -686,6 +703,7 @@ def run(quick: bool = False) -> BenchResult:
         f"counts after return if it arrived more than {AFTER} s after the run returned, "
         f"open if it was neither answered nor closed by the client {OPEN_AFTER} s after."
     )
+    result.notes.append(worst_overshoot([o for _, outcomes in cells for o in outcomes]))
     result.notes.append(
         f"Kills: {per_saver} per path and saver (SQLite, PostgreSQL): a child process runs "
         'the checkpointed loop (`durability="sync"`) on `ChatOpenAI`, is killed with SIGKILL '

@@ -373,6 +373,9 @@ def test_the_faults_bench_counts_what_the_server_received() -> None:
     assert counts["requests after return"] == 1 and counts["replies paid after return"] == 1
     assert counts["requests left open"] == 1
     assert counts["overshoot"] == pytest.approx(4.7)
+    worst = faults.worst_overshoot(outcomes)  # its timeline, from its start: 5.0 - 8.7 s
+    assert worst.startswith(f"The run that ended latest: `d` raised RuntimeError after {8.7:.2f} s")
+    assert "draft ok at 8.60 s (never ended), draft ok at 9.70 s (answered at 9.80 s)" in worst
     names = [f.name for f in faults.figures([counts], [])]
     assert [f.passed for f in faults.figures([counts], [])] == [False] * 5 + [False, True]
     assert names[0] == "requests over max_calls (all runs)"
