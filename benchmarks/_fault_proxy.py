@@ -56,9 +56,9 @@ class Schedule:
     """One run's faults: drawn per request from its own seeded generator.
 
     Attributes:
-        rate: The share of requests that get a fault.
+        rate: The share of requests that get a fault (`REQUEST_FAULTS` for a draft,
+            `FAULTS` for a judge request).
         seed: Seeds the draws, so the same run gets the same faults on every path.
-        judge_faults: Faults a judge request may get (drafts get `REQUEST_FAULTS`).
         always: A fault every request of this kind (`"draft"` or `"judge"`) gets, after
             the run's first `after` requests.
         hold_at: The request (1-based, within the run) whose reply is held back for
@@ -67,7 +67,6 @@ class Schedule:
 
     rate: float = 0.0
     seed: int = 0
-    judge_faults: tuple[str, ...] = FAULTS
     always: dict[str, str] = field(default_factory=dict)
     after: int = 0
     hold_at: int | None = None
@@ -86,7 +85,7 @@ class Schedule:
             return self.always[kind], hold
         if self.rng.random() >= self.rate:
             return "", hold
-        return self.rng.choice(REQUEST_FAULTS if kind == "draft" else self.judge_faults), hold
+        return self.rng.choice(REQUEST_FAULTS if kind == "draft" else FAULTS), hold
 
 
 @dataclass
@@ -100,8 +99,8 @@ class Received:
         at: `time.monotonic()` on arrival.
         ended: `time.monotonic()` when its reply was written or its client was seen gone.
         outcome: `"answered"` (a completion written whole: paid, even an unreadable one),
-            `"failed"` (another fault sent),
-            `"client gone"` (the client closed first), or `""` while it is open.
+            `"failed"` (another fault sent), `"client gone"` (the client closed first), or
+            `""` while it is open.
     """
 
     run: str
