@@ -32,9 +32,11 @@ Goals: 0 for each count, overshoot <= 0.5 s, at most one repeated call per kill.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import itertools
 import json
+import math
 import os
 import random
 import signal
@@ -413,6 +415,64 @@ def scenario_table(done: Sequence[tuple[Scenario, str, Outcome]]) -> str:
     )  # fmt: skip
 
 
+# -- asyncio cancellation inside a request --------------------------------------------------
+
+CANCEL_AT = 3
+"""The request (the second draft) inside which a run is cancelled."""
+CANCEL_WITHIN = 1.0
+"""A cancelled run closes its request in flight within this many seconds."""
+
+
+async def cancelled(proxy: FaultProxy, path: str, client: str) -> tuple[float, int]:
+    """Seconds from an async run's `cancel()`, inside a request, to the request closed.
+
+    The server holds the run's `CANCEL_AT`-th request; 0.1 s after it arrives the run's
+    task is cancelled.
+
+    Returns:
+        The seconds (`math.inf` if the request is still open 3 s later), and the requests
+        the run sent after the cancel (watched for a second after the close).
+    """
+    name = f"cancel-{client}-{path}"
+    schedule = Schedule(hold_at=CANCEL_AT, hold_for=20.0)
+    proxy.schedules[name] = schedule
+    _, call, _ = _calls(path, proxy.url, name, client, {})
+    task = asyncio.ensure_future(call())
+    while not schedule.held.is_set() and not task.done():
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.1)
+    cut = time.monotonic()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    held = proxy.of(name)[CANCEL_AT - 1]
+    while not held.ended and time.monotonic() < cut + 3.0:
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(1.0)
+    later = sum(1 for r in proxy.of(name) if r.at > cut)
+    return (held.ended - cut if held.ended else math.inf), later
+
+
+def cancels(proxy: FaultProxy, clients: Sequence[str]) -> list[tuple[str, str, float, int]]:
+    """`cancelled` on each path for each client: (client, path, seconds, later requests)."""
+    return [
+        (client, path, *run_async(cancelled(proxy, path, client)))
+        for client in clients
+        for path in PATHS
+    ]
+
+
+def cancel_table(done: Sequence[tuple[str, str, float, int]]) -> str:
+    rows = [
+        [CLASSES[client], path, f"{seconds:.2f}" if math.isfinite(seconds) else "still open", later]
+        for client, path, seconds, later in done
+    ]
+    return md_table(
+        ["client", "path", "seconds from cancel() to the request closed", "requests after cancel"],
+        rows,
+    )
+
+
 # -- kill -9 of a checkpointed run ---------------------------------------------------------
 
 
@@ -663,6 +723,7 @@ def run(quick: bool = False) -> BenchResult:
         began = time.monotonic()
         focused = scenarios(proxy)
         print(f"   {len(focused)} focused cases: {time.monotonic() - began:.0f} s", flush=True)
+        cut = cancels(proxy, clients)
         began = time.monotonic()
         done = kills(proxy, per_saver)
         print(f"   {len(done)} kills: {time.monotonic() - began:.0f} s", flush=True)
@@ -689,7 +750,26 @@ def run(quick: bool = False) -> BenchResult:
         )
     )
     result.tables.append(kill_table(done))
+    result.figures.append(
+        Figure(
+            "seconds from an asyncio cancel() to the request in flight closed (worst)",
+            max(seconds for *_, seconds, _ in cut),
+            unit="s",
+            target=f"<= {CANCEL_WITHIN}",
+            passed=all(seconds <= CANCEL_WITHIN for *_, seconds, _ in cut),
+        )
+    )
+    result.figures.append(
+        Figure(
+            "requests sent after an asyncio cancel() (all cancels)",
+            sum(later for *_, later in cut),
+            unit="",
+            target="0",
+            passed=not any(later for *_, later in cut),
+        )
+    )
     result.tables.append(scenario_table(focused))
+    result.tables.append(cancel_table(cut))
     result.notes.append(
         f"{runs} runs per path, mode and fault rate ({', '.join(f'{r:.0%}' for r in RATES)} of "
         f"requests get a fault, drawn per run from its seed: {', '.join(FAULTS)}; "
@@ -702,6 +782,11 @@ def run(quick: bool = False) -> BenchResult:
         f"10 requests. The server was watched {WATCH:.0f} s past the last return. A request "
         f"counts after return if it arrived more than {AFTER} s after the run returned, "
         f"open if it was neither answered nor closed by the client {OPEN_AFTER} s after."
+    )
+    result.notes.append(
+        f"Cancels: an async run (`arefine`, `ainvoke`, the loop's defaults) whose task is "
+        f"cancelled 0.1 s into its request {CANCEL_AT}, which the server holds; the time is "
+        "until the server sees the client close that request."
     )
     result.notes.append(worst_overshoot([o for _, outcomes in cells for o in outcomes]))
     result.notes.append(

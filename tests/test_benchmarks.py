@@ -483,6 +483,23 @@ def test_the_faults_bench_counts_a_real_run_through_the_server(client: str, path
     assert counts["requests left open"] == 0
 
 
+@pytest.mark.parametrize("path", ["graph", "agent"])
+def test_the_faults_bench_times_a_cancel_inside_a_request(path: str) -> None:
+    from benchmarks import faults
+    from benchmarks._fault_proxy import FaultProxy
+
+    with FaultProxy().serve() as proxy:
+        seconds, later = _harness.run_async(faults.cancelled(proxy, path, "openai"))
+        requests = proxy.of(f"cancel-openai-{path}")
+    # Cancelled inside the second draft, which the server held: it saw the client close it.
+    assert [(r.kind, r.outcome) for r in requests] == [
+        ("draft", "answered"),
+        ("judge", "answered"),
+        ("draft", "client gone"),
+    ]
+    assert 0 <= seconds <= faults.CANCEL_WITHIN and later == 0
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("saver", ["sqlite", "postgres"])
 def test_the_faults_bench_kills_a_real_process_and_counts_its_repeats(
