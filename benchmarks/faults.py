@@ -66,9 +66,10 @@ PATHS = ("graph", "agent")
 MODES = ("sync", "async")
 AT_ONCE = 6
 """Runs of one cell in flight together: the deadline is measured under load."""
-AFTER = 0.1
+AFTER = 0.3
 """Seconds of slack before a request counts as arriving after its run returned: the
-server stamps a request once it has read it, a little after the client sent it."""
+server stamps a request once its thread has read it, which a loaded machine delays. A
+client's own retry waits longer than this (OpenAI's and Anthropic's first wait >= 0.375 s)."""
 OPEN_AFTER = 0.5
 """A request still open this long after its run returned was left open by the run."""
 WATCH = HANG + 4.0
