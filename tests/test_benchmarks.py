@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -335,24 +336,186 @@ def test_the_cascade_bench_writer_and_judge_follow_the_feedback() -> None:
     assert task.quality(first) < 1.0 <= task.quality("owl lamp " + " ".join(["x"] * 10))
 
 
-def test_the_faults_bench_counts_lost_work_and_repeats() -> None:
+def test_the_faults_bench_counts_what_the_server_received() -> None:
     from benchmarks import faults
+    from benchmarks._fault_proxy import Received
 
     from langgraph_refine import Attempt, RefineResult
 
     attempt = Attempt(index=0, response="a", evaluation={"score": 0.5})
     state = {"task": "t", "attempts": [attempt], "usage": {"calls": 2}, "stop_reason": "plateau"}
     paid = RefineResult.from_state(state)
+
+    def sent(*times: tuple[float, float, str]) -> list[Received]:
+        return [Received("r", "draft", "", at, ended, outcome) for at, ended, outcome in times]
+
+    answered = (1.0, 1.1, "answered")
     outcomes = [
-        faults.Outcome(paid, None, requests=2, seconds=0.1),  # finished, every call reported
-        faults.Outcome(None, RuntimeError("x"), requests=6, seconds=0.1),  # paid work lost
-        faults.Outcome(None, RuntimeError("x"), requests=1, seconds=0.1),  # first call only
-        faults.Outcome(paid, RuntimeError("x"), requests=3, seconds=0.1),  # one call unreported
-    ]
+        # finished at 5 s, its 2 requests reported
+        faults.Outcome("a", paid, None, 5.0, 5.0, sent(answered, answered)),
+        # raised without .result after a paid reply; 12 requests (2 over max_calls)
+        faults.Outcome("b", None, RuntimeError("x"), 1.0, 5.0, sent(*[answered] * 12)),
+        # raised at once, nothing paid: no .result to keep
+        faults.Outcome("c", None, RuntimeError("x"), 0.1, 5.0, sent((1.0, 1.2, "failed"))),
+        # raised with .result reporting 2 of its 4 requests: one still open at the return,
+        # one arriving after it and answered (paid for nothing); 4.7 s past max_seconds
+        faults.Outcome(
+            "d", paid, RuntimeError("x"), faults.MAX_SECONDS + 4.7, 5.0,
+            sent(answered, answered, (4.9, 0.0, ""), (6.0, 6.1, "answered")),
+        ),
+    ]  # fmt: skip
     counts = faults.tally(outcomes)
-    assert counts["raised"] == 3 and counts["raised with .result"] == 1
-    assert counts["raised without .result after paid work"] == 1
-    assert counts["lost paid calls"] == 6 + 1
-    # A crash inside a call, then a resume: only the call cut off is made again.
-    assert faults.crash_and_resume("agent", "sync", seed=1) <= 1
-    assert faults.crash_and_resume("graph", "sync", seed=1) <= 1
+    assert (counts["finished"], counts["raised"], counts["raised with .result"]) == (1, 3, 1)
+    assert counts["raised without .result after a paid reply"] == 1
+    assert counts["requests"] == 2 + 12 + 1 + 4
+    assert counts["requests over max_calls"] == 2 and counts["runs over max_calls"] == 1
+    assert counts["requests missing from usage"] == 2  # only runs with a result are read
+    assert counts["requests after return"] == 1 and counts["replies paid after return"] == 1
+    assert counts["requests left open"] == 1
+    assert counts["overshoot"] == pytest.approx(4.7)
+    worst = faults.worst_overshoot(outcomes)  # its timeline, from its start: 5.0 - 8.7 s
+    assert worst.startswith(f"The run that ended latest: `d` raised RuntimeError after {8.7:.2f} s")
+    assert "draft ok at 8.60 s (never ended), draft ok at 9.70 s (answered at 9.80 s)" in worst
+    names = [f.name for f in faults.figures([counts], [])]
+    assert [f.passed for f in faults.figures([counts], [])] == [False] * 5 + [False, True]
+    assert names[0] == "requests over max_calls (all runs)"
+
+
+def test_the_same_seed_draws_the_same_faults_on_every_path() -> None:
+    from benchmarks._fault_proxy import FAULTS, Schedule
+
+    def draws(seed: int) -> list[tuple[str, float]]:
+        schedule = Schedule(rate=0.3, seed=seed)
+        return [schedule.next(kind) for kind in ["draft", "judge"] * 50]
+
+    assert draws(4) == draws(4) != draws(5)
+    faults = [fault for fault, _ in draws(4) if fault]
+    assert 15 <= len(faults) <= 45 and set(faults) <= set(FAULTS)
+    held = Schedule(hold_at=3, hold_for=7.0)
+    assert [held.next("draft") for _ in range(4)] == [("", 0.0), ("", 0.0), ("", 7.0), ("", 0.0)]
+
+
+@pytest.mark.parametrize(
+    ("fault", "status"),
+    [("500", 500), ("429", 429), ("408", 408), ("malformed", 200), ("unreadable", 200)],
+)
+def test_the_fault_server_answers_with_its_fault(fault: str, status: int) -> None:
+    import httpx
+    from benchmarks._fault_proxy import UNREADABLE, FaultProxy, Schedule
+
+    with FaultProxy().serve() as proxy:
+        proxy.schedules["m"] = Schedule(always={"judge": fault})
+        body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+        reply = httpx.post(
+            f"{proxy.base_url}/chat/completions", json={**body, "response_format": {}}
+        )
+        assert reply.status_code == status
+        if fault == "429":
+            assert reply.headers["retry-after"] == "1"
+        if fault == "malformed":
+            with pytest.raises(json.JSONDecodeError):
+                reply.json()
+        if fault == "unreadable":
+            assert reply.json()["choices"][0]["message"]["content"] == UNREADABLE
+        draft = httpx.post(f"{proxy.base_url}/chat/completions", json=body)  # drafts: no fault
+        assert draft.json()["choices"][0]["message"]["content"].startswith("The sea, draft 0.")
+        assert [(r.kind, r.fault) for r in proxy.of("m")] == [("judge", fault), ("draft", "")]
+        paid = "answered" if fault == "unreadable" else "failed"  # a completion, unreadable
+        assert [r.outcome for r in proxy.of("m")] == [paid, "answered"]
+
+
+@pytest.mark.parametrize("fault", ["reset", "truncated", "hang"])
+def test_the_fault_server_breaks_the_connection(
+    fault: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import httpx
+    from benchmarks import _fault_proxy
+    from benchmarks._fault_proxy import FaultProxy, Schedule
+
+    monkeypatch.setattr(_fault_proxy, "HANG", 0.3)
+    with FaultProxy().serve() as proxy:
+        proxy.schedules["m"] = Schedule(always={"draft": fault})
+        started = time.monotonic()
+        with pytest.raises(httpx.TransportError):
+            httpx.post(f"{proxy.base_url}/chat/completions", json={"model": "m", "messages": []})
+        assert (time.monotonic() - started >= 0.3) == (fault == "hang")
+        assert [r.fault for r in proxy.of("m")] == [fault]
+
+
+def test_the_fault_server_sees_a_client_close_a_held_request() -> None:
+    import httpx
+    from benchmarks._fault_proxy import FaultProxy, Schedule
+
+    with FaultProxy().serve() as proxy:
+        proxy.schedules["m"] = Schedule(hold_at=1, hold_for=10)
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(
+                f"{proxy.base_url}/chat/completions",
+                json={"model": "m", "messages": []},
+                timeout=0.3,
+            )
+        closed = time.monotonic()
+        (request,) = proxy.of("m")
+        assert proxy.schedules["m"].held.is_set()
+        deadline = closed + 2
+        while not request.outcome and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert request.outcome == "client gone" and request.ended - closed < 0.5
+
+
+@pytest.mark.parametrize(
+    ("client", "path"), [("openai", "graph"), ("openai", "agent"), ("anthropic", "graph")]
+)
+def test_the_faults_bench_counts_a_real_run_through_the_server(client: str, path: str) -> None:
+    from benchmarks import faults
+    from benchmarks._fault_proxy import FaultProxy
+
+    pytest.importorskip(f"langchain_{client}")  # the test extra brings both
+    with FaultProxy().serve() as proxy:
+        outcome = faults.run_sync(path, proxy.url, f"clean-{path}", client=client)
+        outcome.requests = proxy.of(outcome.run)
+    assert outcome.error is None and outcome.result is not None
+    # Without faults: five drafts and five judgments, each one request, all reported.
+    assert [r.kind for r in outcome.requests] == ["draft", "judge"] * 5
+    counts = faults.tally([outcome])
+    assert counts["requests"] == outcome.result.usage.calls == faults.MAX_CALLS
+    assert counts["requests missing from usage"] == counts["requests after return"] == 0
+    assert counts["requests left open"] == 0
+
+
+@pytest.mark.parametrize("path", ["graph", "agent"])
+def test_the_faults_bench_times_a_cancel_inside_a_request(path: str) -> None:
+    from benchmarks import faults
+    from benchmarks._fault_proxy import FaultProxy
+
+    with FaultProxy().serve() as proxy:
+        seconds, later = _harness.run_async(faults.cancelled(proxy, path, "openai"))
+        requests = proxy.of(f"cancel-openai-{path}")
+    # Cancelled inside the second draft, which the server held: it saw the client close it.
+    assert [(r.kind, r.outcome) for r in requests] == [
+        ("draft", "answered"),
+        ("judge", "answered"),
+        ("draft", "client gone"),
+    ]
+    assert 0 <= seconds <= faults.CANCEL_WITHIN and later == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("saver", ["sqlite", "postgres"])
+def test_the_faults_bench_kills_a_real_process_and_counts_its_repeats(
+    saver: str, tmp_path: Path
+) -> None:
+    from benchmarks import faults
+    from benchmarks._fault_proxy import FaultProxy
+
+    with FaultProxy().serve() as proxy:
+        clean = faults.clean_requests(proxy, "agent")
+        workers = faults.Workers()
+        try:
+            kill = faults.kill_and_resume(proxy, workers, "agent", saver, 3, clean, tmp_path)
+        finally:
+            workers.close()
+    assert clean == faults.MAX_CALLS
+    assert kill.finished and 1 <= kill.at <= clean
+    # The killed request reached the server; the resume sends it again, nothing more.
+    assert kill.requests == clean + kill.repeats and kill.repeats <= 1
