@@ -102,6 +102,7 @@ from langgraph_refine._result import RefineResult
 from langgraph_refine._state import Attempt
 from langgraph_refine._stop_rules import StopRules
 from langgraph_refine.evaluators._base import EvaluatorLike
+from langgraph_refine.evaluators._calibrate import refuse_to_start, warn_at_build
 
 R = TypeVar("R")
 
@@ -187,6 +188,7 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         # and compare: each run resolves them (`judges_for`), nothing is kept here.
         self.rungs, resolved = agent_models(models, evaluator, built.judge_model, built.comparer)
         check_rungs_priced(built.budget, self.rungs, "models")  # before any call is paid
+        warn_at_build(resolved.evaluator, require_calibration=built.require_calibration)
         self.loop = AgentLoop(
             replace(built, name=LOOP_NAME),
             resolved.evaluator,
@@ -214,6 +216,8 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         """
         if self.loop.review is not None:
             require_checkpointer()
+        required = self.loop.options.require_calibration
+        refuse_to_start(self.loop.evaluator, require_calibration=required)
         return turns.started(state)
 
     @hook_config(can_jump_to=["end"])

@@ -28,6 +28,7 @@ from langgraph_refine._loop._thread import current_run
 from langgraph_refine._state import RefineInput, RefineState, Usage, revive_state
 from langgraph_refine._stop_rules import BUDGET_STOP, stop_reason_of
 from langgraph_refine._typed import plain
+from langgraph_refine.evaluators._calibrate import refuse_to_start
 
 logger = logging.getLogger("langgraph_refine")
 
@@ -55,6 +56,7 @@ class Prepare:
     review: bool = False
     can_compare: bool = True
     keeps_input_options: bool = False
+    judge: Any = None
     name: str = "prepare"
 
     def __call__(self, state: RefineState) -> dict[str, Any]:
@@ -62,6 +64,8 @@ class Prepare:
         options = run_options(self.options, {"input_options": given})
         if options.select == "pairwise" and not self.can_compare:
             raise ValueError(NO_COMPARER)
+        # A calibration that passes nothing under require_calibration: no call is paid.
+        refuse_to_start(self.judge, require_calibration=options.require_calibration)
         if self.review:
             require_checkpointer()
         if not self.keeps_input_options:  # a state without option keys: nothing to keep

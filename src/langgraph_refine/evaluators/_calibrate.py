@@ -311,6 +311,47 @@ class CalibratedEvaluator(BaseEvaluator):
             raise CalibrationMismatchError(f"calibration file {str(path)!r}: {exc}") from None
 
 
+def passes_nothing(evaluator: Any) -> bool:
+    """Whether `evaluator` is a calibrated judge whose calibration can pass nothing."""
+    return isinstance(evaluator, CalibratedEvaluator) and not evaluator.can_pass
+
+
+def nothing_passes_text(evaluator: CalibratedEvaluator, *, required: bool) -> str:
+    """What a loop built with a calibration that passes nothing is told, once."""
+    report = evaluator.report
+    measured = (
+        f"its labels did not meet alpha {report.alpha} (n={report.n}, best false-PASS bound "
+        f"{report.bound:.2f})"
+    )
+    if required:
+        return (
+            f"require_calibration with a calibration that can pass nothing: {measured}, so no "
+            "PASS could ever stop the loop and every round would be paid for nothing; the "
+            f"loop refuses to start. {report.advice}"
+        ).strip()
+    return (
+        f"this calibrated judge passes nothing: {measured}; its PASS is untrusted and "
+        f"a loop stops only at its other limits or its target score. {report.advice}"
+    ).strip()
+
+
+def refuse_to_start(evaluator: Any, *, require_calibration: bool) -> None:
+    """Refuse a loop that `require_calibration` would run without any possible PASS.
+
+    Raises:
+        ValueError: Before any model call, saying what the calibration measured.
+    """
+    if require_calibration and passes_nothing(evaluator):
+        raise ValueError(nothing_passes_text(evaluator, required=True))
+
+
+def warn_at_build(evaluator: Any, *, require_calibration: bool) -> None:
+    """Say once, when a loop is built, that its calibration can pass nothing."""
+    if passes_nothing(evaluator):
+        text = nothing_passes_text(evaluator, required=require_calibration)
+        warnings.warn(text, CalibrationWarning, stacklevel=4)
+
+
 def refuse(recorded: Mapping[str, Any], current: Mapping[str, Any], *, what: str) -> None:
     """Raise when `current` is not the judge a calibration `recorded` (`mismatches`).
 
