@@ -499,9 +499,9 @@ def test_a_refinement_that_breaks_a_criterion_its_parent_passed_is_told_so() -> 
 def test_a_served_graph_takes_its_judges_calibration_from_the_environment(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from langgraph_refine.server import build_graph
-
     from langchain_openai import ChatOpenAI
+
+    from langgraph_refine.server import build_graph
 
     monkeypatch.setenv("OPENAI_API_KEY", "local")
     report = evaluators.calibrate(lengths, word_labels()).report

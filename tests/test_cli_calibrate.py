@@ -89,7 +89,9 @@ def test_run_with_a_calibration_says_its_pass_was_calibrated(
     assert data["calibration"]["threshold"] == 0.8 and data["verdict"] == "NEEDS_IMPROVEMENT"
     stale = cli(*args, "-e", "words:1-5", "--calibration", out)
     assert stale.code == 2
-    assert_one_line_error(stale, "spec: calibrated with 'words:40-1000', this judge has 'words:1-5'")
+    assert_one_line_error(
+        stale, "spec: calibrated with 'words:40-1000', this judge has 'words:1-5'"
+    )
     (tmp_path / "x.json").write_text("{}")
     wrong = cli(*args, "-e", WORDS, "--calibration", tmp_path / "x.json")
     assert wrong.code == 2
@@ -263,8 +265,17 @@ def test_a_calibration_belongs_to_its_judge_on_the_command_line(
     labels.write_text("".join(json.dumps(row) + "\n" for row in rows))
     out = tmp_path / "cal.json"
     base = ["--model", "scripted", "--base-url", server.base_url]
-    made = cli("calibrate", labels, *base, "--criterion", "Cites a source", "--concurrency", "4",
-               "--out", out)
+    made = cli(
+        "calibrate",
+        labels,
+        *base,
+        "--criterion",
+        "Cites a source",
+        "--concurrency",
+        "4",
+        "--out",
+        out,
+    )
     assert made.code == 0, made.err
     assert "folds by task: 12 tasks" in made.out
     assert len(server.requests) == 60

@@ -98,6 +98,7 @@ from langgraph_refine._loop._resolve import check_binds
 from langgraph_refine._loop._review import ReviewNode, require_checkpointer
 from langgraph_refine._loop._review_schema import ask_review
 from langgraph_refine._loop._step import Step, child_config, emit
+from langgraph_refine._records._reviews import arecord_review, record_review
 from langgraph_refine._result import RefineResult
 from langgraph_refine._state import Attempt
 from langgraph_refine._stop_rules import StopRules
@@ -345,11 +346,49 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         Raises:
             BudgetExhaustedError: On a budget stop with `on_budget_exhausted="raise"`.
         """
+        payload, answer, restart = self._review(state, runtime)
+        if restart is not None:
+            return restart
+        if payload is not None and answer is not None:
+            record_review(payload, answer.action, judge=self._judge_identity(state))
+        return self._after_review(state, runtime, answer)
+
+    @hook_config(can_jump_to=["model"])
+    async def aafter_agent(
+        self, state: RefineAgentState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """Async twin of `after_agent`: the review's answer is kept with the store's `aput`.
+
+        An async agent runs this hook on its event loop, where a server's store refuses
+        sync calls (`langgraph dev`'s "Synchronous calls to BatchedStore").
+        """
+        payload, answer, restart = self._review(state, runtime)
+        if restart is not None:
+            return restart
+        if payload is not None and answer is not None:
+            await arecord_review(payload, answer.action, judge=self._judge_identity(state))
+        return self._after_review(state, runtime, answer)
+
+    def _review(
+        self, state: RefineAgentState, runtime: Runtime[Any]
+    ) -> tuple[ReviewPayload | None, ReviewAnswer | None, dict[str, Any] | None]:
+        """The review asked and its answer (the run pauses for it), or a Refresh's restart."""
         payload = self.loop.review_asked(state)
         if payload is None and turns.regenerating(state, runtime):  # a chat's Refresh
-            return turns.restarted(state, self.loop.progress) | {"jump_to": "model"}
-        outcome = self.loop.review_outcome(state, reviewed(self.loop, payload))
+            return None, None, turns.restarted(state, self.loop.progress) | {"jump_to": "model"}
+        return payload, reviewed(self.loop, payload), None
+
+    def _after_review(
+        self, state: RefineAgentState, runtime: Runtime[Any], answer: ReviewAnswer | None
+    ) -> dict[str, Any] | None:
+        """Refine again or end, after the review (or without one)."""
+        outcome = self.loop.review_outcome(state, answer)
         return ended(state, outcome | turns.ended_in(runtime) if outcome is not None else None)
+
+    def _judge_identity(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The identity of the middleware's judge, for a review's label (None: per run)."""
+        review = self.loop.review
+        return review.identity(state, self.loop.evaluator) if review is not None else None
 
     def result(self, state: Mapping[str, Any]) -> RefineResult:
         """The loop's `RefineResult` from the agent's state (what `invoke` returned).

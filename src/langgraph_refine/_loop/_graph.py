@@ -206,6 +206,7 @@ def loop_builder(
                 on_budget_exhausted=options.on_budget_exhausted,
                 name=name,
                 records_run="ended_in" in served,
+                judge=judge,
             ),
         )
         if after_evaluation:

@@ -91,8 +91,7 @@ class Calibration:
         calibrated = CalibratedEvaluator(evaluator, self.report, identity=self.identity)
         if require_calibration and not calibrated.can_pass:
             raise CliError(
-                f"--calibration {self.path}: "
-                + nothing_passes_text(calibrated, required=True),
+                f"--calibration {self.path}: " + nothing_passes_text(calibrated, required=True),
                 exit_code=2,
             )
         return calibrated
@@ -210,8 +209,10 @@ def run_calibration(
 
 
 def show_report(console: Console, report: CalibrationReport, checks: str) -> None:
-    """The agreement table (calibrated judge beside the judge alone), the threshold or
-    what was measured and what to do, and the labels left unjudged."""
+    """The agreement table, the threshold (or what was measured, and advice), unjudged labels.
+
+    The table shows the calibrated judge beside the judge alone.
+    """
     table = Table(title=f"agreement with people: {checks} ({report.n} labels)")
     table.add_column("")
     for name in ("accuracy", "kappa", "false PASS", "false FAIL"):

@@ -562,9 +562,8 @@ def _checked(
     if isinstance(judge, CalibratedEvaluator):
         judge = judge.judge  # recalibrating: the judge underneath, not its old threshold
     added = request_criteria({"criteria": criteria})
-    if criteria is not None and not isinstance(criteria, str):
-        if not all(isinstance(c, str) for c in criteria):
-            raise ValueError(f"criteria must be a string or a list of strings, got {criteria!r}")
+    if not isinstance(criteria, str | None) and not all(isinstance(c, str) for c in criteria):
+        raise ValueError(f"criteria must be a string or a list of strings, got {criteria!r}")
     return as_evaluator(judge, option="judge"), read_labels(labels), added
 
 
