@@ -314,3 +314,18 @@ def test_require_calibration_with_a_calibration_that_passes_nothing_exits_2_befo
     assert refused.code == 2, refused.err
     assert_one_line_error(refused, "can pass nothing", "refuses to start")
     assert server.requests == []
+
+
+def test_a_run_with_a_calibration_that_passes_nothing_says_once_its_pass_is_untrusted(
+    cli: Any,  # noqa: F811 - a fixture
+    openai_server: Any,  # noqa: F811 - a fixture
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "cal.json"
+    cli("calibrate", write_labels(tmp_path / "few.jsonl", 8), "-e", WORDS, "--out", out)
+    server = openai_server(drafts_and_judge())
+    run = cli(*run_args(server), "-e", WORDS, "--calibration", out, "--max-iterations", "1")
+    said = [line for line in run.err.splitlines() if "untrusted" in line]
+    assert len(said) == 1, run.err
+    assert "passes nothing" in said[0] and "Traceback" not in run.err
+    assert "CalibrationWarning" not in run.err

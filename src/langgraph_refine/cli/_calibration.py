@@ -88,12 +88,22 @@ class Calibration:
                 "calibrate LABELS -e ... --criterion ...)",
                 exit_code=2,
             )
-        calibrated = CalibratedEvaluator(evaluator, self.report, identity=self.identity)
-        if require_calibration and not calibrated.can_pass:
+        calibrated = CalibratedEvaluator(evaluator, self.report, identity=self.identity, warn=False)
+        if calibrated.can_pass:
+            return calibrated
+        if require_calibration:
             raise CliError(
                 f"--calibration {self.path}: " + nothing_passes_text(calibrated, required=True),
                 exit_code=2,
             )
+        from langgraph_refine.cli._app import PROG
+
+        # Said once, in the command line's words (the library's warning is not repeated).
+        Console(stderr=True).print(
+            Text(f"{PROG}: --calibration {self.path}: ")
+            + Text(nothing_passes_text(calibrated, required=False)),
+            soft_wrap=True,
+        )
         return calibrated
 
 

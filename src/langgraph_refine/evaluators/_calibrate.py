@@ -197,6 +197,8 @@ class CalibratedEvaluator(BaseEvaluator):
         judge: The judge that was calibrated (any evaluator form).
         report: Its calibration.
         identity: What the calibrated judge was; None: `judge` itself, as given.
+        warn: Warn once when a loop is built with a calibration that passes nothing
+            (False: the caller says it in its own words, as the command line does).
 
     Raises:
         CalibrationMismatchError: If `judge` is not the judge `identity` describes.
@@ -208,8 +210,10 @@ class CalibratedEvaluator(BaseEvaluator):
         report: CalibrationReport,
         *,
         identity: Mapping[str, Any] | None = None,
+        warn: bool = True,
     ) -> None:
         self.judge = as_evaluator(judge, option="judge")
+        self.warn = warn
         self.report = report
         self.name = self.judge.name
         self.calls_model = self.judge.calls_model
@@ -347,7 +351,7 @@ def refuse_to_start(evaluator: Any, *, require_calibration: bool) -> None:
 
 def warn_at_build(evaluator: Any, *, require_calibration: bool) -> None:
     """Say once, when a loop is built, that its calibration can pass nothing."""
-    if passes_nothing(evaluator):
+    if passes_nothing(evaluator) and evaluator.warn:
         text = nothing_passes_text(evaluator, required=require_calibration)
         warnings.warn(text, CalibrationWarning, stacklevel=4)
 
@@ -489,9 +493,15 @@ def calibrate(
             with ThreadPoolExecutor(max_workers=concurrency) as pool:
                 futures = [
                     pool.submit(
-                        contextvars.copy_context().run, _judge, meter, evaluator, *key, added
+                        contextvars.copy_context().run,
+                        _judge,
+                        meter,
+                        evaluator,
+                        task,
+                        answer,
+                        added,
                     )
-                    for key in keys
+                    for task, answer in keys
                 ]
                 results = [future.result() for future in futures]
     judged = dict(zip(keys, results, strict=True))
