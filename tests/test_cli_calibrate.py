@@ -329,3 +329,28 @@ def test_a_run_with_a_calibration_that_passes_nothing_says_once_its_pass_is_untr
     assert len(said) == 1, run.err
     assert "passes nothing" in said[0] and "Traceback" not in run.err
     assert "CalibrationWarning" not in run.err
+
+
+def test_an_unmet_calibration_shows_its_best_bound_its_threshold_and_advice(
+    cli: Any,  # noqa: F811 - a fixture
+    tmp_path: Path,
+) -> None:
+    out, page = tmp_path / "cal.json", tmp_path / "cal.html"
+    run = cli(
+        "calibrate",
+        write_labels(tmp_path / "l.jsonl", 40),
+        "-e",
+        WORDS,
+        "--out",
+        out,
+        "--html",
+        page,
+    )
+    assert run.code == 1, run.err
+    report = json.loads(out.read_text())["report"]
+    assert report["diagnosis"] == "too_few_labels" and report["best_threshold"] is not None
+    shown = " ".join(run.out.split())
+    assert f"best in-sample false-PASS bound {report['bound']:.2f}" in shown
+    assert "Add about" in shown
+    html = page.read_text()
+    assert 'class="best"' in html and "Add about" in html

@@ -318,6 +318,12 @@ def calibration_plot(report: CalibrationReport) -> str:
             f'x2="{_px(report.threshold):.1f}" y1="{_TOP}" y2="{PLOT_HEIGHT - _BOTTOM}" '
             'stroke="#27ae60" stroke-width="2"/>'
         )
+    elif report.best_threshold is not None:  # not met: where it came closest
+        parts.append(
+            f'<line class="best" x1="{_px(report.best_threshold):.1f}" '
+            f'x2="{_px(report.best_threshold):.1f}" y1="{_TOP}" y2="{PLOT_HEIGHT - _BOTTOM}" '
+            'stroke="#c0392b" stroke-width="1" stroke-dasharray="2 3"/>'
+        )
     if points:
         parts.append(
             '<polyline class="bound" fill="none" stroke="#8e44ad" stroke-width="2" '
@@ -354,7 +360,8 @@ def calibration_section(report: CalibrationReport, checks: str) -> str:
         + calibration_plot(report)
         + '<p class="legend">solid: the false-PASS rate at each threshold (in the labels); '
         "dotted: its upper confidence bound; dashed: alpha; green: the threshold chosen "
-        "(on held-out folds)</p></section>"
+        "(on held-out folds); red dots, when alpha was not met: the threshold of the best "
+        "bound reached</p></section>"
     )
 
 
