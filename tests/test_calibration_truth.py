@@ -322,3 +322,27 @@ def evaluators_loop(generator: Any) -> Any:
         max_iterations=1,
         patience=None,
     )
+
+
+def test_a_run_with_other_criteria_is_refused_before_any_call() -> None:
+    calibrated = evaluators.calibrate(lengths, task_labels(), criteria=["Cites a source"])
+    calls: list[Any] = []
+
+    def generator(state: Any) -> str:
+        calls.append(state)
+        return "good " * 40
+
+    graph = create_refine_graph(generator, calibrated).compile()
+    with pytest.raises(CalibrationMismatchError, match="criteria"):
+        graph.invoke({"task": "t", "criteria": ["Rhymes"]})
+    with pytest.raises(CalibrationMismatchError, match="criteria"):
+        graph.invoke({"task": "t"})
+    assert calls == []
+    result = graph.invoke({"task": "t", "criteria": ["Cites a source"]})
+    assert result["response"] == "good " * 40 and len(calls) == 1
+    # The agent too.
+    model = AgentModel(replies=["answer"])
+    agent = create_agent(model, middleware=[RefineMiddleware(calibrated)])
+    with pytest.raises(CalibrationMismatchError, match="criteria"):
+        agent.invoke({"messages": [HumanMessage("Write it.")]})
+    assert model.calls == []

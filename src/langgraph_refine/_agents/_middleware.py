@@ -90,7 +90,7 @@ from langgraph_refine._calls._budget import BudgetStop, check_rungs_priced
 from langgraph_refine._decisions._flows import CallFlow, adrive, drive
 from langgraph_refine._decisions._options import AGENT, AGENT_DEFAULTS, AgentOptions, LoopOptions
 from langgraph_refine._decisions._reviewed import ReviewAnswer
-from langgraph_refine._decisions._round import Outcome
+from langgraph_refine._decisions._round import Outcome, with_criteria
 from langgraph_refine._errors import Unjudged
 from langgraph_refine._events import ReviewPayload, stop_event
 from langgraph_refine._kinds import model_name
@@ -217,8 +217,12 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         """
         if self.loop.review is not None:
             require_checkpointer()
-        required = self.loop.options.require_calibration
-        refuse_to_start(self.loop.evaluator, require_calibration=required)
+        options = self.loop.options
+        refuse_to_start(
+            self.loop.evaluator,
+            require_calibration=options.require_calibration,
+            state=with_criteria(state, options),
+        )
         return turns.started(state)
 
     @hook_config(can_jump_to=["end"])

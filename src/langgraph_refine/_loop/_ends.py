@@ -14,6 +14,7 @@ from langgraph.types import Command, Overwrite, RetryPolicy
 
 from langgraph_refine._decisions._end import by_score_note, end_of_run, regenerates
 from langgraph_refine._decisions._options import CONTEXT_KEYS, LoopOptions, criteria_list
+from langgraph_refine._decisions._round import with_criteria
 from langgraph_refine._loop._comparisons import ComparisonLedger
 from langgraph_refine._loop._review import require_checkpointer
 from langgraph_refine._loop._select import (
@@ -65,7 +66,11 @@ class Prepare:
         if options.select == "pairwise" and not self.can_compare:
             raise ValueError(NO_COMPARER)
         # A calibration that passes nothing under require_calibration: no call is paid.
-        refuse_to_start(self.judge, require_calibration=options.require_calibration)
+        refuse_to_start(
+            self.judge,
+            require_calibration=options.require_calibration,
+            state=with_criteria(state, options),
+        )
         if self.review:
             require_checkpointer()
         if not self.keeps_input_options:  # a state without option keys: nothing to keep

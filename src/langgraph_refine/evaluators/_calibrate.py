@@ -339,13 +339,27 @@ def nothing_passes_text(evaluator: CalibratedEvaluator, *, required: bool) -> st
     ).strip()
 
 
-def refuse_to_start(evaluator: Any, *, require_calibration: bool) -> None:
-    """Refuse a loop that `require_calibration` would run without any possible PASS.
+def refuse_to_start(
+    evaluator: Any, *, require_calibration: bool, state: Mapping[str, Any] | None = None
+) -> None:
+    """Refuse a loop its calibration cannot serve, before any model call.
+
+    Args:
+        evaluator: The loop's evaluator.
+        require_calibration: The run's option.
+        state: What the run's judge will see (its `criteria`), checked against the
+            criteria the judge was calibrated with.
 
     Raises:
-        ValueError: Before any model call, saying what the calibration measured.
+        ValueError: When `require_calibration` would run without any possible PASS,
+            saying what the calibration measured.
+        CalibrationMismatchError: When the run's criteria are not the calibration's.
     """
-    if require_calibration and passes_nothing(evaluator):
+    if not isinstance(evaluator, CalibratedEvaluator):
+        return
+    if state is not None:
+        evaluator.check(state)
+    if require_calibration and not evaluator.can_pass:
         raise ValueError(nothing_passes_text(evaluator, required=True))
 
 
