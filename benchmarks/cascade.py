@@ -455,6 +455,24 @@ def run(quick: bool = False) -> BenchResult:
             "lifts the mean to 0.9; a cascade cannot (a draft the word range stops scores "
             "below 0.5)."
         ),
+        (
+            "Ranking: an answer the judge scored outranks any answer the word range "
+            "stopped (`Evaluation.reach`, read by the one best-attempt rule), and the "
+            "judge's score is the cascade's, never lifted. On this task mix, with the same "
+            "seeds, every figure is the one the earlier rule gave (a stopped draft "
+            "outscoring a judged one is rare here: the judge scores the share of words, "
+            "and a stopped draft scores at most half its word-range score)."
+        ),
+        (
+            f"The goal of at most {JUDGE_CALLS_GOAL}x of `combine`'s judge calls is not "
+            "reached on this mix, and cannot be by the evaluator: the cascade asks the "
+            "judge about every draft in range, and every solved task needs at least one "
+            "judged draft, so its floor is about one call per task against `combine`'s "
+            "one per draft (3.0 per task with room to finish: a floor near 0.33x). It "
+            "reaches 0.4x only where at most about one in five judged drafts fails the "
+            "judge; here the writer's first in-range draft holds every required word "
+            f"with probability {P_WORD}^4, so most tasks pay two or three judged drafts."
+        ),
     ]
     return BenchResult(
         name="cascade",
