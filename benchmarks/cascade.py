@@ -465,7 +465,7 @@ def run(quick: bool = False) -> BenchResult:
         ),
         (
             f"The goal of at most {JUDGE_CALLS_GOAL}x of `combine`'s judge calls is not "
-            "reached on this mix, and cannot be by the evaluator: the cascade asks the "
+            "reached on this mix: the cascade asks the "
             "judge about every draft in range, and every solved task needs at least one "
             "judged draft, so its floor is about one call per task against `combine`'s "
             "one per draft (3.0 per task with room to finish: a floor near 0.33x). It "
