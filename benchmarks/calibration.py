@@ -24,6 +24,15 @@ measured: the false-PASS rate (the share of its passes people did not pass) and 
 false-FAIL rate (the share of people's passes it did not pass). The figure is the share
 of splits whose held-out false-PASS rate is at most `ALPHA`.
 
+New tasks (`task-biased`): labels come in tasks, `PER_TASK` responses each, and the
+judge's error depends on the task: it scores `q` plus an offset drawn once per task (sd
+`TASK_SPREAD`), as a real judge is lenient on some kinds of task and harsh on others. Each split
+calibrates on the labels of `TRAIN_TASKS` random tasks of `TASKS` and measures on the
+other tasks' responses: a judge calibrated on some tasks and used on new ones. The same
+labels are calibrated twice, with the folds dealt by task (the library's rule) and by
+label (every label in one `group`, which deals the labels: the earlier rule), with the
+same seed.
+
 The cost in rounds: for each fault one calibrated judge (from the first split) and the
 judge alone each run the library's loop (`refine`, `max_iterations=6`, no plateau stop)
 on the same scripted tasks: a first draft of quality U(0.2, 0.6), each refinement adding
@@ -57,6 +66,10 @@ QUICK_SPLITS = 20
 LOOP_TASKS = 60
 QUICK_LOOP_TASKS = 10
 TARGET_SHARE = 0.9
+TASKS = 120
+PER_TASK = 10
+TRAIN_TASKS = 60
+TASK_SPREAD = 0.1
 
 
 def _attributes(text: str) -> tuple[float, float, bool]:
@@ -152,6 +165,98 @@ def one_split(
     return outcome, calibrated
 
 
+def task_bias(task: str) -> float:
+    """The task-biased judge's offset on one task, drawn once per task."""
+    return random.Random(f"bias|{task}").gauss(0, TASK_SPREAD)
+
+
+def task_biased_judge(text: str, state: Any) -> Evaluation:
+    """A judge whose leniency depends on the task (see the module's docstring)."""
+    quality, _, _ = _attributes(text)
+    noise = random.Random(f"task-biased|{text}").gauss(0, 0.03)
+    score = _clip(quality + task_bias(state["task"]) + noise)
+    verdict = "PASS" if score >= JUDGE_PASS else "NEEDS_IMPROVEMENT"
+    return Evaluation(score=score, verdict=verdict, feedback="improve it")
+
+
+def new_task_split(pool: list[tuple[str, str]], rng: random.Random) -> dict[bool, SplitOutcome]:
+    """Calibrate on some tasks, measure on the others: folds by task (True) and by label."""
+    tasks = sorted({task for task, _ in pool})
+    rng.shuffle(tasks)
+    train = set(tasks[:TRAIN_TASKS])
+    labels = [
+        {"task": task, "response": text, "passed": person_passes(text)}
+        for task, text in pool
+        if task in train
+    ]
+    held = [(task, text) for task, text in pool if task not in train]
+    people = [person_passes(text) for _, text in held]
+    judged = [task_biased_judge(text, {"task": task}) for task, text in held]
+    seed = rng.randrange(10**6)
+    outcomes = {}
+    for by_task in (True, False):
+        # By label: one group for all, so the folds deal labels (the earlier rule).
+        given = labels if by_task else [{**label, "group": "all"} for label in labels]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", CalibrationWarning)
+            calibrated = calibrate(task_biased_judge, given, alpha=ALPHA, seed=seed)
+        threshold = calibrated.threshold
+        fp, ff = _rates([threshold is not None and e.score >= threshold for e in judged], people)
+        judge_fp, judge_ff = _rates([e.verdict == "PASS" for e in judged], people)
+        outcomes[by_task] = SplitOutcome(
+            calibrated.report.met, fp, ff, judge_fp, judge_ff, threshold
+        )
+    return outcomes
+
+
+def new_tasks(splits: int) -> tuple[list[Figure], str]:
+    """The figures and table of calibrating on some tasks and judging new ones."""
+    rng = random.Random("new tasks")
+    pool = [
+        (f"task {t}", response(rng, rng.random())) for t in range(TASKS) for _ in range(PER_TASK)
+    ]
+    runs = [new_task_split(pool, rng) for _ in range(splits)]
+    figures, rows = [], []
+    for by_task, name in ((True, "folds by task"), (False, "folds by label")):
+        outcomes = [run[by_task] for run in runs]
+        met = [o for o in outcomes if o.met]
+        within = _share([o.calibrated_fp <= ALPHA for o in outcomes])
+        figures.append(
+            Figure(
+                f"task-biased: splits with new-task false-PASS <= {ALPHA}, {name}",
+                within * 100,
+                unit="%",
+                target=f">= {TARGET_SHARE:.0%}" if by_task else "",
+                passed=within >= TARGET_SHARE if by_task else None,
+                spread=f"{splits} splits",
+            )
+        )
+        rows.append(
+            [
+                *_row(f"task-biased, {name}", outcomes),
+                f"{_share([o.calibrated_fp <= ALPHA for o in met]):.0%} of {len(met)}",
+            ]
+        )
+    header = [
+        "fault, folds",
+        "alpha met",
+        "threshold (median)",
+        f"new-task false PASS <= {ALPHA}: calibrated",
+        "judge alone",
+        "false-PASS rate: calibrated (median)",
+        "judge alone (median)",
+        "false-FAIL rate: calibrated (median)",
+        "judge alone (median)",
+        f"<= {ALPHA} where alpha was met",
+    ]
+    table = (
+        f"New tasks: calibrated on the labels of {TRAIN_TASKS} tasks ({PER_TASK} responses "
+        f"each), measured on the other {TASKS - TRAIN_TASKS} tasks' responses:\n\n"
+        + md_table(header, rows)
+    )
+    return figures, table
+
+
 def loop_rounds(evaluator: Any, tasks: int, seed: int, **options: Any) -> tuple[float, float]:
     """Mean rounds the loop ran, and the share that stopped on a PASS people would not give."""
     rounds, false_stops = [], 0
@@ -231,6 +336,8 @@ def run(quick: bool = False) -> BenchResult:
                 f"{calibrated_false:.0%}",
             ]
         )
+    task_figures, task_table = new_tasks(splits)
+    figures += task_figures
     header = [
         "fault",
         "alpha met",
@@ -282,6 +389,18 @@ def run(quick: bool = False) -> BenchResult:
             "FAILs; with 1000 the rule runs closer to alpha, and the share of splits "
             "within it is lower (still at least 90%)."
         ),
+        (
+            "New tasks: where the judge's error depends on the task, the labels of one task "
+            "are not independent, and folds that split a task let the rule see part of "
+            "each held-out task. Dealt by task, each fold's threshold is counted on tasks it "
+            "never saw, so the held-out bound speaks for new tasks. On this synthetic set "
+            "the two rules choose nearly the same thresholds, and both keep the new-task "
+            "false-PASS rate within alpha in the goal's share of splits: the rule's "
+            "tightening and the strictest-of-folds threshold already leave room for a task "
+            "offset of this size. The grouping is what makes the bound a promise about new "
+            "tasks rather than about new responses to the tasks labelled. The last column "
+            "is that share among the splits that met alpha."
+        ),
     ]
     loop_header = [
         "fault",
@@ -303,6 +422,7 @@ def run(quick: bool = False) -> BenchResult:
                 f"Training on {size} labels:\n\n" + md_table(header, other_rows[size])
                 for size in OTHER_TRAIN
             ),
+            task_table,
             f"The loop (`refine`, {tasks} scripted tasks per fault, max 6 refinements):\n\n"
             + md_table(loop_header, loop_rows),
         ],

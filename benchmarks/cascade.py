@@ -85,6 +85,8 @@ WRITER_CALL_COST = (WRITER_TOKENS[0] * 0.15 + WRITER_TOKENS[1] * 0.60) / 1e6
 JUDGE_CALL_COST = (JUDGE_TOKENS[0] * 2.50 + JUDGE_TOKENS[1] * 10.00) / 1e6
 SAME_QUALITY = 0.02
 """Final quality counts as equal when the means differ by at most this much."""
+JUDGE_CALLS_GOAL = 0.4
+"""The cascade's goal: at most this share of `combine`'s judge calls, at equal quality."""
 
 _TASK = re.compile(r"of (\d+) to (\d+) words that uses all of these words: ([^.\n]+)\.")
 _ANSWER = re.compile(r"<answer>\n(.*?)\n</answer>", re.S)
@@ -359,8 +361,8 @@ def figures(reps: Sequence[Repeat], setting: str, headline: bool) -> list[Figure
         Figure(
             "judge calls, cascade / combine" + suffix,
             median(judge),
-            target="< 1x" if headline else "",
-            passed=goal(median(judge) < 1.0),
+            target=f"<= {JUDGE_CALLS_GOAL}x" if headline else "",
+            passed=goal(median(judge) <= JUDGE_CALLS_GOAL),
             spread=spread_text(judge),
         ),
         Figure(
@@ -452,6 +454,24 @@ def run(quick: bool = False) -> BenchResult:
             "`target_reached` with a draft of the wrong length when its judge score "
             "lifts the mean to 0.9; a cascade cannot (a draft the word range stops scores "
             "below 0.5)."
+        ),
+        (
+            "Ranking: an answer the judge scored outranks any answer the word range "
+            "stopped (`Evaluation.reach`, read by the one best-attempt rule), and the "
+            "judge's score is the cascade's, never lifted. On this task mix, with the same "
+            "seeds, every figure is the one the earlier rule gave (a stopped draft "
+            "outscoring a judged one is rare here: the judge scores the share of words, "
+            "and a stopped draft scores at most half its word-range score)."
+        ),
+        (
+            f"The goal of at most {JUDGE_CALLS_GOAL}x of `combine`'s judge calls is not "
+            "reached on this mix: the cascade asks the "
+            "judge about every draft in range, and every solved task needs at least one "
+            "judged draft, so its floor is about one call per task against `combine`'s "
+            "one per draft (3.0 per task with room to finish: a floor near 0.33x). It "
+            "reaches 0.4x only where at most about one in five judged drafts fails the "
+            "judge; here the writer's first in-range draft holds every required word "
+            f"with probability {P_WORD}^4, so most tasks pay two or three judged drafts."
         ),
     ]
     return BenchResult(

@@ -74,14 +74,22 @@ def test_in_sample_would_pass_but_the_bound_refuses() -> None:
     assert agreement([s >= 0.9 for s in scores], person).false_pass == 0.0
     assert upper_bound(0, 10, 0.9) > 0.1
     assert choose_threshold(scores, person, alpha=0.1, confidence=0.9) is None
-    with pytest.warns(CalibrationWarning, match="no score threshold keeps this judge's"):
+    with pytest.warns(CalibrationWarning, match=r"alpha=0.1 not met .* bound 0.21 at threshold"):
         calibrated = evaluators.calibrate(
             lambda response, state: 0.9 if response.startswith("good") else 0.2,
             [{"task": "t", "response": f"good {i}", "passed": True} for i in range(10)]
             + [{"task": "t", "response": f"bad {i}", "passed": False} for i in range(10)],
         )
-    assert calibrated.report.met is False and calibrated.threshold is None
-    assert calibrated.report.candidate is None
+    report = calibrated.report
+    assert report.met is False and calibrated.threshold is None
+    assert report.candidate is None
+    # The best bound reached, with its threshold: not a placeholder of 1.0.
+    assert report.bound == upper_bound(0, 10, 0.9) and report.best_threshold == 0.9
+    assert report.bound_held_out is False
+    # A judge that separates, short of labels: told about how many more.
+    assert report.diagnosis == "too_few_labels"
+    assert "only 10 labels score 0.90 or more" in report.advice
+    assert "Add about 36 more labels (about 18 more" in report.advice
     # It never passes: not even a perfect score.
     assert calibrated.evaluate("good 0", {"task": "t"}).verdict == "NEEDS_IMPROVEMENT"
 
@@ -151,7 +159,8 @@ def test_a_judge_pass_under_the_threshold_is_not_a_pass_and_a_fail_stays_a_fail(
     assert calibrated.threshold == 0.8
     judged = calibrated.evaluate("0.6", {"task": "t"})
     assert judged.verdict == "NEEDS_IMPROVEMENT" and judged.score == 0.6
-    assert "PASS needs a score of 0.80" in judged.feedback
+    # Told to improve, never shown the calibration's internals (its threshold).
+    assert judged.feedback == "fine\n(Not passed yet: make it clearly better.)"
     assert calibrated.evaluate("0.1", {"task": "t"}).verdict == "FAIL"
     assert calibrated.evaluate("0.9", {"task": "t"}).verdict == "PASS"
     # The judge alone passed everything at 0.5 or more: false passes people would not make.
@@ -490,18 +499,28 @@ def test_a_refinement_that_breaks_a_criterion_its_parent_passed_is_told_so() -> 
 def test_a_served_graph_takes_its_judges_calibration_from_the_environment(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    from langchain_openai import ChatOpenAI
+
     from langgraph_refine.server import build_graph
 
     monkeypatch.setenv("OPENAI_API_KEY", "local")
-    calibrated = evaluators.calibrate(lengths, word_labels())
-    calibrated.save(tmp_path / "judge.json", judge_spec="judge")
+    report = evaluators.calibrate(lengths, word_labels()).report
+    # The served judge: the LLM judge on REFINE_MODEL.
+    served = evaluators.llm_judge(ChatOpenAI(model="my-model"))
+    CalibratedEvaluator(served, report).save(tmp_path / "judge.json", judge_spec="judge")
     environ = {"REFINE_MODEL": "my-model", "REFINE_CALIBRATION": str(tmp_path / "judge.json")}
     node = build_graph(environ=environ).get_graph().nodes["evaluate"].data
     judge = node.evaluator  # type: ignore[union-attr]
-    assert isinstance(judge, CalibratedEvaluator) and judge.report == calibrated.report
-    calibrated.save(tmp_path / "words.json", judge_spec="words:40-1000")
-    with pytest.raises(ValueError, match="was made for the checks 'words:40-1000'"):
+    assert isinstance(judge, CalibratedEvaluator) and judge.report == report
+    # Another judge's calibration is refused when the graph is built: other checks, or
+    # the LLM judge on another model.
+    evaluators.calibrate(lengths, word_labels()).save(tmp_path / "words.json")
+    with pytest.raises(ValueError, match="evaluator: calibrated with 'lengths'"):
         build_graph(environ={**environ, "REFINE_CALIBRATION": str(tmp_path / "words.json")})
+    other = evaluators.llm_judge(ChatOpenAI(model="other-model"))
+    CalibratedEvaluator(other, report).save(tmp_path / "other.json", judge_spec="judge")
+    with pytest.raises(ValueError, match="model: calibrated with 'openai:other-model'"):
+        build_graph(environ={**environ, "REFINE_CALIBRATION": str(tmp_path / "other.json")})
     with pytest.raises(ValueError, match=r"REFINE_CALIBRATION: calibration file .* does not exist"):
         build_graph(environ={**environ, "REFINE_CALIBRATION": str(tmp_path / "none.json")})
 

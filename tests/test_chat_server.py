@@ -484,3 +484,25 @@ def test_a_missing_bundler_skips_the_component_test_unless_required() -> None:
         skip_without("npx is gone", {})
     with pytest.raises(pytest.fail.Exception, match=f"{REQUIRE_BUNDLER_ENV}=1 but npx is gone"):
         skip_without("npx is gone", {REQUIRE_BUNDLER_ENV: "1"})
+
+
+def test_a_review_answered_on_the_server_is_kept_as_a_label(chat_server: str) -> None:
+    # The served agent runs async on the server's event loop: the answer is written with
+    # the store's `aput` (a sync put there fails: "Synchronous calls to BatchedStore").
+    from langgraph_sdk import get_sync_client
+
+    client = get_sync_client(url=chat_server)
+    try:
+        thread = client.threads.create()["thread_id"]
+        request: Any = {"messages": [{"role": "user", "content": TASK}]}
+        client.runs.wait(thread, "chat_agent_reviewed", input=request)
+        assert client.threads.get_state(thread)["next"], "the run pauses for the review"
+        answer = {"decisions": [{"type": "reject", "message": "Say where it is."}]}
+        client.runs.wait(thread, "chat_agent_reviewed", command={"resume": answer})
+        found = client.store.search_items(["langgraph_refine", "reviews"], limit=100)["items"]
+    finally:
+        client.close()
+    mine = [item["value"] for item in found if item["key"].startswith(f"{thread}|")]
+    assert [(v["task"], v["response"], v["passed"], v["action"]) for v in mine] == [
+        (TASK, "Answer 2.", False, "revise")
+    ]

@@ -44,7 +44,7 @@ def test_calibrate_prints_the_table_and_threshold_and_writes_the_file(
     assert "judge alone" in run.out and "calibrated" in run.out and "false PASS" in run.out
     assert "threshold 0.800" in run.out and "(60 labels)" in run.out
     data = json.loads(out.read_text())
-    assert data["judge"] == WORDS and data["report"]["threshold"] == 0.8
+    assert data["judge"]["spec"] == WORDS and data["report"]["threshold"] == 0.8
     assert data["report"]["met"] is True
 
 
@@ -55,7 +55,7 @@ def test_calibrate_with_too_few_labels_exits_1_and_says_so(
     out = tmp_path / "cal.json"
     run = cli("calibrate", write_labels(tmp_path / "few.jsonl", 8), "-e", WORDS, "--out", out)
     assert run.code == 1, run.err
-    assert "alpha 0.1 not met" in run.out and out.exists()
+    assert "alpha=0.1 not met" in run.out and out.exists()
 
 
 def test_calibrate_usage_errors_exit_2_with_a_clear_line(
@@ -89,7 +89,9 @@ def test_run_with_a_calibration_says_its_pass_was_calibrated(
     assert data["calibration"]["threshold"] == 0.8 and data["verdict"] == "NEEDS_IMPROVEMENT"
     stale = cli(*args, "-e", "words:1-5", "--calibration", out)
     assert stale.code == 2
-    assert_one_line_error(stale, "was made for the checks 'words:40-1000'")
+    assert_one_line_error(
+        stale, "spec: calibrated with 'words:40-1000', this judge has 'words:1-5'"
+    )
     (tmp_path / "x.json").write_text("{}")
     wrong = cli(*args, "-e", WORDS, "--calibration", tmp_path / "x.json")
     assert wrong.code == 2
@@ -244,4 +246,111 @@ def test_calibrating_the_llm_judge_counts_its_calls_and_a_cache_spares_them(
     again = cli(*args, "--cache", cache, "--out", tmp_path / "again.json")
     assert again.code == 0, again.err
     assert len(server.requests) == 50  # every judgment came from the cache
-    assert json.loads((tmp_path / "again.json").read_text())["judge"] == "judge"
+    judge = json.loads((tmp_path / "again.json").read_text())["judge"]
+    assert judge["spec"] == "judge" and judge["model"] == "openai:scripted"
+
+
+def test_a_calibration_belongs_to_its_judge_on_the_command_line(
+    cli: Any,  # noqa: F811 - a fixture
+    openai_server: Any,  # noqa: F811 - a fixture
+    tmp_path: Path,
+) -> None:
+    # Several responses per task: the folds are dealt by task.
+    scores = {f"draft {i}": (1.0 if i >= 20 else 0.4) for i in range(60)}
+    server = openai_server(drafts_and_judge(scores))
+    labels = tmp_path / "labels.jsonl"
+    rows = [
+        {"task": f"task {i % 12}", "response": f"draft {i}", "passed": i >= 20} for i in range(60)
+    ]
+    labels.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    out = tmp_path / "cal.json"
+    base = ["--model", "scripted", "--base-url", server.base_url]
+    made = cli(
+        "calibrate",
+        labels,
+        *base,
+        "--criterion",
+        "Cites a source",
+        "--concurrency",
+        "4",
+        "--out",
+        out,
+    )
+    assert made.code == 0, made.err
+    assert "folds by task: 12 tasks" in made.out
+    assert len(server.requests) == 60
+    judged = [body for body in server.requests]
+    assert all("Cites a source" in json.dumps(body) for body in judged)  # the criterion asked
+    identity = json.loads(out.read_text())["judge"]
+    assert identity["criteria"] == ["Cites a source"] and identity["model"] == "openai:scripted"
+    # Another judge: exit 2 before any call, naming what differs.
+    for flags, named in [
+        (["--judge-model", "other"], "model: calibrated with 'openai:scripted'"),
+        (["--criterion", "Rhymes"], "criteria: calibrated with ['Cites a source']"),
+        ([], "criteria: calibrated with ['Cites a source'], this judge has no criteria"),
+        (["--criterion", "Cites a source", "-e", "judge", "-e", "words:1-9"], "spec:"),
+    ]:
+        before = len(server.requests)
+        refused = cli("run", "t", *base, *flags, "--calibration", out)
+        assert refused.code == 2, (flags, refused.err)
+        assert_one_line_error(refused, "was made for another judge", named)
+        assert len(server.requests) == before  # no call
+    same = cli("run", "t", *base, "--criterion", "Cites a source", "--calibration", out, "--json")
+    assert same.code == 0, same.err
+    assert same.json()["calibration"]["threshold"] == 1.0
+
+
+def test_require_calibration_with_a_calibration_that_passes_nothing_exits_2_before_any_call(
+    cli: Any,  # noqa: F811 - a fixture
+    openai_server: Any,  # noqa: F811 - a fixture
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "cal.json"
+    made = cli("calibrate", write_labels(tmp_path / "few.jsonl", 8), "-e", WORDS, "--out", out)
+    assert made.code == 1  # alpha not met: it can pass nothing
+    server = openai_server(drafts_and_judge())
+    args = [*run_args(server), "-e", WORDS, "--calibration", out]
+    refused = cli(*args, "--require-calibration")
+    assert refused.code == 2, refused.err
+    assert_one_line_error(refused, "can pass nothing", "refuses to start")
+    assert server.requests == []
+
+
+def test_a_run_with_a_calibration_that_passes_nothing_says_once_its_pass_is_untrusted(
+    cli: Any,  # noqa: F811 - a fixture
+    openai_server: Any,  # noqa: F811 - a fixture
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "cal.json"
+    cli("calibrate", write_labels(tmp_path / "few.jsonl", 8), "-e", WORDS, "--out", out)
+    server = openai_server(drafts_and_judge())
+    run = cli(*run_args(server), "-e", WORDS, "--calibration", out, "--max-iterations", "1")
+    said = [line for line in run.err.splitlines() if "untrusted" in line]
+    assert len(said) == 1, run.err
+    assert "passes nothing" in said[0] and "Traceback" not in run.err
+    assert "CalibrationWarning" not in run.err
+
+
+def test_an_unmet_calibration_shows_its_best_bound_its_threshold_and_advice(
+    cli: Any,  # noqa: F811 - a fixture
+    tmp_path: Path,
+) -> None:
+    out, page = tmp_path / "cal.json", tmp_path / "cal.html"
+    run = cli(
+        "calibrate",
+        write_labels(tmp_path / "l.jsonl", 40),
+        "-e",
+        WORDS,
+        "--out",
+        out,
+        "--html",
+        page,
+    )
+    assert run.code == 1, run.err
+    report = json.loads(out.read_text())["report"]
+    assert report["diagnosis"] == "too_few_labels" and report["best_threshold"] is not None
+    shown = " ".join(run.out.split())
+    assert f"best in-sample false-PASS bound {report['bound']:.2f}" in shown
+    assert "Add about" in shown
+    html = page.read_text()
+    assert 'class="best"' in html and "Add about" in html

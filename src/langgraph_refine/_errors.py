@@ -152,3 +152,11 @@ class Unjudged(RefineError):
         >>> str(Unjudged("the grading service is down"))
         'the grading service is down'
     """
+
+
+class CalibrationMismatchError(RefineError, ValueError):
+    """A calibration used with a judge other than the one it was made for.
+
+    A calibration records what its judge is (its checks, model, criteria and prompt);
+    with another judge its threshold means nothing, so it is refused before any call.
+    """

@@ -42,21 +42,42 @@ RESULT_KEYS = [
 state to read back, so runs ask `invoke`/`stream` for these channels (`output_keys=`)."""
 
 
-def attempt_rank(attempt: Attempt) -> tuple[bool, float]:
-    """How an attempt ranks: a PASS first, then the score (higher is better); unjudged last."""
+Rank = tuple[bool, int, float]
+"""An attempt's rank (`attempt_rank`): compared as a tuple, higher is better."""
+
+UNRANKED: Rank = (False, -1, -1.0)
+"""The rank of an attempt without an evaluation: below every judged one."""
+
+
+def attempt_rank(attempt: Attempt) -> Rank:
+    """How an attempt ranks: a PASS first, then how far it got, then its score.
+
+    How far it got is `Evaluation.reach` (the stage of a staged check that decided it):
+    an answer a later stage scored outranks any answer an earlier stage stopped,
+    whatever the two scores, and no stage's score is changed to say so. Unjudged last.
+
+    Example:
+        >>> from langgraph_refine import Attempt, Evaluation
+        >>> judged = Attempt(index=0, response="a",
+        ...                  evaluation=Evaluation(score=0.4, details={"stage": 1, "stages": 2}))
+        >>> stopped = Attempt(index=1, response="b",
+        ...                   evaluation=Evaluation(score=0.42, details={"stage": 0, "stages": 2}))
+        >>> attempt_rank(judged) > attempt_rank(stopped)
+        True
+    """
     evaluation = attempt.evaluation
     if evaluation is None:
-        return (False, -1.0)
-    return (evaluation.verdict == "PASS", evaluation.score)
+        return UNRANKED
+    return (evaluation.verdict == "PASS", evaluation.reach, evaluation.score)
 
 
 def rank_value(attempt: Attempt) -> float:
-    """The attempt's rank (`attempt_rank`) as one number: a PASS is 1.0, else the score.
+    """The attempt's PASS and score as one number: a PASS is 1.0, else the score.
 
     What the search strategy's statistics average (a move's reward, a state's band);
     which attempt is best is always `attempt_rank`'s decision.
     """
-    passed, score = attempt_rank(attempt)
+    passed, _, score = attempt_rank(attempt)
     return 1.0 if passed else max(score, 0.0)
 
 
@@ -69,8 +90,10 @@ def best_feedback(attempts: Sequence[Attempt]) -> str:
 def best_attempt(attempts: Sequence[Attempt]) -> Attempt | None:
     """Pick the best evaluated attempt.
 
-    A `"PASS"` verdict outranks any other; otherwise the higher score wins; ties go to
-    the earlier attempt, so a later regression (or an equal score) never replaces the best.
+    A `"PASS"` verdict outranks any other; then the answer that got further through a
+    staged check (`Evaluation.reach`: a `cascade`'s judge over its cheap stages); then
+    the higher score; ties go to the earlier attempt, so a later regression (or an equal
+    score) never replaces the best (`attempt_rank`).
 
     Args:
         attempts: Attempts in the order they were generated.
@@ -79,7 +102,7 @@ def best_attempt(attempts: Sequence[Attempt]) -> Attempt | None:
         The best evaluated attempt, or None if none has been evaluated.
     """
     best: Attempt | None = None
-    best_rank = (False, 0.0)  # the best's rank, kept (not recomputed per comparison)
+    best_rank = UNRANKED  # the best's rank, kept (not recomputed per comparison)
     for attempt in attempts:
         if attempt.evaluation is None:
             continue

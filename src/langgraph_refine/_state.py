@@ -137,6 +137,26 @@ class Evaluation(BaseModel):
             )
         return float(value)
 
+    @property
+    def reach(self) -> int:
+        """How far the response got through staged checks: the stage that decided it.
+
+        An `evaluators.cascade` evaluation's `details["stage"]` (0 for one its first
+        stage stopped, the last stage's index for one the last stage judged); 0 for an
+        evaluator of one stage. The best-attempt rule ranks by it before the score, so
+        an answer a later stage scored outranks any an earlier stage stopped.
+
+        Example:
+            >>> Evaluation(score=0.4, details={"stage": 1, "stages": 2}).reach
+            1
+            >>> Evaluation(score=0.4).reach
+            0
+        """
+        stage = self.details.get("stage")
+        if "stages" not in self.details or not isinstance(stage, int) or isinstance(stage, bool):
+            return 0
+        return stage
+
 
 @dataclass(frozen=True)
 class NoJudgment:

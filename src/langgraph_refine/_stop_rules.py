@@ -144,21 +144,26 @@ class StopRules:
         )
 
     def stalled_rounds(self, attempts: Sequence[Attempt]) -> int:
-        """Count the trailing refinement rounds that did not raise the best score enough."""
+        """Count the trailing refinement rounds that did not raise the best score enough.
+
+        An answer that got further through a staged check than every earlier one
+        (`Evaluation.reach`: a cascade's judge after its cheap stages) is progress,
+        whatever its score; its score is then the one to beat.
+        """
         stalled = 0
-        best: float | None = None
+        best: tuple[int, float] | None = None
         for attempt in attempts:
             if attempt.evaluation is None:
                 continue
-            score = attempt.evaluation.score
+            here = (attempt.evaluation.reach, attempt.evaluation.score)
             if best is None:
-                best = score
+                best = here
                 continue
-            if score > best + self.min_delta:
+            if here[0] > best[0] or (here[0] == best[0] and here[1] > best[1] + self.min_delta):
                 stalled = 0
             else:
                 stalled += 1
-            best = max(best, score)
+            best = max(best, here)
         return stalled
 
 

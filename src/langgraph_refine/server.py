@@ -117,7 +117,8 @@ def served_judge(model: Any, env: Mapping[str, str]) -> Any:
     """The served graphs' judge: None (the default judge), or calibrated by `REFINE_CALIBRATION`.
 
     Raises:
-        ValueError: If the file is missing, not a calibration, or made for other checks.
+        ValueError: If the file is missing, not a calibration, or made for another judge
+            (other checks, another model, criteria or prompt).
     """
     path = env.get(CALIBRATION_ENV, "").strip()
     if not path:
@@ -126,16 +127,14 @@ def served_judge(model: Any, env: Mapping[str, str]) -> Any:
     from langgraph_refine.evaluators._calibrate import CalibratedEvaluator, read_calibration
 
     try:
-        judge, report = read_calibration(path)
-    except ValueError as exc:
-        raise ValueError(f"{CALIBRATION_ENV}: {exc}") from None
-    if judge != "judge":
+        identity, report = read_calibration(path)
+        return CalibratedEvaluator(llm_judge(model), report, identity=identity)
+    except ValueError as exc:  # a mismatch too: the served judge is not the calibrated one
         raise ValueError(
-            f"{CALIBRATION_ENV} {path} was made for the checks {judge!r}; the served graphs "
-            "judge with the LLM judge: calibrate it with langgraph-refine calibrate LABELS "
-            "-e judge --out FILE"
-        )
-    return CalibratedEvaluator(llm_judge(model), report)
+            f"{CALIBRATION_ENV}: {exc}. The served graphs judge with the LLM judge on "
+            f"{MODEL_ENV}: calibrate it with langgraph-refine calibrate LABELS -e judge "
+            "--model MODEL --out FILE"
+        ) from None
 
 
 def build_graph(

@@ -91,7 +91,7 @@ from langgraph_refine._calls._clients import held
 from langgraph_refine._decisions._flows import CallFlow, adrive, drive
 from langgraph_refine._decisions._options import AGENT, AGENT_DEFAULTS, AgentOptions, LoopOptions
 from langgraph_refine._decisions._reviewed import ReviewAnswer
-from langgraph_refine._decisions._round import Outcome
+from langgraph_refine._decisions._round import Outcome, with_criteria
 from langgraph_refine._errors import Unjudged
 from langgraph_refine._events import ReviewPayload, stop_event
 from langgraph_refine._kinds import model_name
@@ -99,10 +99,12 @@ from langgraph_refine._loop._resolve import check_binds
 from langgraph_refine._loop._review import ReviewNode, require_checkpointer
 from langgraph_refine._loop._review_schema import ask_review
 from langgraph_refine._loop._step import Step, child_config, emit
+from langgraph_refine._records._reviews import arecord_review, record_review
 from langgraph_refine._result import RefineResult
 from langgraph_refine._state import Attempt
 from langgraph_refine._stop_rules import StopRules
 from langgraph_refine.evaluators._base import EvaluatorLike
+from langgraph_refine.evaluators._calibrate import refuse_to_start, warn_at_build
 
 R = TypeVar("R")
 
@@ -188,6 +190,7 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         # and compare: each run resolves them (`judges_for`), nothing is kept here.
         self.rungs, resolved = agent_models(models, evaluator, built.judge_model, built.comparer)
         check_rungs_priced(built.budget, self.rungs, "models")  # before any call is paid
+        warn_at_build(resolved.evaluator, require_calibration=built.require_calibration)
         self.loop = AgentLoop(
             replace(built, name=LOOP_NAME),
             resolved.evaluator,
@@ -216,6 +219,12 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         """
         if self.loop.review is not None:
             require_checkpointer()
+        options = self.loop.options
+        refuse_to_start(
+            self.loop.evaluator,
+            require_calibration=options.require_calibration,
+            state=with_criteria(state, options),
+        )
         return turns.started(state)
 
     @hook_config(can_jump_to=["end"])
@@ -344,11 +353,49 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         Raises:
             BudgetExhaustedError: On a budget stop with `on_budget_exhausted="raise"`.
         """
+        payload, answer, restart = self._review(state, runtime)
+        if restart is not None:
+            return restart
+        if payload is not None and answer is not None:
+            record_review(payload, answer.action, judge=self._judge_identity(state))
+        return self._after_review(state, runtime, answer)
+
+    @hook_config(can_jump_to=["model"])
+    async def aafter_agent(
+        self, state: RefineAgentState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """Async twin of `after_agent`: the review's answer is kept with the store's `aput`.
+
+        An async agent runs this hook on its event loop, where a server's store refuses
+        sync calls (`langgraph dev`'s "Synchronous calls to BatchedStore").
+        """
+        payload, answer, restart = self._review(state, runtime)
+        if restart is not None:
+            return restart
+        if payload is not None and answer is not None:
+            await arecord_review(payload, answer.action, judge=self._judge_identity(state))
+        return self._after_review(state, runtime, answer)
+
+    def _review(
+        self, state: RefineAgentState, runtime: Runtime[Any]
+    ) -> tuple[ReviewPayload | None, ReviewAnswer | None, dict[str, Any] | None]:
+        """The review asked and its answer (the run pauses for it), or a Refresh's restart."""
         payload = self.loop.review_asked(state)
         if payload is None and turns.regenerating(state, runtime):  # a chat's Refresh
-            return turns.restarted(state, self.loop.progress) | {"jump_to": "model"}
-        outcome = self.loop.review_outcome(state, reviewed(self.loop, payload))
+            return None, None, turns.restarted(state, self.loop.progress) | {"jump_to": "model"}
+        return payload, reviewed(self.loop, payload), None
+
+    def _after_review(
+        self, state: RefineAgentState, runtime: Runtime[Any], answer: ReviewAnswer | None
+    ) -> dict[str, Any] | None:
+        """Refine again or end, after the review (or without one)."""
+        outcome = self.loop.review_outcome(state, answer)
         return ended(state, outcome | turns.ended_in(runtime) if outcome is not None else None)
+
+    def _judge_identity(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The identity of the middleware's judge, for a review's label (None: per run)."""
+        review = self.loop.review
+        return review.identity(state, self.loop.evaluator) if review is not None else None
 
     def result(self, state: Mapping[str, Any]) -> RefineResult:
         """The loop's `RefineResult` from the agent's state (what `invoke` returned).

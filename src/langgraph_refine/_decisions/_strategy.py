@@ -81,7 +81,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from langgraph_refine._result import attempt_rank, best_attempt, rank_value
+from langgraph_refine._result import UNRANKED, attempt_rank, best_attempt, rank_value
 from langgraph_refine._state import Attempt, MoveKind, Strategy
 
 EXPLORE_WEIGHT = 5.0
@@ -872,7 +872,7 @@ def _progress(attempts: Sequence[Attempt]) -> _Progress:
     """
     refine, sample = [0, 0], [0, 0]
     best: Attempt | None = None
-    best_rank = (False, 0.0)
+    best_rank = UNRANKED
     raised = False
     for k, attempt in enumerate(attempts):
         raised = best is None  # an unevaluated latest "raised" only an empty history

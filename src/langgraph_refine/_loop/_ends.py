@@ -14,6 +14,7 @@ from langgraph.types import Command, Overwrite, RetryPolicy
 
 from langgraph_refine._decisions._end import by_score_note, end_of_run, regenerates
 from langgraph_refine._decisions._options import CONTEXT_KEYS, LoopOptions, criteria_list
+from langgraph_refine._decisions._round import with_criteria
 from langgraph_refine._loop._comparisons import ComparisonLedger
 from langgraph_refine._loop._review import require_checkpointer
 from langgraph_refine._loop._select import (
@@ -28,6 +29,7 @@ from langgraph_refine._loop._thread import current_run
 from langgraph_refine._state import RefineInput, RefineState, Usage, revive_state
 from langgraph_refine._stop_rules import BUDGET_STOP, stop_reason_of
 from langgraph_refine._typed import plain
+from langgraph_refine.evaluators._calibrate import refuse_to_start
 
 logger = logging.getLogger("langgraph_refine")
 
@@ -55,6 +57,7 @@ class Prepare:
     review: bool = False
     can_compare: bool = True
     keeps_input_options: bool = False
+    judge: Any = None
     name: str = "prepare"
 
     def __call__(self, state: RefineState) -> dict[str, Any]:
@@ -62,6 +65,12 @@ class Prepare:
         options = run_options(self.options, {"input_options": given})
         if options.select == "pairwise" and not self.can_compare:
             raise ValueError(NO_COMPARER)
+        # A calibration that passes nothing under require_calibration: no call is paid.
+        refuse_to_start(
+            self.judge,
+            require_calibration=options.require_calibration,
+            state=with_criteria(state, options),
+        )
         if self.review:
             require_checkpointer()
         if not self.keeps_input_options:  # a state without option keys: nothing to keep

@@ -34,6 +34,7 @@ from langgraph_refine._state import (
     ServedKeys,
 )
 from langgraph_refine.evaluators._base import EvaluatorLike
+from langgraph_refine.evaluators._calibrate import warn_at_build
 
 __all__ = ["GeneratorLike", "create_refine_graph"]
 
@@ -133,6 +134,7 @@ def loop_builder(
         )
     if options.select == "pairwise" and compare is None:
         raise ValueError(NO_COMPARER)
+    warn_at_build(judge, require_calibration=options.require_calibration)
 
     # Keys the loop writes only when the state has them (each channel costs every step).
     served = set(get_type_hints(schemas.state)) & set(get_type_hints(ServedKeys))
@@ -151,6 +153,7 @@ def loop_builder(
                 review=human_review is not None,
                 can_compare=compare is not None,
                 keeps_input_options="input_options" in served,
+                judge=judge,
             ),
             name="prepare",
         ),
@@ -211,6 +214,7 @@ def loop_builder(
                 on_budget_exhausted=options.on_budget_exhausted,
                 name=name,
                 records_run="ended_in" in served,
+                judge=judge,
             ),
         )
         if after_evaluation:

@@ -28,6 +28,8 @@ from langgraph_refine._loop._thread import current_run
 from langgraph_refine._records._reviews import record_review
 from langgraph_refine._result import best_attempt
 from langgraph_refine._state import RefineState, revive_state
+from langgraph_refine.evaluators._base import BaseEvaluator, request_criteria
+from langgraph_refine.evaluators._identity import judge_identity
 
 logger = logging.getLogger("langgraph_refine")
 
@@ -52,6 +54,8 @@ class ReviewNode:
         name: The loop's name, included in the payload.
         records_run: The state has `ended_in` (`ServedKeys`): the run whose answer the
             review applies is written there (the loop's end is decided there again).
+        judge: The loop's evaluator, whose identity each recorded review carries (None:
+            known only per run).
     """
 
     def __init__(
@@ -61,11 +65,13 @@ class ReviewNode:
         on_budget_exhausted: OnBudgetExhausted = "stop",
         name: str = "refine",
         records_run: bool = False,
+        judge: Any = None,
     ) -> None:
         self.mode: HumanReview = check_choice("human_review", mode, HumanReview)
         self.on_budget_exhausted = on_budget_exhausted
         self.loop_name = name
         self.records_run = records_run
+        self.judge = judge
         self.actions = ["approve", "edit", "reject", "revise"] + (
             ["continue"] if mode == "every_round" else []
         )
@@ -99,24 +105,38 @@ class ReviewNode:
             return {}
         # The interrupt declares its answer's schema (LangGraph Studio shows a form); a
         # malformed answer pauses again with an `error` key (see `ask_review`).
-        update = ask_review(self.payload(revive_state(state)), self.apply, self.actions)
+        payload = self.payload(revive_state(state))
+        answer = ask_review(payload, self.answer, self.actions)
+        # A graph's sync node runs in a worker thread under ainvoke: a sync put is safe.
+        record_review(payload, answer.action, judge=self.identity(state))
+        update = graph_update(answer)
         return update | {"ended_in": current_run()} if self.records_run else update
+
+    def identity(self, state: Mapping[str, Any], judge: Any = None) -> dict[str, Any] | None:
+        """The identity of the judge that scored the attempt shown, for its label.
+
+        Args:
+            state: The run's state (its `criteria` are the judge's too).
+            judge: The run's judge, when only the run knows it (an agent's own model).
+        """
+        judge = judge if judge is not None else self.judge
+        if not isinstance(judge, BaseEvaluator):
+            return None
+        return judge_identity(judge, criteria=request_criteria(state))
 
     def answer(self, payload: Mapping[str, Any], value: Any) -> ReviewAnswer:
         """What a resume value means (a chat client's LangChain decision, or text, too).
 
-        The one place both the graph and the agent read an answer: a well-formed one is
-        also kept in the run's store as a person's verdict on the attempt shown (see
-        `_records._reviews`), the labels `evaluators.store_labels` reads.
+        The one place both the graph and the agent read an answer; each then keeps a
+        well-formed one in the run's store as a person's verdict on the attempt shown
+        (see `_records._reviews`), the labels `evaluators.store_labels` reads.
 
         Raises:
             ReviewInputError: If the value is not a dict with a known action and the
                 fields that action needs.
         """
         value = from_decisions(from_text(value, self.actions))
-        answer = read_answer(payload, value, self.actions)
-        record_review(payload, answer.action)
-        return answer
+        return read_answer(payload, value, self.actions)
 
     def apply(self, payload: Mapping[str, Any], value: Any) -> dict[str, Any]:
         """Turn a resume value into the graph's state update.

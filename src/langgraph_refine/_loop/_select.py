@@ -266,9 +266,10 @@ def select_candidates(attempts: Sequence[Attempt], top: int, margin: float) -> l
     if not scored:
         return []
     # The one rule of the best attempt (`attempt_rank`): once an attempt passed, only
-    # passing attempts are candidates, so a run that stopped on a PASS returns one.
-    passed, best = attempt_rank(max(scored, key=attempt_rank))
-    pool = [a for a in scored if attempt_rank(a)[0] == passed]
+    # passing attempts are candidates, so a run that stopped on a PASS returns one; and
+    # only those that got as far as the best (a cascade's judge, not a cheap stage).
+    passed, reach, best = attempt_rank(max(scored, key=attempt_rank))
+    pool = [a for a in scored if attempt_rank(a)[:2] == (passed, reach)]
     close = [a for a in pool if _score(a) >= best - margin - 1e-12]
     # The strongest first when capping; ties to the earlier attempt.
     close.sort(key=lambda a: (-_score(a), a.index))
@@ -279,10 +280,10 @@ def _score(attempt: Attempt) -> float:
     return attempt.evaluation.score if attempt.evaluation is not None else 0.0
 
 
-def _lower(attempt: Attempt) -> tuple[bool, float]:
+def _lower(attempt: Attempt) -> tuple[bool, int, float]:
     """A sort key that puts the better attempt (by `attempt_rank`) first."""
-    passed, score = attempt_rank(attempt)
-    return (not passed, -score)
+    passed, reach, score = attempt_rank(attempt)
+    return (not passed, -reach, -score)
 
 
 def outcome(first: int, second: int, forward: Preference, backward: Preference) -> int | None:

@@ -2,9 +2,12 @@
 
 A person's verdict on an attempt the judge scored is a label (`evaluators.store_labels`
 reads them back for `evaluators.calibrate`). The graph's review step and the agent's
-share one place where an answer is read (`ReviewNode.answer`), which calls
-`record_review`: so the graph, `RefineMiddleware` and the command line's `run --review
---store FILE` record without any code of the user's, whenever the run has a store.
+record each answer as a label once it is read (`ReviewNode.__call__`, and
+`RefineMiddleware`'s `after_agent` / `aafter_agent`): so the graph, the agent and the
+command line's `run --review --store FILE` record without any code of the user's,
+whenever the run has a store. Where the run is async on its event loop (an agent served
+by `langgraph dev`), the answer is written with the store's `aput`: a server's store
+refuses sync calls there. Each label carries the identity of the judge that scored it.
 
 Each answer is one item under `REVIEW_NAMESPACE`, keyed by the thread, the loop and the
 attempt shown, so a review resumed twice (a crash after the answer) writes the same item
@@ -36,8 +39,16 @@ LABELLING_ACTIONS = PASSING_ACTIONS | {"edit", "reject", "revise"}
 """The answers that are a verdict on the attempt shown (`continue` is none: it defers)."""
 
 
-def review_item(payload: Mapping[str, Any], action: str) -> dict[str, Any]:
+def review_item(
+    payload: Mapping[str, Any], action: str, judge: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """The stored value of a reviewer's `action` on the attempt `payload` showed.
+
+    Args:
+        payload: What the reviewer was shown.
+        action: The reviewer's answer.
+        judge: The identity of the judge that scored the attempt (see
+            `evaluators._identity`), so a calibration made from these labels knows it.
 
     Example:
         >>> item = review_item({"task": "t", "response": "r", "score": 0.8, "attempt": 1}, "edit")
@@ -53,30 +64,57 @@ def review_item(payload: Mapping[str, Any], action: str) -> dict[str, Any]:
         "verdict": payload.get("verdict"),
         "attempt": payload.get("attempt"),
         "name": payload.get("name"),
+        "judge": dict(judge) if judge is not None else None,
         "recorded_at": datetime.datetime.now(datetime.UTC).isoformat(),
     }
 
 
-def record_review(payload: Mapping[str, Any], action: str) -> None:
+def record_review(
+    payload: Mapping[str, Any], action: str, *, judge: Mapping[str, Any] | None = None
+) -> None:
     """Keep a reviewer's answer in the running graph's store, if it has one.
 
     A no-op outside a graph run, without a store, for an answer that is no verdict
-    (`continue`) or for a review that showed no attempt.
+    (`continue`) or for a review that showed no attempt. For code running in a worker
+    thread or a sync run; on an event loop use `arecord_review` (a server's store
+    refuses sync calls there).
     """
-    if action not in LABELLING_ACTIONS or payload.get("attempt") is None:
+    target = _target(payload, action)
+    if target is None:
         return
+    store, key = target
+    try:
+        store.put(REVIEW_NAMESPACE, key, review_item(payload, action, judge), index=False)
+    except Exception as exc:  # the record serves later calibration; the run goes on
+        logger.warning("could not record the review in the store (%s): %s", key, exc)
+
+
+async def arecord_review(
+    payload: Mapping[str, Any], action: str, *, judge: Mapping[str, Any] | None = None
+) -> None:
+    """Async twin of `record_review`: the store's `aput`, on the run's event loop."""
+    target = _target(payload, action)
+    if target is None:
+        return
+    store, key = target
+    try:
+        await store.aput(REVIEW_NAMESPACE, key, review_item(payload, action, judge), index=False)
+    except Exception as exc:  # the record serves later calibration; the run goes on
+        logger.warning("could not record the review in the store (%s): %s", key, exc)
+
+
+def _target(payload: Mapping[str, Any], action: str) -> tuple[BaseStore, str] | None:
+    """The running graph's store and the review's key; None when nothing is recorded."""
+    if action not in LABELLING_ACTIONS or payload.get("attempt") is None:
+        return None
     try:
         store = get_store()
         configurable = get_config().get("configurable") or {}
     except RuntimeError:  # not inside a graph run: nothing to record in
-        return
+        return None
     if store is None:
-        return
-    key = _key(configurable, payload)
-    try:
-        store.put(REVIEW_NAMESPACE, key, review_item(payload, action), index=False)
-    except Exception as exc:  # the record serves later calibration; the run goes on
-        logger.warning("could not record the review in the store (%s): %s", key, exc)
+        return None
+    return store, _key(configurable, payload)
 
 
 def _key(configurable: Mapping[str, Any], payload: Mapping[str, Any]) -> str:

@@ -542,6 +542,19 @@ def calibrate(
             "against the threshold.",
         ),
     ] = None,
+    criterion: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--criterion",
+            metavar="TEXT",
+            help="A criterion every judgment adds, as run's --criterion (repeat for more); "
+            "the calibration then holds for runs with these criteria only.",
+        ),
+    ] = None,
+    concurrency: Annotated[
+        int,
+        typer.Option("--concurrency", metavar="N", help="Labels judged at a time."),
+    ] = 4,
 ) -> int:
     """Calibrate a judge against people's labels: print the agreement table and threshold.
 
@@ -576,7 +589,14 @@ def calibrate(
 
         checks = llm_judge(settings.judge())
     try:
-        calibrated = run_calibration(read, checks, alpha=alpha, confidence=confidence)
+        calibrated = run_calibration(
+            read,
+            checks,
+            alpha=alpha,
+            confidence=confidence,
+            criteria=list(criterion or ()),
+            concurrency=concurrency,
+        )
     except CliError:
         raise
     except Exception as exc:

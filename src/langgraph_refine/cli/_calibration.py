@@ -31,8 +31,12 @@ from langgraph_refine.evaluators._calibrate import (
     CalibratedEvaluator,
     CalibrationReport,
     calibrate,
+    nothing_passes_text,
     read_calibration,
+    unmet_text,
 )
+from langgraph_refine.evaluators._combine import as_evaluator
+from langgraph_refine.evaluators._identity import judge_identity, mismatches
 from langgraph_refine.evaluators._labels import Label, read_labels, store_labels
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
@@ -40,34 +44,67 @@ _SQLITE_HEADER = b"SQLite format 3\x00"
 
 @dataclass(frozen=True)
 class Calibration:
-    """A calibration file read for a run: the checks it was made for, and its report.
+    """A calibration file read for a run: the judge it was made for, and its report.
 
     Attributes:
         path: The file.
-        judge: The checks it was made for, as written (`-e` specs, or `judge`).
+        identity: The judge it was made for (`-e` specs, model, criteria, prompt).
         report: The calibration.
     """
 
     path: Path
-    judge: str
+    identity: dict[str, Any]
     report: CalibrationReport
 
-    def wrap(self, evaluator: Any, specs: Sequence[EvaluatorSpec]) -> CalibratedEvaluator:
-        """The run's evaluator, calibrated.
+    @property
+    def judge(self) -> str:
+        """The checks it was made for, as written (`-e` specs, or `judge`)."""
+        return str(self.identity.get("spec") or self.identity.get("evaluator") or "judge")
+
+    def wrap(
+        self,
+        evaluator: Any,
+        specs: Sequence[EvaluatorSpec],
+        *,
+        criteria: Sequence[str] = (),
+        require_calibration: bool = False,
+    ) -> CalibratedEvaluator:
+        """The run's evaluator, calibrated: checked before any call is made.
 
         Raises:
-            CliError: If the run's checks are not the ones the file was made for.
+            CliError: (exit 2) If the run's judge is not the one the file was made for
+                (other checks, another model, other criteria or another prompt), or the
+                run requires a calibrated PASS and this calibration can pass nothing.
         """
-        given = checks_text(specs)
-        if given != self.judge:
+        evaluator = as_evaluator(evaluator, option="evaluator")  # several checks: combined
+        current = judge_identity(evaluator, criteria=criteria, spec=checks_text(specs))
+        differences = mismatches(self.identity, current)
+        if differences:
             raise CliError(
-                f"--calibration {self.path} was made for the checks {self.judge!r}, but this run "
-                f"judges with {given!r}: a calibration is only valid for its own judge; run with "
-                f"the same -e specs, or calibrate these checks (langgraph-refine calibrate "
-                f"LABELS -e ...)",
+                f"--calibration {self.path} was made for another judge ("
+                + "; ".join(differences)
+                + "): a calibration is only valid for its own judge; run with the same -e "
+                "specs, models and --criterion, or calibrate this judge (langgraph-refine "
+                "calibrate LABELS -e ... --criterion ...)",
                 exit_code=2,
             )
-        return CalibratedEvaluator(evaluator, self.report)
+        calibrated = CalibratedEvaluator(evaluator, self.report, identity=self.identity, warn=False)
+        if calibrated.can_pass:
+            return calibrated
+        if require_calibration:
+            raise CliError(
+                f"--calibration {self.path}: " + nothing_passes_text(calibrated, required=True),
+                exit_code=2,
+            )
+        from langgraph_refine.cli._app import PROG
+
+        # Said once, in the command line's words (the library's warning is not repeated).
+        Console(stderr=True).print(
+            Text(f"{PROG}: --calibration {self.path}: ")
+            + Text(nothing_passes_text(calibrated, required=False)),
+            soft_wrap=True,
+        )
+        return calibrated
 
 
 def checks_text(specs: Sequence[EvaluatorSpec]) -> str:
@@ -82,10 +119,10 @@ def read_for_run(path: Path) -> Calibration:
         CliError: (exit 2) if the file is missing or not a calibration.
     """
     try:
-        judge, report = read_calibration(path)
+        identity, report = read_calibration(path)
     except ValueError as exc:
         raise CliError(f"--calibration: {exc}", exit_code=2) from None
-    return Calibration(path, judge, report)
+    return Calibration(path, identity, report)
 
 
 def read_label_file(path: Path) -> list[Label]:
@@ -155,22 +192,37 @@ def run_calibration(
     *,
     alpha: float,
     confidence: float,
+    criteria: Sequence[str] = (),
+    concurrency: int = 1,
 ) -> CalibratedEvaluator:
     """Calibrate, the warning of an unmet `alpha` kept for the table (not printed twice).
 
     Raises:
-        CliError: (exit 2) for an `alpha` or `confidence` out of range.
+        CliError: (exit 2) for an `alpha`, `confidence` or `concurrency` out of range.
     """
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return calibrate(evaluator, labels, alpha=alpha, confidence=confidence)
+            return calibrate(
+                evaluator,
+                labels,
+                alpha=alpha,
+                confidence=confidence,
+                criteria=list(criteria),
+                concurrency=concurrency,
+            )
     except ValueError as exc:
-        raise CliError(str(exc).replace("alpha must", "--alpha must"), exit_code=2) from None
+        text = str(exc)
+        for name in ("alpha", "confidence", "concurrency"):
+            text = text.replace(f"{name} must", f"--{name} must")
+        raise CliError(text, exit_code=2) from None
 
 
 def show_report(console: Console, report: CalibrationReport, checks: str) -> None:
-    """The agreement table (calibrated judge beside the judge alone) and the threshold."""
+    """The agreement table, the threshold (or what was measured, and advice), unjudged labels.
+
+    The table shows the calibrated judge beside the judge alone.
+    """
     table = Table(title=f"agreement with people: {checks} ({report.n} labels)")
     table.add_column("")
     for name in ("accuracy", "kappa", "false PASS", "false FAIL"):
@@ -192,21 +244,27 @@ def show_report(console: Console, report: CalibrationReport, checks: str) -> Non
             Text(
                 f"threshold {report.threshold:.3f}: a PASS needs this score; held-out false-PASS "
                 f"bound {report.bound:.3f} <= alpha {report.alpha} at "
-                f"{report.confidence:.0%} confidence",
+                f"{report.confidence:.0%} confidence ({_folds(report)})",
                 style="bold green",
-            )
+            ),
+            soft_wrap=True,
         )
     else:
+        console.print(Text(unmet_text(report), style="bold red"), soft_wrap=True)
+    for item in report.unjudged_labels:
         console.print(
             Text(
-                f"alpha {report.alpha} not met: the held-out false-PASS bound is "
-                f"{report.bound:.3f} with these {report.n} labels; the calibrated judge passes "
-                "nothing. Add labels, or allow a larger --alpha",
-                style="bold red",
-            )
+                f"label {item['label']} ({item['task']!r}) could not be judged: {item['reason']}",
+                style="yellow",
+            ),
+            soft_wrap=True,
         )
-    if report.unjudged:
-        console.print(Text(f"{report.unjudged} label(s) could not be judged", style="yellow"))
+
+
+def _folds(report: CalibrationReport) -> str:
+    if report.grouped:
+        return f"folds by task: {report.tasks} tasks, each held out whole"
+    return "all labels of one task: the bound holds for new responses to it, not new tasks"
 
 
 def _pct(value: float | None) -> str:
@@ -260,6 +318,12 @@ def calibration_plot(report: CalibrationReport) -> str:
             f'x2="{_px(report.threshold):.1f}" y1="{_TOP}" y2="{PLOT_HEIGHT - _BOTTOM}" '
             'stroke="#27ae60" stroke-width="2"/>'
         )
+    elif report.best_threshold is not None:  # not met: where it came closest
+        parts.append(
+            f'<line class="best" x1="{_px(report.best_threshold):.1f}" '
+            f'x2="{_px(report.best_threshold):.1f}" y1="{_TOP}" y2="{PLOT_HEIGHT - _BOTTOM}" '
+            'stroke="#c0392b" stroke-width="1" stroke-dasharray="2 3"/>'
+        )
     if points:
         parts.append(
             '<polyline class="bound" fill="none" stroke="#8e44ad" stroke-width="2" '
@@ -274,14 +338,21 @@ def calibration_plot(report: CalibrationReport) -> str:
 def calibration_section(report: CalibrationReport, checks: str) -> str:
     """The HTML section of a calibration: its figures and the false-PASS plot."""
     threshold = "none (alpha not met)" if report.threshold is None else f"{report.threshold:.3f}"
+    kind = "held-out" if report.bound_held_out else "in-sample"
+    at = "" if report.best_threshold is None else f" at threshold {report.best_threshold:.3f}"
     rows = [
         ("checks", checks),
-        ("labels", str(report.n)),
+        ("labels", f"{report.n} ({report.tasks} tasks)"),
         ("threshold", threshold),
-        ("held-out false-PASS bound", f"{report.bound:.3f} (alpha {report.alpha})"),
+        (
+            f"best {kind} false-PASS bound",
+            f"{report.bound:.3f}{at} (alpha {report.alpha})",
+        ),
         ("accuracy / kappa", f"{report.accuracy:.2f} / {report.kappa:.2f}"),
         ("false PASS / false FAIL", f"{report.false_pass:.2f} / {report.false_fail:.2f}"),
     ]
+    if report.advice:
+        rows.append(("advice", report.advice))
     table = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in rows)
     return (
         '<section id="calibration"><h2>Calibration</h2>'
@@ -289,7 +360,8 @@ def calibration_section(report: CalibrationReport, checks: str) -> str:
         + calibration_plot(report)
         + '<p class="legend">solid: the false-PASS rate at each threshold (in the labels); '
         "dotted: its upper confidence bound; dashed: alpha; green: the threshold chosen "
-        "(on held-out folds)</p></section>"
+        "(on held-out folds); red dots, when alpha was not met: the threshold of the best "
+        "bound reached</p></section>"
     )
 
 

@@ -341,7 +341,12 @@ class CommandOptions:
             from langgraph_refine.evaluators import llm_judge
 
             judge = evaluator if evaluator is not None else llm_judge(judge_model())
-            evaluator = self.calibration.wrap(judge, self.specs)
+            evaluator = self.calibration.wrap(
+                judge,
+                self.specs,
+                criteria=list(self.settings.get("criteria") or ()),
+                require_calibration=bool(self.settings.get("require_calibration")),
+            )
         kwargs: dict[str, Any] = {
             **{name: value for name, value in self.settings.items() if name in _IN_GRAPH},
             "evaluator": evaluator,

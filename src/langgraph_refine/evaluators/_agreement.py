@@ -246,18 +246,18 @@ def held_out(
     confidence: float,
     folds: int = 5,
     seed: int = 0,
+    groups: Sequence[str] | None = None,
 ) -> HeldOut:
     """Cross-validate `choose_threshold`: choose on k-1 folds, count on the k-th.
 
-    The labels are shuffled (with `seed`) and dealt into `folds` folds, the people's
-    passes and non-passes dealt separately so each fold holds both.
+    With `groups` (each label's task), the labels of one group are never on both sides
+    of a fold: each fold's threshold is counted on tasks it never saw, which is what a
+    calibrated judge meets on new tasks (see `deal_folds`). Without them (or with one
+    group only) the labels themselves are dealt.
     """
     n = len(scores)
-    k = max(2, min(folds, n))
-    order = list(range(n))
-    random.Random(seed).shuffle(order)
-    dealt = [i for i in order if person[i]] + [i for i in order if not person[i]]
-    fold_of = {index: position % k for position, index in enumerate(dealt)}
+    fold_of = deal_folds(person, folds=folds, seed=seed, groups=groups)
+    k = max(fold_of, default=0) + 1
     passes = false_passes = 0
     thresholds: list[float | None] = []
     for fold in range(k):
@@ -284,6 +284,52 @@ def held_out(
     )
 
 
+def deal_folds(
+    person: Sequence[bool],
+    *,
+    folds: int,
+    seed: int = 0,
+    groups: Sequence[str] | None = None,
+) -> list[int]:
+    """Each label's fold (0 to k-1), k at most `folds`.
+
+    With two groups or more, whole groups are dealt (k at most the number of groups):
+    shuffled with `seed`, the largest first, each to the fold holding the fewest labels
+    so far, so the folds stay about the same size. Otherwise the labels are shuffled and
+    dealt in turn, the people's passes and non-passes separately so each fold holds both.
+
+    Example:
+        >>> deal_folds([True, False, True, False], folds=2, groups=["a", "a", "b", "b"])
+        [0, 0, 1, 1]
+    """
+    n = len(person)
+    rng = random.Random(seed)
+    members: dict[str, list[int]] = {}
+    for i, group in enumerate(groups or ()):
+        members.setdefault(group, []).append(i)
+    if len(members) >= 2:
+        k = max(2, min(folds, len(members)))
+        dealt = list(members.values())
+        rng.shuffle(dealt)
+        dealt.sort(key=len, reverse=True)  # stable: equal sizes stay shuffled
+        sizes = [0] * k
+        fold_of = [0] * n
+        for indices in dealt:
+            fold = min(range(k), key=lambda f: (sizes[f], f))
+            sizes[fold] += len(indices)
+            for i in indices:
+                fold_of[i] = fold
+        return fold_of
+    k = max(2, min(folds, n))
+    order = list(range(n))
+    rng.shuffle(order)
+    ordered = [i for i in order if person[i]] + [i for i in order if not person[i]]
+    fold_of = [0] * n
+    for position, index in enumerate(ordered):
+        fold_of[index] = position % k
+    return fold_of
+
+
 LEVELS: tuple[float, ...] = (1.0, 0.85, 0.7, 0.55, 0.4, 0.25)
 """The levels, as shares of `alpha`, the threshold rule is tried at, the most lenient first."""
 
@@ -294,15 +340,21 @@ class Choice:
 
     Attributes:
         threshold: The threshold; None when no level met `alpha` on held-out folds.
-        bound: The held-out bound of the level chosen (or the lowest seen, when none).
+        bound: The held-out bound of the level chosen; when none met `alpha`, the best
+            bound reached: the lowest held-out one, else (no level could even be
+            cross-validated) the lowest in-sample one of any threshold.
         level: The level the rule ran at (a share of `alpha` times `alpha`), or None.
         candidate: The rule's threshold on all labels at that level (at `alpha` when none).
+        best_threshold: The threshold `bound` was reached at (the one chosen when met).
+        held_out: Whether `bound` was counted on held-out folds (else in-sample).
     """
 
     threshold: float | None
     bound: float
     level: float | None
     candidate: float | None
+    best_threshold: float | None = None
+    held_out: bool = True
 
 
 def cross_validated(
@@ -313,15 +365,18 @@ def cross_validated(
     confidence: float,
     folds: int = 5,
     seed: int = 0,
+    groups: Sequence[str] | None = None,
 ) -> Choice:
     """The threshold rule at the most lenient level whose held-out bound meets `alpha`.
 
     A rule that only just meets `alpha` on the labels it chose from does worse on labels
     it never saw (the lowest threshold that passes is the luckiest). So the rule is run
-    at `alpha`, then at tighter levels (`LEVELS`), each cross-validated with `held_out`;
-    the first whose pooled held-out bound is at most `alpha` is kept. Its threshold is
-    the strictest of the ones chosen on all labels and on each fold's training part: the
-    spread between them is how much the choice leans on these labels.
+    at `alpha`, then at tighter levels (`LEVELS`), each cross-validated with `held_out`
+    (folds by `groups` when given); the first whose pooled held-out bound is at most
+    `alpha` is kept. Its threshold is the strictest of the ones chosen on all labels and
+    on each fold's training part: the spread between them is how much the choice leans
+    on these labels. When none is kept, the best bound reached is reported with its
+    threshold (see `Choice`), never a placeholder.
 
     Example:
         >>> scores = [i / 100 for i in range(200)]
@@ -330,18 +385,54 @@ def cross_validated(
         >>> choice.threshold is not None and choice.bound <= 0.1
         True
     """
-    lowest = 1.0
+    best: tuple[float, float | None] | None = None  # the lowest held-out bound, its threshold
     for share in LEVELS:
         level = alpha * share
         candidate = choose_threshold(scores, person, alpha=level, confidence=confidence)
         if candidate is None:
             break  # a tighter level cannot find one either
         checked = held_out(
-            scores, person, alpha=level, confidence=confidence, folds=folds, seed=seed
+            scores,
+            person,
+            alpha=level,
+            confidence=confidence,
+            folds=folds,
+            seed=seed,
+            groups=groups,
         )
-        lowest = min(lowest, checked.bound)
+        chosen = max(t for t in (candidate, *checked.thresholds) if t is not None)
         if checked.bound <= alpha:
-            chosen = [t for t in (candidate, *checked.thresholds) if t is not None]
-            return Choice(max(chosen), checked.bound, level, candidate)
+            return Choice(chosen, checked.bound, level, candidate, chosen)
+        if best is None or checked.bound < best[0]:
+            best = (checked.bound, chosen)
     first = choose_threshold(scores, person, alpha=alpha, confidence=confidence)
-    return Choice(None, lowest, None, first)
+    if best is not None:
+        return Choice(None, best[0], None, first, best[1])
+    lowest = min(curve(scores, person, confidence), key=lambda p: p.bound, default=None)
+    if lowest is None:
+        return Choice(None, 1.0, None, first, None, held_out=False)
+    return Choice(None, lowest.bound, None, first, lowest.threshold, held_out=False)
+
+
+def best_kappa(scores: Sequence[float], person: Sequence[bool]) -> float:
+    """The highest Cohen's kappa any threshold gives the judge's scores (0 without labels).
+
+    How well the judge separates what people pass from what they do not, whatever
+    threshold is put on it: near 0, no threshold (and no number of labels) makes its
+    PASS mean a person's.
+
+    Example:
+        >>> best_kappa([0.9, 0.8, 0.2, 0.1], [True, True, False, False])
+        1.0
+        >>> best_kappa([0.5] * 4, [True, True, False, False])
+        0.0
+    """
+    n, people = len(scores), sum(person)
+    best = 0.0
+    for _, passes, false_passes in _counts(scores, person):
+        both = passes - false_passes
+        accuracy = (n - false_passes - (people - both)) / n
+        chance = (passes / n) * (people / n) + (1 - passes / n) * (1 - people / n)
+        if chance < 1.0:
+            best = max(best, (accuracy - chance) / (1 - chance))
+    return best

@@ -209,6 +209,9 @@ class BaseEvaluator(ABC):
     calls_model: bool = False
     is_async: bool = False
     inline: bool = False
+    prompt_text: str = ""
+    """The fixed text of the prompt a model-calling judge is sent (its system message and
+    instructions), part of its identity for a calibration (`evaluators.calibrate`)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -360,6 +360,7 @@ class ChecklistEvaluator(BaseEvaluator):
 
     name = "checklist"
     calls_model = True
+    prompt_text = f"{CHECKLIST_SYSTEM}\n{CHECKLIST_INSTRUCTIONS}"
 
     def __init__(
         self,

@@ -606,6 +606,7 @@ class LLMJudge(BaseEvaluator):
 
     name = "llm_judge"
     calls_model = True
+    prompt_text = f"{JUDGE_SYSTEM}\n{JUDGE_INSTRUCTIONS}"
 
     def __init__(
         self,

@@ -29,6 +29,10 @@ class Label(BaseModel):
         passed: Whether the person would pass it.
         criteria: The person's verdict per criterion (names as the judge's criteria),
             or None.
+        group: What the label's task is, for the held-out folds (labels of one group
+            are never on both sides of a fold); None: the `task` text.
+        judge: The identity of the judge that scored the response, for a review the
+            loop recorded (see `evaluators._identity`); None for labels made elsewhere.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -37,6 +41,8 @@ class Label(BaseModel):
     response: str
     passed: bool
     criteria: dict[str, bool] | None = None
+    group: str | None = None
+    judge: dict[str, Any] | None = None
 
 
 LabelsLike = str | os.PathLike[str] | Iterable[Mapping[str, Any] | Label]
@@ -116,11 +122,18 @@ def _label(item: Any, where: str) -> Label:
         raise ValueError(
             f"{where}: 'criteria' must map each criterion to true or false, got {criteria!r:.80}"
         )
+    group = item.get("group")
+    if group is not None and not isinstance(group, str | int):
+        raise ValueError(
+            f"{where}: 'group' must be a string naming the label's task, got {group!r:.80}"
+        )
     return Label(
         task=item["task"],
         response=item["response"],
         passed=item["passed"],
         criteria=dict(criteria) if criteria is not None else None,
+        group=None if group is None else str(group),
+        judge=item.get("judge") if isinstance(item.get("judge"), dict) else None,
     )
 
 
@@ -138,7 +151,12 @@ def store_labels(store: BaseStore) -> list[Label]:
         []
     """
     return [
-        Label(task=item["task"], response=item["response"], passed=bool(item["passed"]))
+        Label(
+            task=item["task"],
+            response=item["response"],
+            passed=bool(item["passed"]),
+            judge=item.get("judge") if isinstance(item.get("judge"), dict) else None,
+        )
         for item in stored_reviews(store)
         if item.get("task") and isinstance(item.get("response"), str)
     ]

@@ -58,6 +58,7 @@ class RunnableEvaluator(BaseEvaluator):
     """
 
     calls_model = True  # counts as one call if no model call is seen inside it
+    prompt_text = RUNNABLE_JUDGE_INSTRUCTIONS
 
     def __init__(
         self,
