@@ -248,7 +248,7 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         final answer is judged in the next model step, where the run's judge is known.
         """
         if request.state.get("refine_phase") == "judging":
-            return drive(self._judging(request), carry_out)
+            return drive(judging(self.loop, request), carry_out)
         called, step = self._request(request), draft_step(self.loop, request)
         try:
             response = step.run(asked, handler, called, step.meter, what="generator")
@@ -267,7 +267,7 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
     ) -> ExtendedModelResponse[Any]:
         """Async twin of `wrap_model_call`."""
         if request.state.get("refine_phase") == "judging":
-            return await adrive(self._judging(request), partial(acarry_out, self.loop.options))
+            return await adrive(judging(self.loop, request), partial(acarry_out, self.loop.options))
         called, step = self._request(request), draft_step(self.loop, request)
         try:
             response = await step.arun(aasked, handler, called, step.meter, what="generator")
@@ -278,43 +278,6 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         finally:
             self._unsaved.keep(request, turns.carry(request, step.meter))
         return self.loop.drafted(request.state, response, step.meter, turns.model_of(called))
-
-    def _judging(
-        self, request: ModelRequest[Any]
-    ) -> CallFlow[Judging | Comparing, ExtendedModelResponse[Any]]:
-        """A model step without a model call, as a flow written once for sync and async.
-
-        It judges the answer the last model step gave (its round), a reviewer's edit, or
-        makes the end's comparisons: it yields the round to carry out (`Judging`) or the
-        comparisons (`Comparing`), and is sent what they gave.
-        """
-        judges = judges_for(self.loop, request.model)  # the run's: nothing is kept
-        state, options = request.state, self.loop.options
-        if turns.regenerating(state, request.runtime):  # an answer a model step wrote, refreshed
-            return turns.routed(
-                turns.restarted(state, self.loop.progress) | {"refine_route": "model"}
-            )
-        job = self.loop.judging(state, judges.comparer)
-        if isinstance(job, Answer):
-            pending = self.loop.pending(state, job)
-            step = agent_step(options, state, node="evaluate", index=pending.index, pending=pending)
-            calls = AgentCalls(self.loop, state, job.view, step, request.runtime, judges.evaluator)
-            outcome = yield from judged_round(calls, pending)
-            update = self.loop.after_round(state, job, outcome, step.meter.total())
-            return ended(state, turns.routed(update))
-        if isinstance(job, Edit):
-            index = len(list(job.view["attempts"]))
-            step = agent_step(options, state, node="evaluate", index=index, pending=job.attempt)
-            calls = AgentCalls(self.loop, state, job.view, step, request.runtime, judges.evaluator)
-            judged = yield from judged_round(calls, job.attempt)
-            update = self.loop.end_with_edit(state, job, judged, step.meter.total())
-            return ended(state, turns.judged(update))
-        if isinstance(job, Finish):
-            ask = comparing(options, job.view, job.selection)
-            record = yield ask
-            update = self.loop.selected(state, job, record, ask.ledger.spent)
-            return ended(state, turns.judged(update))
-        return ended(state, turns.judged(job))
 
     def _request(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
         """The round's request: its rung's model, the loop's turns woven in.
@@ -353,12 +316,12 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         Raises:
             BudgetExhaustedError: On a budget stop with `on_budget_exhausted="raise"`.
         """
-        payload, answer, restart = self._review(state, runtime)
+        payload, answer, restart = review_of(self.loop, state, runtime)
         if restart is not None:
             return restart
         if payload is not None and answer is not None:
-            record_review(payload, answer.action, judge=self._judge_identity(state))
-        return self._after_review(state, runtime, answer)
+            record_review(payload, answer.action, judge=judge_identity(self.loop, state))
+        return after_review(self.loop, state, runtime, answer)
 
     @hook_config(can_jump_to=["model"])
     async def aafter_agent(
@@ -369,33 +332,12 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         An async agent runs this hook on its event loop, where a server's store refuses
         sync calls (`langgraph dev`'s "Synchronous calls to BatchedStore").
         """
-        payload, answer, restart = self._review(state, runtime)
+        payload, answer, restart = review_of(self.loop, state, runtime)
         if restart is not None:
             return restart
         if payload is not None and answer is not None:
-            await arecord_review(payload, answer.action, judge=self._judge_identity(state))
-        return self._after_review(state, runtime, answer)
-
-    def _review(
-        self, state: RefineAgentState, runtime: Runtime[Any]
-    ) -> tuple[ReviewPayload | None, ReviewAnswer | None, dict[str, Any] | None]:
-        """The review asked and its answer (the run pauses for it), or a Refresh's restart."""
-        payload = self.loop.review_asked(state)
-        if payload is None and turns.regenerating(state, runtime):  # a chat's Refresh
-            return None, None, turns.restarted(state, self.loop.progress) | {"jump_to": "model"}
-        return payload, reviewed(self.loop, payload), None
-
-    def _after_review(
-        self, state: RefineAgentState, runtime: Runtime[Any], answer: ReviewAnswer | None
-    ) -> dict[str, Any] | None:
-        """Refine again or end, after the review (or without one)."""
-        outcome = self.loop.review_outcome(state, answer)
-        return ended(state, outcome | turns.ended_in(runtime) if outcome is not None else None)
-
-    def _judge_identity(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
-        """The identity of the middleware's judge, for a review's label (None: per run)."""
-        review = self.loop.review
-        return review.identity(state, self.loop.evaluator) if review is not None else None
+            await arecord_review(payload, answer.action, judge=judge_identity(self.loop, state))
+        return after_review(self.loop, state, runtime, answer)
 
     def result(self, state: Mapping[str, Any]) -> RefineResult:
         """The loop's `RefineResult` from the agent's state (what `invoke` returned).
@@ -404,6 +346,66 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
             state: The agent's output state, or `agent.get_state(config).values`.
         """
         return self.loop.result(state)
+
+
+def judging(
+    loop: AgentLoop, request: ModelRequest[Any]
+) -> CallFlow[Judging | Comparing, ExtendedModelResponse[Any]]:
+    """A model step without a model call, as a flow written once for sync and async.
+
+    It judges the answer the last model step gave (its round), a reviewer's edit, or
+    makes the end's comparisons: it yields the round to carry out (`Judging`) or the
+    comparisons (`Comparing`), and is sent what they gave.
+    """
+    judges = judges_for(loop, request.model)  # the run's: nothing is kept
+    state, options = request.state, loop.options
+    if turns.regenerating(state, request.runtime):  # an answer a model step wrote, refreshed
+        return turns.routed(turns.restarted(state, loop.progress) | {"refine_route": "model"})
+    job = loop.judging(state, judges.comparer)
+    if isinstance(job, Answer):
+        pending = loop.pending(state, job)
+        step = agent_step(options, state, node="evaluate", index=pending.index, pending=pending)
+        calls = AgentCalls(loop, state, job.view, step, request.runtime, judges.evaluator)
+        outcome = yield from judged_round(calls, pending)
+        update = loop.after_round(state, job, outcome, step.meter.total())
+        return ended(state, turns.routed(update))
+    if isinstance(job, Edit):
+        index = len(list(job.view["attempts"]))
+        step = agent_step(options, state, node="evaluate", index=index, pending=job.attempt)
+        calls = AgentCalls(loop, state, job.view, step, request.runtime, judges.evaluator)
+        judged = yield from judged_round(calls, job.attempt)
+        update = loop.end_with_edit(state, job, judged, step.meter.total())
+        return ended(state, turns.judged(update))
+    if isinstance(job, Finish):
+        ask = comparing(options, job.view, job.selection)
+        record = yield ask
+        update = loop.selected(state, job, record, ask.ledger.spent)
+        return ended(state, turns.judged(update))
+    return ended(state, turns.judged(job))
+
+
+def review_of(
+    loop: AgentLoop, state: RefineAgentState, runtime: Runtime[Any]
+) -> tuple[ReviewPayload | None, ReviewAnswer | None, dict[str, Any] | None]:
+    """The review asked and its answer (the run pauses for it), or a Refresh's restart."""
+    payload = loop.review_asked(state)
+    if payload is None and turns.regenerating(state, runtime):  # a chat's Refresh
+        return None, None, turns.restarted(state, loop.progress) | {"jump_to": "model"}
+    return payload, reviewed(loop, payload), None
+
+
+def after_review(
+    loop: AgentLoop, state: RefineAgentState, runtime: Runtime[Any], answer: ReviewAnswer | None
+) -> dict[str, Any] | None:
+    """Refine again or end, after the review (or without one)."""
+    outcome = loop.review_outcome(state, answer)
+    return ended(state, outcome | turns.ended_in(runtime) if outcome is not None else None)
+
+
+def judge_identity(loop: AgentLoop, state: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The identity of the middleware's judge, for a review's label (None: per run)."""
+    review = loop.review
+    return review.identity(state, loop.evaluator) if review is not None else None
 
 
 def reviewed(loop: AgentLoop, payload: ReviewPayload | None) -> ReviewAnswer | None:
