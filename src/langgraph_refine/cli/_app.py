@@ -56,11 +56,12 @@ def run(
         str, typer.Argument(metavar="TASK", help="What to do, e.g. 'Write a haiku about rain.'")
     ],
     checkpoint: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             "--checkpoint",
-            metavar="PATH",
-            help="SQLite file that makes the run durable (see --thread).",
+            metavar="PATH|URI",
+            help="SQLite file, or PostgreSQL database (postgresql://...), that makes the run "
+            "durable (see --thread).",
         ),
     ] = None,
     thread: Annotated[
@@ -76,7 +77,7 @@ def run(
         bool,
         typer.Option(
             "--restart",
-            help="Discard the --thread's interrupted run and start over on that thread.",
+            help="With --thread: discard its interrupted run and start over on that thread.",
         ),
     ] = False,
     review: Annotated[
@@ -111,7 +112,7 @@ def run(
         RunRequest,
         check_task,
         execute,
-        nothing_judged,
+        failed_result,
         result_json,
         show_lost_work,
     )
@@ -141,7 +142,8 @@ def run(
             reviewer=TerminalReviewer(screen) if review else None,
             notes=err,
         )
-    except CliError:
+    except CliError as exc:  # an interrupt carries the best result so far
+        show_lost_work(exc, str(exc), out, json_output=json_output, show_reasoning=show_reasoning)
         raise
     except Exception as exc:
         message = describe_error(exc, settings.describe_endpoint(), settings.timeout)
@@ -152,9 +154,9 @@ def run(
         sys.stdout.flush()
     else:
         show_result(out, result, show_reasoning=show_reasoning)
-    unjudged = nothing_judged(result)
-    if unjudged is not None:
-        raise CliError(unjudged)
+    failure = failed_result(result)
+    if failure is not None:
+        raise CliError(failure)
 
 
 BATCH_HELP = (
@@ -220,13 +222,13 @@ def batch(
         typer.Option("--no-store", help="Keep no strategy record: every task starts cold."),
     ] = False,
     checkpoint: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             "--checkpoint",
-            metavar="PATH",
-            help="SQLite file where each task's run is checkpointed, so a rerun continues "
-            "unfinished tasks from their last completed call. Default: OUTPUT.jsonl"
-            ".checkpoint.sqlite beside --out.",
+            metavar="PATH|URI",
+            help="SQLite file, or PostgreSQL database (postgresql://...), where each task's "
+            "run is checkpointed, so a rerun continues unfinished tasks from their last "
+            "completed call. Default: OUTPUT.jsonl.checkpoint.sqlite beside --out.",
         ),
     ] = None,
     flags: SharedFlags | None = None,
@@ -234,6 +236,7 @@ def batch(
     """Refine every task of a JSONL file (its help: `BATCH_HELP`)."""
     from langgraph_refine.cli._batch import (
         LineWriter,
+        claim_output,
         done_ids,
         id_key,
         progress_for,
@@ -267,31 +270,32 @@ def batch(
         found.items = check_server_items(found.items, found.errors, input_file)
     for message in found.errors + found.warnings:
         _error(err, message)
-    done = done_ids(out, lambda message: _error(err, message))
-    todo = [item for item in found.items if id_key(item.id) not in done]
-    skipped = len(found.items) - len(todo)
     learned: list[str] = []
-    if server is not None:
-        models = flags.server_models()
-        with saved_on_interrupt(out, todo):
-            stats = _batch_on_server(todo, server, assistant, out, concurrency, err, models)
-    else:
-        settings = flags.model_settings()
-        from langgraph_refine.cli._batch import batch_generator, default_checkpoint
-        from langgraph_refine.cli._single import run_stoppable
+    with claim_output(out):  # one batch writes an output file at a time
+        done = done_ids(out, lambda message: _error(err, message))
+        todo = [item for item in found.items if id_key(item.id) not in done]
+        skipped = len(found.items) - len(todo)
+        if server is not None:
+            models = flags.server_models()
+            with saved_on_interrupt(out, todo):
+                stats = _batch_on_server(todo, server, assistant, out, concurrency, err, models)
+        else:
+            settings = flags.model_settings()
+            from langgraph_refine.cli._batch import batch_generator, default_checkpoint
+            from langgraph_refine.cli._single import run_stoppable
 
-        generator = batch_generator(todo, settings)  # a bad model fails before output
-        writer = LineWriter(out)
-        saved = checkpoint or default_checkpoint(out)
-        try:
-            with saved_on_interrupt(out, todo, saved), progress_for(err) as progress:
-                stats, learned = run_stoppable(  # SIGTERM cancels the tasks, as Ctrl-C does
-                    _run_local(
-                        todo, settings, writer, concurrency, progress, generator, kept, saved
+            generator = batch_generator(todo, settings)  # a bad model fails before output
+            writer = LineWriter(out)
+            saved = checkpoint or default_checkpoint(out)
+            try:
+                with saved_on_interrupt(out, todo, saved), progress_for(err) as progress:
+                    stats, learned = run_stoppable(  # SIGTERM cancels the tasks, as Ctrl-C does
+                        _run_local(
+                            todo, settings, writer, concurrency, progress, generator, kept, saved
+                        )
                     )
-                )
-        finally:
-            writer.close()
+            finally:
+                writer.close()
     _stdout().print(Text(summary_line(stats, skipped, out, len(found.errors))), soft_wrap=True)
     for line in learned:
         _stdout().print(Text(line), soft_wrap=True)
@@ -306,18 +310,19 @@ async def _run_local(
     progress: Any,
     generator: Any,
     kept: Any,
-    checkpoint: Path,
+    checkpoint: str | Path,
 ) -> tuple[Any, list[str]]:
     """Run the batch's tasks locally; the stats and the strategy record's lines.
 
-    The tasks share one store, and each task's run is checkpointed in `checkpoint`.
+    The tasks share one store, and each task's run is checkpointed in `checkpoint` (a
+    SQLite path or a PostgreSQL URI).
     """
     from langgraph_refine.cli._batch import batch_claim, run_items
-    from langgraph_refine.cli._single import open_checkpointer
+    from langgraph_refine.cli._checkpoint import open_saver
     from langgraph_refine.cli._store import store_summary
 
-    async with kept.open() as store, open_checkpointer(checkpoint) as saver:
-        with batch_claim(checkpoint):
+    async with kept.open() as store, open_saver(checkpoint) as saver:
+        async with batch_claim(checkpoint, saver):
             stats = await run_items(
                 todo,
                 settings,
@@ -575,8 +580,11 @@ def calibrate(
     return 0 if calibrated.report.met else 1
 
 
-def _error(console: Console, message: str) -> None:
-    console.print(Text(f"{PROG}: {one_line(message)}"), soft_wrap=True)
+def _error(console: Console, message: str, command: str = "") -> None:
+    """One line, `langgraph-refine: <message>`, then `command` as it is (see `CliError`)."""
+    console.print(
+        Text(f"{PROG}: {one_line(message)}" + (f" {command}" if command else "")), soft_wrap=True
+    )
 
 
 def run_app(argv: Sequence[str] | None = None) -> int:
@@ -589,7 +597,7 @@ def run_app(argv: Sequence[str] | None = None) -> int:
             args=list(argv) if argv is not None else None, prog_name=PROG, standalone_mode=False
         )
     except CliError as exc:
-        _error(err, str(exc))
+        _error(err, str(exc), exc.command)
         return exc.exit_code
     except KeyboardInterrupt:
         _error(err, "interrupted")
