@@ -41,6 +41,26 @@ app = typer.Typer(
 )
 
 
+def _show_version(value: bool) -> None:
+    if value:
+        from langgraph_refine._version import __version__
+
+        _stdout().print(Text(f"{PROG} {__version__}"))
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", help="Print the version and exit.", is_eager=True, callback=_show_version
+        ),
+    ] = False,
+) -> None:
+    """The options of the command itself, before its verb."""
+
+
 def _stderr() -> Console:
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -567,10 +587,11 @@ def calibrate(
         ) from None
     console = _stdout()
     show_report(console, calibrated.report, checks_text(specs))
-    try:
-        calibrated.save(out, judge_spec=checks_text(specs))
-    except OSError as exc:
-        raise CliError(f"--out {out}: cannot write the calibration: {exc}", exit_code=2) from None
+    from langgraph_refine.cli._files import replace_whole
+
+    replace_whole(
+        out, lambda path: calibrated.save(path, judge_spec=checks_text(specs)), option="--out"
+    )
     console.print(Text(f"wrote {out} (run with --calibration {out})"), soft_wrap=True)
     if html is not None:
         from langgraph_refine.cli._calibration import write_page
@@ -585,6 +606,59 @@ def _error(console: Console, message: str, command: str = "") -> None:
     console.print(
         Text(f"{PROG}: {one_line(message)}" + (f" {command}" if command else "")), soft_wrap=True
     )
+
+
+def _no_such_option(exc: Any, ctx: Any) -> str:
+    """An unknown flag's message, suggesting only the command's flags near the word typed."""
+    typed = str(exc.option_name)
+    flags = [
+        flag
+        for param in ctx.command.params
+        for flag in (*param.opts, *param.secondary_opts)
+        if flag.startswith("--")
+    ]
+    near = near_flags(typed, flags)
+    return f"No such option: {typed}" + (f"; did you mean {' or '.join(near)}?" if near else "")
+
+
+def near_flags(typed: str, flags: Sequence[str]) -> list[str]:
+    """The flags a mistyped one most likely meant: a typo or two away, or a part of it.
+
+    A flag is near when its name is at most one edit (a letter added, dropped, changed,
+    or two swapped) from the word typed, for every three letters typed; or when one of
+    its dash-separated parts is (`--bugdet` for `--budget-calls`); or when one is the
+    other's beginning (`--max-iter`, `--model-name`). Flags that merely share letters
+    are not suggested.
+
+    Example:
+        >>> flags = ["--price", "--patience", "--max-iterations", "--max-cost", "--store"]
+        >>> [near_flags(typed, flags) for typed in ("--pirce", "--max-iter", "--foo")]
+        [['--price'], ['--max-iterations'], []]
+    """
+    word = typed.lstrip("-").lower()
+    limit = max(1, len(word) // 3)
+
+    def near(flag: str) -> bool:
+        name = flag.lstrip("-")
+        if min(len(word), len(name)) >= 4 and (name.startswith(word) or word.startswith(name)):
+            return True
+        return any(_edits(word, part) <= limit for part in (name, *name.split("-")))
+
+    return sorted({flag for flag in flags if near(flag)})
+
+
+def _edits(a: str, b: str) -> int:
+    """The edit distance of `a` and `b`, a swap of two neighbours counting as one edit."""
+    rows = [list(range(len(b) + 1))]
+    for i, x in enumerate(a, start=1):
+        row = [i]
+        for j, y in enumerate(b, start=1):
+            cost = min(rows[-1][j] + 1, row[j - 1] + 1, rows[-1][j - 1] + (x != y))
+            if i > 1 and j > 1 and x == b[j - 2] and a[i - 2] == y:
+                cost = min(cost, rows[-2][j - 2] + 1)
+            row.append(cost)
+        rows.append(row)
+    return rows[-1][-1]
 
 
 def run_app(argv: Sequence[str] | None = None) -> int:
@@ -611,7 +685,10 @@ def run_app(argv: Sequence[str] | None = None) -> int:
         if "ClickException" in kinds:
             ctx = getattr(exc, "ctx", None)
             hint = f" (see `{ctx.command_path} --help`)" if "UsageError" in kinds and ctx else ""
-            _error(err, exc.format_message() + hint)  # type: ignore[attr-defined]
+            message = exc.format_message()  # type: ignore[attr-defined]
+            if "NoSuchOption" in kinds and ctx is not None:
+                message = _no_such_option(exc, ctx)
+            _error(err, message + hint)
             return int(getattr(exc, "exit_code", 2))
         if "Abort" in kinds:
             _error(err, "aborted")
