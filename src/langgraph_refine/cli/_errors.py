@@ -52,6 +52,21 @@ def one_line(text: str, limit: int = _MAX_MESSAGE) -> str:
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
+def given(value: object) -> str:
+    """A value the user gave, for a message: JSON's words for null, true and false.
+
+    A batch line's values are JSON, and a flag's are text; Python's `None` or `True`
+    appear in neither.
+
+    Example:
+        >>> given(None), given(True), given("abc"), given(3)
+        ('null', 'true', "'abc'", '3')
+    """
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    return repr(value)
+
+
 def _names(exc: BaseException) -> set[str]:
     """The class names (with their bases) of `exc` and of the errors it was raised from."""
     names: set[str] = set()
