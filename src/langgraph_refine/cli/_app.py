@@ -603,9 +603,12 @@ def calibrate(
 
 def _error(console: Console, message: str, command: str = "") -> None:
     """One line, `langgraph-refine: <message>`, then `command` as it is (see `CliError`)."""
-    console.print(
-        Text(f"{PROG}: {one_line(message)}" + (f" {command}" if command else "")), soft_wrap=True
-    )
+    if not command:
+        console.print(Text(f"{PROG}: {one_line(message)}"), soft_wrap=True)
+        return
+    console.print(Text(f"{PROG}: {one_line(message)}"), soft_wrap=True, end=" ")
+    console.file.write(command + "\n")  # not through rich, which would expand its tabs
+    console.file.flush()
 
 
 def _no_such_option(exc: Any, ctx: Any) -> str:
