@@ -51,8 +51,8 @@ def _argv(args: Sequence[Any]) -> list[str]:
     return [COMMAND, *(str(a) for a in args)]
 
 
-def run_command(*args: Any, timeout: float = 120, cwd: Path | None = None) -> Finished:
-    """Run `langgraph-refine ARGS...` to its end."""
+def run_command(*args: Any, timeout: float = 120, **popen: Any) -> Finished:
+    """Run `langgraph-refine ARGS...` to its end (`popen`: more of `subprocess.run`'s keywords)."""
     proc = subprocess.run(
         _argv(args),
         capture_output=True,
@@ -60,7 +60,7 @@ def run_command(*args: Any, timeout: float = 120, cwd: Path | None = None) -> Fi
         env=environment(),
         timeout=timeout,
         stdin=subprocess.DEVNULL,
-        cwd=cwd,
+        **popen,
     )
     return Finished(proc.returncode, proc.stdout, proc.stderr)
 
