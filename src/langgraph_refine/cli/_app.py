@@ -132,6 +132,7 @@ def run(
         RunRequest,
         check_task,
         execute,
+        exit_code_of,
         failed_result,
         result_json,
         show_lost_work,
@@ -168,7 +169,7 @@ def run(
     except Exception as exc:
         message = describe_error(exc, settings.describe_endpoint(), settings.timeout)
         show_lost_work(exc, message, out, json_output=json_output, show_reasoning=show_reasoning)
-        raise CliError(message) from None
+        raise CliError(message, exit_code_of(exc)) from None
     if json_output:
         sys.stdout.write(json.dumps(result_json(result), ensure_ascii=False) + "\n")
         sys.stdout.flush()

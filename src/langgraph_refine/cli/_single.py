@@ -30,7 +30,12 @@ from rich.console import Console
 from rich.text import Text
 
 from langgraph_refine._decisions._options import LoopOptions
-from langgraph_refine._errors import ThreadBusyError, ThreadSettingsError, describe_differences
+from langgraph_refine._errors import (
+    ThreadBusyError,
+    ThreadSettingsError,
+    UnknownPriceError,
+    describe_differences,
+)
 from langgraph_refine._loop._driver import (
     Driver,
     adrive,
@@ -46,7 +51,7 @@ from langgraph_refine._result import RefineResult, loop_schema
 from langgraph_refine._typed import plain
 from langgraph_refine.cli._calibration import open_review_store
 from langgraph_refine.cli._checkpoint import open_saver, shown
-from langgraph_refine.cli._errors import USAGE, CliError, Terminated
+from langgraph_refine.cli._errors import FAILED, USAGE, CliError, Terminated
 from langgraph_refine.cli._ladder_view import per_model
 from langgraph_refine.cli._models import ModelSettings
 from langgraph_refine.cli._options import CommandOptions
@@ -569,6 +574,17 @@ def resume_command(argv: Sequence[str] | None, thread: str) -> str:
     if "--thread" not in args and not any(a.startswith("--thread=") for a in args):
         args += ["--thread", thread]
     return shlex.join(["langgraph-refine", *args])
+
+
+def exit_code_of(exc: BaseException) -> int:
+    """The exit code of a run that raised `exc`: 2 when it was refused before any call.
+
+    A model the price data cannot price under `--max-cost` is refused before anything is
+    sent (a usage error, fixed with `--price`); once a call was paid, the error carries
+    the result so far and the run failed (1).
+    """
+    refused = isinstance(exc, UnknownPriceError) and getattr(exc, "result", None) is None
+    return USAGE if refused else FAILED
 
 
 def failed_result(result: RefineResult) -> str | None:
