@@ -101,6 +101,6 @@ def test_a_second_batch_on_the_same_checkpoint_is_refused_at_once(
         running.give_back()
     assert second.code == 1
     assert "is in use by another batch (another run is writing it (process" in second.err
-    assert not server.requests and not out.exists()  # no empty output left behind
+    assert not server.requests and not out.read_text()
     again = cli(*batch_args(server, src, out))
     assert again.code == 0, again.err

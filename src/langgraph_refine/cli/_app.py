@@ -257,7 +257,6 @@ def batch(
     """Refine every task of a JSONL file (its help: `BATCH_HELP`)."""
     from langgraph_refine.cli._batch import (
         LineWriter,
-        claim_output,
         done_ids,
         id_key,
         progress_for,
@@ -291,32 +290,31 @@ def batch(
         found.items = check_server_items(found.items, found.errors, input_file)
     for message in found.errors + found.warnings:
         _error(err, message)
+    done = done_ids(out, lambda message: _error(err, message))
+    todo = [item for item in found.items if id_key(item.id) not in done]
+    skipped = len(found.items) - len(todo)
     learned: list[str] = []
-    with claim_output(out):  # one batch writes an output file at a time
-        done = done_ids(out, lambda message: _error(err, message))
-        todo = [item for item in found.items if id_key(item.id) not in done]
-        skipped = len(found.items) - len(todo)
-        if server is not None:
-            models = flags.server_models()
-            with saved_on_interrupt(out, todo):
-                stats = _batch_on_server(todo, server, assistant, out, concurrency, err, models)
-        else:
-            settings = flags.model_settings()
-            from langgraph_refine.cli._batch import batch_generator, default_checkpoint
-            from langgraph_refine.cli._single import run_stoppable
+    if server is not None:
+        models = flags.server_models()
+        with saved_on_interrupt(out, todo):
+            stats = _batch_on_server(todo, server, assistant, out, concurrency, err, models)
+    else:
+        settings = flags.model_settings()
+        from langgraph_refine.cli._batch import batch_generator, default_checkpoint
+        from langgraph_refine.cli._single import run_stoppable
 
-            generator = batch_generator(todo, settings)  # a bad model fails before output
-            writer = LineWriter(out)
-            saved = checkpoint or default_checkpoint(out)
-            try:
-                with saved_on_interrupt(out, todo, saved), progress_for(err) as progress:
-                    stats, learned = run_stoppable(  # SIGTERM cancels the tasks, as Ctrl-C does
-                        _run_local(
-                            todo, settings, writer, concurrency, progress, generator, kept, saved
-                        )
+        generator = batch_generator(todo, settings)  # a bad model fails before output
+        writer = LineWriter(out)
+        saved = checkpoint or default_checkpoint(out)
+        try:
+            with saved_on_interrupt(out, todo, saved), progress_for(err) as progress:
+                stats, learned = run_stoppable(  # SIGTERM cancels the tasks, as Ctrl-C does
+                    _run_local(
+                        todo, settings, writer, concurrency, progress, generator, kept, saved
                     )
-            finally:
-                writer.close()
+                )
+        finally:
+            writer.close()
     _stdout().print(Text(summary_line(stats, skipped, out, len(found.errors))), soft_wrap=True)
     for line in learned:
         _stdout().print(Text(line), soft_wrap=True)

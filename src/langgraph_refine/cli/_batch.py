@@ -278,6 +278,9 @@ def done_ids(path: Path, warn: Callable[[str], None]) -> set[str]:
 class LineWriter:
     """Appends one JSON object per line; each line is written whole, flushed and fsynced.
 
+    The file is held for this writer until it is closed (`hold_output`): a second batch on
+    it is refused.
+
     Args:
         path: The output file (created if missing, never truncated).
     """
@@ -290,6 +293,7 @@ class LineWriter:
             raise CliError(
                 f"cannot open --out {path} for appending: {exc.strerror or exc}", USAGE
             ) from None
+        hold_output(self._file, path)
         # A line cut short by a crash must not swallow the next one.
         if path.stat().st_size and not _ends_with_newline(path):
             self._commit("\n")
@@ -340,41 +344,27 @@ def check_out_path(path: Path) -> None:
         )
 
 
-@contextlib.contextmanager
-def claim_output(path: Path) -> Iterator[None]:
+def hold_output(file: IO[str], path: Path) -> None:
     """Hold `--out` for one batch at a time, whatever the checkpoints of the batches.
 
     Two batches appending to one output file would both run every task missing from it
-    and write it twice. The claim is an exclusive `flock` on the file, which the system
-    drops when the process ends, however it ends (`kill -9` too). A file the claim had
-    to create is removed again if the batch wrote nothing to it.
+    and write it twice. The hold is an exclusive `flock` on the open file, which the
+    system drops when the file is closed or its process ends, however it ends (`kill -9`
+    too); it is taken before any task runs.
 
     Raises:
-        CliError: Exit code 1 if another batch holds the file (naming its process), 2 if
-            the path cannot be an output file.
+        CliError: If another batch holds the file, naming its process (exit code 1).
     """
-    check_out_path(path)
-    created = not path.exists()
+    if fcntl is None:  # pragma: no cover - not POSIX
+        return
     try:
-        handle = path.open("a", encoding="utf-8")
-    except OSError as exc:
+        fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        file.close()
         raise CliError(
-            f"cannot open --out {path} for appending: {exc.strerror or exc}", USAGE
+            f"--out {path} is being written by another batch ({output_holder(path)}); "
+            "wait for it to end, or give this batch another --out"
         ) from None
-    with handle:
-        try:
-            if fcntl is not None:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise CliError(
-                f"--out {path} is being written by another batch ({output_holder(path)}); "
-                "wait for it to end, or give this batch another --out"
-            ) from None
-        try:
-            yield
-        finally:
-            if created and path.exists() and path.stat().st_size == 0:
-                path.unlink()  # still held: no other batch has it open
 
 
 def output_holder(path: Path) -> str:
