@@ -30,7 +30,7 @@ USAGE_ERRORS = [
         ["batch", "{src}", "--out", "{tmp}/none/o.jsonl", "{model}"],
         "the folder {tmp}/none does not exist",
     ),
-    (["batch", "{src}", "--out", "{tmp}", "{model}"], "is a folder; give a file name"),
+    (["batch", "{src}", "--out", "{tmp}", "{model}"], "output file {tmp} is a folder"),
     (["batch", "{src}", "--out", "{tmp}/o.jsonl"], "no model given"),
     (["run", "Write."], "no model given"),
     (
