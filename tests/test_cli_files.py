@@ -60,6 +60,24 @@ def test_any_row_a_batch_wrote_renders_and_a_failed_report_leaves_the_old_file_w
     assert "answer to task number 1" in page and "failed: id 'odd'" in written.out
 
 
+def test_a_calibration_cut_short_leaves_the_old_one_whole(tmp_path: Path) -> None:
+    sea = "Describe the sea."
+    labels = [{"task": sea, "response": "Blue.", "passed": False}] * 4 + [
+        {"task": sea, "response": "Grey waves break on the cold shore at dawn.", "passed": True}
+    ] * 12
+    src = write_jsonl(tmp_path / "labels.jsonl", labels)
+    kept = tmp_path / "cal.json"
+    args = ["calibrate", src, "-e", "words:5-100", "--alpha", "0.3", "--out", kept]
+    assert run_command(*args).code == 0
+    before = kept.read_text()
+    assert len(before) > 600
+    cut_short = run_command(*args, "--alpha", "0.25", preexec_fn=lambda: _files_of_at_most(512))
+    assert cut_short.code == 2
+    assert cut_short.lines()[-1].startswith(f"langgraph-refine: cannot write --out {kept}")
+    assert kept.read_text() == before  # whole, as it was
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
 @pytest.mark.slow
 def test_a_second_batch_on_the_same_out_is_refused_whatever_its_checkpoint(
     openai_server: Any, tmp_path: Path
