@@ -46,6 +46,7 @@ from langgraph_refine.cli._errors import (
     CliError,
     Terminated,
     describe_error,
+    given,
     is_unreachable,
     one_line,
 )
@@ -230,10 +231,10 @@ def _item(data: Any, number: int, defaults: CommandOptions, on_server: bool) -> 
             raise CliError(f"missing {key!r}")
     item_id = data["id"]
     if isinstance(item_id, bool) or not isinstance(item_id, str | int) or item_id == "":
-        raise CliError(f"'id' must be a non-empty string or an integer, got {json_value(item_id)}")
+        raise CliError(f"'id' must be a non-empty string or an integer, got {given(item_id)}")
     task = data["task"]
     if not isinstance(task, str) or not task.strip():
-        raise CliError(f"'task' must be a non-empty string, got {json_value(task)}")
+        raise CliError(f"'task' must be a non-empty string, got {given(task)}")
     problem = unwritable(task)
     return BatchItem(
         line=number,
@@ -243,16 +244,6 @@ def _item(data: Any, number: int, defaults: CommandOptions, on_server: bool) -> 
         given=frozenset(data) & frozenset(PER_LINE_OPTIONS),
         problem=None if problem is None else f"the task was not run: {problem}",
     )
-
-
-def json_value(value: Any) -> str:
-    """A line's value as JSON spells it (`null`, `true`, `"x"`), for messages about a line.
-
-    Example:
-        >>> json_value(None), json_value(""), json_value([1, True])
-        ('null', '""', '[1, true]')
-    """
-    return json.dumps(value, ensure_ascii=False)
 
 
 def done_ids(path: Path, warn: Callable[[str], None]) -> set[str]:
