@@ -14,13 +14,14 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.test_cli_helpers import MODEL_ENV
+from tests.test_cli_helpers import MODEL_ENV, Script
 
 BIN = Path(sys.executable).parent
 COMMAND = shutil.which("langgraph-refine", path=str(BIN))
@@ -114,3 +115,23 @@ def wait_until(condition: Callable[[], bool], timeout: float = 60) -> None:
     while not condition():
         assert time.monotonic() < deadline, "timed out waiting"
         time.sleep(0.02)
+
+
+def held_after(script: Script, calls: int, release: threading.Event) -> Script:
+    """`script`, holding every request after the first `calls` until `release` (30 s at most).
+
+    A process whose requests are held is still running when the test acts on it, however
+    slowly the machine runs the processes the test starts.
+    """
+    seen = {"n": 0}
+    lock = threading.Lock()
+
+    def held(body: dict[str, Any]) -> Any:
+        with lock:
+            seen["n"] += 1
+            n = seen["n"]
+        if n > calls:
+            release.wait(30)
+        return script(body)
+
+    return held

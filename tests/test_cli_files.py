@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import resource
 import signal
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.cli_process import run_command, start_command, wait_until
+from tests.cli_process import held_after, run_command, start_command, wait_until
 from tests.test_cli_batch import batch_args, read_jsonl, tasks, write_jsonl
 from tests.test_cli_helpers import openai_server, per_task  # noqa: F401 - fixture
 
@@ -88,7 +89,8 @@ def test_a_second_batch_on_the_same_out_is_refused_whatever_its_checkpoint(
     assert whole.code == 0, whole.err
     paid = len(reference.requests)
 
-    server = openai_server(per_task(), delay=0.4)  # about 7 s for the batch
+    release = threading.Event()
+    server = openai_server(held_after(per_task(), 2, release))  # the first batch waits
     out = tmp_path / "out.jsonl"
     first = start_command(
         *batch_args(server, src, out, "-c", "2", "--checkpoint", tmp_path / "a.sqlite")
@@ -96,8 +98,10 @@ def test_a_second_batch_on_the_same_out_is_refused_whatever_its_checkpoint(
     try:
         wait_until(lambda: len(server.requests) >= 2)
         second = run_command(*batch_args(server, src, out, "--checkpoint", tmp_path / "b.sqlite"))
+        release.set()
         _, err = first.communicate(timeout=60)
     finally:
+        release.set()
         if first.poll() is None:
             first.kill()
             first.communicate()

@@ -20,7 +20,14 @@ from typing import Any
 
 import pytest
 
-from tests.cli_process import run_command, run_in_shell, start_command, stop, wait_until
+from tests.cli_process import (
+    held_after,
+    run_command,
+    run_in_shell,
+    start_command,
+    stop,
+    wait_until,
+)
 from tests.test_cli_batch import batch_args, read_jsonl, write_jsonl
 from tests.test_cli_helpers import openai_server, per_task  # noqa: F401 - fixture
 from tests.test_cli_stop import CALLS, held_at
@@ -95,16 +102,17 @@ def test_a_killed_batch_on_postgres_reruns_each_row_once_and_holds_the_database(
     assert whole.code == 0, whole.err
     paid = len(reference.requests)
 
-    server = openai_server(per_task(), delay=0.3)
+    release = threading.Event()
+    server = openai_server(held_after(per_task(), 14, release))  # one task done, two mid-way
     out = tmp_path / "out.jsonl"
     args = batch_args(server, src, out, "-c", "2", "--checkpoint", uri, "--no-store")
     proc = start_command(*args)
     try:
-        wait_until(lambda: len(server.requests) >= 2)
+        wait_until(lambda: len(server.requests) >= 16)  # both tasks running wait for a reply
         other = run_command(*batch_args(server, src, tmp_path / "other.jsonl", "--checkpoint", uri))
-        wait_until(lambda: len(server.requests) >= 14)  # one task done, others mid-way
         killed = stop(proc, signal.SIGKILL)
     finally:
+        release.set()
         if proc.poll() is None:
             proc.kill()
     assert other.code == 1
