@@ -182,7 +182,7 @@ def test_bad_lines_are_reported_by_number_and_the_rest_runs(
     assert run.code == 1
     errors = [line for line in run.err.splitlines() if line.startswith("langgraph-refine: ")]
     assert any("in.jsonl:2: malformed JSON line" in e for e in errors)
-    assert any("in.jsonl:4: 'task' must be a non-empty string" in e for e in errors)
+    assert any("in.jsonl:4: missing 'task'; skipped" in e for e in errors)  # no "got None"
     assert any("in.jsonl:5: duplicate id 'a' (first on line 1)" in e for e in errors)
     assert any("in.jsonl:6: expected a JSON object" in e for e in errors)
     assert any("in.jsonl:7: unknown evaluator spec 'nope:1'" in e for e in errors)

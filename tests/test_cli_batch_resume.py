@@ -87,13 +87,18 @@ def test_a_stopped_batch_repeats_at_most_the_calls_in_flight(
 def test_a_second_batch_on_the_same_checkpoint_is_refused_at_once(
     cli: Any, openai_server: Any, tmp_path: Path
 ) -> None:
-    from langgraph_refine.cli._batch import batch_claim
+    from langgraph_refine._loop._claim import Lease
+    from langgraph_refine.cli._batch import BATCH_CLAIM
 
     server = openai_server(per_task())
     src = write_jsonl(tmp_path / "in.jsonl", tasks(2))
     out = tmp_path / "out.jsonl"
-    with batch_claim(tmp_path / "out.jsonl.checkpoint.sqlite"):  # a batch still running
+    running = Lease(str(tmp_path / "out.jsonl.checkpoint.sqlite"), BATCH_CLAIM)
+    running.take()  # the claim of a batch still running on this checkpoint
+    try:
         second = cli(*batch_args(server, src, out))
+    finally:
+        running.give_back()
     assert second.code == 1
     assert "is in use by another batch (another run is writing it (process" in second.err
     assert not server.requests and not out.read_text()

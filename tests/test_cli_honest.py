@@ -269,7 +269,7 @@ def test_concurrency_zero_is_a_usage_error_and_report_names_its_input(
     assert run.err.strip() == "langgraph-refine: --concurrency must be >= 1, got 0"
 
     report = cli("report", "nope.jsonl", "--html", str(tmp_path / "r.html"))
-    assert report.code == 1
+    assert report.code == 2  # a missing input is a usage error, as on every verb
     assert "input file (a batch's --out) nope.jsonl does not exist" in report.err
     assert "output file" not in report.err
 

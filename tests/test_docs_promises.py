@@ -84,7 +84,7 @@ def test_batch_lines_that_name_their_models_need_no_model_option(
     # A line that relies on --model still needs one, before any output.
     src.write_text(json.dumps({"id": "plain", "task": "no model"}) + "\n")
     plain = cli("batch", src, "--out", tmp_path / "other.jsonl", "--base-url", server.base_url)
-    assert plain.code == 1 and "no model given" in plain.err
+    assert plain.code == 2 and "no model given" in plain.err  # a usage error
     assert not (tmp_path / "other.jsonl").exists()
 
 

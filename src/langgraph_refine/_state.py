@@ -41,12 +41,15 @@ StopReason: TypeAlias = Literal[
     "rejected",
     "model_error",
     "unjudged",
+    "interrupted",
 ]
 """Why a loop stopped. `model_error`: in an agent, a model call failed and a middleware
 around `RefineMiddleware` answered with a message instead (`ModelRetryMiddleware` with
 `on_failure="continue"`); the loop ends with its best answer. `unjudged`: two attempts in
 a row were left unjudged (the evaluator could not judge them: unreadable replies, a
-persistent transport failure); the loop ends with its best judged attempt, else the last."""
+persistent transport failure); the loop ends with its best judged attempt, else the last.
+`interrupted`: the run was stopped from outside before it ended (Ctrl-C or SIGTERM on the
+command line), which reports its best result so far with this reason."""
 
 Strategy: TypeAlias = Literal["chain", "explore", "sample"]
 """How each round after the first chooses what to generate (see `_strategy`)."""

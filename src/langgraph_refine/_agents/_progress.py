@@ -59,6 +59,7 @@ STOP_WORDS: dict[StopReason, str] = {
     "rejected": "rejected by the reviewer",
     "model_error": "stopped: the model call failed",
     "unjudged": "stopped: the evaluator could not judge two answers in a row",
+    "interrupted": "interrupted",
 }
 """Why the loop stopped, in words."""
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
@@ -98,7 +99,7 @@ def check_same_run(snapshot: Any, task: str, settings: Mapping[str, str] | None)
     differences: list[tuple[str, str, str]] = []
     saved_task = snapshot.values.get("task")
     if isinstance(saved_task, str) and saved_task != task:
-        differences.append(("task", _cut(saved_task), _cut(task)))
+        differences.append(("task", *texts_apart(saved_task, task)))
     saved = _saved_settings(snapshot)
     if saved is not None and settings is not None:
         for name in [*settings, *(k for k in saved if k not in settings)]:
@@ -141,9 +142,39 @@ def _plain(value: Any) -> str | None:
     return None
 
 
-def _cut(text: str) -> str:
-    flat = " ".join(text.split())
-    return repr(flat if len(flat) <= _SHOWN_TASK else flat[: _SHOWN_TASK - 1] + "…")
+def texts_apart(was: str, now: str) -> tuple[str, str]:
+    r"""Two different texts shown so that they look different: quoted, line breaks escaped.
+
+    A long text is cut to the part around the first difference. Texts that differ only
+    in their spaces and line breaks, or in characters that look alike (a composed and a
+    decomposed accent), have the first character that differs named, escaped.
+
+    Example:
+        >>> was, now = texts_apart("One.\nTwo.", "One. Two.")
+        >>> print(was, now)
+        'One.\nTwo.' 'One. Two.' (they differ at character 5: '\n' then ' ')
+    """
+    at = next((i for i, (a, b) in enumerate(zip(was, now, strict=False)) if a != b), None)
+    at = min(len(was), len(now)) if at is None else at
+    start = max(0, at - _SHOWN_TASK // 2) if max(len(was), len(now)) > _SHOWN_TASK else 0
+
+    def window(text: str) -> str:
+        quoted = repr(text[start : start + _SHOWN_TASK])
+        more = "…" if len(text) > start + _SHOWN_TASK else ""
+        return quoted[0] + ("…" if start else "") + quoted[1:-1] + more + quoted[-1]
+
+    first, second = window(was), window(now)
+    if _look_alike(was, now) or first == second:
+        old, new = (ascii(text[at]) if at < len(text) else "the end" for text in (was, now))
+        second += f" (they differ at character {at + 1}: {old} then {new})"
+    return first, second
+
+
+def _look_alike(was: str, now: str) -> bool:
+    """True if two texts differ only in spaces and line breaks, or in look-alike characters."""
+    if " ".join(was.split()) == " ".join(now.split()):
+        return True
+    return unicodedata.normalize("NFKC", was) == unicodedata.normalize("NFKC", now)
 
 
 def run_of(runtime: Any) -> str | None:

@@ -41,6 +41,26 @@ app = typer.Typer(
 )
 
 
+def _show_version(value: bool) -> None:
+    if value:
+        from langgraph_refine._version import __version__
+
+        _stdout().print(Text(f"{PROG} {__version__}"))
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", help="Print the version and exit.", is_eager=True, callback=_show_version
+        ),
+    ] = False,
+) -> None:
+    """The options of the command itself, before its verb."""
+
+
 def _stderr() -> Console:
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -56,11 +76,12 @@ def run(
         str, typer.Argument(metavar="TASK", help="What to do, e.g. 'Write a haiku about rain.'")
     ],
     checkpoint: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             "--checkpoint",
-            metavar="PATH",
-            help="SQLite file that makes the run durable (see --thread).",
+            metavar="PATH|URI",
+            help="SQLite file, or PostgreSQL database (postgresql://...), that makes the run "
+            "durable (see --thread).",
         ),
     ] = None,
     thread: Annotated[
@@ -76,7 +97,7 @@ def run(
         bool,
         typer.Option(
             "--restart",
-            help="Discard the --thread's interrupted run and start over on that thread.",
+            help="With --thread: discard its interrupted run and start over on that thread.",
         ),
     ] = False,
     review: Annotated[
@@ -111,7 +132,8 @@ def run(
         RunRequest,
         check_task,
         execute,
-        nothing_judged,
+        exit_code_of,
+        failed_result,
         result_json,
         show_lost_work,
     )
@@ -141,20 +163,21 @@ def run(
             reviewer=TerminalReviewer(screen) if review else None,
             notes=err,
         )
-    except CliError:
+    except CliError as exc:  # an interrupt carries the best result so far
+        show_lost_work(exc, str(exc), out, json_output=json_output, show_reasoning=show_reasoning)
         raise
     except Exception as exc:
         message = describe_error(exc, settings.describe_endpoint(), settings.timeout)
         show_lost_work(exc, message, out, json_output=json_output, show_reasoning=show_reasoning)
-        raise CliError(message) from None
+        raise CliError(message, exit_code_of(exc)) from None
     if json_output:
         sys.stdout.write(json.dumps(result_json(result), ensure_ascii=False) + "\n")
         sys.stdout.flush()
     else:
         show_result(out, result, show_reasoning=show_reasoning)
-    unjudged = nothing_judged(result)
-    if unjudged is not None:
-        raise CliError(unjudged)
+    failure = failed_result(result)
+    if failure is not None:
+        raise CliError(failure)
 
 
 BATCH_HELP = (
@@ -220,13 +243,13 @@ def batch(
         typer.Option("--no-store", help="Keep no strategy record: every task starts cold."),
     ] = False,
     checkpoint: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             "--checkpoint",
-            metavar="PATH",
-            help="SQLite file where each task's run is checkpointed, so a rerun continues "
-            "unfinished tasks from their last completed call. Default: OUTPUT.jsonl"
-            ".checkpoint.sqlite beside --out.",
+            metavar="PATH|URI",
+            help="SQLite file, or PostgreSQL database (postgresql://...), where each task's "
+            "run is checkpointed, so a rerun continues unfinished tasks from their last "
+            "completed call. Default: OUTPUT.jsonl.checkpoint.sqlite beside --out.",
         ),
     ] = None,
     flags: SharedFlags | None = None,
@@ -306,18 +329,19 @@ async def _run_local(
     progress: Any,
     generator: Any,
     kept: Any,
-    checkpoint: Path,
+    checkpoint: str | Path,
 ) -> tuple[Any, list[str]]:
     """Run the batch's tasks locally; the stats and the strategy record's lines.
 
-    The tasks share one store, and each task's run is checkpointed in `checkpoint`.
+    The tasks share one store, and each task's run is checkpointed in `checkpoint` (a
+    SQLite path or a PostgreSQL URI).
     """
     from langgraph_refine.cli._batch import batch_claim, run_items
-    from langgraph_refine.cli._single import open_checkpointer
+    from langgraph_refine.cli._checkpoint import open_saver
     from langgraph_refine.cli._store import store_summary
 
-    async with kept.open() as store, open_checkpointer(checkpoint) as saver:
-        with batch_claim(checkpoint):
+    async with kept.open() as store, open_saver(checkpoint) as saver:
+        async with batch_claim(checkpoint, saver):
             stats = await run_items(
                 todo,
                 settings,
@@ -605,10 +629,11 @@ def calibrate(
         ) from None
     console = _stdout()
     show_report(console, calibrated.report, checks_text(specs))
-    try:
-        calibrated.save(out, judge_spec=checks_text(specs))
-    except OSError as exc:
-        raise CliError(f"--out {out}: cannot write the calibration: {exc}", exit_code=2) from None
+    from langgraph_refine.cli._files import replace_whole
+
+    replace_whole(
+        out, lambda path: calibrated.save(path, judge_spec=checks_text(specs)), option="--out"
+    )
     console.print(Text(f"wrote {out} (run with --calibration {out})"), soft_wrap=True)
     if html is not None:
         from langgraph_refine.cli._calibration import write_page
@@ -618,8 +643,67 @@ def calibrate(
     return 0 if calibrated.report.met else 1
 
 
-def _error(console: Console, message: str) -> None:
-    console.print(Text(f"{PROG}: {one_line(message)}"), soft_wrap=True)
+def _error(console: Console, message: str, command: str = "") -> None:
+    """One line, `langgraph-refine: <message>`, then `command` as it is (see `CliError`)."""
+    if not command:
+        console.print(Text(f"{PROG}: {one_line(message)}"), soft_wrap=True)
+        return
+    console.print(Text(f"{PROG}: {one_line(message)}"), soft_wrap=True, end=" ")
+    console.file.write(command + "\n")  # not through rich, which would expand its tabs
+    console.file.flush()
+
+
+def _no_such_option(exc: Any, ctx: Any) -> str:
+    """An unknown flag's message, suggesting only the command's flags near the word typed."""
+    typed = str(exc.option_name)
+    flags = [
+        flag
+        for param in ctx.command.params
+        for flag in (*param.opts, *param.secondary_opts)
+        if flag.startswith("--")
+    ]
+    near = near_flags(typed, flags)
+    return f"No such option: {typed}" + (f"; did you mean {' or '.join(near)}?" if near else "")
+
+
+def near_flags(typed: str, flags: Sequence[str]) -> list[str]:
+    """The flags a mistyped one most likely meant: a typo or two away, or a part of it.
+
+    A flag is near when its name is at most one edit (a letter added, dropped, changed,
+    or two swapped) from the word typed, for every three letters typed; or when one of
+    its dash-separated parts is (`--bugdet` for `--budget-calls`); or when one is the
+    other's beginning (`--max-iter`, `--model-name`). Flags that merely share letters
+    are not suggested.
+
+    Example:
+        >>> flags = ["--price", "--patience", "--max-iterations", "--max-cost", "--store"]
+        >>> [near_flags(typed, flags) for typed in ("--pirce", "--max-iter", "--foo")]
+        [['--price'], ['--max-iterations'], []]
+    """
+    word = typed.lstrip("-").lower()
+    limit = max(1, len(word) // 3)
+
+    def near(flag: str) -> bool:
+        name = flag.lstrip("-")
+        if min(len(word), len(name)) >= 4 and (name.startswith(word) or word.startswith(name)):
+            return True
+        return any(_edits(word, part) <= limit for part in (name, *name.split("-")))
+
+    return sorted({flag for flag in flags if near(flag)})
+
+
+def _edits(a: str, b: str) -> int:
+    """The edit distance of `a` and `b`, a swap of two neighbours counting as one edit."""
+    rows = [list(range(len(b) + 1))]
+    for i, x in enumerate(a, start=1):
+        row = [i]
+        for j, y in enumerate(b, start=1):
+            cost = min(rows[-1][j] + 1, row[j - 1] + 1, rows[-1][j - 1] + (x != y))
+            if i > 1 and j > 1 and x == b[j - 2] and a[i - 2] == y:
+                cost = min(cost, rows[-2][j - 2] + 1)
+            row.append(cost)
+        rows.append(row)
+    return rows[-1][-1]
 
 
 def run_app(argv: Sequence[str] | None = None) -> int:
@@ -632,7 +716,7 @@ def run_app(argv: Sequence[str] | None = None) -> int:
             args=list(argv) if argv is not None else None, prog_name=PROG, standalone_mode=False
         )
     except CliError as exc:
-        _error(err, str(exc))
+        _error(err, str(exc), exc.command)
         return exc.exit_code
     except KeyboardInterrupt:
         _error(err, "interrupted")
@@ -646,7 +730,10 @@ def run_app(argv: Sequence[str] | None = None) -> int:
         if "ClickException" in kinds:
             ctx = getattr(exc, "ctx", None)
             hint = f" (see `{ctx.command_path} --help`)" if "UsageError" in kinds and ctx else ""
-            _error(err, exc.format_message() + hint)  # type: ignore[attr-defined]
+            message = exc.format_message()  # type: ignore[attr-defined]
+            if "NoSuchOption" in kinds and ctx is not None:
+                message = _no_such_option(exc, ctx)
+            _error(err, message + hint)
             return int(getattr(exc, "exit_code", 2))
         if "Abort" in kinds:
             _error(err, "aborted")

@@ -21,7 +21,7 @@ import json
 import os
 import signal
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
@@ -37,13 +37,16 @@ from rich.text import Text
 
 from langgraph_refine._display import cost_text
 from langgraph_refine._errors import ThreadBusyError, ThreadSettingsError, describe_differences
-from langgraph_refine._loop._claim import Lease
+from langgraph_refine._loop._claim import aclaim_thread
 from langgraph_refine._loop._run import CompiledLoop
 from langgraph_refine._result import RefineResult
+from langgraph_refine.cli._checkpoint import shown
 from langgraph_refine.cli._errors import (
+    USAGE,
     CliError,
     Terminated,
     describe_error,
+    given,
     is_unreachable,
     one_line,
 )
@@ -51,7 +54,12 @@ from langgraph_refine.cli._http import LANE
 from langgraph_refine.cli._ladder_view import LineGenerators, merge, models_text, per_model
 from langgraph_refine.cli._models import ModelSettings
 from langgraph_refine.cli._options import PER_LINE_OPTIONS, CommandOptions
-from langgraph_refine.cli._single import result_json
+from langgraph_refine.cli._single import failed_result, result_json
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: --out is not locked
+    fcntl = None  # type: ignore[assignment]
 
 OUTPUT_KEYS = (
     "id",
@@ -109,20 +117,21 @@ def read_jsonl(path: Path, *, what: str) -> Iterable[tuple[int, str]]:
     """Yield `(line number, text)` for the non-blank lines of a JSONL file.
 
     Raises:
-        CliError: If the file is missing, a folder, unreadable or not UTF-8.
+        CliError: A usage error (exit code 2) if the file is missing, a folder, unreadable
+            or not UTF-8.
     """
     if not path.exists():
-        raise CliError(f"{what} {path} does not exist")
+        raise CliError(f"{what} {path} does not exist", USAGE)
     if path.is_dir():
-        raise CliError(f"{what} {path} is a folder, not a JSONL file")
+        raise CliError(f"{what} {path} is a folder, not a JSONL file", USAGE)
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise CliError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+        raise CliError(f"cannot read {what} {path}: {exc.strerror or exc}", USAGE) from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise CliError(not_utf8(path, what, data, exc)) from None
+        raise CliError(not_utf8(path, what, data, exc), USAGE) from None
     for number, line in enumerate(text.splitlines(), start=1):
         if line.strip():
             yield number, line
@@ -217,14 +226,15 @@ def _item(data: Any, number: int, defaults: CommandOptions, on_server: bool) -> 
         raise CliError(
             f'expected a JSON object like {{"id": "1", "task": "..."}}, got {type(data).__name__}'
         )
-    if "id" not in data:
-        raise CliError("missing 'id'")
+    for key in ("id", "task"):
+        if key not in data:
+            raise CliError(f"missing {key!r}")
     item_id = data["id"]
     if isinstance(item_id, bool) or not isinstance(item_id, str | int) or item_id == "":
-        raise CliError(f"'id' must be a non-empty string or an integer, got {item_id!r}")
-    task = data.get("task")
+        raise CliError(f"'id' must be a non-empty string or an integer, got {given(item_id)}")
+    task = data["task"]
     if not isinstance(task, str) or not task.strip():
-        raise CliError(f"'task' must be a non-empty string, got {task!r}")
+        raise CliError(f"'task' must be a non-empty string, got {given(task)}")
     problem = unwritable(task)
     return BatchItem(
         line=number,
@@ -259,19 +269,22 @@ def done_ids(path: Path, warn: Callable[[str], None]) -> set[str]:
 class LineWriter:
     """Appends one JSON object per line; each line is written whole, flushed and fsynced.
 
+    The file is held for this writer until it is closed (`hold_output`): a second batch on
+    it is refused.
+
     Args:
         path: The output file (created if missing, never truncated).
     """
 
     def __init__(self, path: Path) -> None:
-        if not path.parent.exists():
-            raise CliError(f"--out {path}: the folder {path.parent} does not exist")
+        check_out_path(path)
         try:
             self._file: IO[str] = path.open("a", encoding="utf-8")
         except OSError as exc:
             raise CliError(
-                f"cannot open --out {path} for appending: {exc.strerror or exc}"
+                f"cannot open --out {path} for appending: {exc.strerror or exc}", USAGE
             ) from None
+        hold_output(self._file, path)
         # A line cut short by a crash must not swallow the next one.
         if path.stat().st_size and not _ends_with_newline(path):
             self._commit("\n")
@@ -306,6 +319,62 @@ class LineWriter:
     def close(self) -> None:
         """Close the file."""
         self._file.close()
+
+
+def check_out_path(path: Path) -> None:
+    """Refuse an `--out` in a missing folder, or that is a folder (exit code 2).
+
+    Raises:
+        CliError: Naming the path and what to give instead.
+    """
+    if not path.parent.is_dir():
+        raise CliError(f"--out {path}: the folder {path.parent} does not exist", USAGE)
+    if path.is_dir():
+        raise CliError(
+            f"--out {path} is a folder; give a file name, e.g. {path / 'results.jsonl'}", USAGE
+        )
+
+
+def hold_output(file: IO[str], path: Path) -> None:
+    """Hold `--out` for one batch at a time, whatever the checkpoints of the batches.
+
+    Two batches appending to one output file would both run every task missing from it
+    and write it twice. The hold is an exclusive `flock` on the open file, which the
+    system drops when the file is closed or its process ends, however it ends (`kill -9`
+    too); it is taken before any task runs.
+
+    Raises:
+        CliError: If another batch holds the file, naming its process (exit code 1).
+    """
+    if fcntl is None:  # pragma: no cover - not POSIX
+        return
+    try:
+        fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        file.close()
+        raise CliError(
+            f"--out {path} is being written by another batch ({output_holder(path)}); "
+            "wait for it to end, or give this batch another --out"
+        ) from None
+
+
+def output_holder(path: Path) -> str:
+    """The process holding `path`'s `flock` (read from /proc/locks, on Linux).
+
+    "another process" where the system does not say.
+    """
+    try:
+        info = path.stat()
+        with open("/proc/locks", encoding="ascii") as locks:
+            lines = locks.read().splitlines()
+    except OSError:
+        return "another process"
+    wanted = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
+    for line in lines:  # "1: FLOCK  ADVISORY  WRITE 4242 fe:00:1474578 0 EOF"
+        fields = line.split()
+        if len(fields) > 5 and fields[1] == "FLOCK" and fields[5] == wanted:
+            return f"process {fields[4]}"
+    return "another process"
 
 
 def json_line(record: dict[str, Any]) -> str:
@@ -727,6 +796,9 @@ async def drive(
                 if item.problem is not None:  # a failed row, as a task that failed is
                     raise CliError(f"{item.problem}; fix line {item.line} of the input file")
                 result = await run_one(item)
+                failure = failed_result(result)
+                if failure is not None:  # ended, but judged nothing to trust: a failed row
+                    raise CliError(failure, result=result)
             except Exception as exc:
                 stop = fatal(exc)
                 if stop is not None:  # not the task's failure: no row, and a rerun runs it
@@ -758,7 +830,7 @@ def _terminate(signum: int, frame: Any) -> None:
 
 @contextlib.contextmanager
 def saved_on_interrupt(
-    out: Path, todo: list[BatchItem], checkpoint: Path | None = None
+    out: Path, todo: list[BatchItem], checkpoint: str | Path | None = None
 ) -> Iterator[None]:
     """Turn Ctrl-C and SIGTERM during the block into one line: what is saved, how to go on.
 
@@ -778,7 +850,8 @@ def saved_on_interrupt(
         keys = {id_key(item.id) for item in todo}
         saved = len(done_ids(out, lambda message: None) & keys)
         unfinished = (
-            f", unfinished ones continue from their last completed call (kept in {checkpoint})"
+            ", unfinished ones continue from their last completed call (kept in "
+            f"{shown(checkpoint)})"
             if checkpoint is not None
             else ""
         )
@@ -792,30 +865,36 @@ def saved_on_interrupt(
             signal.signal(signal.SIGTERM, previous)
 
 
-@contextlib.contextmanager
-def batch_claim(checkpoint: Path) -> Iterator[None]:
-    """Hold the batch's checkpoint file for one batch at a time.
+BATCH_CLAIM = "batch"
+"""The name a batch claims in its checkpoint, as a run claims its thread (`_loop._claim`)."""
+
+
+@contextlib.asynccontextmanager
+async def batch_claim(
+    checkpoint: str | Path, saver: BaseCheckpointSaver[Any]
+) -> AsyncIterator[None]:
+    """Hold the batch's checkpoint (a SQLite file or a PostgreSQL database) for one batch.
 
     Two batches on one checkpoint would run the same tasks' threads; the second is
-    refused before any task starts. A batch that was killed holds nothing (see
-    `_loop._claim`).
+    refused before any task starts. The claim is the one a run takes on its thread
+    (a renewed row in a SQLite file, a session advisory lock in PostgreSQL): a batch
+    that was killed holds nothing (see `_loop._claim`).
 
     Raises:
         CliError: If another batch is running on `checkpoint`.
     """
-    lease = Lease(str(checkpoint), "batch")
-    try:
-        lease.take()
-    except ThreadBusyError as exc:
-        holder = str(exc).split(": ", 1)[1].split(";")[0]
-        raise CliError(
-            f"--checkpoint {checkpoint} is in use by another batch ({holder}); wait for it "
-            "to end, or give this batch another --out or --checkpoint"
-        ) from None
-    try:
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            await stack.enter_async_context(
+                aclaim_thread(saver, {"configurable": {"thread_id": BATCH_CLAIM}})
+            )
+        except ThreadBusyError as exc:
+            holder = str(exc).split(": ", 1)[1].split(";")[0]
+            raise CliError(
+                f"--checkpoint {shown(checkpoint)} is in use by another batch ({holder}); "
+                "wait for it to end, or give this batch another --out or --checkpoint"
+            ) from None
         yield
-    finally:
-        lease.give_back()
 
 
 def summary_line(stats: BatchStats, skipped: int, out: Path, invalid: int = 0) -> str:

@@ -25,7 +25,7 @@ from rich.table import Table
 from rich.text import Text
 
 from langgraph_refine._calls._specs import EvaluatorSpec
-from langgraph_refine.cli._errors import CliError
+from langgraph_refine.cli._errors import USAGE, CliError
 from langgraph_refine.cli._svg import svg_start
 from langgraph_refine.evaluators._calibrate import (
     CalibratedEvaluator,
@@ -183,7 +183,7 @@ def open_review_store(path: Path | None) -> Iterator[Any]:
         with _sqlite_store(path) as store:
             yield store
     except sqlite3.DatabaseError as exc:
-        raise CliError(f"--store {path} is not a usable SQLite database: {exc}") from None
+        raise CliError(f"--store {path} is not a usable SQLite database: {exc}", USAGE) from None
 
 
 def run_calibration(
@@ -369,7 +369,7 @@ def write_page(path: Path, report: CalibrationReport, checks: str) -> None:
     """A self-contained HTML page of a calibration (`calibrate --html`).
 
     Raises:
-        CliError: (exit 2) if the file cannot be written.
+        CliError: (exit 2) if the file cannot be written (an old one is left whole).
     """
     page = (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
@@ -378,7 +378,6 @@ def write_page(path: Path, report: CalibrationReport, checks: str) -> None:
         + calibration_section(report, checks)
         + "</body></html>\n"
     )
-    try:
-        path.write_text(page, encoding="utf-8")
-    except OSError as exc:
-        raise CliError(f"--html {path}: cannot write it: {exc}", exit_code=2) from None
+    from langgraph_refine.cli._files import write_whole
+
+    write_whole(path, page, option="--html")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 
 class CliError(Exception):
@@ -10,12 +11,27 @@ class CliError(Exception):
 
     Args:
         message: What was wrong, the value received, and how to fix it.
-        exit_code: The process exit code (1 by default, 2 for usage errors).
+        exit_code: The process exit code (see `USAGE` and docs/cli.md).
+        command: A command to paste into a shell, printed after the message as it is
+            (never folded onto one line: a task's line breaks and spaces are its own).
+        result: The best result so far of a run that ended so (a `RefineResult`), shown
+            before the message.
     """
 
-    def __init__(self, message: str, exit_code: int = 1) -> None:
+    def __init__(
+        self, message: str, exit_code: int = 1, *, command: str = "", result: Any = None
+    ) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+        self.command = command
+        self.result = result
+
+
+FAILED = 1
+"""Exit code: the command ran and failed (a failed or unjudged task, nothing judged)."""
+USAGE = 2
+"""Exit code: a usage error (a missing or unusable input, file or folder; no model; a
+flag that needs another; a bad value), found before any model call."""
 
 
 class Terminated(KeyboardInterrupt):
@@ -34,6 +50,21 @@ def one_line(text: str, limit: int = _MAX_MESSAGE) -> str:
     """Collapse whitespace so a message fits on one line, and cut it to `limit` characters."""
     flat = " ".join(str(text).split())
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def given(value: object) -> str:
+    """A value the user gave, for a message: JSON's words for null, true and false.
+
+    A batch line's values are JSON, and a flag's are text; Python's `None` or `True`
+    appear in neither.
+
+    Example:
+        >>> given(None), given(True), given("abc"), given(3)
+        ('null', 'true', "'abc'", '3')
+    """
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    return repr(value)
 
 
 def _names(exc: BaseException) -> set[str]:

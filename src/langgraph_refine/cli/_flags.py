@@ -39,7 +39,7 @@ from langgraph_refine._decisions._options import (
     declaration,
     declared,
 )
-from langgraph_refine.cli._errors import CliError
+from langgraph_refine.cli._errors import CliError, given
 
 Kind = Literal["number", "whole", "flag", "choice", "texts"]
 """How a plain option's value is read: its field's type, told apart by `kind_of`."""
@@ -70,7 +70,7 @@ def parse_choice(value: object, choices: Sequence[str], *, option: str) -> str:
         text = value.strip().lower().replace("-", "_")
         if text in choices:
             return text
-    raise CliError(f"{option} must be one of {', '.join(choices)}; got {value!r}")
+    raise CliError(f"{option} must be one of {', '.join(choices)}; got {given(value)}")
 
 
 @dataclass(frozen=True)
@@ -106,9 +106,9 @@ class LoopFlag:
         if self.kind == "choice":
             return parse_choice(value, self.choices, option=option)
         if self.kind == "texts":
-            given = [value] if isinstance(value, str) else value
-            if isinstance(given, list | tuple) and any(
-                isinstance(text, str) and not text.strip() for text in given
+            texts = [value] if isinstance(value, str) else value
+            if isinstance(texts, list | tuple) and any(
+                isinstance(text, str) and not text.strip() for text in texts
             ):
                 raise CliError(
                     f"{option} is given an empty text; give each criterion's words, e.g. "
@@ -122,7 +122,7 @@ class LoopFlag:
         expected: tuple[type, ...]
         expected, wanted = _TYPES[self.kind]
         if isinstance(value, bool) != (self.kind == "flag") or not isinstance(value, expected):
-            raise CliError(f"{option} must be {wanted}, got {value!r}")
+            raise CliError(f"{option} must be {wanted}, got {given(value)}")
         return float(cast(float, value)) if self.kind == "number" else value
 
     def parameter(self) -> inspect.Parameter:

@@ -28,7 +28,7 @@ from langgraph_refine._calls._models import (
     resolve_chat_model,
 )
 from langgraph_refine._loop._resolve import loop_models
-from langgraph_refine.cli._errors import CliError
+from langgraph_refine.cli._errors import USAGE, CliError
 from langgraph_refine.cli._http import HttpClients
 
 MODEL_ENV = "REFINE_MODEL"
@@ -120,14 +120,15 @@ class ModelSettings:
         )
         model = loop_models(self.generator(), None, judge_model=given).judge_model
         if model is None:  # a chat model generator always gives one
-            raise CliError("no judge model: pass --judge-model NAME")
+            raise CliError("no judge model: pass --judge-model NAME", exit_code=USAGE)
         return model
 
     def _first(self) -> BaseChatModel:
         if not self.model:
             raise CliError(
                 "no model given: pass --model NAME (a 'provider:model' string or a model name "
-                f"served over the OpenAI protocol) or set {MODEL_ENV}"
+                f"served over the OpenAI protocol) or set {MODEL_ENV}",
+                exit_code=USAGE,
             )
         return build_chat_model(self.model, self, option="--model")
 
@@ -151,7 +152,7 @@ def build_chat_model(name: str, settings: ModelSettings, *, option: str) -> Base
     try:
         return resolve_chat_model(name, option=option, **model_kwargs(name, settings))
     except Exception as exc:
-        raise CliError(f"{option} {name!r}: {_one_line(exc)}") from None
+        raise CliError(f"{option} {name!r}: {_one_line(exc)}", exit_code=USAGE) from None
 
 
 def model_kwargs(name: str, settings: ModelSettings) -> dict[str, Any]:

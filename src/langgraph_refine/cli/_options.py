@@ -37,7 +37,7 @@ from langgraph_refine._decisions._options import (
 )
 from langgraph_refine._typed import OutputSchema
 from langgraph_refine.cli._calibration import Calibration
-from langgraph_refine.cli._errors import CliError
+from langgraph_refine.cli._errors import CliError, given
 from langgraph_refine.cli._flags import loop_flags, parse_choice
 from langgraph_refine.cli._ladder_view import line_models
 from langgraph_refine.cli._specs import EvaluatorSpec, build_evaluators, parse_specs
@@ -228,7 +228,7 @@ def parse_memory(value: str | int) -> str | int:
     else:
         raise CliError(
             f"memory must be one of {', '.join(MEMORY_CHOICES)} or a whole number >= 1 "
-            f"(a window of recent attempts), got {value!r}"
+            f"(a window of recent attempts), got {given(value)}"
         )
     if window < 1:
         raise CliError(f"memory window must be >= 1, got {window}")

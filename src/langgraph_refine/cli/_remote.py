@@ -26,7 +26,7 @@ from typing import Any
 from langgraph_refine._decisions._options import CONTEXT, LINE, declared, line_key
 from langgraph_refine._result import RefineResult
 from langgraph_refine.cli._batch import BatchItem, BatchStats, LineWriter, Progress, drive, id_key
-from langgraph_refine.cli._errors import CliError, cause_text, is_unreachable, one_line
+from langgraph_refine.cli._errors import USAGE, CliError, cause_text, is_unreachable, one_line
 
 RUN_CONTEXT_KEYS: tuple[str, ...] = tuple(
     line_key(name) for name in declared(LINE) if name in declared(CONTEXT)
@@ -120,7 +120,8 @@ class ServerBatch:
             ) from None
         raise CliError(
             f"--assistant {self.assistant!r} is unknown to the LangGraph Server at {self.url}; "
-            f"its graphs are: {', '.join(graphs) or 'none'}"
+            f"its graphs are: {', '.join(graphs) or 'none'}",
+            USAGE,
         )
 
     async def _known(self) -> bool:

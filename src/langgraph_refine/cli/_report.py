@@ -21,7 +21,7 @@ from langgraph_refine._display import cost_text
 from langgraph_refine._records._record import StrategyRecord
 from langgraph_refine._state import Attempt
 from langgraph_refine.cli._batch import read_jsonl
-from langgraph_refine.cli._errors import CliError, cli_words, one_line
+from langgraph_refine.cli._errors import USAGE, CliError, cli_words, one_line
 from langgraph_refine.cli._ladder_view import (
     DEFAULT_COLOR,
     merge,
@@ -194,11 +194,13 @@ def read_records(path: Path, warn: Callable[[str], None]) -> list[TaskRecord]:
         raise CliError(
             f"{path} holds no results: its lines are tasks without a value, attempts or "
             "error (a batch's input file?); pass the file `langgraph-refine batch` wrote "
-            "with --out"
+            "with --out",
+            USAGE,
         )
     if not records:
         raise CliError(
-            f"{path} holds no task results; write one with langgraph-refine batch ... --out {path}"
+            f"{path} holds no task results; write one with langgraph-refine batch ... --out {path}",
+            USAGE,
         )
     for number in inputs:
         warn(f"{path}:{number}: a task without a result (no value, attempts or error); skipped")
@@ -779,16 +781,17 @@ def write_report(
         The tasks in the report.
 
     Raises:
-        CliError: If the source cannot be read or the target cannot be written.
+        CliError: If the source cannot be read or the target cannot be written (exit
+            code 2; an old report is left whole).
     """
+    from langgraph_refine.cli._files import write_whole
+
     records = read_records(source, warn)
     if target.is_dir():
         raise CliError(
-            f"--html {target} is a folder; give a file name, e.g. {target / 'report.html'}"
+            f"--html {target} is a folder; give a file name, e.g. {target / 'report.html'}",
+            USAGE,
         )
-    try:
-        page = render_report(records, source=source.name, kept=kept, extra=extra)
-        target.write_text(page, encoding="utf-8")
-    except OSError as exc:
-        raise CliError(f"cannot write --html {target}: {exc.strerror or exc}") from None
+    page = render_report(records, source=source.name, kept=kept, extra=extra)
+    write_whole(target, page, option="--html")  # a failure leaves an old report whole
     return records

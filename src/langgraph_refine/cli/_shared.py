@@ -21,7 +21,7 @@ from langgraph_refine._calls._models import DEFAULT_MAX_TOKENS, MAX_TOKENS_ENV
 from langgraph_refine._decisions._edits import EDITS_AUTO_MIN_CHARS
 from langgraph_refine._decisions._options import RUN
 from langgraph_refine.cli._calibration import read_for_run
-from langgraph_refine.cli._errors import CliError
+from langgraph_refine.cli._errors import USAGE, CliError
 from langgraph_refine.cli._flags import declared_flags, loop_flags
 from langgraph_refine.cli._ladder_view import parse_models
 from langgraph_refine.cli._models import ModelSettings
@@ -269,11 +269,12 @@ def _open_cache(path: Path | None) -> Any:
 
     if path.is_dir():
         raise CliError(
-            f"--cache {path} is a folder; give a file name, e.g. {path / 'cache.sqlite'}"
+            f"--cache {path} is a folder; give a file name, e.g. {path / 'cache.sqlite'}",
+            exit_code=USAGE,
         )
     if not path.parent.exists():
-        raise CliError(f"--cache {path}: the folder {path.parent} does not exist")
+        raise CliError(f"--cache {path}: the folder {path.parent} does not exist", USAGE)
     try:
         return SQLiteCache(path)
     except sqlite3.DatabaseError as exc:
-        raise CliError(f"--cache {path} is not a usable SQLite database: {exc}") from None
+        raise CliError(f"--cache {path} is not a usable SQLite database: {exc}", USAGE) from None

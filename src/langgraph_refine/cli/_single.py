@@ -1,9 +1,10 @@
 """The `run` verb: one loop in the terminal, with live rounds, durable threads and review.
 
 The loop runs on the async path (`astream` / `aget_state`), so Ctrl-C and SIGTERM cancel
-the model call in flight, always with a checkpointer: the SQLite file of `--checkpoint`
-(so `--thread` can resume an interrupted run), else an in-memory one, which the human
-review needs to pause and resume.
+the model call in flight, always with a checkpointer: the SQLite file or PostgreSQL
+database of `--checkpoint` (so `--thread` can resume an interrupted run), else an
+in-memory one, which the human review needs to pause and resume, and from which an
+interrupted run's best answer so far is read.
 """
 
 from __future__ import annotations
@@ -29,7 +30,12 @@ from rich.console import Console
 from rich.text import Text
 
 from langgraph_refine._decisions._options import LoopOptions
-from langgraph_refine._errors import ThreadBusyError, ThreadSettingsError, describe_differences
+from langgraph_refine._errors import (
+    ThreadBusyError,
+    ThreadSettingsError,
+    UnknownPriceError,
+    describe_differences,
+)
 from langgraph_refine._loop._driver import (
     Driver,
     adrive,
@@ -44,7 +50,8 @@ from langgraph_refine._loop._tracing import traced
 from langgraph_refine._result import RefineResult, loop_schema
 from langgraph_refine._typed import plain
 from langgraph_refine.cli._calibration import open_review_store
-from langgraph_refine.cli._errors import CliError, Terminated
+from langgraph_refine.cli._checkpoint import open_saver, shown
+from langgraph_refine.cli._errors import FAILED, USAGE, CliError, Terminated
 from langgraph_refine.cli._ladder_view import per_model
 from langgraph_refine.cli._models import ModelSettings
 from langgraph_refine.cli._options import CommandOptions
@@ -62,7 +69,8 @@ class RunRequest:
     Attributes:
         task: The task text.
         options: Loop options.
-        checkpoint: SQLite file for durable runs, if any.
+        checkpoint: `--checkpoint` as given (a SQLite path or a PostgreSQL URI) for
+            durable runs, if any.
         thread: Checkpoint thread to continue, if any.
         review: Whether to ask the human before the loop ends.
         restart: Start the thread over even if it holds an unfinished run.
@@ -74,7 +82,7 @@ class RunRequest:
 
     task: str
     options: CommandOptions
-    checkpoint: Path | None = None
+    checkpoint: str | Path | None = None
     thread: str | None = None
     review: bool = False
     restart: bool = False
@@ -132,22 +140,26 @@ def show_lost_work(
     json_output: bool,
     show_reasoning: bool = False,
 ) -> None:
-    """Print the best result a failed run carries (`.result`) before its error line.
+    """Print the best result a failed or interrupted run carries (`.result`) before its error line.
 
     Whatever paid work the run did (its attempts and usage) is shown as a finished run's
-    result is; with `--json`, it is the result's JSON object with an `error` field (as a
-    batch's failed row). Nothing is printed when the error carries no result, or one
-    without an attempt (a run whose first call failed: the error line says it all).
+    result is; with `--json`, it is the result's JSON object, with an `error` field (as a
+    batch's failed row) unless the run was interrupted (its `stop_reason` says so).
+    Nothing is printed when the error carries no result, or one without an attempt (a
+    run whose first call failed: the error line says it all).
     """
     result = getattr(exc, "result", None)
     if not isinstance(result, RefineResult) or not result.attempts:
         return
     if json_output:
-        data = {**result_json(result), "error": message}
+        data = result_json(result)
+        if result.stop_reason != "interrupted":
+            data["error"] = message
         sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
         sys.stdout.flush()
     else:
-        show_result(out, result, show_reasoning=show_reasoning, failed=True)
+        interrupted = result.stop_reason == "interrupted"
+        show_result(out, result, show_reasoning=show_reasoning, failed=not interrupted)
 
 
 @contextlib.asynccontextmanager
@@ -278,20 +290,55 @@ def execute(
             143 for SIGTERM), saying what is saved and the command that resumes.
     """
     check_task(request.task)
+    check_thread_flags(request)
+    thread = request.thread or str(uuid.uuid4())
+    stopped = Stopped()
+    try:
+        return run_stoppable(_arun(request, thread, settings, view, reviewer, notes, stopped))
+    except KeyboardInterrupt as exc:
+        raise interrupted(request, thread, stopped, isinstance(exc, Terminated)) from None
+
+
+def check_thread_flags(request: RunRequest) -> None:
+    """Refuse `--thread` without `--checkpoint`, and `--restart` without `--thread`.
+
+    Raises:
+        CliError: A usage error (exit code 2) naming the flag the other one needs.
+    """
     if request.thread is not None and request.checkpoint is None:
         raise CliError(
-            "--thread needs --checkpoint PATH (the SQLite file that holds the thread)",
-            exit_code=2,
+            "--thread needs --checkpoint PATH (the SQLite file or PostgreSQL URI that holds "
+            "the thread)",
+            exit_code=USAGE,
         )
-    thread = request.thread or str(uuid.uuid4())
-    saved: list[int] = []  # the attempts the thread holds, read when interrupted
-    try:
-        return run_stoppable(_arun(request, thread, settings, view, reviewer, notes, saved))
-    except KeyboardInterrupt as exc:
+    if request.restart and request.thread is None:
         raise CliError(
-            interrupted_message(request, thread, saved[0] if saved else None),
-            exit_code=143 if isinstance(exc, Terminated) else 130,
-        ) from None
+            "--restart needs --thread ID (the thread whose interrupted run to discard); "
+            "without --thread every run starts on a new thread anyway",
+            exit_code=USAGE,
+        )
+
+
+@dataclass
+class Stopped:
+    """What an interrupted run's thread holds, read as the interrupt goes by.
+
+    Attributes:
+        attempts: The attempts the thread holds (None if they could not be read).
+        result: The best result so far, `stop_reason` "interrupted" (None before the
+            first attempt).
+    """
+
+    attempts: int | None = None
+    result: RefineResult | None = None
+
+    def read(self, values: Any, output_schema: Any) -> None:
+        """Take the attempts and the best result so far from the thread's `values`."""
+        attempts = values.get("attempts") or ()
+        self.attempts = len(attempts)
+        if attempts:
+            result = RefineResult.from_state(dict(values), output_schema=output_schema)
+            self.result = result.model_copy(update={"stop_reason": "interrupted"})
 
 
 async def _arun(
@@ -301,12 +348,12 @@ async def _arun(
     view: RoundView,
     reviewer: Reviewer | None,
     notes: Console,
-    saved: list[int],
+    stopped: Stopped,
 ) -> RefineResult:
     """Build the loop, open its checkpointer and run it on `thread` (see `execute`).
 
-    Interrupted, it appends the attempts the thread holds to `saved` before the
-    interrupt goes on.
+    Interrupted, it reads what the thread holds into `stopped` before the interrupt goes
+    on.
     """
     generator = settings.generator()
     kwargs = request.options.graph_kwargs(settings.judge)
@@ -325,7 +372,7 @@ async def _arun(
     loop = LoopOptions.build(None, **kwargs)
     kept = thread_settings(loop, checks)
     try:
-        async with open_checkpointer(request.checkpoint) as saver:
+        async with open_saver(request.checkpoint) as saver:
             with open_review_store(request.store) as store:
                 graph = builder.compile(checkpointer=saver, store=store)
                 config = run_config(
@@ -345,11 +392,13 @@ async def _arun(
                 if not request.restart:
                     await _check_pending_review(graph, config, request)
                 try:
-                    return await _drive(request, graph, config, kept, evaluator, view, reviewer)
+                    return await _drive(
+                        request, graph, config, kept, evaluator, view, reviewer, notes
+                    )
                 except (asyncio.CancelledError, KeyboardInterrupt):
                     with contextlib.suppress(Exception):  # never hide the interrupt
                         state = await graph.aget_state(config)
-                        saved.append(len(state.values.get("attempts") or ()))
+                        stopped.read(state.values, loop_schema(graph))
                     raise
     finally:
         await settings.http.aclose()
@@ -363,6 +412,7 @@ async def _drive(
     evaluator: Any,
     view: RoundView,
     reviewer: Reviewer | None,
+    notes: Console,
 ) -> RefineResult:
     """Drive the compiled loop to its end, showing its phases and asking for reviews."""
 
@@ -389,6 +439,8 @@ async def _drive(
     snapshot = await graph.aget_state(config)
     if unfinished(snapshot) and not request.restart:  # a new --thread starts, not resumes
         view.resume(len(snapshot.values.get("attempts") or ()))
+    elif snapshot.values and not unfinished(snapshot):
+        notes.print(Text(finished_thread_note(request.thread), style="dim"), soft_wrap=True)
     flow = run_flow(
         request.task,
         durable=True,
@@ -404,6 +456,15 @@ async def _drive(
         raise CliError(str(exc)) from None
     finally:
         view.stop()
+
+
+def finished_thread_note(thread: str | None) -> str:
+    """What a rerun on a thread whose run finished says on stderr before it pays again."""
+    return (
+        f"thread {thread} holds a finished run: this starts a new run on it, whose calls are "
+        "paid again (the finished run's checkpoints stay); give another --thread to keep "
+        "them apart"
+    )
 
 
 def run_stoppable(main: Coroutine[Any, Any, T]) -> T:
@@ -461,44 +522,92 @@ def interruptible_prompt() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
-def interrupted_message(request: RunRequest, thread: str, saved: int | None) -> str:
+def interrupted(request: RunRequest, thread: str, stopped: Stopped, terminated: bool) -> CliError:
     """What an interrupted `run` says: what is saved, and the exact command that resumes.
+
+    The error carries the best result so far (`stopped.result`), which `run` prints (or
+    writes as JSON, `stop_reason` "interrupted") before this line, with or without a
+    checkpoint.
 
     Args:
         request: What the run was asked to do.
         thread: Its checkpoint thread.
-        saved: The attempts the thread holds (None if they could not be read).
+        stopped: What the thread held when the interrupt came.
+        terminated: SIGTERM (exit code 143) rather than Ctrl-C (130).
     """
+    code = 143 if terminated else 130
+    shown_best = " (the best answer so far is on stdout)" if stopped.result is not None else ""
     if request.checkpoint is None:
-        return (
-            "interrupted: nothing is saved (no --checkpoint); add --checkpoint FILE to make a "
-            "run resumable"
+        return CliError(
+            f"interrupted: nothing is saved (no --checkpoint){shown_best}; add --checkpoint "
+            "FILE to make a run resumable",
+            code,
+            result=stopped.result,
         )
-    what = "the attempts so far are" if saved is None else f"{saved} attempt(s) are"
-    return (
-        f"interrupted: {what} saved on thread {thread} in {request.checkpoint}; "
-        f"resume with: {resume_command(request.argv, thread)}"
+    what = (
+        "the attempts so far are"
+        if stopped.attempts is None
+        else f"{stopped.attempts} attempt(s) are"
+    )
+    return CliError(
+        f"interrupted: {what} saved on thread {thread} in {shown(request.checkpoint)}"
+        f"{shown_best}; resume with:",
+        code,
+        command=resume_command(request.argv, thread),
+        result=stopped.result,
     )
 
 
 def resume_command(argv: Sequence[str] | None, thread: str) -> str:
-    """The command line that continues `thread`: this one, with `--thread` if it had none."""
-    args = list(argv or ())
+    r"""The command line that continues `thread`: this one, with `--thread` if it had none.
+
+    Each argument is quoted for a POSIX shell (`shlex.join`): a task's line breaks,
+    quotes and other characters stay as they were inside single quotes, so the command
+    pasted as printed runs the same run. `--restart` is dropped: it would discard what
+    the interrupted run saved.
+
+    Example:
+        >>> print(resume_command(["run", "Line one.\nIt's two.", "--restart"], "t1"))
+        langgraph-refine run 'Line one.
+        It'"'"'s two.' --thread t1
+    """
+    args = [arg for arg in argv or () if arg != "--restart"]
     if "--thread" not in args and not any(a.startswith("--thread=") for a in args):
         args += ["--thread", thread]
     return shlex.join(["langgraph-refine", *args])
 
 
-def nothing_judged(result: RefineResult) -> str | None:
-    """Why a run whose every attempt is unjudged failed (None when one was judged).
+def exit_code_of(exc: BaseException) -> int:
+    """The exit code of a run that raised `exc`: 2 when it was refused before any call.
 
-    Such a run has no score to trust: it ends with an error (exit code 1), after its
-    result is shown, rather than as a success. A run stopped before any judgment was
+    A model the price data cannot price under `--max-cost` is refused before anything is
+    sent (a usage error, fixed with `--price`); once a call was paid, the error carries
+    the result so far and the run failed (1).
+    """
+    refused = isinstance(exc, UnknownPriceError) and getattr(exc, "result", None) is None
+    return USAGE if refused else FAILED
+
+
+def failed_result(result: RefineResult) -> str | None:
+    """Why a run that ended counts as failed, or None when it did not fail.
+
+    A run the evaluator stopped by leaving two attempts in a row unjudged (`stop_reason`
+    "unjudged"), or none of whose attempts could be judged, has no score to trust: `run`
+    shows its result and exits 1 with this message, and `batch` writes it as a failed
+    row (its `error`), which a rerun runs again. A run stopped before any judgment was
     tried (a budget spent on the first draft) says why in its stop reason instead.
     """
+    reason = next((a.error for a in reversed(result.attempts) if a.error), None)
+    if result.stop_reason == "unjudged":
+        judged = any(a.score is not None for a in result.attempts)
+        return (
+            "unjudged: the evaluator could not judge two attempts in a row (the last: "
+            f"{reason or 'no reason given'}), so the loop stopped; the response shown is "
+            f"{'the best judged one' if judged else 'unscored'}. Check the judge "
+            "(--judge-model, --base-url) or the checks (-e)"
+        )
     if any(a.score is not None for a in result.attempts):
         return None
-    reason = next((a.error for a in reversed(result.attempts) if a.error), None)
     if reason is None:
         return None
     return (

@@ -12,7 +12,7 @@ from typing import Any
 
 from langgraph_refine._calls._specs import SPEC_FORMS, EvaluatorSpec, SpecError
 from langgraph_refine._calls._specs import parse_specs as _parse_specs
-from langgraph_refine.cli._errors import CliError
+from langgraph_refine.cli._errors import USAGE, CliError
 from langgraph_refine.evaluators._from_specs import build_evaluators as _build_evaluators
 
 __all__ = ["SPEC_FORMS", "EvaluatorSpec", "build_evaluators", "parse_specs"]
@@ -58,4 +58,4 @@ def build_evaluators(specs: Sequence[EvaluatorSpec], judge_model: Callable[[], A
     try:
         return _build_evaluators(specs, judge_model)
     except SpecError as exc:
-        raise CliError(str(exc)) from None
+        raise CliError(str(exc), exit_code=USAGE) from None

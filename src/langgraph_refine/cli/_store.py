@@ -23,7 +23,7 @@ from langgraph.store.memory import InMemoryStore
 
 from langgraph_refine._decisions._strategy import MoveStats
 from langgraph_refine._records._record import StrategyRecord, aread_records, read_records
-from langgraph_refine.cli._errors import CliError
+from langgraph_refine.cli._errors import USAGE, CliError
 
 if TYPE_CHECKING:
     from langgraph.store.sqlite.aio import AsyncSqliteStore
@@ -88,7 +88,7 @@ class StoreChoice:
                 )
                 await _setup(store)
             except sqlite3.Error as exc:
-                raise CliError(_not_a_store(self.path, exc)) from None
+                raise CliError(_not_a_store(self.path, exc), USAGE) from None
             yield store
 
 
@@ -123,19 +123,19 @@ def check_store_path(path: Path, *, writable: bool) -> None:
     """
     if path.is_dir():
         raise CliError(
-            f"--store {path} is a folder; give a file name, e.g. {path / 'store.sqlite'}"
+            f"--store {path} is a folder; give a file name, e.g. {path / 'store.sqlite'}", USAGE
         )
     if not path.parent.is_dir():
-        raise CliError(f"--store {path}: the folder {path.parent} does not exist")
+        raise CliError(f"--store {path}: the folder {path.parent} does not exist", USAGE)
     if not writable:
         if not path.exists():
             raise CliError(
-                f"--store {path} does not exist; give the file a batch wrote with --store"
+                f"--store {path} does not exist; give the file a batch wrote with --store", USAGE
             )
         return
     target = path if path.exists() else path.parent
     if not os.access(target, os.W_OK):
-        raise CliError(f"--store {path} is not writable: check the permissions of {target}")
+        raise CliError(f"--store {path} is not writable: check the permissions of {target}", USAGE)
     if path.exists():  # checked before any task runs (and before --out is created)
         try:
             conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
@@ -144,7 +144,7 @@ def check_store_path(path: Path, *, writable: bool) -> None:
             finally:
                 conn.close()
         except sqlite3.Error as exc:
-            raise CliError(_not_a_store(path, exc)) from None
+            raise CliError(_not_a_store(path, exc), USAGE) from None
 
 
 def read_store_records(path: Path) -> dict[str, StrategyRecord]:
@@ -160,11 +160,11 @@ def read_store_records(path: Path) -> dict[str, StrategyRecord]:
         # Read only: a report never changes (or creates) the record.
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None)
     except sqlite3.Error as exc:
-        raise CliError(_not_a_store(path, exc)) from None
+        raise CliError(_not_a_store(path, exc), USAGE) from None
     try:
         return read_records(SqliteStore(conn))
     except sqlite3.Error as exc:
-        raise CliError(_not_a_store(path, exc)) from None
+        raise CliError(_not_a_store(path, exc), USAGE) from None
     finally:
         conn.close()
 

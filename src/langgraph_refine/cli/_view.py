@@ -160,10 +160,12 @@ def show_result(
 
     A typed result (`--schema`) is shown as its object, formatted JSON; with
     `show_reasoning`, the best attempt's reasoning is printed above it. With `failed`,
-    the result is the best one of a run that ended with an error (printed after it).
+    the result is the best one of a run that ended with an error (printed after it); an
+    interrupted run's (`stop_reason` "interrupted") is titled so too.
     """
     ended = "the run failed" if failed else f"stopped: {result.stop_reason}"
-    title = f"best response{' so far' if failed else ''} — score {score_text(result.score)}" + (
+    so_far = failed or result.stop_reason == "interrupted"
+    title = f"best response{' so far' if so_far else ''} — score {score_text(result.score)}" + (
         f", {result.verdict}" if result.verdict else ""
     )
     how = f"{ended}, {result.iterations} refinement round(s)"
