@@ -126,7 +126,7 @@ def test_unknown_provider_package(cli: Any) -> None:
     [
         (["--target-score", "1.5"], "--target-score must be in [0, 1], got 1.5"),
         (["--max-iterations", "-1"], "--max-iterations must be an integer >= 0"),
-        (["--patience", "-2"], "--patience must be >= 1"),
+        (["--patience", "-2"], "--patience must be an integer >= 1"),
         (["--memory", "everything"], "memory must be one of all, last, best_and_last"),
         (["--memory", "0"], "memory window must be >= 1"),
         (["--timeout", "0"], "--timeout must be a positive number"),

@@ -250,7 +250,7 @@ def test_no_python_only_wording_in_errors_rows_or_the_report(
         ("--strategy", "foo", "--strategy must be one of"),
         ("--target-score", "1.01", "--target-score must be in [0, 1], got 1.01"),
         ("--max-iterations", "-1", "--max-iterations must be an integer >= 0"),
-        ("--patience", "-1", "--patience must be >= 1, or 0 to disable"),
+        ("--patience", "-1", "--patience must be an integer >= 1, or 0 to disable"),
     ],
 )
 def test_a_bad_option_value_is_a_usage_error(cli: Any, flag: str, value: str, named: str) -> None:
