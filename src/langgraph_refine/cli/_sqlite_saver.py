@@ -16,11 +16,13 @@ committed checkpoint; only a crash of the machine itself may lose the last few.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import contextvars
 import sqlite3
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -30,6 +32,7 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
     DeltaChannelHistory,
 )
+from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from langgraph_refine._loop._driver import strict_serde
@@ -42,18 +45,70 @@ WAL is what LangGraph's savers set up; `synchronous=NORMAL` drops the `fsync` of
 commit, which WAL makes safe against a killed process (the log is in the operating
 system's hands as the commit returns), not against a power cut."""
 
+T = TypeVar("T")
+
 BUSY_SECONDS = 5.0
 """How long a statement waits while another process writes the file (SQLite's default)."""
+
+
+_GROUPED: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "langgraph_refine_grouped_commit", default=False
+)
+"""Set while an async put runs its statements: the commit is left to its group."""
 
 
 class LoopSqliteSaver(SqliteSaver):
     """LangGraph's `SqliteSaver`, whose async methods run its statements on the event loop.
 
     Each async method is its sync counterpart, called directly: no worker thread, no
-    queue. A statement holds the loop for its own microseconds (a `run` or `batch` has
-    nothing else to do meanwhile but start other tasks' statements), and every put is
-    committed before it returns, as `SqliteSaver` does.
+    queue. A statement holds the loop for its own microseconds. The puts made in one turn
+    of the event loop share one commit, at the start of the next turn (a batch's tasks
+    finish their steps together), and each put returns only once it is committed, as
+    `SqliteSaver`'s does: what a step wrote is in the file before the step after it runs.
     """
+
+    def __init__(self, conn: sqlite3.Connection, *, serde: SerializerProtocol | None = None):
+        super().__init__(conn, serde=serde)
+        self._group: asyncio.Future[None] | None = None
+
+    @contextlib.contextmanager
+    def cursor(self, transaction: bool = True) -> Iterator[sqlite3.Cursor]:
+        """`SqliteSaver.cursor`; within an async put, its commit is left to the group."""
+        with super().cursor(transaction=transaction and not _GROUPED.get()) as cur:
+            yield cur
+
+    async def _grouped(self, put: Callable[[], T]) -> T:
+        """Run the statements of `put` now and return once their group is committed."""
+        token = _GROUPED.set(True)
+        try:
+            done = put()
+        finally:
+            _GROUPED.reset(token)
+        if self._group is None:
+            loop = asyncio.get_running_loop()
+            self._group = loop.create_future()
+            loop.call_soon(self._commit_group)
+        await asyncio.shield(self._group)  # a put cancelled meanwhile is committed all the same
+        return done
+
+    def _commit_group(self) -> None:
+        group, self._group = self._group, None
+        assert group is not None
+        try:
+            with self.lock:
+                self.conn.commit()
+        except sqlite3.Error as exc:  # every put of the group fails, and none is kept
+            with self.lock, contextlib.suppress(sqlite3.Error):
+                self.conn.rollback()
+            group.set_exception(exc)
+        else:
+            group.set_result(None)
+
+    def flush(self) -> None:
+        """Commit the group in progress, if any (before the connection is closed)."""
+        if self._group is not None:
+            with self.lock, contextlib.suppress(sqlite3.Error):  # else that step is run again
+                self.conn.commit()
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """`get_tuple`, on the event loop."""
@@ -78,8 +133,8 @@ class LoopSqliteSaver(SqliteSaver):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        """`put`, on the event loop."""
-        return self.put(config, checkpoint, metadata, new_versions)
+        """`put`, on the event loop, committed with the others of its turn."""
+        return await self._grouped(lambda: self.put(config, checkpoint, metadata, new_versions))
 
     async def aput_writes(
         self,
@@ -88,8 +143,8 @@ class LoopSqliteSaver(SqliteSaver):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        """`put_writes`, on the event loop."""
-        self.put_writes(config, writes, task_id, task_path)
+        """`put_writes`, on the event loop, committed with the others of its turn."""
+        await self._grouped(lambda: self.put_writes(config, writes, task_id, task_path))
 
     async def adelete_thread(self, thread_id: str) -> None:
         """`delete_thread`, on the event loop."""
@@ -122,7 +177,10 @@ def open_sqlite_saver(path: Path) -> Iterator[LoopSqliteSaver]:
                 f"--checkpoint {path} is not a usable SQLite database: {exc}", exit_code=2
             ) from None
         _check_checkpoint_tables(conn, path)
-        yield saver
+        try:
+            yield saver
+        finally:
+            saver.flush()  # a group the loop did not get to commit (an interrupted command)
     finally:
         conn.close()
 
