@@ -3,15 +3,16 @@
 LangGraph's `AsyncSqliteSaver` sends every statement to a worker thread of its own
 (aiosqlite) and waits for the reply: a put is three round trips to that thread and an
 `fsync`, one at a time for the whole command. A batch of 64 tasks at once waits in that
-line; its checkpoints cost it three times its model calls' time. SQLite needs no
-thread for this: a statement on a local file takes microseconds once no commit waits
-for the disk, less than a hop to a thread and back.
+line: with it, a batch took three times as long. SQLite needs no thread for this: a
+statement on a local file takes microseconds once no commit waits for the disk, less
+than a hop to a thread and back.
 
 So the command opens LangGraph's `SqliteSaver` (the same tables and rows, so a file
 either saver wrote is read by the other) and runs its statements where the loop runs
-(`LoopSqliteSaver`), with the file in WAL mode and `synchronous=NORMAL` (`PRAGMAS`): a
-commit is in the file as soon as it returns, so a process killed at any point loses no
-committed checkpoint; only a crash of the machine itself may lose the last few.
+(`LoopSqliteSaver`, which also lets the puts of one turn of the loop share a commit),
+with the file in WAL mode and `synchronous=NORMAL` (`PRAGMAS`): a commit is in the file
+as soon as it returns, so a process killed at any point loses no committed checkpoint;
+only a crash of the machine itself may lose the last few.
 """
 
 from __future__ import annotations
