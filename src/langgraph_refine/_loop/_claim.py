@@ -183,6 +183,8 @@ def _sqlite_path(saver: Any) -> str | None:
 
 async def _asqlite_path(saver: Any) -> str | None:
     conn = getattr(saver, "conn", None)
+    if isinstance(conn, sqlite3.Connection):  # a saver whose async methods run its sync ones
+        return _sqlite_path(saver)
     if conn is None or type(conn).__module__.split(".")[0] != "aiosqlite":
         return None
     async with conn.execute("PRAGMA database_list") as cursor:
@@ -225,7 +227,11 @@ async def _asqlite_claim(path: str | None, thread: str) -> AsyncIterator[None]:
 
 
 class Lease:
-    """A writer's row in `refine_writers`, renewed by a daemon thread while it is held.
+    """A writer's row in `refine_writers`, renewed while it is held.
+
+    The leases a process holds in one file share one connection and one renewing thread
+    (`_LeaseFile`): a batch takes one per task, and a connection, a thread and a synced
+    commit each would cost it more than its checkpoints.
 
     Args:
         path: The SQLite file.
@@ -237,18 +243,6 @@ class Lease:
         self.thread = thread
         self.owner = uuid.uuid4().hex
         self.host = socket.gethostname()
-        self._stop = threading.Event()
-        self._renewer: threading.Thread | None = None
-
-    def _connect(self, wait: float = 10.0) -> sqlite3.Connection:
-        # `wait`: how long a statement waits for the file's write lock (an async saver's
-        # transaction may hold it while its run is being cancelled).
-        conn = sqlite3.connect(self.path, timeout=wait, isolation_level=None)
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS refine_writers (thread_id TEXT PRIMARY KEY, "
-            "owner TEXT NOT NULL, host TEXT NOT NULL, pid INTEGER NOT NULL, beat REAL NOT NULL)"
-        )
-        return conn
 
     def take(self) -> None:
         """Write this writer's row, unless a live writer's row is there.
@@ -256,9 +250,10 @@ class Lease:
         Raises:
             ThreadBusyError: Naming the live writer's process.
         """
-        with contextlib.closing(self._connect()) as conn:
-            conn.execute("BEGIN IMMEDIATE")  # no other writer between the read and the write
+        with _LeaseFile.of(self.path) as file:
+            conn = file.connect(TAKE_WAIT)
             try:
+                conn.execute("BEGIN IMMEDIATE")  # no other writer between the read and the write
                 row = conn.execute(
                     "SELECT host, pid, beat FROM refine_writers WHERE thread_id = ?",
                     (self.thread,),
@@ -274,23 +269,16 @@ class Lease:
                 )
                 conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                file.release(self)  # closes the file if no other lease of this process holds it
                 raise
-        self._renewer = threading.Thread(target=self._renew, daemon=True, name="refine-lease")
-        self._renewer.start()
+            file.hold(self)
 
     def _alive(self, host: str, pid: int, beat: float) -> bool:
         if time.time() - beat > LEASE_SECONDS:
             return False  # not renewed: its writer is gone, wherever it ran
         return host != self.host or _process_exists(pid)
-
-    def _renew(self) -> None:
-        while not self._stop.wait(LEASE_SECONDS / 3):
-            with contextlib.suppress(sqlite3.Error), contextlib.closing(self._connect(1)) as conn:
-                conn.execute(  # a renewal missed now is made at the next beat
-                    "UPDATE refine_writers SET beat = ? WHERE thread_id = ? AND owner = ?",
-                    (time.time(), self.thread, self.owner),
-                )
 
     def give_back(self) -> None:
         """Stop renewing and delete this writer's row.
@@ -299,14 +287,104 @@ class Lease:
         it): a row left behind is void once this process is gone (`_alive`), so an
         interrupt never waits on it.
         """
-        self._stop.set()
-        if self._renewer is not None:
-            self._renewer.join()
-        with contextlib.suppress(sqlite3.Error), contextlib.closing(self._connect(1)) as conn:
-            conn.execute(
-                "DELETE FROM refine_writers WHERE thread_id = ? AND owner = ?",
-                (self.thread, self.owner),
+        with _LeaseFile.of(self.path) as file:
+            with contextlib.suppress(sqlite3.Error):
+                file.connect(GIVE_BACK_WAIT).execute(
+                    "DELETE FROM refine_writers WHERE thread_id = ? AND owner = ?",
+                    (self.thread, self.owner),
+                )
+            file.release(self)
+
+
+TAKE_WAIT = 10.0
+"""Seconds a take waits for the file's write lock (an async saver's transaction may hold
+it while its run is being cancelled)."""
+GIVE_BACK_WAIT = 1.0
+"""Seconds a give-back or a renewal waits for it (see `Lease.give_back`)."""
+
+
+class _LeaseFile:
+    """This process's leases in one SQLite file: one connection, one renewing thread.
+
+    Used as a context manager, it holds the file's lock: one statement at a time on the
+    shared connection. The connection is opened by the first lease taken and closed
+    with the last one given back, with the renewer.
+    """
+
+    _files: dict[tuple[int, str], _LeaseFile] = {}  # by process too: a forked child has none
+    _files_lock = threading.Lock()
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._held: dict[str, Lease] = {}
+        self._stop = threading.Event()
+
+    @classmethod
+    def of(cls, path: str) -> _LeaseFile:
+        """The file's leases (one object per path in this process)."""
+        with cls._files_lock:
+            key = (os.getpid(), path)
+            if key not in cls._files:
+                cls._files[key] = cls(path)
+            return cls._files[key]
+
+    def __enter__(self) -> _LeaseFile:
+        self._lock.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+    def connect(self, wait: float) -> sqlite3.Connection:
+        """The shared connection (opened if need be), its statements waiting `wait` s."""
+        if self._conn is None:
+            conn = sqlite3.connect(
+                self.path, timeout=wait, isolation_level=None, check_same_thread=False
             )
+            try:
+                # A lease row need not outlive the machine, only the process: no fsync.
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.execute(
+                    "CREATE TABLE IF NOT EXISTS refine_writers (thread_id TEXT PRIMARY KEY, "
+                    "owner TEXT NOT NULL, host TEXT NOT NULL, pid INTEGER NOT NULL, "
+                    "beat REAL NOT NULL)"
+                )
+            except BaseException:
+                conn.close()
+                raise
+            self._conn = conn
+        self._conn.execute(f"PRAGMA busy_timeout = {int(wait * 1000)}")
+        return self._conn
+
+    def hold(self, lease: Lease) -> None:
+        """Renew `lease` from now on (the renewer starts with the first lease)."""
+        if not self._held:
+            self._stop = threading.Event()
+            threading.Thread(
+                target=self._renew, args=(self._stop,), daemon=True, name="refine-lease"
+            ).start()
+        self._held[lease.owner] = lease
+
+    def release(self, lease: Lease) -> None:
+        """Stop renewing `lease`; the last one stops the renewer and closes the file."""
+        self._held.pop(lease.owner, None)
+        if not self._held:
+            self._stop.set()
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def _renew(self, stop: threading.Event) -> None:
+        while not stop.wait(LEASE_SECONDS / 3):
+            with self, contextlib.suppress(sqlite3.Error):
+                if stop.is_set():
+                    return
+                rows = [(time.time(), held.thread, owner) for owner, held in self._held.items()]
+                self.connect(GIVE_BACK_WAIT).executemany(  # one missed is made at the next beat
+                    "UPDATE refine_writers SET beat = ? WHERE thread_id = ? AND owner = ?", rows
+                )
 
 
 def _process_exists(pid: int) -> bool:

@@ -14,7 +14,6 @@ import contextlib
 import json
 import shlex
 import signal
-import sqlite3
 import sys
 import uuid
 from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
@@ -164,7 +163,7 @@ def show_lost_work(
 
 @contextlib.asynccontextmanager
 async def open_checkpointer(path: Path | None) -> AsyncIterator[BaseCheckpointSaver[Any]]:
-    """An async SQLite checkpointer on `path`, or an in-memory one.
+    """The SQLite checkpointer on `path` (see `cli._sqlite_saver`), or an in-memory one.
 
     Raises:
         CliError: If the file's folder is missing or the file is not a SQLite database.
@@ -174,51 +173,13 @@ async def open_checkpointer(path: Path | None) -> AsyncIterator[BaseCheckpointSa
         return
     check_checkpoint_path(path)
     try:
-        import aiosqlite
-        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+        from langgraph_refine.cli._sqlite_saver import open_sqlite_saver
     except ImportError:
         raise CliError(
             "--checkpoint needs the SQLite checkpointer: pip install 'langgraph-refine[sqlite]'"
         ) from None
-    conn = await aiosqlite.connect(path)
-    try:
-        saver = AsyncSqliteSaver(conn, serde=strict_serde())
-        try:
-            await saver.setup()
-        except sqlite3.DatabaseError as exc:
-            raise CliError(
-                f"--checkpoint {path} is not a usable SQLite database: {exc}", exit_code=2
-            ) from None
-        await _check_checkpoint_tables(conn, path)
+    with open_sqlite_saver(path) as saver:
         yield saver
-    finally:
-        await conn.close()
-
-
-async def _check_checkpoint_tables(conn: Any, path: Path) -> None:
-    """Refuse a SQLite file whose `checkpoints` or `writes` table is some other program's.
-
-    Raises:
-        CliError: Naming the file and what to give instead.
-    """
-    try:
-        for probe in _CHECKPOINT_PROBES:
-            await (await conn.execute(probe)).close()
-    except sqlite3.DatabaseError as exc:
-        raise CliError(
-            f"--checkpoint {path} is a SQLite database but not a checkpoint file ({exc}); "
-            "give a new file name, or a file run or batch wrote with --checkpoint",
-            exit_code=2,
-        ) from None
-
-
-_CHECKPOINT_PROBES = (
-    "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, "
-    "metadata FROM checkpoints LIMIT 0",
-    "SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value "
-    "FROM writes LIMIT 0",
-)
-"""Queries that fail on tables that are not LangGraph's SQLite checkpoint tables."""
 
 
 def check_checkpoint_path(path: Path) -> None:
