@@ -264,7 +264,7 @@ def test_a_field_type_says_how_its_value_is_read() -> None:
     assert kind_of(Budget | None) is None and kind_of(int | str) is None
     patience = next(flag for flag in loop_flags(LINE) if flag.name == "patience")
     assert patience.read(None, option="'patience'") is None  # a line's null disables
-    with pytest.raises(CliError, match="'patience' must be a whole number, got True"):
+    with pytest.raises(CliError, match="'patience' must be a whole number, got true"):
         patience.read(True, option="'patience'")
 
 

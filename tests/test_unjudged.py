@@ -219,12 +219,12 @@ def test_the_graph_and_the_agent_agree_on_unjudged_rounds() -> None:
 def test_the_command_line_marks_unjudged_rounds_and_the_report_too(
     cli: Any, openai_server: Any, tmp_path: Path
 ) -> None:
-    drafts = iter(["draft one", "two"])
+    drafts = [iter(["draft one", "two"])]
 
     def script(body: dict[str, Any]) -> str:
         if is_judge(body):  # the first draft's judgment is never readable
             return "no idea" if "draft one" in rated_text(body) else judge_json(0.6)
-        return next(drafts, "draft one")  # the batch starts over
+        return next(drafts[0], "draft one")
 
     server = openai_server(script)
     base = ["--model", "scripted", "--base-url", server.base_url, "--max-iterations", "1"]
@@ -238,6 +238,7 @@ def test_the_command_line_marks_unjudged_rounds_and_the_report_too(
 
     tasks, out = tmp_path / "tasks.jsonl", tmp_path / "out.jsonl"
     tasks.write_text(json.dumps({"id": "a", "task": TASK, "on_evaluator_error": "skip"}) + "\n")
+    drafts[0] = iter(["draft one", "two"])  # the batch starts over: one round unjudged
     assert cli("batch", str(tasks), *base, "--out", str(out)).code == 0
     row = json.loads(out.read_text().splitlines()[0])
     assert row["attempts"][0]["error"].startswith("the judge's reply could not be read")
