@@ -36,7 +36,14 @@ from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StreamMode
 
-from langgraph_refine._decisions._options import GRAPH, LoopOptions, context_key
+from langgraph_refine._decisions._options import (
+    CONTEXT,
+    GRAPH,
+    LoopOptions,
+    context_key,
+    declaration,
+    declared,
+)
 from langgraph_refine._errors import RefineError
 from langgraph_refine._loop._graph import loop_builder
 from langgraph_refine._tool import (
@@ -66,23 +73,26 @@ TOOL = "refine"
 Transport = Literal["stdio", "streamable-http"]
 """How the server talks to its host: a child process's stdin/stdout, or HTTP."""
 
+OFFERED = (
+    "target_score",
+    "max_iterations",
+    "patience",
+    "budget",
+    "criteria",
+    "output_schema",
+    "checks",
+    "max_tokens",
+)
+"""The options a call takes (the tool's arguments): what a host model can use, each in a
+few words, so the listing stays short."""
+
 SERVER_SETS: Mapping[str, str] = {
-    "models": "--model",
-    "judge_model": "--judge-model",
-    "min_delta": "--min-delta",
-    "strategy": "--strategy",
-    "on_evaluator_error": "--on-evaluator-error",
-    "select": "--select",
-    "confirm_pass": "--confirm-pass",
-    "require_calibration": "--require-calibration",
-    "edits": "--edits",
-    "record_key": "",
-    "select_top": "",
-    "select_margin": "",
+    name: next(iter(declaration(name).flags), "")
+    for name in declared(CONTEXT)
+    if name not in OFFERED
 }
-"""Options a run's context takes that a call does not: the server's flag that sets each
-(empty: left at its default). The rest are the tool's arguments: what a host model can
-use, each in a few words, so the listing stays short."""
+"""Options a run's context takes that a call does not: the server's flag that sets each,
+as the options declare it (empty: left at its default)."""
 
 BEAT = 5.0
 """Seconds at most between two progress notifications while a call runs."""

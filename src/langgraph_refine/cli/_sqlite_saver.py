@@ -94,7 +94,8 @@ class LoopSqliteSaver(SqliteSaver):
 
     def _commit_group(self) -> None:
         group, self._group = self._group, None
-        assert group is not None
+        if group is None:  # committed already (a close committed the group left open)
+            return
         try:
             with self.lock:
                 self.conn.commit()
