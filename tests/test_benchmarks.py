@@ -421,6 +421,10 @@ def test_the_fault_server_answers_with_its_fault(fault: str, status: int) -> Non
         assert draft.json()["choices"][0]["message"]["content"].startswith("The sea, draft 0.")
         assert [(r.kind, r.fault) for r in proxy.of("m")] == [("judge", fault), ("draft", "")]
         paid = "answered" if fault == "unreadable" else "failed"  # a completion, unreadable
+        # The server notes an outcome once its reply is written: the client may read it first.
+        deadline = time.monotonic() + 5
+        while any(not r.outcome for r in proxy.of("m")) and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert [r.outcome for r in proxy.of("m")] == [paid, "answered"]
 
 
