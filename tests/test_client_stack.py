@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from langchain.agents import create_agent
-from langchain.agents.middleware import ModelRetryMiddleware
+from langchain.agents.middleware import ModelFallbackMiddleware, ModelRetryMiddleware
 from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 
@@ -251,18 +251,27 @@ def test_an_unjudged_answer_between_judged_ones_does_not_stop_the_loop(
 # -- LangChain's middleware around RefineMiddleware ----------------------------------------
 
 
+def retried(
+    server: FaultServer, max_calls: int, max_retries: int, on_failure: str
+) -> tuple[Any, RefineMiddleware]:
+    """An agent whose model step LangChain's retry middleware wraps, around the loop's."""
+    model = users_model(server)
+    refine_mw = RefineMiddleware(
+        llm_judge(model), budget=Budget(max_calls=max_calls), retry_policy=FAST
+    )
+    retry = ModelRetryMiddleware(
+        max_retries=max_retries, initial_delay=0.0, jitter=False, on_failure=on_failure
+    )
+    return create_agent(model, tools=[], middleware=[retry, refine_mw]), refine_mw
+
+
 @pytest.mark.parametrize("path", ["sync", "async"])
 @pytest.mark.parametrize("on_failure", ["continue", "error"])
 def test_a_retry_middleware_around_the_loop_is_counted_and_bounded(
     server: FaultServer, on_failure: str, path: str
 ) -> None:
     server.script(*[error(500)] * 40)
-    model = users_model(server)
-    refine_mw = RefineMiddleware(llm_judge(model), budget=Budget(max_calls=10), retry_policy=FAST)
-    retry = ModelRetryMiddleware(
-        max_retries=3, initial_delay=0.0, jitter=False, on_failure=on_failure
-    )
-    agent = create_agent(model, tools=[], middleware=[retry, refine_mw])
+    agent, refine_mw = retried(server, max_calls=10, max_retries=3, on_failure=on_failure)
     out = invoked(agent, path)
     # The retries around the loop's own are counted; the budget refuses the 10th request
     # (an answer it would buy could not be judged).
@@ -277,12 +286,7 @@ def test_a_retry_middleware_giving_up_ends_the_loop_with_model_error(
     server: FaultServer, on_failure: str, path: str
 ) -> None:
     server.script(*[error(500)] * 40)
-    model = users_model(server)
-    refine_mw = RefineMiddleware(llm_judge(model), budget=Budget(max_calls=30), retry_policy=FAST)
-    retry = ModelRetryMiddleware(
-        max_retries=2, initial_delay=0.0, jitter=False, on_failure=on_failure
-    )
-    agent = create_agent(model, tools=[], middleware=[retry, refine_mw])
+    agent, refine_mw = retried(server, max_calls=30, max_retries=2, on_failure=on_failure)
     sent = 3 * FAST.max_attempts  # the middleware's three tries, each the loop's four
     if on_failure == "error":
         with pytest.raises(Exception) as raised:
@@ -293,6 +297,25 @@ def test_a_retry_middleware_giving_up_ends_the_loop_with_model_error(
     assert len(server.received) == sent
     assert result.usage.calls == sent
     assert result.stop_reason == "model_error"
+
+
+@pytest.mark.parametrize("path", ["sync", "async"])
+def test_a_fallback_middleware_around_the_loop_is_counted(server: FaultServer, path: str) -> None:
+    server.script(*[error(500)] * FAST.max_attempts)  # the first model's step fails
+    model = users_model(server)
+    fallback = ChatOpenAI(model="fallback-model", base_url=server.base_url, api_key="test-key")
+    refine_mw = RefineMiddleware(
+        llm_judge(model), budget=Budget(max_calls=10), retry_policy=FAST, max_iterations=0
+    )
+    agent = create_agent(model, tools=[], middleware=[ModelFallbackMiddleware(fallback), refine_mw])
+    result = refine_mw.result(invoked(agent, path))
+    # Four failed tries of the first model, the fallback's answer, its judgment.
+    assert [r.body["model"] for r in server.received if not r.is_judge] == [
+        "fault-model"
+    ] * FAST.max_attempts + ["fallback-model"]
+    assert result.usage.calls == len(server.received) == FAST.max_attempts + 2
+    assert result.value.startswith("draft")
+    assert fallback.root_client.max_retries == 2  # the user's fallback, unchanged
 
 
 def invoked(agent: Any, path: str) -> Any:
