@@ -269,6 +269,9 @@ class Declared:
         tool: What a tool's caller is told it does, in a host's words (no Python names):
             the served graphs' input schema and `langgraph-refine mcp`'s arguments. Every
             option a run's context takes has one.
+        offered: Whether `langgraph-refine mcp` offers it to a host model as an argument
+            (False: the server's flag sets it, or it keeps its default), so the tool's
+            listing stays short.
     """
 
     flags: tuple[str, ...] = ()
@@ -278,6 +281,7 @@ class Declared:
     kept: bool = False
     help: str = ""
     tool: str = ""
+    offered: bool = True
 
 
 def declare(
@@ -289,6 +293,7 @@ def declare(
     kept: bool = False,
     help: str = "",
     tool: str = "",
+    offered: bool = True,
 ) -> dict[str, Declared]:
     """A `LoopOptions` field's metadata: where it is taken (see `Declared`).
 
@@ -299,7 +304,7 @@ def declare(
     if unknown:
         raise ValueError(f"unknown surface(s) {sorted(unknown)}; surfaces: {SURFACES}")
     not_in = dict(not_in or {})
-    return {"option": Declared(flags, context_key, not_in, line_key, kept, help, tool)}
+    return {"option": Declared(flags, context_key, not_in, line_key, kept, help, tool, offered)}
 
 
 _BUILT = "used when the graph is built, so a run cannot change it"
@@ -342,6 +347,7 @@ class LoopOptions:
     judge_model: BaseChatModel | str | None = field(
         default=None,
         metadata=declare(
+            offered=False,
             tool="The model that judges (default: the answering model).",
             kept=True,
             flags=("--judge-model",),
@@ -391,6 +397,7 @@ class LoopOptions:
     min_delta: float = field(
         default=0.0,
         metadata=declare(
+            offered=False,
             tool="The least score gain that counts as progress.",
             kept=True,
             flags=("--min-delta",),
@@ -445,6 +452,7 @@ class LoopOptions:
     on_evaluator_error: OnEvaluatorError = field(
         default="retry",
         metadata=declare(
+            offered=False,
             tool="An answer the judge cannot judge: judge again (retry), leave it (skip), "
             "fail (raise).",
             kept=True,
@@ -485,6 +493,7 @@ class LoopOptions:
     strategy: Strategy = field(
         default=DEFAULT_STRATEGY,
         metadata=declare(
+            offered=False,
             tool="What rounds improve: the best answers (explore), the last (chain), new ones "
             "(sample).",
             flags=("--strategy",),
@@ -565,6 +574,7 @@ class LoopOptions:
     record_key: str | None = field(
         default=None,
         metadata=declare(
+            offered=False,
             tool="Where the server keeps what it learns (default: per model and check).",
             not_in=_NOT_ON_CLI,
         ),
@@ -594,6 +604,7 @@ class LoopOptions:
     select: Select = field(
         default="score",
         metadata=declare(
+            offered=False,
             tool="How the result is chosen: best score, or pairwise (the judge compares the best).",
             kept=True,
             flags=("--select",),
@@ -613,6 +624,7 @@ class LoopOptions:
     select_top: int = field(
         default=DEFAULT_SELECT_TOP,
         metadata=declare(
+            offered=False,
             tool="With pairwise: the most answers compared.",
             kept=True,
             not_in={
@@ -625,6 +637,7 @@ class LoopOptions:
     select_margin: float = field(
         default=DEFAULT_SELECT_MARGIN,
         metadata=declare(
+            offered=False,
             tool="With pairwise: compare answers this close to the best score.",
             kept=True,
             not_in={
@@ -651,6 +664,7 @@ class LoopOptions:
     confirm_pass: bool = field(
         default=False,
         metadata=declare(
+            offered=False,
             tool="Judge a stopping answer twice; stop only if both agree.",
             kept=True,
             flags=("--confirm-pass",),
@@ -665,6 +679,7 @@ class LoopOptions:
     require_calibration: bool = field(
         default=False,
         metadata=declare(
+            offered=False,
             kept=True,
             tool="Stop on a pass only if the judge is calibrated against people's verdicts.",
             flags=("--require-calibration",),
@@ -682,6 +697,7 @@ class LoopOptions:
     edits: EditsMode = field(
         default=False,
         metadata=declare(
+            offered=False,
             tool="Improve by edits (true), rewrites (false), or edits for long answers (auto).",
             flags=("--edits",),
         ),
@@ -741,6 +757,7 @@ class LoopOptions:
     models: tuple[str, ...] | None = field(
         default=None,
         metadata=declare(
+            offered=False,
             tool="Models that write the answers, cheapest first (default: the server's).",
             flags=("--model",),
             not_in={GRAPH: _GRAPH_RUN, AGENT: "the agent's own model answers"},

@@ -73,26 +73,14 @@ TOOL = "refine"
 Transport = Literal["stdio", "streamable-http"]
 """How the server talks to its host: a child process's stdin/stdout, or HTTP."""
 
-OFFERED = (
-    "target_score",
-    "max_iterations",
-    "patience",
-    "budget",
-    "criteria",
-    "output_schema",
-    "checks",
-    "max_tokens",
-)
-"""The options a call takes (the tool's arguments): what a host model can use, each in a
-few words, so the listing stays short."""
-
 SERVER_SETS: Mapping[str, str] = {
     name: next(iter(declaration(name).flags), "")
     for name in declared(CONTEXT)
-    if name not in OFFERED
+    if not declaration(name).offered
 }
-"""Options a run's context takes that a call does not: the server's flag that sets each,
-as the options declare it (empty: left at its default)."""
+"""Options a run's context takes that a call does not (`Declared.offered`): the server's
+flag that sets each, as the options declare it (empty: left at its default). The rest are
+the tool's arguments: what a host model can use, so the listing stays short."""
 
 BEAT = 5.0
 """Seconds at most between two progress notifications while a call runs."""
