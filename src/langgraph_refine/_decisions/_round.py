@@ -78,7 +78,8 @@ Request = Judge | Confirm | Exchange
 
 
 REJUDGE_TRIES = 2
-"""With `on_evaluator_error="retry"`, how many more times an unjudged response is judged."""
+"""With `on_evaluator_error="retry"`, how many more times an unjudged response is judged
+(each only while its judgment has tries left: see `_loop._judging`)."""
 
 
 @dataclass

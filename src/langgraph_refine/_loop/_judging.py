@@ -6,7 +6,9 @@ judgment goes through the step (`Step.call`): metered and checked against the bu
 retried under the retry policy, cut off at the time budget's deadline. A judgment that
 could not be made (an evaluator's `Unjudged`, a judge model's transient failure after
 its retries) is a `NoJudgment`; any other error leaves the step noted and carrying the
-best result so far (`Step.on_error`).
+best result so far (`Step.on_error`). Each response's judgment sends at most the retry
+policy's tries in all (`judgment_tries`): its transport retries, the judge's own re-asks
+and the round's re-judgments share them, so retries never multiply.
 """
 
 from __future__ import annotations
