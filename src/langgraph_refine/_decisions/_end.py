@@ -1,23 +1,26 @@
 """The loop's end, decided once for the graph and the agent: what is raised, how it chooses.
 
-Before the end chooses: a budget stop with `on_budget_exhausted="raise"` raises, with the
-best result so far (`budget_error`). Whether the end compares attempts at all
+`end_flow` is the end of every run, driven by the graph's finalize step and by the
+agent's model step alike (`_flows.drive`/`adrive`): a budget stop with
+`on_budget_exhausted="raise"` raises, with the best result so far (`budget_error`),
+before any comparison is paid; whether the end compares attempts at all
 (`compares_at_end`); when it would, the choice may still be made by score
 (`by_score_note`): the reviewer stopped the loop on the attempt they were shown, or the
-budget cannot pay for the comparisons.
+budget cannot pay for the comparisons; else it asks its driver for the comparisons
+and ends with their record (`end_of_run`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from typing import Any, NamedTuple
+from collections.abc import Callable, Generator, Mapping
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from langgraph_refine._decisions._options import LoopOptions
 from langgraph_refine._errors import BudgetExhaustedError
 from langgraph_refine._events import StopEvent, stop_event
 from langgraph_refine._result import REVIEWED_REASONS, RefineResult
-from langgraph_refine._state import StopReason
+from langgraph_refine._state import StopReason, Usage
 from langgraph_refine._stop_rules import BUDGET_STOP
 
 logger = logging.getLogger("langgraph_refine")
@@ -60,10 +63,68 @@ def budget_error(result: RefineResult, on_budget_exhausted: str) -> BudgetExhaus
 
 
 class Ended(NamedTuple):
-    """A finished run: its result and the stop event its driver sends."""
+    """A finished run: its result, the stop event its driver sends, what the end added.
+
+    Attributes:
+        result: The run's result.
+        event: The stop event its driver sends.
+        selection: The pairwise selection's record, when the end made one (by
+            comparisons or by score), else None.
+        spent: What the end's comparisons spent (None when it made none).
+    """
 
     result: RefineResult
     event: StopEvent
+    selection: dict[str, Any] | None = None
+    spent: Usage | None = None
+
+
+class Comparisons(Protocol):
+    """A pairwise selection still to make (`_select.Selection`), as the end reads it."""
+
+    def budget_note(self, calls_left: int | None) -> str | None: ...
+
+    def record(self, *, note: str | None = None) -> dict[str, Any]: ...
+
+
+S = TypeVar("S", bound=Comparisons)
+
+EndFlow = Generator[S, tuple[dict[str, Any], Usage], Ended]
+"""The end's flow: it may yield the comparisons to make, and is sent `(record, spent)`."""
+
+
+def end_flow(
+    state: Mapping[str, Any],
+    options: LoopOptions,
+    selection: S | None,
+    calls_left: Callable[[], int | None],
+) -> EndFlow[S]:
+    """The end of every run, graph or agent: raise, choose by score, or compare, then end.
+
+    Args:
+        state: The loop's state in the graph's terms (attempts, stop reason, usage, ...).
+        options: The run's options.
+        selection: The pairwise selection the end makes (`_select.selection_for`), or
+            None: the best-attempt rule chooses.
+        calls_left: The model calls the budget has left (None: no call limit), asked
+            only when there are comparisons to pay for.
+
+    Raises:
+        BudgetExhaustedError: On a budget stop with `on_budget_exhausted="raise"`,
+            before any comparison is paid.
+    """
+    if state.get("stop_reason") == BUDGET_STOP and options.on_budget_exhausted == "raise":
+        end_of_run(state, options)  # raises, with the best result so far
+    if selection is None:
+        return end_of_run(state, options)
+    note = by_score_note(state.get("stop_reason"), selection.budget_note(calls_left()))
+    if note is not None:  # the budget cannot pay for every comparison: by score
+        record = selection.record(note=note)
+        return end_of_run({**state, "selection": record}, options)._replace(selection=record)
+    record, spent = yield selection
+    usage = (state.get("usage") or Usage()) + spent
+    ended = end_of_run({**state, "selection": record, "usage": usage}, options)
+    return ended._replace(selection=record, spent=spent)
 
 
 def end_of_run(state: Mapping[str, Any], options: LoopOptions) -> Ended:

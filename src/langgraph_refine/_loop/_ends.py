@@ -12,7 +12,8 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.types import Command, Overwrite, RetryPolicy
 
-from langgraph_refine._decisions._end import by_score_note, end_of_run, regenerates
+from langgraph_refine._decisions._end import Ended, EndFlow, end_flow, regenerates
+from langgraph_refine._decisions._flows import adrive, drive
 from langgraph_refine._decisions._options import CONTEXT_KEYS, LoopOptions, criteria_list
 from langgraph_refine._decisions._round import with_criteria
 from langgraph_refine._loop._comparisons import ComparisonLedger
@@ -27,7 +28,7 @@ from langgraph_refine._loop._select import (
 from langgraph_refine._loop._step import Step, emit, run_options
 from langgraph_refine._loop._thread import current_run
 from langgraph_refine._state import RefineInput, RefineState, Usage, revive_state
-from langgraph_refine._stop_rules import BUDGET_STOP, stop_reason_of
+from langgraph_refine._stop_rules import stop_reason_of
 from langgraph_refine._typed import plain
 from langgraph_refine.evaluators._calibrate import refuse_to_start
 
@@ -185,23 +186,26 @@ class FinalizeNode(Runnable[Any, Any]):
         """Finish the loop (sync), or start it again (`again`)."""
         if (restart := self.again(input)) is not None:
             return restart
-        state, options, selection, done = self._begin(input, config)
-        if selection is None:
-            return done
+        state, options, flow = self._flow(input, config)
         ledger = ComparisonLedger(options, state, self.retry_policy)
-        record = selection.run(ledger.call)
-        return self._finish(state, options, record, ledger.spent)
+
+        def compare(selection: Selection) -> tuple[dict[str, Any], Usage]:
+            return selection.run(ledger.call), ledger.spent
+
+        return self._finish(state, options, drive(flow, compare))
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         """Finish the loop (async): comparisons run concurrently when no budget is set."""
         if (restart := self.again(input)) is not None:
             return restart
-        state, options, selection, done = self._begin(input, config)
-        if selection is None:
-            return done
+        state, options, flow = self._flow(input, config)
         ledger = ComparisonLedger(options, state, self.retry_policy)
-        record = await selection.arun(ledger.acall, concurrent=options.budget is None)
-        return self._finish(state, options, record, ledger.spent)
+
+        async def compare(selection: Selection) -> tuple[dict[str, Any], Usage]:
+            record = await selection.arun(ledger.acall, concurrent=options.budget is None)
+            return record, ledger.spent
+
+        return self._finish(state, options, await adrive(flow, compare))
 
     def again(self, state: Any) -> Command[str] | None:
         """With `regenerates`, when another run reaches the end: the loop again, else None.
@@ -213,41 +217,22 @@ class FinalizeNode(Runnable[Any, Any]):
             return None
         return Command(update=prepare(state) | {"ended_in": None}, goto="generate")
 
-    def _begin(
+    def _flow(
         self, input: Any, config: RunnableConfig | None
-    ) -> tuple[Mapping[str, Any], LoopOptions, Selection | None, dict[str, Any] | None]:
-        """The state, the run's options, and the selection still to make (None: the update).
-
-        Raises:
-            BudgetExhaustedError: On a budget stop with `on_budget_exhausted="raise"`.
-        """
+    ) -> tuple[Mapping[str, Any], LoopOptions, EndFlow[Selection]]:
+        """The state, the run's options and the end's flow (`_end.end_flow`)."""
         state = revive_state(input)
         options = run_options(self.options, state)  # a run's context may set the schema, select
-        self._check_budget_stop(state, options)
-        selection = self._selection(state, options)
-        if selection is None:
-            return state, options, None, self._finish(state, options, None, None)
-        step = self._step(state, options, config)
-        budget_note = selection.budget_note(calls_left(step.budget, step.meter.total()))
-        note = by_score_note(stop_reason_of(state), budget_note)
-        if note is not None:  # the budget cannot pay for every comparison: by score
-            return (
-                state,
-                options,
-                None,
-                self._finish(state, options, selection.record(note=note), None),
-            )
-        return state, options, selection, None
-
-    def _check_budget_stop(self, state: Mapping[str, Any], options: LoopOptions) -> None:
-        """A budget stop that raises does so before any comparison is paid (`end_of_run`)."""
-        if stop_reason_of(state) == BUDGET_STOP and options.on_budget_exhausted == "raise":
-            end_of_run(state, options)
-
-    def _selection(self, state: Mapping[str, Any], options: LoopOptions) -> Selection | None:
-        """The pairwise selection to make, or None (see `selection_for`)."""
         attempts = list(state.get("attempts") or [])
-        return selection_for(options, stop_reason_of(state), state["task"], attempts, self.comparer)
+        selection = selection_for(
+            options, stop_reason_of(state), state["task"], attempts, self.comparer
+        )
+
+        def left() -> int | None:
+            step = self._step(state, options, config)
+            return calls_left(step.budget, step.meter.total())
+
+        return state, options, end_flow(state, options, selection, left)
 
     def _step(
         self, state: Mapping[str, Any], options: LoopOptions, config: RunnableConfig | None
@@ -263,25 +248,18 @@ class FinalizeNode(Runnable[Any, Any]):
         )
 
     def _finish(
-        self,
-        state: Mapping[str, Any],
-        options: LoopOptions,
-        selection: dict[str, Any] | None,
-        spent: Usage | None,
+        self, state: Mapping[str, Any], options: LoopOptions, ended: Ended
     ) -> dict[str, Any]:
-        schema = options.output_schema
-        if selection is not None:
-            usage = (state.get("usage") or Usage()) + (spent or Usage())
-            state = {**state, "selection": selection, "usage": usage}
-        ended = end_of_run(state, options)  # the one end of every run (graph or agent)
+        """The update that ends the loop, its stop event sent."""
         result = ended.result
         update: dict[str, Any] = {"response": result.value, "stop_reason": result.stop_reason}
         if self.keeps_result:
             update |= {"score": result.score, "verdict": result.verdict}
-        if selection is not None:
-            update["selection"] = selection
-            update["usage"] = (spent or Usage()).model_dump()  # plain data: see `plain_writes`
-        if schema is not None:
+        if ended.selection is not None:
+            update["selection"] = ended.selection
+        if ended.spent is not None:
+            update["usage"] = ended.spent.model_dump()  # plain data: see `plain_writes`
+        if options.output_schema is not None:
             update["output"] = plain(result.output)  # plain JSON: checkpoint-safe
         if state.get("from_messages"):
             update["messages"] = [AIMessage(result.value)]
