@@ -19,6 +19,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langgraph_refine import Evaluation, RefineMiddleware
+from langgraph_refine._agents._agent_state import Hidden, LoopState
 from langgraph_refine._agents._transcript import EVIDENCE_ITEM_CHARS, EVIDENCE_ITEMS, evidence
 from langgraph_refine.evaluators import llm_judge
 from tests.fakes import AgentModel, ScriptedChatModel, call_tool, judge_reply, lookup
@@ -158,7 +159,7 @@ def test_the_evidence_keeps_the_last_steps_and_what_a_fresh_start_hid() -> None:
     state = {
         "messages": [HumanMessage(REQUEST, id="h"), *run],
         "refine_task": REQUEST,
-        "refine_base": 1,
+        "refine_state": LoopState(loop_id="l", base=1),
     }
     shown = evidence(state)
     assert shown is not None
@@ -166,7 +167,8 @@ def test_the_evidence_keeps_the_last_steps_and_what_a_fresh_start_hid() -> None:
     assert len(steps) == EVIDENCE_ITEMS and steps[-1] == "[tool result: lookup] result 24"
     assert f"({2 * len(calls) - EVIDENCE_ITEMS} earlier tool calls and results left out)" in shown
     # After a fresh start, the model no longer saw the steps before it: nor does the judge.
-    hidden = evidence(state | {"refine_hidden_to": [0, "t23"]})
+    fresh_start = LoopState(loop_id="l", base=1, hidden=Hidden(turns=0, upto="t23"))
+    hidden = evidence(state | {"refine_state": fresh_start})
     assert hidden is not None
     assert [line for line in hidden.splitlines() if line.startswith("[tool")] == [
         f"[tool call: lookup] {json.dumps({'n': 24})}",

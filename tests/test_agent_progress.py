@@ -18,6 +18,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langgraph_refine import Attempt, Evaluation, RefineMiddleware
+from langgraph_refine._agents._agent_state import JudgingAnswer
 from langgraph_refine._agents._progress import MOVE_WORDS, STOP_WORDS, progress_card
 from langgraph_refine._state import MoveKind, StopReason
 from tests.fakes import AgentModel, call_tool, lookup
@@ -138,7 +139,8 @@ def test_the_card_says_judging_from_the_answers_step_until_its_verdict() -> None
     waiting: dict[int, dict[str, Any]] = {}  # by the answers judged before it
     for snapshot in reversed(list(agent.get_state_history(config))):
         values = snapshot.values
-        if values.get("refine_phase") == "judging" and values.get("refine_draft") is not None:
+        record = values.get("refine_state")
+        if record is not None and isinstance(record.job, JudgingAnswer):
             waiting.setdefault(len(values["refine_attempts"]), values)
     assert list(waiting) == [0, 1]
     for number, values in enumerate(waiting.values(), start=1):

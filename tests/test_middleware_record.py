@@ -18,6 +18,7 @@ from langgraph.store.memory import InMemoryStore
 
 from langgraph_refine import Attempt, Evaluation, RefineMiddleware
 from langgraph_refine._agents._agent_loop import onward
+from langgraph_refine._agents._agent_state import Hidden, Turn
 from langgraph_refine._decisions._options import LoopOptions
 from langgraph_refine._decisions._prompts import AGENT_REFINE_EARLIER as REFINE_EARLIER_PROMPT
 from langgraph_refine._decisions._view import LoopView
@@ -135,16 +136,19 @@ def test_refining_an_earlier_answer_shows_it_with_its_feedback() -> None:
         Attempt(index=1, response="second", evaluation=Evaluation(score=0.2, feedback="f1")),
     ]
     state = {"messages": [HumanMessage(REQUEST, id="request")]}
-    turns = [["request", "ai", "first", "a0"], ["request", "ai", "second", "a1"]]
+    turns = [
+        Turn(anchor="request", kind="ai", text="first", id="a0"),
+        Turn(anchor="request", kind="ai", text="second", id="a1"),
+    ]
     view = LoopView(task=REQUEST, attempts=tuple(attempts), parent=0, move="refine")
     update = onward(state, view, turns, LoopOptions())
     # The model no longer sees the two answers (the turns so far) nor the run's messages.
-    assert update["refine_hidden_to"] == [2, "request"]
+    assert update["hidden"] == Hidden(turns=2, upto="request")
     # The earlier answer comes back in one new loop turn; the conversation is untouched.
     assert "messages" not in update
-    anchor, kind, text, _ = update["refine_turns"][-1]
-    assert (anchor, kind) == ("request", "human")
-    assert text == REFINE_EARLIER_PROMPT.format(
+    turn = update["turns"][-1]
+    assert (turn.anchor, turn.kind) == ("request", "human")
+    assert turn.text == REFINE_EARLIER_PROMPT.format(
         answer="first", score=" (score 0.60)", feedback="f0"
     )
 

@@ -609,6 +609,7 @@ def test_a_guided_sample_without_feedback_is_the_task_alone() -> None:
 
 def test_the_agent_middleware_asks_a_guided_answer_with_the_feedback_alone() -> None:
     from langgraph_refine._agents._agent_loop import onward
+    from langgraph_refine._agents._agent_state import Hidden, Turn
     from langgraph_refine._decisions._options import LoopOptions
     from langgraph_refine._decisions._view import LoopView
 
@@ -620,13 +621,13 @@ def test_the_agent_middleware_asks_a_guided_answer_with_the_feedback_alone() -> 
         index=0, response="DRAFT", evaluation=Evaluation(score=0.4, feedback="Name the tower.")
     )
     state = {"messages": [HumanMessage(TASK, id="task")]}
-    turns = [["task", "ai", "DRAFT", "d0"]]
+    turns = [Turn(anchor="task", kind="ai", text="DRAFT", id="d0")]
     update = _move(state, Choice("guided"), [first], turns)
-    assert update["refine_hidden_to"] == [1, "task"]  # the earlier turns are hidden
-    _, kind, asked, _ = update["refine_turns"][-1]
-    assert kind == "human" and "Name the tower." in asked and "DRAFT" not in asked
+    assert update["hidden"] == Hidden(turns=1, upto="task")  # the earlier turns are hidden
+    asked = update["turns"][-1]
+    assert asked.kind == "human" and "Name the tower." in asked.text and "DRAFT" not in asked.text
     # A plain fresh sample adds no turn.
-    assert _move(state, Choice("sample"), [first], turns)["refine_turns"] == turns
+    assert _move(state, Choice("sample"), [first], turns)["turns"] == tuple(turns)
 
 
 def test_explores_menu_holds_the_plain_and_the_guided_sample() -> None:

@@ -59,7 +59,10 @@ with SqliteSaver.from_conn_string(sys.argv[1]) as saver:
         ASK, {"configurable": {"thread_id": "review"}}
     )
     stepped = create_agent(
-        model(), tools=[lookup], checkpointer=saver, interrupt_before=["model"],
+        model(),
+        tools=[lookup],
+        checkpointer=saver,
+        interrupt_before=["model"],
         middleware=[RefineMiddleware(evaluate, max_iterations=3, patience=None)],
     )
     config = {"configurable": {"thread_id": "judging"}}

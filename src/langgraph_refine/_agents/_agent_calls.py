@@ -14,28 +14,40 @@ on the middleware, so one instance shared by two agents judges each with its own
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, NamedTuple, TypeVar
 
+from langchain.agents.middleware import ModelRequest
 from langchain_core.language_models import BaseChatModel
 from langgraph.config import get_config
+from langgraph.constants import TAG_NOSTREAM
 from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
 
-from langgraph_refine._agents._agent_loop import LOOP_NAME, AgentLoop, loop_view
+from langgraph_refine._agents._agent_loop import LOOP_NAME, AgentLoop
+from langgraph_refine._agents._agent_state import attempts_of, loop_state, loop_view
 from langgraph_refine._agents._transcript import judged_state
 from langgraph_refine._calls._budget import BudgetMeter
-from langgraph_refine._decisions._flows import adrive, drive
+from langgraph_refine._decisions._flows import CallFlow, adrive, drive
 from langgraph_refine._decisions._options import LoopOptions
-from langgraph_refine._decisions._round import Exchange, Flow, evaluate_round, with_criteria
+from langgraph_refine._decisions._round import (
+    Exchange,
+    Flow,
+    Outcome,
+    evaluate_round,
+    with_criteria,
+)
+from langgraph_refine._errors import Unjudged
+from langgraph_refine._kinds import kind_of
 from langgraph_refine._loop._comparisons import ComparisonLedger
 from langgraph_refine._loop._judging import RoundCalls
+from langgraph_refine._loop._resolve import LoopModels, chat_rungs, loop_models
 from langgraph_refine._loop._select import Comparer, Selection, as_comparer
-from langgraph_refine._loop._step import Step
+from langgraph_refine._loop._step import Step, child_config
 from langgraph_refine._records._record import RecordUpdate, record_store
-from langgraph_refine._state import Attempt
+from langgraph_refine._state import Attempt, ComparerLike, Usage
 from langgraph_refine.evaluators import llm_judge
-from langgraph_refine.evaluators._base import BaseEvaluator
+from langgraph_refine.evaluators._base import BaseEvaluator, EvaluatorLike
 
 R = TypeVar("R")
 
@@ -47,18 +59,29 @@ class Judges(NamedTuple):
     comparer: Comparer
 
 
-class Judging(NamedTuple):
+class Round(NamedTuple):
     """A round for the model step's driver to carry out: its flow and who answers its calls."""
 
     calls: AgentCalls
     flow: Flow
 
 
-class Comparing(NamedTuple):
-    """The end's comparisons for the model step's driver to make, each a durable task."""
+class Compare(NamedTuple):
+    """The end's comparisons for the model step's driver to make, each a durable task.
+
+    The end's flow (`_end.end_flow`) reads it as the selection it makes.
+    """
 
     selection: Selection
     ledger: ComparisonLedger
+
+    def budget_note(self, calls_left: int | None) -> str | None:
+        """The selection's (`Selection.budget_note`)."""
+        return self.selection.budget_note(calls_left)
+
+    def record(self, *, note: str | None = None) -> dict[str, Any]:
+        """The selection's (`Selection.record`)."""
+        return self.selection.record(note=note)
 
 
 def judges_for(loop: AgentLoop, model: BaseChatModel) -> Judges:
@@ -79,7 +102,7 @@ def agent_step(
 ) -> Step:
     """The executor of one of the loop's calls in the agent, as a graph node's `Step`.
 
-    Its meter starts from what the loop spent so far (`refine_usage`); the result an
+    Its meter starts from what the loop spent so far (the record's usage); the result an
     error carries is built from the agent's attempts (and `pending`, the answer being
     judged). The config is the agent's model node's, so an enclosing loop's meter (a
     nested loop) is this one's parent, and the node's stream handlers see the call.
@@ -102,23 +125,28 @@ def agent_step(
     )
 
 
-def comparing(options: LoopOptions, view: dict[str, Any], selection: Selection) -> Comparing:
+def compare(
+    options: LoopOptions, view: dict[str, Any], selection: Selection | None
+) -> Compare | None:
     """The end's comparisons, each a durable task under a step of its own (as the graph's)."""
-    return Comparing(selection, ComparisonLedger(options, view, options.retry_policy))
+    if selection is None:
+        return None
+    return Compare(selection, ComparisonLedger(options, view, options.retry_policy))
 
 
-def carry_out(ask: Judging | Comparing) -> Any:
-    """Carry out what the model step's judging asks (sync): a round, or the comparisons."""
-    if isinstance(ask, Judging):
+def fulfil(ask: Round | Compare) -> Any:
+    """Do what the model step's flow asks (sync): a round, or the comparisons."""
+    if isinstance(ask, Round):
         return drive(ask.flow, ask.calls.answer)
-    return ask.selection.run(ask.ledger.call)
+    return ask.selection.run(ask.ledger.call), ask.ledger.spent
 
 
-async def acarry_out(options: LoopOptions, ask: Judging | Comparing) -> Any:
-    """Async twin of `carry_out`: comparisons run concurrently unless a budget is set."""
-    if isinstance(ask, Judging):
+async def afulfil(options: LoopOptions, ask: Round | Compare) -> Any:
+    """Async twin of `fulfil`: comparisons run concurrently unless a budget is set."""
+    if isinstance(ask, Round):
         return await adrive(ask.flow, ask.calls.aanswer)
-    return await ask.selection.arun(ask.ledger.acall, concurrent=options.budget is None)
+    concurrent = options.budget is None
+    return await ask.selection.arun(ask.ledger.acall, concurrent=concurrent), ask.ledger.spent
 
 
 class FailedReply(Exception):
@@ -177,7 +205,7 @@ class AgentCalls(RoundCalls):
         runtime: Runtime[Any] | None,
         evaluator: BaseEvaluator,
     ) -> None:
-        self.loop, self.agent_state = loop, state
+        self.loop, self.loop_record = loop, loop_state(state)
         self.view = dict(with_criteria(view, loop.options))
         self.store = record_store(loop.options.strategy, getattr(runtime, "store", None))
         # The evaluator's state: the evidence (tool results) too.
@@ -191,9 +219,116 @@ class AgentCalls(RoundCalls):
         """The agent's store and this round's record update, when the loop keeps a record."""
         if self.store is None:
             return None
-        key = self.loop.record_key(self.agent_state, self.evaluator)
+        key = self.loop.record_key(self.loop_record, self.evaluator)
         if key is None:
             return None
         return self.store, RecordUpdate(
             key, request.loop_id, request.attempts, self.loop.options.target_score
         )
+
+
+def agent_calls(
+    loop: AgentLoop,
+    request: ModelRequest[Any],
+    view: dict[str, Any],
+    pending: Attempt,
+    evaluator: BaseEvaluator,
+) -> AgentCalls:
+    """The calls of the round judging `pending` (an answer or a reviewer's edit)."""
+    state = request.state
+    step = agent_step(loop.options, state, node="evaluate", index=pending.index, pending=pending)
+    return AgentCalls(loop, state, view, step, request.runtime, evaluator)
+
+
+def judged_round(calls: AgentCalls, pending: Attempt) -> CallFlow[Round, Outcome]:
+    """The round of `pending`, carried out by the driver; its events sent.
+
+    Raises:
+        Unjudged: With `on_evaluator_error="raise"`, carrying the best result so far.
+    """
+    try:
+        return calls.sent((yield Round(calls, calls.flow(pending))))
+    except Unjudged as exc:  # the paid work goes with the error
+        calls.step.on_error(exc, "evaluator")
+        raise
+
+
+def draft_step(loop: AgentLoop, request: ModelRequest[Any]) -> Step:
+    """The executor of the agent's model call: a generate step for the next attempt.
+
+    The calls judging its answer stay payable: the call is refused when the budget could
+    not also pay the judgment of what it answers. A chat sees the call hidden, or tagged
+    with the attempt it drafts (`stream_drafts`).
+    """
+    options, state = loop.options, request.state
+    index = len(attempts_of(state))
+    if options.stream_drafts:
+        shown = child_config(metadata={"refine_attempt": index})
+    else:
+        shown = child_config(tags=[TAG_NOSTREAM])
+    with shown:  # the step's config
+        return agent_step(
+            options, state, node="generate", index=index, reserved_calls=loop.judge_calls
+        )
+
+
+class Unsaved:
+    """What model steps spent that no state update may carry, by the message they answered.
+
+    A model step whose call failed leaves with its error; a middleware around it that
+    turns the failure into a reply (`ModelRetryMiddleware(on_failure="continue")`) ends
+    the step without the loop's update, so what the failed calls spent would be lost.
+    `after_model` takes it back (`take`) for the loop's end. Keyed by the id of the
+    conversation's last message the step answered; at most `size` are kept.
+    """
+
+    def __init__(self, size: int = 1024) -> None:
+        self._size = size
+        self._spent: dict[str, Usage] = {}
+
+    def keep(self, request: ModelRequest[Any], spent: Usage) -> None:
+        """Keep what the step of `request` spent, its loop's total."""
+        messages = request.state.get("messages") or []
+        if messages and messages[-1].id:
+            self._spent[messages[-1].id] = spent
+            while len(self._spent) > self._size:
+                self._spent.pop(next(iter(self._spent)))
+
+    def take(self, state: Mapping[str, Any]) -> Usage | None:
+        """What the model step before `state` spent, if it was kept (then forgotten)."""
+        found = None
+        for message in (state.get("messages") or [])[-2:]:
+            found = self._spent.pop(message.id, None) or found
+        return found
+
+
+def agent_models(
+    models: Sequence[BaseChatModel | str] | None,
+    evaluator: EvaluatorLike,
+    judge_model: BaseChatModel | str | None,
+    comparer: ComparerLike,
+) -> tuple[list[BaseChatModel], LoopModels]:
+    """The agent's ladder (cheapest first, model strings resolved) and its loop's models.
+
+    Resolved as the graph's are (`loop_models`), except that the agent's own model,
+    known when it runs, judges and compares when nothing else is named.
+
+    Raises:
+        ValueError: If `models` is not a non-empty list of chat models or model strings,
+            or names one model twice; if both an evaluator and `judge_model` are given.
+    """
+    one = isinstance(models, str) or kind_of(models) in ("chat", "runnable")
+    if models is not None and (one or not isinstance(models, Sequence) or not models):
+        raise ValueError(
+            f"models must be a non-empty list of chat models or 'provider:model' strings, "
+            f"cheapest first, got {models!r}"
+        )
+    resolved = loop_models(
+        list(models) if models is not None else None,
+        evaluator,
+        judge_model=judge_model,
+        comparer=comparer,
+        own_model=True,
+        option="models",
+    )
+    return chat_rungs(resolved.rungs, "models"), resolved

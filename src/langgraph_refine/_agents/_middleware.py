@@ -37,7 +37,6 @@ Needs the `agents` extra: `pip install 'langgraph-refine[agents]'`.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import replace
 from functools import partial
 from typing import Any, TypeVar, Unpack
@@ -58,50 +57,70 @@ except ImportError as exc:  # the optional dependency is missing
     ) from exc
 
 from langchain_core.language_models import BaseChatModel
-from langgraph.constants import TAG_NOSTREAM
+from langchain_core.messages import AIMessage
+from langgraph.graph.ui import delete_ui_message, push_ui_message
 from langgraph.runtime import Runtime
 
-from langgraph_refine._agents import _agent_loop as turns
 from langgraph_refine._agents._agent_calls import (
-    AgentCalls,
-    Comparing,
+    Compare,
     FailedReply,
-    Judging,
+    Round,
+    Unsaved,
     aasked,
-    acarry_out,
-    agent_step,
+    afulfil,
+    agent_calls,
+    agent_models,
     asked,
-    carry_out,
-    comparing,
+    compare,
+    draft_step,
+    fulfil,
+    judged_round,
     judges_for,
 )
 from langgraph_refine._agents._agent_loop import (
     LOOP_NAME,
     AgentLoop,
-    Answer,
-    Edit,
-    Finish,
+    counted_usage,
+    failed_reply,
+    fresh_start,
+    judged,
+    model_of,
+    refused,
+    regenerating,
+    restarted,
+    woven_request,
+)
+from langgraph_refine._agents._agent_state import (
+    Answering,
+    Comparing,
+    Deciding,
+    Done,
+    JudgingAnswer,
+    JudgingEdit,
     RefineAgentState,
     RefineProgressState,
-    agent_models,
+    conversation,
+    loop_state,
+    loop_view,
 )
-from langgraph_refine._agents._progress import ProgressUI
+from langgraph_refine._agents._progress import Card, ProgressUI
 from langgraph_refine._calls._budget import BudgetStop, check_rungs_priced
 from langgraph_refine._calls._clients import held
+from langgraph_refine._decisions._end import compares_at_end, end_flow, raise_on_budget_stop
 from langgraph_refine._decisions._flows import CallFlow, adrive, drive
 from langgraph_refine._decisions._options import AGENT, AGENT_DEFAULTS, AgentOptions, LoopOptions
 from langgraph_refine._decisions._reviewed import ReviewAnswer
-from langgraph_refine._decisions._round import Outcome, with_criteria
-from langgraph_refine._errors import Unjudged
-from langgraph_refine._events import ReviewPayload, stop_event
+from langgraph_refine._decisions._round import with_criteria
+from langgraph_refine._events import ReviewPayload, StopEvent
 from langgraph_refine._kinds import model_name
 from langgraph_refine._loop._resolve import check_binds
 from langgraph_refine._loop._review import ReviewNode, require_checkpointer
 from langgraph_refine._loop._review_schema import ask_review
-from langgraph_refine._loop._step import Step, child_config, emit
+from langgraph_refine._loop._select import calls_left, selection_for
+from langgraph_refine._loop._step import emit
+from langgraph_refine._loop._thread import run_of
 from langgraph_refine._records._reviews import arecord_review, record_review
 from langgraph_refine._result import RefineResult
-from langgraph_refine._state import Attempt
 from langgraph_refine._stop_rules import StopRules
 from langgraph_refine.evaluators._base import EvaluatorLike
 from langgraph_refine.evaluators._calibrate import refuse_to_start, warn_at_build
@@ -201,7 +220,7 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
             progress=progress_for(progress_ui),
         )
         self.state_schema = RefineProgressState if self.loop.progress else RefineAgentState
-        self._unsaved = turns.Unsaved()
+        self._unsaved = Unsaved()
 
     @property
     def stop_rules(self) -> StopRules:
@@ -225,15 +244,14 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
             require_calibration=options.require_calibration,
             state=with_criteria(state, options),
         )
-        return turns.started(state)
+        return fresh_start(state)
 
     @hook_config(can_jump_to=["end"])
     def before_model(self, state: RefineAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Stop the loop (no model call) when a budget limit is already reached."""
-        stop = self.loop.budget_stop(state)
-        return stop | turns.ended_in(runtime) if stop is not None else None
+        return self.loop.budget_stop(state, run_of(runtime))
 
-    # -- wrap_model_call: the model step: the call, counted, then its round ----------------
+    # -- wrap_model_call: the model step: the call, counted; or a judging step -------------
 
     def wrap_model_call(
         self,
@@ -247,18 +265,20 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         with the loop's turns woven in (`_transcript`), by the round's rung (`models`). A
         final answer is judged in the next model step, where the run's judge is known.
         """
-        if request.state.get("refine_phase") == "judging":
-            return drive(judging(self.loop, request), carry_out)
+        if not isinstance(loop_state(request.state).job, Answering):
+            return shown(self.loop, *drive(judge_step(self.loop, request), fulfil))
         called, step = self._request(request), draft_step(self.loop, request)
         try:
             response = step.run(asked, handler, called, step.meter, what="generator")
         except BudgetStop:
-            return turns.refused(step.meter)
+            return refused(request.state, step.meter, run_of(request.runtime))
         except FailedReply:  # a middleware inside turned the failure into a reply
-            return turns.refused(step.meter, stop_reason="model_error")
+            return refused(request.state, step.meter, run_of(request.runtime), "model_error")
         finally:
-            self._unsaved.keep(request, turns.carry(request, step.meter))  # for a retry around
-        return self.loop.drafted(request.state, response, step.meter, turns.model_of(called))
+            self._unsaved.keep(request, counted_usage(request, step.meter))  # for a retry around
+        return shown(
+            self.loop, *self.loop.drafted(request.state, response, step.meter, model_of(called))
+        )
 
     async def awrap_model_call(
         self,
@@ -266,18 +286,21 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ExtendedModelResponse[Any]:
         """Async twin of `wrap_model_call`."""
-        if request.state.get("refine_phase") == "judging":
-            return await adrive(judging(self.loop, request), partial(acarry_out, self.loop.options))
+        if not isinstance(loop_state(request.state).job, Answering):
+            flow = judge_step(self.loop, request)
+            return shown(self.loop, *await adrive(flow, partial(afulfil, self.loop.options)))
         called, step = self._request(request), draft_step(self.loop, request)
         try:
             response = await step.arun(aasked, handler, called, step.meter, what="generator")
         except BudgetStop:
-            return turns.refused(step.meter)
+            return refused(request.state, step.meter, run_of(request.runtime))
         except FailedReply:  # a middleware inside turned the failure into a reply
-            return turns.refused(step.meter, stop_reason="model_error")
+            return refused(request.state, step.meter, run_of(request.runtime), "model_error")
         finally:
-            self._unsaved.keep(request, turns.carry(request, step.meter))
-        return self.loop.drafted(request.state, response, step.meter, turns.model_of(called))
+            self._unsaved.keep(request, counted_usage(request, step.meter))
+        return shown(
+            self.loop, *self.loop.drafted(request.state, response, step.meter, model_of(called))
+        )
 
     def _request(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
         """The round's request: its rung's model, the loop's turns woven in.
@@ -286,24 +309,34 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
             ValueError: If a rung cannot bind the agent's tools (at the loop's first call).
         """
         if self.rungs:
-            if turns.spent(request.state).calls == 0:
+            record = loop_state(request.state)
+            if record.usage.calls == 0:
                 check_binds(self.rungs, list(request.tools))
-            rung = min(int(request.state.get("refine_rung") or 0), len(self.rungs) - 1)  # type: ignore[call-overload]
-            request = request.override(model=self.rungs[rung])
+            request = request.override(model=self.rungs[min(record.rung, len(self.rungs) - 1)])
         request = request.override(model=held(request.model))  # its retries off (`held`)
-        return turns.shown(request, self.loop.options.memory)
+        return woven_request(request, self.loop.options.memory)
 
     # -- after_model and after_agent: where the round goes, review and the end -------------
 
     @hook_config(can_jump_to=["model", "end"])
     def after_model(self, state: RefineAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Go where the model step's round decided: back to the model, or to the end."""
-        route = state.get("refine_route")
-        if route is not None:
-            onward = {"jump_to": route, "refine_route": None}
-            return onward | turns.ended_in(runtime) if route == "end" else onward
-        # A failure a middleware turned into a reply; what the failed calls spent is kept.
-        return turns.failed_reply(state, runtime, self._unsaved.take(state))
+        """Go where the model step left the loop: judge, answer again, or end.
+
+        A final message the loop never saw (a middleware outside turned a failed call
+        into one) ends the loop; what the failed calls spent is kept.
+        """
+        job = loop_state(state).job
+        if isinstance(job, Deciding | Done):
+            return {"jump_to": "end"}
+        if not isinstance(job, Answering):  # the next model step judges
+            return {"jump_to": "model"}
+        messages = conversation(state.get("messages") or [])
+        last = messages[-1] if messages else None
+        if not isinstance(last, AIMessage):  # a judging step sent the agent on
+            return {"jump_to": "model"}
+        if last.tool_calls:
+            return None
+        return failed_reply(state, run_of(runtime), self._unsaved.take(state))
 
     @hook_config(can_jump_to=["model"])
     def after_agent(self, state: RefineAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
@@ -345,43 +378,70 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         Args:
             state: The agent's output state, or `agent.get_state(config).values`.
         """
-        return self.loop.result(state)
+        return RefineResult.from_state(loop_view(state))
 
 
-def judging(
-    loop: AgentLoop, request: ModelRequest[Any]
-) -> CallFlow[Judging | Comparing, ExtendedModelResponse[Any]]:
+StepDone = tuple[ExtendedModelResponse[Any], Card | None, StopEvent | None]
+"""A judging step's reply, the progress card it shows and the stop event it sends."""
+
+
+def judge_step(loop: AgentLoop, request: ModelRequest[Any]) -> CallFlow[Round | Compare, StepDone]:
     """A model step without a model call, as a flow written once for sync and async.
 
     It judges the answer the last model step gave (its round), a reviewer's edit, or
-    makes the end's comparisons: it yields the round to carry out (`Judging`) or the
-    comparisons (`Comparing`), and is sent what they gave.
+    makes the end's comparisons: it yields the round to carry out (`Round`) or the
+    comparisons (`Compare`), and is sent what they gave.
     """
     judges = judges_for(loop, request.model)  # the run's: nothing is kept
-    state, options = request.state, loop.options
-    if turns.regenerating(state, request.runtime):  # an answer a model step wrote, refreshed
-        return turns.routed(turns.restarted(state, loop.progress) | {"refine_route": "model"})
-    job = loop.judging(state, judges.comparer)
-    if isinstance(job, Answer):
-        pending = loop.pending(state, job)
-        step = agent_step(options, state, node="evaluate", index=pending.index, pending=pending)
-        calls = AgentCalls(loop, state, job.view, step, request.runtime, judges.evaluator)
+    state, options, run = request.state, loop.options, run_of(request.runtime)
+    if regenerating(state, run):  # an answer a model step wrote, refreshed
+        update, card = restarted(state, loop.progress)
+        return judged(update), card, None
+    record = loop_state(state)
+    job, view = record.job, loop_view(state, record)
+    if isinstance(job, JudgingAnswer):
+        turn = loop.answer(record)
+        pending = loop.pending(state, record, turn)  # type: ignore[arg-type]
+        calls = agent_calls(loop, request, view, pending, judges.evaluator)
         outcome = yield from judged_round(calls, pending)
-        update = loop.after_round(state, job, outcome, step.meter.total())
-        return ended(state, turns.routed(update))
-    if isinstance(job, Edit):
-        index = len(list(job.view["attempts"]))
-        step = agent_step(options, state, node="evaluate", index=index, pending=job.attempt)
-        calls = AgentCalls(loop, state, job.view, step, request.runtime, judges.evaluator)
-        judged = yield from judged_round(calls, job.attempt)
-        update = loop.end_with_edit(state, job, judged, step.meter.total())
-        return ended(state, turns.judged(update))
-    if isinstance(job, Finish):
-        ask = comparing(options, job.view, job.selection)
-        record = yield ask
-        update = loop.selected(state, job, record, ask.ledger.spent)
-        return ended(state, turns.judged(update))
-    return ended(state, turns.judged(job))
+        update, card = loop.after_round(state, turn, outcome, calls.step.meter.total(), run)  # type: ignore[arg-type]
+        return judged(update), card, None
+    attempts = None
+    if isinstance(job, JudgingEdit):
+        calls = agent_calls(loop, request, view, job.attempt, judges.evaluator)
+        outcome = yield from judged_round(calls, job.attempt)
+        attempts, response = outcome.attempts, job.attempt.response
+        view |= {"attempts": attempts, "usage": calls.step.meter.total()}
+        view |= {"stop_reason": outcome.stop_reason, "response": response}
+        selection = None
+    else:
+        view |= {"stop_reason": job.stop_reason, "response": job.response}  # type: ignore[union-attr]
+        selection = compare(
+            options,
+            view,
+            selection_for(
+                options, view["stop_reason"], view["task"], view["attempts"], judges.comparer
+            ),
+        )
+    ended = yield from end_flow(
+        view, options, selection, lambda: calls_left(options.budget, record.usage)
+    )
+    update, card = loop.finish(state, ended, attempts)
+    return judged(update), card, ended.event
+
+
+def shown(loop: AgentLoop, reply: R, card: Card | None, event: StopEvent | None = None) -> R:
+    """`reply`, after the progress card is pushed and the stop event sent (the hooks' I/O)."""
+    if card is not None and loop.progress is not None:
+        if card.props is None:
+            delete_ui_message(card.id)
+        else:  # the same id every time: a chat (and `ui_message_reducer`) replaces it in place
+            push_ui_message(
+                loop.progress.component, dict(card.props), id=card.id, message=card.message
+            )
+    if event is not None:
+        emit(event)
+    return reply
 
 
 def review_of(
@@ -389,17 +449,35 @@ def review_of(
 ) -> tuple[ReviewPayload | None, ReviewAnswer | None, dict[str, Any] | None]:
     """The review asked and its answer (the run pauses for it), or a Refresh's restart."""
     payload = loop.review_asked(state)
-    if payload is None and turns.regenerating(state, runtime):  # a chat's Refresh
-        return None, None, turns.restarted(state, loop.progress) | {"jump_to": "model"}
+    if payload is None and regenerating(state, run_of(runtime)):  # a chat's Refresh
+        update, card = restarted(state, loop.progress)
+        return None, None, shown(loop, update | {"jump_to": "model"}, card)
     return payload, reviewed(loop, payload), None
 
 
 def after_review(
     loop: AgentLoop, state: RefineAgentState, runtime: Runtime[Any], answer: ReviewAnswer | None
 ) -> dict[str, Any] | None:
-    """Refine again or end, after the review (or without one)."""
-    outcome = loop.review_outcome(state, answer)
-    return ended(state, outcome | turns.ended_in(runtime) if outcome is not None else None)
+    """Refine again or end, after the review (or without one).
+
+    Raises:
+        BudgetExhaustedError: On a budget stop with `on_budget_exhausted="raise"`.
+    """
+    run = run_of(runtime)
+    outcome = loop.review_outcome(state, answer, run)
+    if not isinstance(outcome, Comparing):
+        return outcome
+    record = loop_state(state)
+    view = loop_view(state, record) | {
+        "stop_reason": outcome.stop_reason,
+        "response": outcome.response,
+    }
+    raise_on_budget_stop(view, loop.options)  # before a comparison is paid
+    if compares_at_end(loop.options.select, outcome.stop_reason):  # the model step compares
+        return record.update(job=outcome, ended_by=run) | {"jump_to": "model"}
+    ended = drive(end_flow(view, loop.options, None, lambda: None), fulfil)
+    update, card = loop.finish(state, ended)
+    return shown(loop, update, card, ended.event)
 
 
 def judge_identity(loop: AgentLoop, state: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -413,29 +491,6 @@ def reviewed(loop: AgentLoop, payload: ReviewPayload | None) -> ReviewAnswer | N
     if payload is None or loop.review is None:
         return None
     return ask_review(payload, loop.review.answer, loop.review.actions)
-
-
-def judged_round(calls: AgentCalls, pending: Attempt) -> CallFlow[Judging, Outcome]:
-    """The round of `pending`, carried out by the driver; its events sent.
-
-    Raises:
-        Unjudged: With `on_evaluator_error="raise"`, carrying the best result so far.
-    """
-    try:
-        return calls.sent((yield Judging(calls, calls.flow(pending))))
-    except Unjudged as exc:  # the paid work goes with the error
-        calls.step.on_error(exc, "evaluator")
-        raise
-
-
-def ended(state: Mapping[str, Any], reply: R) -> R:
-    """`reply` (an update, or a model step's reply), its stop event sent if the loop ended."""
-    command = getattr(reply, "command", None)
-    update = command.update if command is not None else reply
-    if isinstance(update, Mapping) and update.get("refine_phase") == "done":
-        merged = {**state, **update}
-        emit(stop_event(LOOP_NAME, RefineResult.from_state(turns.loop_view(merged))))
-    return reply
 
 
 def progress_for(component: object) -> ProgressUI | None:
@@ -452,26 +507,6 @@ def progress_for(component: object) -> ProgressUI | None:
             f"'refine_progress'), or None for no progress card; got {component!r}"
         )
     return ProgressUI(component.strip())
-
-
-def draft_step(loop: AgentLoop, request: ModelRequest[Any]) -> Step:
-    """The executor of the agent's model call: a generate step for the next attempt.
-
-    The calls judging its answer stay payable: the call is refused when the budget could
-    not also pay the judgment of what it answers.
-    """
-    options, judge_calls = loop.options, turns.judge_calls(loop.evaluator)
-    state = request.state
-    index = len(turns.agent_view(state).attempts)
-    with drafting(options, state):  # the step's config: the call hidden, or tagged
-        return agent_step(options, state, node="generate", index=index, reserved_calls=judge_calls)
-
-
-def drafting(options: LoopOptions, state: Mapping[str, Any]) -> AbstractContextManager[None]:
-    """The agent's model call as a chat sees it: hidden, or tagged with its attempt."""
-    if options.stream_drafts:
-        return child_config(metadata=turns.draft_metadata(state))
-    return child_config(tags=[TAG_NOSTREAM])
 
 
 __all__ = ["RefineAgentState", "RefineMiddleware"]

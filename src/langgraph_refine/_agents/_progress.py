@@ -19,8 +19,9 @@ the end, under the same id, so it is updated in place:
 - at the end the card moves to the answer's message, which is then the conversation's
   only AI text of the run.
 
-The card's words are written here (the component shows them as they are), and so are the
-pushes; `AgentLoop` places the host after a round and takes it away at the end.
+The card's words are written here (the component shows them as they are); `ProgressUI`
+says which card to show and where (`Card`), `AgentLoop` writes the host's placement
+with its updates, and only the middleware's hooks push the cards.
 """
 
 from __future__ import annotations
@@ -28,12 +29,12 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from langchain_core.messages import AIMessage, RemoveMessage
-from langgraph.graph.ui import delete_ui_message, push_ui_message
 
-from langgraph_refine._agents._transcript import LOOP_SOURCE, card_id
+from langgraph_refine._agents._agent_state import LoopState
+from langgraph_refine._agents._transcript import LOOP_SOURCE
 from langgraph_refine._decisions._round import Outcome
 from langgraph_refine._events import ProgressCard, ProgressRound
 from langgraph_refine._result import RefineResult, best_attempt
@@ -150,11 +151,28 @@ def _score(score: float) -> str:
     return str(round(score, 2))
 
 
+class Card(NamedTuple):
+    """A progress card to show, for the middleware's hooks to push (`_middleware.show`).
+
+    Attributes:
+        id: The card's id (the same for a run's every update: it is replaced in place).
+        props: What it shows; None takes the card away.
+        message: The message it sits under (None: where it was).
+        placed: The state update that places the message hosting it (empty if placed).
+    """
+
+    id: str
+    props: ProgressCard | None
+    message: AIMessage | None = None
+    placed: dict[str, Any] = {}
+
+
 @dataclass(frozen=True)
 class ProgressUI:
-    """Shows the loop's progress as a generative-UI card named `component`.
+    """The loop's progress as a generative-UI card named `component`: the cards to show.
 
-    Frozen configuration: what a run shows is read from its state.
+    Frozen configuration: what a run shows is read from its state; nothing is pushed
+    here (the middleware's hooks show the cards).
 
     Attributes:
         component: The UI component's name, as the `langgraph.json` `"ui"` file exports it.
@@ -163,74 +181,87 @@ class ProgressUI:
     component: str
 
     def after_round(
-        self, state: Mapping[str, Any], outcome: Outcome, reviewing: bool
-    ) -> dict[str, Any]:
-        """Push the card after a round; the update that places its host, the first time.
+        self, state: Mapping[str, Any], record: LoopState, outcome: Outcome, reviewing: bool
+    ) -> Card:
+        """The card after a round (placing its host, the first time).
 
         Args:
             state: The agent's state after the model's answer.
+            record: The loop's record.
             outcome: The round's outcome (its attempts, stop reason and next move).
             reviewing: A person answers before the loop goes on or ends.
         """
         upcoming = outcome.choice.move if outcome.choice is not None else None
         card = progress_card(outcome.attempts, outcome.stop_reason, upcoming, reviewing=reviewing)
-        return self._hosted(state, card)
+        return self._hosted(state, record, card)
 
     def judging(
-        self, state: Mapping[str, Any], attempts: Sequence[Attempt], upcoming: MoveKind | None
-    ) -> dict[str, Any]:
-        """Push the card while the answer just written is judged; the update that places its host.
+        self,
+        state: Mapping[str, Any],
+        record: LoopState,
+        attempts: Sequence[Attempt],
+        upcoming: MoveKind | None,
+    ) -> Card:
+        """The card while the answer just written is judged (placing its host, the first time).
 
         The answer's model step ends before its judging starts (a step of its own), so the
         chat sees "round N: judging…" for as long as the judge takes.
 
         Args:
             state: The agent's state before the answer's model step.
+            record: The loop's record.
             attempts: The loop's attempts so far (the answer is the next).
             upcoming: The answer's move (how it was asked for).
         """
-        return self._hosted(state, progress_card(attempts, None, upcoming, judging=True))
+        return self._hosted(state, record, progress_card(attempts, None, upcoming, judging=True))
 
-    def _hosted(self, state: Mapping[str, Any], card: ProgressCard) -> dict[str, Any]:
+    def _hosted(self, state: Mapping[str, Any], record: LoopState, card: ProgressCard) -> Card:
         # While the loop runs the card sits under an empty AI message of its own.
         host = AIMessage(
-            "", id=card_id(state), name=LOOP_SOURCE, additional_kwargs={"lc_source": LOOP_SOURCE}
+            "",
+            id=record.card_id,
+            name=LOOP_SOURCE,
+            additional_kwargs={"lc_source": LOOP_SOURCE},
         )
-        self._push(state, card, host)
         placed = any(message.id == host.id for message in state.get("messages") or [])
-        return {} if placed else {"messages": [host]}
+        return Card(record.card_id, card, host, {} if placed else {"messages": [host]})
 
     def at_end(
-        self, state: Mapping[str, Any], result: RefineResult, messages: list[Any], rewritten: bool
-    ) -> list[Any]:
-        """The end's messages, the card pushed under the answer (the last) and its host gone.
+        self,
+        state: Mapping[str, Any],
+        record: LoopState,
+        result: RefineResult,
+        messages: list[Any],
+        rewritten: bool,
+    ) -> tuple[list[Any], Card]:
+        """The end's messages and the card under the answer (the last), its host gone.
 
         Args:
             state: The agent's state.
+            record: The loop's record.
             result: The loop's result.
             messages: The end's messages, the answer last (none without an answer).
             rewritten: The messages rewrite the conversation (`keep_evaluation_turns`),
                 which leaves the host out already.
 
         Returns:
-            The messages to write: the answer gets an id of its own if it has none, for
-            the card to name, and the host is removed.
+            The messages to write (the answer gets an id of its own if it has none, for
+            the card to name, and the host is removed) and the card.
         """
         answer = messages[-1] if result.value and isinstance(messages[-1], AIMessage) else None
         if answer is not None and answer.id is None:
             answer = answer.model_copy(update={"id": str(uuid.uuid4())})
             messages = [*messages[:-1], answer]
-        self._push(state, progress_card(result.attempts, result.stop_reason, done=True), answer)
-        hosted = card_id(state)
+        card = Card(
+            record.card_id, progress_card(result.attempts, result.stop_reason, done=True), answer
+        )
+        hosted = record.card_id
         if rewritten or not any(m.id == hosted for m in state.get("messages") or []):
-            return messages
-        return [RemoveMessage(id=hosted), *messages]
+            return messages, card
+        return [RemoveMessage(id=hosted), *messages], card
 
-    def withdrawn(self, state: Mapping[str, Any]) -> None:
-        """Take the run's card away (its loop starts again, see `_agent_loop.restarted`)."""
-        if any(card.get("id") == card_id(state) for card in state.get("ui") or []):
-            delete_ui_message(card_id(state))
-
-    def _push(self, state: Mapping[str, Any], card: ProgressCard, host: AIMessage | None) -> None:
-        # The same id every time: a chat (and `ui_message_reducer`) replaces the card in place.
-        push_ui_message(self.component, dict(card), id=card_id(state), message=host)
+    def withdrawn(self, state: Mapping[str, Any], record: LoopState) -> Card | None:
+        """The run's card taken away (its loop starts again), or None when it has none."""
+        if any(card.get("id") == record.card_id for card in state.get("ui") or []):
+            return Card(record.card_id, None)
+        return None

@@ -3,16 +3,16 @@
 An agent's answers and the turns the loop sends back (the feedback, a reviewer's request,
 an earlier answer to refine) are the loop's business: a chat rendering the agent's
 `messages` must show the request, the tool calls and results, and one answer. So the
-loop's turns live in `refine_turns`, each anchored after the conversation message it
-followed, and are woven into the messages only where they are needed: the model's view
-of a round (`model_view`) and, with `keep_evaluation_turns=True`, the final transcript
-(`woven`).
+loop's turns live in the loop's record (`LoopState.turns`), each anchored after the
+conversation message it followed, and are woven into the messages only where they are
+needed: the model's view of a round (`model_view`) and, with `keep_evaluation_turns=True`,
+the final transcript (`woven`).
 
-A turn is plain data: `[anchor, kind, text, id]`: the id of the conversation message it
-follows, `"ai"` (an answer) or `"human"` (a loop prompt), its text, and the id the answer
-had when the model gave it (so a streamed draft and the final answer can share an id).
-A loop prompt becomes a `HumanMessage` tagged as LangChain tags the turns its middleware
-writes (`additional_kwargs["lc_source"]`, as `SummarizationMiddleware` does), so other
+A turn (`_agent_state.Turn`) names the conversation message it follows, its kind (an
+answer, or a loop prompt), its text, and the id the answer had when the model gave it
+(so a streamed draft and the final answer can share an id). A loop prompt becomes a
+`HumanMessage` tagged as LangChain tags the turns its middleware writes
+(`additional_kwargs["lc_source"]`, as `SummarizationMiddleware` does), so other
 middleware, evaluations and chat UIs can tell it from the user.
 
 The judge of an agent's answer is shown the answer's evidence (`judged_state`): the
@@ -35,12 +35,20 @@ from langchain_core.messages import (
 )
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
+from langgraph_refine._agents._agent_state import (
+    Hidden,
+    LoopState,
+    Turn,
+    attempts_of,
+    is_host,
+    loop_state,
+)
 from langgraph_refine._decisions._memory import MemoryPolicy, select_attempts
-from langgraph_refine._state import Attempt
+from langgraph_refine._state import Attempt, whole_text
 from langgraph_refine.evaluators._tags import strip_tags
 
-Turn = list[Any]
-"""`[anchor message id, "ai" | "human", text, message id or None]`."""
+LOOP_KEYS = "refine_"
+"""How the loop's own state keys start: an evaluator is not shown them (`judged_state`)."""
 
 LOOP_SOURCE = "refine"
 """`additional_kwargs["lc_source"]` and `name` of the turns the loop writes to the model.
@@ -49,29 +57,6 @@ LangChain marks a human turn the user did not type this way (`SummarizationMiddl
 uses `"summarization"`; Deep Agents' `RubricMiddleware`, `"rubric_grader"`); its chat
 model integrations do not send the key to the provider.
 """
-
-
-HOST_PREFIX = "refine-progress-"
-"""How the id of a progress card, and of the empty AI message hosting it, starts (`_progress`)."""
-
-
-def card_id(state: Mapping[str, Any]) -> str:
-    """The id of this run's progress card and of the message hosting it while the loop runs."""
-    return HOST_PREFIX + str(state.get("refine_loop_id") or "")
-
-
-def is_host(message: AnyMessage) -> bool:
-    """Whether `message` is the empty AI message hosting a progress card (see `_progress`)."""
-    return (
-        isinstance(message, AIMessage)
-        and not message.tool_calls
-        and str(message.id or "").startswith(HOST_PREFIX)
-    )
-
-
-def conversation(messages: Sequence[AnyMessage]) -> list[AnyMessage]:
-    """The messages without progress cards' hosts: what the loop's views hold."""
-    return [message for message in messages if not is_host(message)]
 
 
 def anchor(state: Mapping[str, Any]) -> str | None:
@@ -88,51 +73,50 @@ def after_request(messages: Sequence[AnyMessage]) -> list[AnyMessage]:
 
 def answer_turn(state: Mapping[str, Any], draft: AIMessage) -> Turn:
     """The turn of an answer the model just gave (kept out of the conversation)."""
-    return [anchor(state), "ai", draft.text, draft.id]
+    return Turn(anchor=anchor(state), kind="ai", text=whole_text(draft.text), id=draft.id)
 
 
 def prompt_turn(state: Mapping[str, Any], text: str) -> Turn:
     """The turn of a prompt the loop sends the model (feedback, a request, an answer)."""
-    return [anchor(state), "human", text, None]
+    return Turn(anchor=anchor(state), kind="human", text=text)
 
 
-def hidden_from(state: Mapping[str, Any], turns: Sequence[Turn]) -> list[Any]:
+def hidden_from(state: Mapping[str, Any], turns: Sequence[Turn]) -> Hidden:
     """What a fresh start sets aside: the turns so far and this run's messages so far."""
-    return [len(turns), anchor(state)]
+    return Hidden(turns=len(turns), upto=anchor(state))
 
 
 def model_view(
-    state: Mapping[str, Any], messages: Sequence[AnyMessage], memory: MemoryPolicy = "all"
+    state: Mapping[str, Any],
+    record: LoopState,
+    messages: Sequence[AnyMessage],
+    memory: MemoryPolicy = "all",
 ) -> list[AnyMessage]:
     """The messages the model is sent: the conversation with the loop's turns woven in.
 
     `memory` chooses the earlier answers the model sees, as in the graph's refinement
     prompt (`_memory.select_attempts`): an answer it forgets goes with the loop's turn
-    that answered it. A fresh start (`refine_hidden_to`) hides the run's earlier turns
+    that answered it. A fresh start (`LoopState.hidden`) hides the run's earlier turns
     and the messages of its earlier rounds (their tool calls too), so the model answers
     as if first asked.
 
     Args:
-        state: The agent's state (`refine_turns`, `refine_hidden_to`, `refine_base`,
-            `refine_attempts`).
+        state: The agent's state.
+        record: The loop's record (its turns, what is hidden, where the run began).
         messages: The request's messages (the conversation, as other middleware left it).
         memory: The memory policy.
     """
-    turns: Sequence[Turn | None] = _remembered(
-        state.get("refine_turns") or [], state.get("refine_attempts") or [], memory
-    )
+    turns: Sequence[Turn | None] = _remembered(record.turns, attempts_of(state), memory)
     hidden_ids: set[str] = set()
-    hidden = state.get("refine_hidden_to")
-    if hidden:
-        count, upto = hidden
-        turns = turns[count:]
-        hidden_ids = _run_ids(state, upto)
+    if record.hidden is not None:
+        turns = turns[record.hidden.turns :]
+        hidden_ids = _run_ids(state, record.base, record.hidden.upto)
     return _weave(messages, [turn for turn in turns if turn is not None], hidden_ids)
 
 
-def woven(state: Mapping[str, Any], best: AIMessage | None) -> list[Any]:
+def woven(state: Mapping[str, Any], record: LoopState, best: AIMessage | None) -> list[Any]:
     """The update that rewrites the conversation with every turn in it, the best answer last."""
-    messages = _weave(state.get("messages") or [], state.get("refine_turns") or [], set())
+    messages = _weave(state.get("messages") or [], record.turns, set())
     last = messages[-1] if messages else None
     if best is not None and not (isinstance(last, AIMessage) and last.text == best.text):
         messages.append(best)
@@ -141,7 +125,7 @@ def woven(state: Mapping[str, Any], best: AIMessage | None) -> list[Any]:
 
 def draft_ids(turns: Iterable[Turn]) -> list[str | None]:
     """The message id of each answer, in order (attempt i's is the i-th)."""
-    return [turn[3] for turn in turns if turn[1] == "ai"]
+    return [turn.id for turn in turns if turn.kind == "ai"]
 
 
 def _remembered(
@@ -157,16 +141,15 @@ def _remembered(
     remembered: list[Turn | None] = []
     answer = -1
     for turn in turns:
-        if turn[1] == "ai":
+        if turn.kind == "ai":
             answer += 1
         remembered.append(turn if answer < 0 or answer in kept else None)
     return remembered
 
 
-def _run_ids(state: Mapping[str, Any], upto: str | None) -> set[str]:
-    """The ids of this run's messages up to `upto` (included)."""
+def _run_ids(state: Mapping[str, Any], base: int, upto: str | None) -> set[str]:
+    """The ids of this run's messages (from `base`) up to `upto` (included)."""
     ids: set[str] = set()
-    base = int(state.get("refine_base") or 0)
     for message in list(state.get("messages") or [])[base:]:
         if message.id:
             ids.add(message.id)
@@ -187,7 +170,7 @@ def _weave(
     """
     after: dict[str | None, list[AnyMessage]] = {}
     for turn in turns:
-        after.setdefault(turn[0], []).append(_message(turn))
+        after.setdefault(turn.anchor, []).append(_message(turn))
     out: list[AnyMessage] = []
     for message in messages:
         if message.id not in hidden_ids and not is_host(message):
@@ -199,10 +182,9 @@ def _weave(
 
 
 def _message(turn: Turn) -> AnyMessage:
-    _, kind, text, message_id = turn
-    if kind == "ai":
-        return AIMessage(text, id=message_id) if message_id else AIMessage(text)
-    return loop_turn(text)
+    if turn.kind == "ai":
+        return AIMessage(turn.text, id=turn.id) if turn.id else AIMessage(turn.text)
+    return loop_turn(turn.text)
 
 
 def loop_turn(text: str) -> HumanMessage:
@@ -238,7 +220,7 @@ def judged_state(state: Mapping[str, Any], view: Mapping[str, Any]) -> dict[str,
         state: The agent's state.
         view: The loop's view of it (`_agent_loop.loop_view`).
     """
-    judged = {key: value for key, value in state.items() if not key.startswith("refine_")}
+    judged = {key: value for key, value in state.items() if not key.startswith(LOOP_KEYS)}
     judged.update(view)
     judged["request"] = view.get("task", "")
     shown = evidence(state)
@@ -290,11 +272,11 @@ def _from_user(message: AnyMessage) -> bool:
 
 def _steps(state: Mapping[str, Any], messages: Sequence[AnyMessage]) -> list[str]:
     """This answer's tool calls and results (and what the model said with them), labelled."""
-    base = int(state.get("refine_base") or 0)
-    hidden = state.get("refine_hidden_to")
-    hidden_ids = _run_ids(state, hidden[1]) if hidden else set()
+    record = loop_state(state)
+    hidden = record.hidden
+    hidden_ids = _run_ids(state, record.base, hidden.upto) if hidden else set()
     steps: list[str] = []
-    for message in messages[base:]:
+    for message in messages[record.base :]:
         if message.id in hidden_ids:
             continue
         if isinstance(message, AIMessage) and message.tool_calls:

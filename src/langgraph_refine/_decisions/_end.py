@@ -93,6 +93,19 @@ EndFlow = Generator[S, tuple[dict[str, Any], Usage], Ended]
 """The end's flow: it may yield the comparisons to make, and is sent `(record, spent)`."""
 
 
+def raise_on_budget_stop(state: Mapping[str, Any], options: LoopOptions) -> None:
+    """Raise on a budget stop under `on_budget_exhausted="raise"`, with the best result so far.
+
+    The end's first check (`end_flow`); the agent makes it before handing the end's
+    comparisons to its model step, so nothing is paid for a run that raises.
+
+    Raises:
+        BudgetExhaustedError: On such a stop.
+    """
+    if state.get("stop_reason") == BUDGET_STOP and options.on_budget_exhausted == "raise":
+        end_of_run(state, options)
+
+
 def end_flow(
     state: Mapping[str, Any],
     options: LoopOptions,
@@ -113,8 +126,7 @@ def end_flow(
         BudgetExhaustedError: On a budget stop with `on_budget_exhausted="raise"`,
             before any comparison is paid.
     """
-    if state.get("stop_reason") == BUDGET_STOP and options.on_budget_exhausted == "raise":
-        end_of_run(state, options)  # raises, with the best result so far
+    raise_on_budget_stop(state, options)
     if selection is None:
         return end_of_run(state, options)
     note = by_score_note(state.get("stop_reason"), selection.budget_note(calls_left()))

@@ -3,21 +3,23 @@
 What the round chose (`_round.decided` writes the strategy's move and parent) and what a
 reviewer asked (`_reviewed`) meet here: `next_attempt` says which attempt the next answer
 refines, the kind of move it is recorded as, whether it is asked as edits, and what a
-guided sample is told; `NextAttempt.attempt` turns the answer into the pending attempt.
+guided sample is told; `NextAttempt.read` reads the answer (its edits applied, the
+loop's own prompt text taken out) and `NextAttempt.attempt` makes it the pending attempt.
 The drivers only render it: the graph's generate step as a prompt, the agent as a turn.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
-from langgraph_refine._decisions._edits import asks_for_edits
+from langgraph_refine._decisions._edits import asks_for_edits, read_edits
 from langgraph_refine._decisions._options import LoopOptions
+from langgraph_refine._decisions._prompts import clean_reply
 from langgraph_refine._decisions._view import LoopView
 from langgraph_refine._result import best_feedback
 from langgraph_refine._state import Attempt, Candidate, MoveKind, Usage
-from langgraph_refine._typed import Reply
+from langgraph_refine._typed import OutputSchema, Reply
 
 
 class NextAttempt(NamedTuple):
@@ -39,6 +41,27 @@ class NextAttempt(NamedTuple):
     edited: Attempt | None
     guidance: str
     request: str | None
+
+    def read(
+        self,
+        output: Any,
+        whole: Callable[[Any], Reply],
+        typed: OutputSchema | None,
+        copied: frozenset[str],
+    ) -> Reply:
+        """The generator's `output` as a reply, the one reading of the graph and the agent.
+
+        Args:
+            output: What the generator returned.
+            whole: Reads a whole answer (no edit blocks) into a reply.
+            typed: The output schema, or None.
+            copied: The loop's own prompt lines an answer copied back would carry
+                (`_prompts.scaffolding`): they are taken out.
+        """
+        reply = (
+            whole(output) if self.edited is None else read_edits(output, self.edited, typed, whole)
+        )
+        return clean_reply(reply, copied)
 
     def attempt(
         self,
