@@ -20,7 +20,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from langgraph_refine import Evaluation, RefineMiddleware
 from langgraph_refine._agents._agent_state import Hidden, LoopState
-from langgraph_refine._agents._transcript import EVIDENCE_ITEM_CHARS, EVIDENCE_ITEMS, evidence
+from langgraph_refine._agents._evidence import EVIDENCE_ITEM_CHARS, EVIDENCE_ITEMS, evidence
 from langgraph_refine.evaluators import llm_judge
 from tests.fakes import AgentModel, ScriptedChatModel, call_tool, judge_reply, lookup
 

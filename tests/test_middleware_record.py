@@ -17,8 +17,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.store.memory import InMemoryStore
 
 from langgraph_refine import Attempt, Evaluation, RefineMiddleware
-from langgraph_refine._agents._agent_loop import onward
 from langgraph_refine._agents._agent_state import Hidden, Turn
+from langgraph_refine._agents._transcript import onward
 from langgraph_refine._decisions._options import LoopOptions
 from langgraph_refine._decisions._prompts import AGENT_REFINE_EARLIER as REFINE_EARLIER_PROMPT
 from langgraph_refine._decisions._view import LoopView

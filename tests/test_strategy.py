@@ -608,8 +608,8 @@ def test_a_guided_sample_without_feedback_is_the_task_alone() -> None:
 
 
 def test_the_agent_middleware_asks_a_guided_answer_with_the_feedback_alone() -> None:
-    from langgraph_refine._agents._agent_loop import onward
     from langgraph_refine._agents._agent_state import Hidden, Turn
+    from langgraph_refine._agents._transcript import onward
     from langgraph_refine._decisions._options import LoopOptions
     from langgraph_refine._decisions._view import LoopView
 

@@ -17,17 +17,31 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, NamedTuple, TypeVar
 
-from langchain.agents.middleware import ModelRequest
+from langchain.agents.middleware import ExtendedModelResponse, ModelRequest
 from langchain_core.language_models import BaseChatModel
 from langgraph.config import get_config
 from langgraph.constants import TAG_NOSTREAM
 from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
 
-from langgraph_refine._agents._agent_loop import LOOP_NAME, AgentLoop
-from langgraph_refine._agents._agent_state import attempts_of, loop_state, loop_view
-from langgraph_refine._agents._transcript import judged_state
+from langgraph_refine._agents._agent_loop import (
+    LOOP_NAME,
+    AgentLoop,
+    judged,
+    regenerating,
+    restarted,
+)
+from langgraph_refine._agents._agent_state import (
+    JudgingAnswer,
+    JudgingEdit,
+    attempts_of,
+    loop_state,
+    loop_view,
+)
+from langgraph_refine._agents._evidence import judged_state
+from langgraph_refine._agents._progress import Card
 from langgraph_refine._calls._budget import BudgetMeter
+from langgraph_refine._decisions._end import end_flow
 from langgraph_refine._decisions._flows import CallFlow, adrive, drive
 from langgraph_refine._decisions._options import LoopOptions
 from langgraph_refine._decisions._round import (
@@ -38,12 +52,20 @@ from langgraph_refine._decisions._round import (
     with_criteria,
 )
 from langgraph_refine._errors import Unjudged
+from langgraph_refine._events import StopEvent
 from langgraph_refine._kinds import kind_of
 from langgraph_refine._loop._comparisons import ComparisonLedger
 from langgraph_refine._loop._judging import RoundCalls
 from langgraph_refine._loop._resolve import LoopModels, chat_rungs, loop_models
-from langgraph_refine._loop._select import Comparer, Selection, as_comparer
+from langgraph_refine._loop._select import (
+    Comparer,
+    Selection,
+    as_comparer,
+    calls_left,
+    selection_for,
+)
 from langgraph_refine._loop._step import Step, child_config
+from langgraph_refine._loop._thread import run_of
 from langgraph_refine._records._record import RecordUpdate, record_store
 from langgraph_refine._state import Attempt, ComparerLike, Usage
 from langgraph_refine.evaluators import llm_judge
@@ -134,15 +156,28 @@ def compare(
     return Compare(selection, ComparisonLedger(options, view, options.retry_policy))
 
 
-def fulfil(ask: Round | Compare) -> Any:
-    """Do what the model step's flow asks (sync): a round, or the comparisons."""
+class Draft(NamedTuple):
+    """The agent's model call for the next answer, under its step (`draft_step`)."""
+
+    step: Step
+    handler: Callable[[Any], Any]
+    request: ModelRequest[Any]
+
+
+def fulfil(ask: Draft | Round | Compare) -> Any:
+    """Do what the model step's flow asks (sync): the model call, a round, or comparisons."""
+    if isinstance(ask, Draft):
+        return ask.step.run(asked, ask.handler, ask.request, ask.step.meter, what="generator")
     if isinstance(ask, Round):
         return drive(ask.flow, ask.calls.answer)
     return ask.selection.run(ask.ledger.call), ask.ledger.spent
 
 
-async def afulfil(options: LoopOptions, ask: Round | Compare) -> Any:
+async def afulfil(options: LoopOptions, ask: Draft | Round | Compare) -> Any:
     """Async twin of `fulfil`: comparisons run concurrently unless a budget is set."""
+    if isinstance(ask, Draft):
+        meter = ask.step.meter
+        return await ask.step.arun(aasked, ask.handler, ask.request, meter, what="generator")
     if isinstance(ask, Round):
         return await adrive(ask.flow, ask.calls.aanswer)
     concurrent = options.budget is None
@@ -332,3 +367,52 @@ def agent_models(
         option="models",
     )
     return chat_rungs(resolved.rungs, "models"), resolved
+
+
+StepDone = tuple[ExtendedModelResponse[Any], Card | None, StopEvent | None]
+"""A judging step's reply, the progress card it shows and the stop event it sends."""
+
+
+def judge_step(loop: AgentLoop, request: ModelRequest[Any]) -> CallFlow[Round | Compare, StepDone]:
+    """A model step without a model call, as a flow written once for sync and async.
+
+    It judges the answer the last model step gave (its round), a reviewer's edit, or
+    makes the end's comparisons: it yields the round to carry out (`Round`) or the
+    comparisons (`Compare`), and is sent what they gave.
+    """
+    judges = judges_for(loop, request.model)  # the run's: nothing is kept
+    state, options, run = request.state, loop.options, run_of(request.runtime)
+    if regenerating(state, run):  # an answer a model step wrote, refreshed
+        update, card = restarted(state, loop.progress)
+        return judged(update), card, None
+    record = loop_state(state)
+    job, view = record.job, loop_view(state, record)
+    if isinstance(job, JudgingAnswer):
+        turn = loop.answer(record)
+        pending = loop.pending(state, record, turn)  # type: ignore[arg-type]
+        calls = agent_calls(loop, request, view, pending, judges.evaluator)
+        outcome = yield from judged_round(calls, pending)
+        update, card = loop.after_round(state, turn, outcome, calls.step.meter.total(), run)  # type: ignore[arg-type]
+        return judged(update), card, None
+    attempts = None
+    if isinstance(job, JudgingEdit):
+        calls = agent_calls(loop, request, view, job.attempt, judges.evaluator)
+        outcome = yield from judged_round(calls, job.attempt)
+        attempts, response = outcome.attempts, job.attempt.response
+        view |= {"attempts": attempts, "usage": calls.step.meter.total()}
+        view |= {"stop_reason": outcome.stop_reason, "response": response}
+        selection = None
+    else:
+        view |= {"stop_reason": job.stop_reason, "response": job.response}  # type: ignore[union-attr]
+        selection = compare(
+            options,
+            view,
+            selection_for(
+                options, view["stop_reason"], view["task"], view["attempts"], judges.comparer
+            ),
+        )
+    ended = yield from end_flow(
+        view, options, selection, lambda: calls_left(options.budget, record.usage)
+    )
+    update, card = loop.finish(state, ended, attempts)
+    return judged(update), card, ended.event

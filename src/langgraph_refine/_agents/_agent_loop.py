@@ -29,7 +29,6 @@ from langgraph_refine._agents._agent_state import (
     JudgingEdit,
     LoopState,
     NextMove,
-    Turn,
     agent_view,
     is_host,
     loop_state,
@@ -40,10 +39,8 @@ from langgraph_refine._agents._progress import Card, ProgressUI
 from langgraph_refine._agents._transcript import (
     after_request,
     answer_turn,
-    draft_ids,
-    hidden_from,
-    model_view,
-    prompt_turn,
+    best_message,
+    onward,
     woven,
 )
 from langgraph_refine._calls._budget import BudgetMeter
@@ -51,11 +48,6 @@ from langgraph_refine._decisions._end import Ended, regenerates
 from langgraph_refine._decisions._next import next_attempt
 from langgraph_refine._decisions._options import LoopOptions
 from langgraph_refine._decisions._prompts import (
-    EDIT_INSTRUCTIONS,
-    agent_feedback,
-    agent_refine_earlier,
-    agent_review,
-    guided_request,
     scaffolding,
 )
 from langgraph_refine._decisions._reviewed import ReviewAnswer, review_due
@@ -66,7 +58,6 @@ from langgraph_refine._kinds import model_name
 from langgraph_refine._loop._review import ReviewNode
 from langgraph_refine._reasoning import split_reasoning
 from langgraph_refine._records._record import compose_key
-from langgraph_refine._result import RefineResult
 from langgraph_refine._state import Attempt, StopReason, Usage
 from langgraph_refine._stop_rules import BUDGET_STOP
 from langgraph_refine._typed import Reply
@@ -154,54 +145,6 @@ def model_of(request: ModelRequest[Any]) -> str | None:
     return model_name(model) if model is not None else None
 
 
-def woven_request(request: ModelRequest[Any], memory: Any = "all") -> ModelRequest[Any]:
-    """The request with the loop's turns woven in, as this round's move shows them."""
-    record = loop_state(request.state)
-    if not record.turns and record.hidden is None:
-        return request  # (a card's host comes after a turn: it is left out with them)
-    return request.override(messages=model_view(request.state, record, request.messages, memory))
-
-
-def onward(
-    state: Mapping[str, Any], view: LoopView, turns: Sequence[Turn], options: LoopOptions
-) -> dict[str, Any]:
-    """The record's fields that send the agent back to its model for the next answer.
-
-    The answer is decided once (`_next.next_attempt`); this renders it as a turn.
-    Refining the latest answer continues the conversation with its feedback (or the
-    reviewer's request). A fresh answer hides this loop's turns so far from the model,
-    which then answers the request as if first asked (a guided one told the best
-    answer's feedback). Refining an earlier answer hides them too, and shows that answer
-    with its feedback (and the reviewer's request) in one new turn.
-
-    Args:
-        state: The agent's state.
-        view: The loop's state after the round (or the review), as the decisions read it.
-        turns: The loop's turns so far, the latest answer's included.
-        options: The loop's options.
-
-    Returns:
-        `turns`, `job` (`Answering`) and, after a fresh start, `hidden`.
-    """
-    upcoming = next_attempt(view, options)
-    parent, request = upcoming.parent, upcoming.request
-    closing = "" if upcoming.edited is None else "\n\n" + EDIT_INSTRUCTIONS
-    asked = "" if request is None else agent_review(request)
-    ahead: dict[str, Any] = {"job": Answering(), "turns": tuple(turns)}
-    if parent is not None and view.latest is not None and parent.index == view.latest.index:
-        text = (asked or agent_feedback(parent.evaluation)) + closing
-        return ahead | {"turns": (*turns, prompt_turn(state, text))}
-    ahead["hidden"] = hidden_from(state, turns)
-    if parent is None:
-        if upcoming.guidance.strip():  # a fresh answer told what the best one's feedback asked
-            return ahead | {
-                "turns": (*turns, prompt_turn(state, guided_request(upcoming.guidance)))
-            }
-        return ahead
-    earlier = agent_refine_earlier(parent) + ("\n\n" + asked if asked else "")
-    return ahead | {"turns": (*turns, prompt_turn(state, earlier + closing))}
-
-
 def regenerating(state: Mapping[str, Any], run: str | None) -> bool:
     """Whether this run continues, from before the answer, a loop another run ended.
 
@@ -232,25 +175,6 @@ def fresh_start(state: Mapping[str, Any]) -> dict[str, Any]:
     """A new loop for this run (`started`); a card's host a failed run left goes."""
     left = [RemoveMessage(id=m.id) for m in state["messages"] if is_host(m) and m.id]
     return started(state, removed=len(left)) | ({"messages": left} if left else {})
-
-
-def best_message(record: LoopState, result: RefineResult, drafts: bool) -> AIMessage:
-    """The answer's message; with streamed drafts, under the id its draft streamed with.
-
-    A chat client then keeps the draft it showed instead of showing the answer twice.
-    """
-    ids = draft_ids(record.turns)
-    index = result.best_index
-    if not drafts or index is None or index >= len(ids) or ids[index] is None:
-        return AIMessage(result.value)
-    if result.attempts[index].response != result.value:  # a reviewer's text
-        return AIMessage(result.value)
-    return AIMessage(result.value, id=ids[index])
-
-
-def draft_metadata(state: Mapping[str, Any]) -> dict[str, Any]:
-    """What the agent's model calls carry: the attempt they draft, for a chat UI."""
-    return {"refine_attempt": len(state.get("refine_attempts") or [])}
 
 
 @dataclass(frozen=True)

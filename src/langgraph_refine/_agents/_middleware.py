@@ -63,19 +63,15 @@ from langgraph.runtime import Runtime
 
 from langgraph_refine._agents._agent_calls import (
     Compare,
+    Draft,
     FailedReply,
     Round,
     Unsaved,
-    aasked,
     afulfil,
-    agent_calls,
     agent_models,
-    asked,
-    compare,
     draft_step,
     fulfil,
-    judged_round,
-    judges_for,
+    judge_step,
 )
 from langgraph_refine._agents._agent_loop import (
     LOOP_NAME,
@@ -83,20 +79,16 @@ from langgraph_refine._agents._agent_loop import (
     counted_usage,
     failed_reply,
     fresh_start,
-    judged,
     model_of,
     refused,
     regenerating,
     restarted,
-    woven_request,
 )
 from langgraph_refine._agents._agent_state import (
     Answering,
     Comparing,
     Deciding,
     Done,
-    JudgingAnswer,
-    JudgingEdit,
     RefineAgentState,
     RefineProgressState,
     conversation,
@@ -104,6 +96,7 @@ from langgraph_refine._agents._agent_state import (
     loop_view,
 )
 from langgraph_refine._agents._progress import Card, ProgressUI
+from langgraph_refine._agents._transcript import woven_request
 from langgraph_refine._calls._budget import BudgetStop, check_rungs_priced
 from langgraph_refine._calls._clients import held
 from langgraph_refine._decisions._end import compares_at_end, end_flow, raise_on_budget_stop
@@ -116,7 +109,6 @@ from langgraph_refine._kinds import model_name
 from langgraph_refine._loop._resolve import check_binds
 from langgraph_refine._loop._review import ReviewNode, require_checkpointer
 from langgraph_refine._loop._review_schema import ask_review
-from langgraph_refine._loop._select import calls_left, selection_for
 from langgraph_refine._loop._step import emit
 from langgraph_refine._loop._thread import run_of
 from langgraph_refine._records._reviews import arecord_review, record_review
@@ -220,7 +212,7 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
             progress=progress_for(progress_ui),
         )
         self.state_schema = RefineProgressState if self.loop.progress else RefineAgentState
-        self._unsaved = Unsaved()
+        self.unsaved = Unsaved()
 
     @property
     def stop_rules(self) -> StopRules:
@@ -265,44 +257,17 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         with the loop's turns woven in (`_transcript`), by the round's rung (`models`). A
         final answer is judged in the next model step, where the run's judge is known.
         """
-        if not isinstance(loop_state(request.state).job, Answering):
-            return shown(self.loop, *drive(judge_step(self.loop, request), fulfil))
-        called, step = self._request(request), draft_step(self.loop, request)
-        try:
-            response = step.run(asked, handler, called, step.meter, what="generator")
-        except BudgetStop:
-            return refused(request.state, step.meter, run_of(request.runtime))
-        except FailedReply:  # a middleware inside turned the failure into a reply
-            return refused(request.state, step.meter, run_of(request.runtime), "model_error")
-        finally:
-            self._unsaved.keep(request, counted_usage(request, step.meter))  # for a retry around
-        return shown(
-            self.loop, *self.loop.drafted(request.state, response, step.meter, model_of(called))
-        )
+        return drive(model_step(self, request, handler), fulfil)
 
     async def awrap_model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ExtendedModelResponse[Any]:
-        """Async twin of `wrap_model_call`."""
-        if not isinstance(loop_state(request.state).job, Answering):
-            flow = judge_step(self.loop, request)
-            return shown(self.loop, *await adrive(flow, partial(afulfil, self.loop.options)))
-        called, step = self._request(request), draft_step(self.loop, request)
-        try:
-            response = await step.arun(aasked, handler, called, step.meter, what="generator")
-        except BudgetStop:
-            return refused(request.state, step.meter, run_of(request.runtime))
-        except FailedReply:  # a middleware inside turned the failure into a reply
-            return refused(request.state, step.meter, run_of(request.runtime), "model_error")
-        finally:
-            self._unsaved.keep(request, counted_usage(request, step.meter))
-        return shown(
-            self.loop, *self.loop.drafted(request.state, response, step.meter, model_of(called))
-        )
+        """Async twin of `wrap_model_call`: the same flow, its calls awaited."""
+        return await adrive(model_step(self, request, handler), partial(afulfil, self.loop.options))
 
-    def _request(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
+    def request_for(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
         """The round's request: its rung's model, the loop's turns woven in.
 
         Raises:
@@ -336,7 +301,7 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
             return {"jump_to": "model"}
         if last.tool_calls:
             return None
-        return failed_reply(state, run_of(runtime), self._unsaved.take(state))
+        return failed_reply(state, run_of(runtime), self.unsaved.take(state))
 
     @hook_config(can_jump_to=["model"])
     def after_agent(self, state: RefineAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
@@ -381,53 +346,28 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         return RefineResult.from_state(loop_view(state))
 
 
-StepDone = tuple[ExtendedModelResponse[Any], Card | None, StopEvent | None]
-"""A judging step's reply, the progress card it shows and the stop event it sends."""
+def model_step(
+    middleware: RefineMiddleware, request: ModelRequest[Any], handler: Any
+) -> CallFlow[Draft | Round | Compare, ExtendedModelResponse[Any]]:
+    """The model step as a flow written once for sync and async: it yields its calls.
 
-
-def judge_step(loop: AgentLoop, request: ModelRequest[Any]) -> CallFlow[Round | Compare, StepDone]:
-    """A model step without a model call, as a flow written once for sync and async.
-
-    It judges the answer the last model step gave (its round), a reviewer's edit, or
-    makes the end's comparisons: it yields the round to carry out (`Round`) or the
-    comparisons (`Compare`), and is sent what they gave.
+    The loop's next job says what it does: ask the model (`Draft`, its answer counted
+    and kept aside, see `AgentLoop.drafted`), or judge (`judge_step`).
     """
-    judges = judges_for(loop, request.model)  # the run's: nothing is kept
-    state, options, run = request.state, loop.options, run_of(request.runtime)
-    if regenerating(state, run):  # an answer a model step wrote, refreshed
-        update, card = restarted(state, loop.progress)
-        return judged(update), card, None
-    record = loop_state(state)
-    job, view = record.job, loop_view(state, record)
-    if isinstance(job, JudgingAnswer):
-        turn = loop.answer(record)
-        pending = loop.pending(state, record, turn)  # type: ignore[arg-type]
-        calls = agent_calls(loop, request, view, pending, judges.evaluator)
-        outcome = yield from judged_round(calls, pending)
-        update, card = loop.after_round(state, turn, outcome, calls.step.meter.total(), run)  # type: ignore[arg-type]
-        return judged(update), card, None
-    attempts = None
-    if isinstance(job, JudgingEdit):
-        calls = agent_calls(loop, request, view, job.attempt, judges.evaluator)
-        outcome = yield from judged_round(calls, job.attempt)
-        attempts, response = outcome.attempts, job.attempt.response
-        view |= {"attempts": attempts, "usage": calls.step.meter.total()}
-        view |= {"stop_reason": outcome.stop_reason, "response": response}
-        selection = None
-    else:
-        view |= {"stop_reason": job.stop_reason, "response": job.response}  # type: ignore[union-attr]
-        selection = compare(
-            options,
-            view,
-            selection_for(
-                options, view["stop_reason"], view["task"], view["attempts"], judges.comparer
-            ),
-        )
-    ended = yield from end_flow(
-        view, options, selection, lambda: calls_left(options.budget, record.usage)
-    )
-    update, card = loop.finish(state, ended, attempts)
-    return judged(update), card, ended.event
+    loop = middleware.loop
+    if not isinstance(loop_state(request.state).job, Answering):
+        return shown(loop, *(yield from judge_step(loop, request)))
+    called, step = middleware.request_for(request), draft_step(loop, request)
+    run = run_of(request.runtime)
+    try:
+        response = yield Draft(step, handler, called)
+    except BudgetStop:
+        return refused(request.state, step.meter, run)
+    except FailedReply:  # a middleware inside turned the failure into a reply
+        return refused(request.state, step.meter, run, "model_error")
+    finally:  # what the call spent, for a retry around this step
+        middleware.unsaved.keep(request, counted_usage(request, step.meter))
+    return shown(loop, *loop.drafted(request.state, response, step.meter, model_of(called)))
 
 
 def shown(loop: AgentLoop, reply: R, card: Card | None, event: StopEvent | None = None) -> R:
