@@ -7,7 +7,7 @@ and the end's comparisons (`_comparisons.ComparisonLedger`, durable tasks). So e
 call is metered and checked against the budget, retried under the retry policy
 (`Retry-After` honoured), cut off at the time budget's deadline, and an error leaving
 it carries the best result so far (`.result`). Who judges and compares is resolved for
-each model call (`judges_for`): the middleware's own evaluator and comparer, else the
+each model call (`judge_for`, `comparer_for`): the middleware's own evaluator and comparer, else the
 model of the agent being run, which only the model step sees. Nothing resolved is kept
 on the middleware, so one instance shared by two agents judges each with its own model.
 """
@@ -32,8 +32,10 @@ from langgraph_refine._agents._agent_loop import (
     restarted,
 )
 from langgraph_refine._agents._agent_state import (
+    Comparing,
     JudgingAnswer,
     JudgingEdit,
+    LoopState,
     attempts_of,
     loop_state,
     loop_view,
@@ -74,13 +76,6 @@ from langgraph_refine.evaluators._base import BaseEvaluator, EvaluatorLike
 R = TypeVar("R")
 
 
-class Judges(NamedTuple):
-    """Who judges and compares in this run."""
-
-    evaluator: BaseEvaluator
-    comparer: Comparer
-
-
 class Round(NamedTuple):
     """A round for the model step's driver to carry out: its flow and who answers its calls."""
 
@@ -106,11 +101,14 @@ class Compare(NamedTuple):
         return self.selection.record(note=note)
 
 
-def judges_for(loop: AgentLoop, model: BaseChatModel) -> Judges:
-    """The run's judges: the middleware's own, else an LLM judge on the agent's `model`."""
-    evaluator = loop.evaluator if loop.evaluator is not None else llm_judge(model)
-    comparer = loop.comparer if loop.comparer is not None else as_comparer(model)
-    return Judges(evaluator, comparer)
+def judge_for(loop: AgentLoop, model: BaseChatModel) -> BaseEvaluator:
+    """The run's judge: the middleware's own, else an LLM judge on the agent's `model`."""
+    return loop.evaluator if loop.evaluator is not None else llm_judge(model)
+
+
+def comparer_for(loop: AgentLoop, model: BaseChatModel) -> Comparer:
+    """The run's comparer: the middleware's own, else the agent's `model`."""
+    return loop.comparer if loop.comparer is not None else as_comparer(model)
 
 
 def agent_step(
@@ -263,16 +261,15 @@ class AgentCalls(RoundCalls):
 
 
 def agent_calls(
-    loop: AgentLoop,
-    request: ModelRequest[Any],
-    view: dict[str, Any],
-    pending: Attempt,
-    evaluator: BaseEvaluator,
+    loop: AgentLoop, request: ModelRequest[Any], view: dict[str, Any], pending: Attempt
 ) -> AgentCalls:
-    """The calls of the round judging `pending` (an answer or a reviewer's edit)."""
+    """The calls of the round judging `pending` (an answer or a reviewer's edit).
+
+    The judge is the run's (`judge_for`): nothing resolved is kept.
+    """
     state = request.state
     step = agent_step(loop.options, state, node="evaluate", index=pending.index, pending=pending)
-    return AgentCalls(loop, state, view, step, request.runtime, evaluator)
+    return AgentCalls(loop, state, view, step, request.runtime, judge_for(loop, request.model))
 
 
 def judged_round(calls: AgentCalls, pending: Attempt) -> CallFlow[Round, Outcome]:
@@ -380,37 +377,47 @@ def judge_step(loop: AgentLoop, request: ModelRequest[Any]) -> CallFlow[Round | 
     makes the end's comparisons: it yields the round to carry out (`Round`) or the
     comparisons (`Compare`), and is sent what they gave.
     """
-    judges = judges_for(loop, request.model)  # the run's: nothing is kept
-    state, options, run = request.state, loop.options, run_of(request.runtime)
-    if regenerating(state, run):  # an answer a model step wrote, refreshed
+    state = request.state
+    if regenerating(state, run_of(request.runtime)):  # an answer a model step wrote, refreshed
         update, card = restarted(state, loop.progress)
         return judged(update), card, None
     record = loop_state(state)
-    job, view = record.job, loop_view(state, record)
-    if isinstance(job, JudgingAnswer):
-        turn = loop.answer(record)
-        pending = loop.pending(state, record, turn)  # type: ignore[arg-type]
-        calls = agent_calls(loop, request, view, pending, judges.evaluator)
-        outcome = yield from judged_round(calls, pending)
-        update, card = loop.after_round(state, turn, outcome, calls.step.meter.total(), run)  # type: ignore[arg-type]
-        return judged(update), card, None
-    attempts = None
+    if isinstance(record.job, JudgingAnswer):
+        return (yield from judge_answer(loop, request, record, record.job))
+    return (yield from judge_end(loop, request, record))
+
+
+def judge_answer(
+    loop: AgentLoop, request: ModelRequest[Any], record: LoopState, job: JudgingAnswer
+) -> CallFlow[Round, StepDone]:
+    """The round of the answer the last model step gave: the loop goes on, or stops."""
+    state = request.state
+    turn = loop.answer(job)
+    pending = loop.pending(state, record, turn)
+    calls = agent_calls(loop, request, loop_view(state, record), pending)
+    outcome = yield from judged_round(calls, pending)
+    usage, run = calls.step.meter.total(), run_of(request.runtime)
+    update, card = loop.after_round(state, turn, outcome, usage, run)
+    return judged(update), card, None
+
+
+def judge_end(
+    loop: AgentLoop, request: ModelRequest[Any], record: LoopState
+) -> CallFlow[Round | Compare, StepDone]:
+    """The end the loop handed to the model step: a reviewer's edit judged, or comparisons."""
+    state, options, job = request.state, loop.options, record.job
+    view, attempts, selection = loop_view(state, record), None, None
     if isinstance(job, JudgingEdit):
-        calls = agent_calls(loop, request, view, job.attempt, judges.evaluator)
+        calls = agent_calls(loop, request, view, job.attempt)
         outcome = yield from judged_round(calls, job.attempt)
-        attempts, response = outcome.attempts, job.attempt.response
-        view |= {"attempts": attempts, "usage": calls.step.meter.total()}
-        view |= {"stop_reason": outcome.stop_reason, "response": response}
-        selection = None
-    else:
-        view |= {"stop_reason": job.stop_reason, "response": job.response}  # type: ignore[union-attr]
-        selection = compare(
-            options,
-            view,
-            selection_for(
-                options, view["stop_reason"], view["task"], view["attempts"], judges.comparer
-            ),
-        )
+        attempts, usage = outcome.attempts, calls.step.meter.total()
+        view |= {"attempts": attempts, "usage": usage, "stop_reason": outcome.stop_reason}
+        view["response"] = job.attempt.response
+    elif isinstance(job, Comparing):
+        view |= {"stop_reason": job.stop_reason, "response": job.response}
+        comparer = comparer_for(loop, request.model)
+        chosen = selection_for(options, job.stop_reason, view["task"], view["attempts"], comparer)
+        selection = compare(options, view, chosen)
     ended = yield from end_flow(
         view, options, selection, lambda: calls_left(options.budget, record.usage)
     )

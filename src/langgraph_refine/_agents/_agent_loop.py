@@ -187,7 +187,7 @@ class AgentLoop:
     Attributes:
         options: The loop's options, validated once.
         evaluator: The evaluator of every final answer (None: the agent's own model,
-            known when it runs, see `_agent_calls.judges_for`).
+            known when it runs, see `_agent_calls.judge_for`).
         review: The human review, or None.
         keep_evaluation_turns: Keep the answers and feedback turns in the conversation.
         ladder: With `models`, the rungs' model names, cheapest first.
@@ -254,11 +254,9 @@ class AgentLoop:
             update |= card.placed
         return ExtendedModelResponse(model_response=response, command=Command(update=update)), card
 
-    def answer(self, record: LoopState) -> Answer | None:
-        """The agent's final answer the record holds to judge, or None."""
-        if not isinstance(record.job, JudgingAnswer):
-            return None
-        draft = AIMessage.model_validate(record.job.draft)
+    def answer(self, job: JudgingAnswer) -> Answer:
+        """The agent's final answer the loop holds to judge."""
+        draft = AIMessage.model_validate(job.draft)
         answer, reasoning = split_reasoning(draft)  # the answer only is ever judged
         return Answer(answer, reasoning, draft)
 

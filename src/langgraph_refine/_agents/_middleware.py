@@ -198,7 +198,7 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
             )
         )
         # The evaluator and comparer stay None when the agent's own model is to judge
-        # and compare: each run resolves them (`judges_for`), nothing is kept here.
+        # and compare: each run resolves them (`judge_for`), nothing is kept here.
         self.rungs, resolved = agent_models(models, evaluator, built.judge_model, built.comparer)
         check_rungs_priced(built.budget, self.rungs, "models")  # before any call is paid
         warn_at_build(resolved.evaluator, require_calibration=built.require_calibration)
