@@ -109,6 +109,29 @@ def test_with_drafts_every_attempt_streams_tagged_with_its_index() -> None:
     assert middleware.result(final).attempts[1].response == "better draft text"
 
 
+def test_with_drafts_a_draft_stays_in_view_until_the_next_one_replaces_it() -> None:
+    model = StreamingModel(replies=[call_tool("eiffel", "c1"), *DRAFTS])
+    middleware = RefineMiddleware(
+        scores(0.4, 0.7, 0.3), max_iterations=2, patience=None, stream_drafts=True
+    )
+    agent = create_agent(model, tools=[lookup], middleware=[middleware])
+    shown: list[list[str]] = []  # the AI texts a chat holds after each step
+    final: dict[str, Any] = {}
+    for values in agent.stream({"messages": [HumanMessage(REQUEST)]}, stream_mode="values"):
+        texts = [m.text for m in values["messages"] if isinstance(m, AIMessage) and m.text]
+        if not shown or shown[-1] != texts:
+            shown.append(texts)
+        final = values
+    # Each draft stays while it is judged and while the next is written; then it is replaced.
+    assert shown == [[], [DRAFTS[0]], [DRAFTS[1]], [DRAFTS[2]], [DRAFTS[1]]]
+    assert [m.text for m in final["messages"] if isinstance(m, AIMessage) and m.text] == [DRAFTS[1]]
+    # The model saw each answer once, as the loop's turn, never the chat's copy as well.
+    for prompt in model.calls[1:]:
+        texts = [m.text for m in prompt if isinstance(m, AIMessage)]
+        assert len(texts) == len(set(texts)), texts
+    assert middleware.result(final).value == DRAFTS[1]
+
+
 def test_the_conversation_never_holds_a_loop_turn_or_a_draft_while_the_loop_runs() -> None:
     model = AgentModel(replies=[call_tool("eiffel", "c1"), *DRAFTS])
     middleware = RefineMiddleware(scores(0.4, 0.7, 0.3), max_iterations=2, patience=None)

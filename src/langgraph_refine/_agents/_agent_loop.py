@@ -30,9 +30,11 @@ from langgraph_refine._agents._agent_state import (
     LoopState,
     NextMove,
     agent_view,
+    conversation,
     is_host,
     loop_state,
     loop_view,
+    shown_drafts,
     started,
 )
 from langgraph_refine._agents._progress import Card, ProgressUI
@@ -232,6 +234,8 @@ class AgentLoop:
         checkpoint between them means a resumed run judges this answer again without
         asking the model for a new one), and the conversation gets the best answer once,
         when the loop ends. Tool calls join it as usual. A progress card says "judging".
+        With `stream_drafts` a chat keeps the answer it streamed in view until the next
+        one replaces it (the loop's views leave it out: `shown_drafts`).
         """
         record = loop_state(state)
         fields: dict[str, Any] = {"usage": meter.spent_before + meter.delta()}
@@ -240,16 +244,21 @@ class AgentLoop:
         messages = list(response.result)
         last = messages[-1] if messages else None
         card = None
+        update: dict[str, Any] = {}
         if isinstance(last, AIMessage) and not last.tool_calls:
             # Plain data: a message anywhere in a node's update reaches `messages` streams.
             fields["job"] = JudgingAnswer(draft=last.model_dump())
             if self.progress is not None:  # until the verdict, the card shows the round judged
                 view = agent_view(state, record)
                 card = self.progress.judging(state, record, view.attempts, view.move)
+            if self.options.stream_drafts:  # this one replaces the draft shown before
+                update["messages"] = replaced_drafts(state, record)
+            else:
+                messages = messages[:-1]
             response = ModelResponse(
-                result=messages[:-1], structured_response=response.structured_response
+                result=messages, structured_response=response.structured_response
             )
-        update = record.update(**fields)
+        update |= record.update(**fields)
         if card is not None:
             update |= card.placed
         return ExtendedModelResponse(model_response=response, command=Command(update=update)), card
@@ -388,9 +397,9 @@ class AgentLoop:
             ended: The end's result and what it added (`_end.end_flow`).
             attempts: The attempts with a reviewer's edit evaluated, when the end has it.
         """
-        record, result = loop_state(state), ended.result
-        record = record.with_(
-            job=Done(), usage=result.usage, selection=ended.selection or record.selection
+        running, result = loop_state(state), ended.result
+        record = running.with_(
+            job=Done(), usage=result.usage, selection=ended.selection or running.selection
         )
         update: dict[str, Any] = {
             "refine_stop_reason": result.stop_reason,
@@ -401,15 +410,24 @@ class AgentLoop:
             update["refine_attempts"] = [a.model_dump() for a in attempts]
         best = best_message(record, result, self.options.stream_drafts) if result.value else None
         if self.keep_evaluation_turns:
-            messages = woven(state, record, best)
-        else:
-            messages = [best] if best is not None else []
+            messages = woven(state, running, best)
+        else:  # drafts a chat was shown go, but the best's (the answer keeps its id)
+            removed = replaced_drafts(state, running, keep=best.id if best else None)
+            messages = [*removed, *([best] if best is not None else [])]
         card = None
         if self.progress is not None:  # the card moves under the answer
             messages, card = self.progress.at_end(
                 state, record, result, messages, self.keep_evaluation_turns
             )
         return update | ({"messages": messages} if messages else {}), card
+
+
+def replaced_drafts(
+    state: Mapping[str, Any], record: LoopState, keep: str | None = None
+) -> list[RemoveMessage]:
+    """The removals of the drafts a chat was shown (`stream_drafts`), but `keep`'s."""
+    shown = shown_drafts(record) - {keep}
+    return [RemoveMessage(id=m.id) for m in state.get("messages") or [] if m.id in shown]
 
 
 def failed_reply(
@@ -426,7 +444,7 @@ def failed_reply(
     is the loop's usage the failed step reached (its failed calls included).
     """
     record = loop_state(state)
-    messages = state.get("messages") or []
+    messages = conversation(state.get("messages") or [], record)
     last = messages[-1] if messages else None
     if not isinstance(record.job, Answering) or not isinstance(last, AIMessage) or last.tool_calls:
         return None

@@ -54,9 +54,15 @@ def is_host(message: AnyMessage) -> bool:
     )
 
 
-def conversation(messages: Any) -> list[AnyMessage]:
-    """The messages without progress cards' hosts: what the loop's views hold."""
-    return [message for message in messages if not is_host(message)]
+def conversation(messages: Any, record: LoopState | None = None) -> list[AnyMessage]:
+    """The messages without progress cards' hosts and shown drafts: what the loop's views hold.
+
+    With `stream_drafts`, a chat keeps each answer in view until the next one replaces
+    it (`AgentLoop.drafted`); until the loop ends, those are the loop's, not the
+    conversation's (`shown_drafts`).
+    """
+    drafts = shown_drafts(record) if record is not None else frozenset()
+    return [m for m in messages if not is_host(m) and m.id not in drafts]
 
 
 class _Record(BaseModel):
@@ -198,6 +204,16 @@ class LoopState(_Record):
         return {KEY: dumped(self.with_(**fields))}  # plain data in updates and checkpoints
 
 
+def shown_drafts(record: LoopState) -> frozenset[str]:
+    """The ids of the loop's answers, the one being judged included, until the loop ends."""
+    if isinstance(record.job, Done):
+        return frozenset()
+    ids = {turn.id for turn in record.turns if turn.kind == "ai" and turn.id}
+    if isinstance(record.job, JudgingAnswer) and record.job.draft.get("id"):
+        ids.add(record.job.draft["id"])
+    return frozenset(ids)
+
+
 class Release8Keys(TypedDict, total=False):
     """The eighth round's private keys, read only to migrate a thread (`migrated`)."""
 
@@ -335,7 +351,7 @@ def loop_view(state: Mapping[str, Any], record: LoopState | None = None) -> dict
         "usage": record.usage,
         "stop_reason": state.get("refine_stop_reason"),
         "response": state.get("refine_response"),
-        "messages": conversation(state.get("messages") or []),
+        "messages": conversation(state.get("messages") or [], record),
         "loop_id": record.loop_id or None,
         "selection": record.selection,
         "criteria": state.get("criteria"),

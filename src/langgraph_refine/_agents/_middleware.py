@@ -290,12 +290,13 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         A final message the loop never saw (a middleware outside turned a failed call
         into one) ends the loop; what the failed calls spent is kept.
         """
-        job = loop_state(state).job
+        record = loop_state(state)
+        job = record.job
         if isinstance(job, Deciding | Done):
             return {"jump_to": "end"}
         if not isinstance(job, Answering):  # the next model step judges
             return {"jump_to": "model"}
-        messages = conversation(state.get("messages") or [])
+        messages = conversation(state.get("messages") or [], record)
         last = messages[-1] if messages else None
         if not isinstance(last, AIMessage):  # a judging step sent the agent on
             return {"jump_to": "model"}

@@ -36,6 +36,7 @@ from langgraph_refine._agents._agent_state import (
     attempts_of,
     is_host,
     loop_state,
+    shown_drafts,
 )
 from langgraph_refine._decisions._memory import MemoryPolicy, select_attempts
 from langgraph_refine._decisions._next import next_attempt
@@ -64,8 +65,12 @@ model integrations do not send the key to the provider.
 
 
 def anchor(state: Mapping[str, Any]) -> str | None:
-    """The id of the conversation's last message: where a turn added now belongs."""
-    messages = state.get("messages") or []
+    """The id of the conversation's last message: where a turn added now belongs.
+
+    A draft a chat is shown (`shown_drafts`) is the loop's: a turn never follows it.
+    """
+    drafts = shown_drafts(loop_state(state))
+    messages = [m for m in state.get("messages") or [] if m.id not in drafts]
     return messages[-1].id if messages else None
 
 
@@ -116,16 +121,16 @@ def model_view(
         memory: The memory policy.
     """
     turns: Sequence[Turn | None] = _remembered(record.turns, attempts_of(state), memory)
-    hidden_ids: set[str] = set()
+    hidden_ids = set(shown_drafts(record))  # each is woven in as its turn
     if record.hidden is not None:
         turns = turns[record.hidden.turns :]
-        hidden_ids = run_ids(state, record.base, record.hidden.upto)
+        hidden_ids |= run_ids(state, record.base, record.hidden.upto)
     return _weave(messages, [turn for turn in turns if turn is not None], hidden_ids)
 
 
 def woven(state: Mapping[str, Any], record: LoopState, best: AIMessage | None) -> list[Any]:
     """The update that rewrites the conversation with every turn in it, the best answer last."""
-    messages = _weave(state.get("messages") or [], record.turns, set())
+    messages = _weave(state.get("messages") or [], record.turns, set(shown_drafts(record)))
     last = messages[-1] if messages else None
     if best is not None and not (isinstance(last, AIMessage) and last.text == best.text):
         messages.append(best)
