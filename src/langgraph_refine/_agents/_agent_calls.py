@@ -44,7 +44,7 @@ from langgraph_refine._agents._evidence import judged_state
 from langgraph_refine._agents._progress import Card
 from langgraph_refine._calls._budget import BudgetMeter
 from langgraph_refine._decisions._end import end_flow
-from langgraph_refine._decisions._flows import CallFlow, adrive, drive
+from langgraph_refine._decisions._flows import CallFlow
 from langgraph_refine._decisions._options import LoopOptions
 from langgraph_refine._decisions._round import (
     Exchange,
@@ -53,7 +53,6 @@ from langgraph_refine._decisions._round import (
     evaluate_round,
     with_criteria,
 )
-from langgraph_refine._errors import Unjudged
 from langgraph_refine._events import StopEvent
 from langgraph_refine._kinds import kind_of
 from langgraph_refine._loop._comparisons import ComparisonLedger
@@ -167,7 +166,7 @@ def fulfil(ask: Draft | Round | Compare) -> Any:
     if isinstance(ask, Draft):
         return ask.step.run(asked, ask.handler, ask.request, ask.step.meter, what="generator")
     if isinstance(ask, Round):
-        return drive(ask.flow, ask.calls.answer)
+        return ask.calls.carry_round(ask.flow)
     return ask.selection.run(ask.ledger.call), ask.ledger.spent
 
 
@@ -177,7 +176,7 @@ async def afulfil(options: LoopOptions, ask: Draft | Round | Compare) -> Any:
         meter = ask.step.meter
         return await ask.step.arun(aasked, ask.handler, ask.request, meter, what="generator")
     if isinstance(ask, Round):
-        return await adrive(ask.flow, ask.calls.aanswer)
+        return await ask.calls.acarry_round(ask.flow)
     concurrent = options.budget is None
     return await ask.selection.arun(ask.ledger.acall, concurrent=concurrent), ask.ledger.spent
 
@@ -273,16 +272,8 @@ def agent_calls(
 
 
 def judged_round(calls: AgentCalls, pending: Attempt) -> CallFlow[Round, Outcome]:
-    """The round of `pending`, carried out by the driver; its events sent.
-
-    Raises:
-        Unjudged: With `on_evaluator_error="raise"`, carrying the best result so far.
-    """
-    try:
-        return calls.sent((yield Round(calls, calls.flow(pending))))
-    except Unjudged as exc:  # the paid work goes with the error
-        calls.step.on_error(exc, "evaluator")
-        raise
+    """The round of `pending`, carried out by its driver (`carry_round`); its events sent."""
+    return calls.sent((yield Round(calls, calls.flow(pending))))
 
 
 def draft_step(loop: AgentLoop, request: ModelRequest[Any]) -> Step:

@@ -23,7 +23,16 @@ from langchain_core.runnables import Runnable, RunnableLambda
 
 from langgraph_refine._calls._budget import BudgetStop, judgment_tries
 from langgraph_refine._calls._retry import policy_tries
-from langgraph_refine._decisions._round import Confirm, Exchange, Outcome, Request, report
+from langgraph_refine._decisions._flows import adrive, drive
+from langgraph_refine._decisions._round import (
+    Confirm,
+    Exchange,
+    Flow,
+    Outcome,
+    Request,
+    report,
+)
+from langgraph_refine._errors import Unjudged
 from langgraph_refine._loop._step import Step, emit
 from langgraph_refine._records._record import RecordUpdate, aexchange, exchange
 from langgraph_refine._state import Evaluation, Judgment, NoJudgment
@@ -79,6 +88,26 @@ class RoundCalls:
     def record(self, request: Exchange) -> tuple[Any, RecordUpdate] | None:
         """The store and this round's record update, when the run keeps a record."""
         return None
+
+    def carry_round(self, flow: Flow) -> Outcome:
+        """The round `flow`, its requests answered (sync); an error leaving it carries `.result`.
+
+        Raises:
+            Unjudged: With `on_evaluator_error="raise"`, carrying the best result so far.
+        """
+        try:
+            return drive(flow, self.answer)
+        except Unjudged as exc:  # the paid work goes with the error
+            self.step.on_error(exc, "evaluator")
+            raise
+
+    async def acarry_round(self, flow: Flow) -> Outcome:
+        """Async twin of `carry_round`."""
+        try:
+            return await adrive(flow, self.aanswer)
+        except Unjudged as exc:
+            self.step.on_error(exc, "evaluator")
+            raise
 
     def sent(self, outcome: Outcome) -> Outcome:
         """The round's outcome, its events sent to the custom stream."""
