@@ -122,7 +122,7 @@ def refused(
     run: str | None,
     stop_reason: StopReason = BUDGET_STOP,
 ) -> ExtendedModelResponse[Any]:
-    """The model call the budget refused (a limit reached since `before_model` checked).
+    """The model call the budget refused (its step's meter: as the graph's generate step).
 
     The agent ends its turn without an answer; the loop stops with `stop_reason`
     (`model_error`: a failure a middleware turned into a reply) and its best answer.
@@ -210,15 +210,6 @@ class AgentLoop:
     def judge_calls(self) -> int:
         """Model calls judging an answer takes (without an evaluator, the agent's model judges)."""
         return int(self.evaluator is None or self.evaluator.calls_model)
-
-    def budget_stop(self, state: Mapping[str, Any], run: str | None) -> dict[str, Any] | None:
-        """The update that ends the loop before a model call past the budget, else None."""
-        record, budget = loop_state(state), self.options.budget
-        if not isinstance(record.job, Answering) or budget is None:
-            return None  # a judgment is metered and refused alone
-        if budget.exceeded(record.usage, self.judge_calls) is None:
-            return None
-        return ended_loop(record, run, BUDGET_STOP) | {"jump_to": "end"}
 
     def drafted(
         self,

@@ -3,33 +3,29 @@
 The agent keeps its own loop (model, tools, model, ...). When it gives a final answer (an
 AI message without tool calls), this middleware evaluates it and either sends the agent
 back to its model with the feedback or ends the run with the best answer as the last
-message. The round is the graph's (`_round.evaluate_round`, driven here by the hooks), as
-are the options, the stop rules, the budget, the record, the prompts, selection, the
-human review and the decisions around the round (`_decisions`); the agent's state keys
-and how they are written are in `_agent_loop`, the loop's calls in `_agent_calls`, the
-loop's turns kept beside the conversation in `_transcript`.
+message. The round, the options, the stop rules, the budget, the record, the prompts,
+selection, the review and the end are the graph's (`_decisions`); the loop's record is
+`_agent_state.LoopState`, what each step writes `_agent_loop`, the steps' calls
+`_agent_calls`, the loop's turns beside the conversation `_transcript`.
 
-The hooks, in the agent's graph:
+The hooks, in the agent's graph, each doing one job:
 
 - `before_agent`: starts a loop for this run (the task is the last human message);
-- `before_model`: checks the budget before every model call;
-- `wrap_model_call`: the round's rung makes the call, which sees the conversation with
-  the loop's turns woven in, through the loop's one executor (`_agent_calls.agent_step`:
-  budget, retries, deadline, `.result`); a final answer is kept aside, and the next
-  model step judges it with no model call (its own step, so a resume judges the same
-  answer again), with the run's judge: the middleware's evaluator, else the agent's own
-  model, which only this step sees;
-- `after_model`: goes where the step decided (judge, refine, or stop); a final message
-  the loop never saw (a middleware outside turned a failed call into one) ends the loop;
+- `wrap_model_call`: the model step, one flow for sync and async (`model_step`): while
+  the loop's job is `Answering`, the round's rung answers through the loop's one
+  executor (budget, retries, deadline, `.result`), on the conversation with the loop's
+  turns woven in, and a final answer is kept aside; otherwise it judges, with no model
+  call (its own step, so a resume judges the same answer again) and the run's judge (the
+  middleware's evaluator, else the agent's own model, which only this step sees): the
+  answer's round, a reviewer's edit, or the end's comparisons;
+- `after_model`: goes where the loop's job says (judge, answer again, or end); a final
+  message the loop never saw (a middleware outside turned a failed call into one) ends it;
 - `after_agent`: the human review (its own step, so resuming it repeats no model call)
-  and the end of the loop; a reviewer's edit and a pairwise end's comparisons go back to
-  the model step, where the run's judge and comparer are known.
+  and the end (`_end.end_flow`), its result written and its stop event sent here.
 
-The middleware holds configuration only: nothing a run resolves is kept on it, so one
-instance serves several agents, and a review resumes in a fresh agent. `before_agent`,
-`before_model`, `after_model` and `after_agent` make no call, so their sync hooks serve
-async runs too; `wrap_model_call` and its async twin differ only in how they await, the
-judging is one flow (`_judging`).
+Only the hooks push progress cards and send stop events (`shown`). The middleware holds
+configuration only: nothing a run resolves is kept on it, so one instance serves several
+agents, and a review resumes in a fresh agent.
 
 Needs the `agents` extra: `pip install 'langgraph-refine[agents]'`.
 """
@@ -219,7 +215,7 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         """The loop's stop rules (from its options)."""
         return self.loop.options.rules
 
-    # -- before_agent and before_model: a new loop per run, the budget -------------------
+    # -- before_agent: a new loop per run ---------------------------------------------------
 
     def before_agent(self, state: RefineAgentState, runtime: Runtime[Any]) -> dict[str, Any]:
         """Start a loop: the task is the last human message; earlier runs' attempts go.
@@ -237,11 +233,6 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
             state=with_criteria(state, options),
         )
         return fresh_start(state)
-
-    @hook_config(can_jump_to=["end"])
-    def before_model(self, state: RefineAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Stop the loop (no model call) when a budget limit is already reached."""
-        return self.loop.budget_stop(state, run_of(runtime))
 
     # -- wrap_model_call: the model step: the call, counted; or a judging step -------------
 
