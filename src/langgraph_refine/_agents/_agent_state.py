@@ -21,12 +21,12 @@ from typing import Annotated, Any, Literal, NotRequired
 
 from langchain.agents.middleware import AgentState
 from langchain.agents.middleware.types import OmitFromInput, PrivateStateAttr
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langchain_core.messages import AIMessage, AnyMessage
 from langgraph.graph.ui import AnyUIMessage, ui_message_reducer
 from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypedDict
 
-from langgraph_refine._decisions._view import LoopView
+from langgraph_refine._decisions._view import LoopView, request_in
 from langgraph_refine._state import (
     Attempt,
     MoveKind,
@@ -326,10 +326,9 @@ def started(state: Mapping[str, Any], removed: int = 0) -> dict[str, Any]:
         removed: Messages of the state's that this update removes (a card's host).
     """
     messages = state.get("messages") or []
-    human = [m for m in messages if isinstance(m, HumanMessage)]
     fresh = LoopState(loop_id=uuid.uuid4().hex, base=len(messages) - removed)
     return {
-        "refine_task": human[-1].text if human else "",
+        "refine_task": request_in(messages) or "",
         "refine_attempts": [],
         "refine_stop_reason": None,
         "refine_response": None,

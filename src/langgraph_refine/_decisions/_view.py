@@ -8,8 +8,10 @@ driver hands the decisions one `LoopView` of its state (`graph_view`, or the age
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
+
+from langchain_core.messages import AnyMessage, HumanMessage
 
 from langgraph_refine._state import Attempt, MoveKind, StopReason
 
@@ -48,6 +50,17 @@ class LoopView(NamedTuple):
             if attempt.index == index:
                 return attempt
         return None
+
+
+def request_in(messages: Sequence[AnyMessage]) -> str | None:
+    """The task a conversation asks: its last human message's text (None: it has none).
+
+    The graph takes its task from `messages` this way, and the agent every run's.
+    """
+    for message in reversed(messages):
+        if isinstance(message, HumanMessage):
+            return message.text
+    return None
 
 
 def graph_view(state: Mapping[str, Any]) -> LoopView:
