@@ -321,6 +321,16 @@ def _not_on_cli(reason: str = _CLI_FIXED) -> dict[str, str]:
 _NOT_ON_CLI = _not_on_cli()
 
 
+def _pairwise_only(tool: str) -> dict[str, Any]:
+    """A pairwise selection's setting: kept for a run, set by a server, not on the CLI."""
+    return declare(offered=False, tool=tool, kept=True, not_in=_NOT_ON_CLI)
+
+
+def _graph_built(agent_why: str) -> dict[str, str]:
+    """Where an option set when the graph is built is refused: a run, an agent, the CLI."""
+    return {CONTEXT: _BUILT, AGENT: agent_why, **_NOT_ON_CLI}
+
+
 @dataclass(frozen=True)
 class LoopOptions:
     """The refine loop's options, each declared once: type, default, validation, meaning.
@@ -508,11 +518,7 @@ class LoopOptions:
     max_attempt_chars: int = field(
         default=8000,
         metadata=declare(
-            not_in={
-                CONTEXT: _BUILT,
-                AGENT: "the agent keeps its own conversation",
-                **_NOT_ON_CLI,
-            }
+            not_in=_graph_built("the agent keeps its own conversation"),
         ),
     )
     """Each attempt shown in a refinement prompt is cut to this many characters, with a
@@ -521,11 +527,7 @@ class LoopOptions:
     prompt_form: PromptForm = field(
         default=DEFAULT_PROMPT_FORM,
         metadata=declare(
-            not_in={
-                CONTEXT: _BUILT,
-                AGENT: "the agent writes its own turns",
-                **_NOT_ON_CLI,
-            }
+            not_in=_graph_built("the agent writes its own turns"),
         ),
     )
     """How a chat model is asked to refine: `"messages"` (a conversation: task, attempt
@@ -534,11 +536,7 @@ class LoopOptions:
     name: str = field(
         default="refine",
         metadata=declare(
-            not_in={
-                CONTEXT: _BUILT,
-                AGENT: "the agent's loop is always named 'refine'",
-                **_NOT_ON_CLI,
-            }
+            not_in=_graph_built("the agent's loop is always named 'refine'"),
         ),
     )
     """The loop's name, used in run names, tags and stream events."""
@@ -546,11 +544,7 @@ class LoopOptions:
     candidates: int = field(
         default=1,
         metadata=declare(
-            not_in={
-                CONTEXT: _BUILT,
-                AGENT: "an agent gives one answer a turn",
-                **_NOT_ON_CLI,
-            }
+            not_in=_graph_built("an agent gives one answer a turn"),
         ),
     )
     """Responses sampled per round (>= 1). Each is evaluated and the best becomes the
@@ -623,27 +617,13 @@ class LoopOptions:
 
     select_top: int = field(
         default=DEFAULT_SELECT_TOP,
-        metadata=declare(
-            offered=False,
-            tool="With pairwise: the most answers compared.",
-            kept=True,
-            not_in={
-                **_NOT_ON_CLI,
-            },
-        ),
+        metadata=_pairwise_only("With pairwise: the most answers compared."),
     )
     """The most attempts compared with `select="pairwise"` (>= 2)."""
 
     select_margin: float = field(
         default=DEFAULT_SELECT_MARGIN,
-        metadata=declare(
-            offered=False,
-            tool="With pairwise: compare answers this close to the best score.",
-            kept=True,
-            not_in={
-                **_NOT_ON_CLI,
-            },
-        ),
+        metadata=_pairwise_only("With pairwise: compare answers this close to the best score."),
     )
     """Score distance from the best within which attempts are compared, in [0, 1]."""
 
