@@ -748,6 +748,8 @@ def llm_judge(
     Raises:
         ValueError: If `max_eval_chars` is not a positive integer or `criteria` is not
             text or a list of text.
+        ModelStringError: A `ValueError`: `model` is a string that names no usable chat
+            model (see `resolve_chat_model`, the one resolver of every surface).
 
     Example:
         >>> from langchain_core.language_models import GenericFakeChatModel
