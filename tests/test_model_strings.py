@@ -181,20 +181,8 @@ def test_batch_builds_each_model_once_whichever_lines_name_it(
         {"id": 4, "task": "t", "model": "other", "max_iterations": 2},
     ]
     src.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    run = cli(
-        "batch",
-        src,
-        "--out",
-        out,
-        "--model",
-        "gen",
-        "--judge-model",
-        "judge",
-        "--select",
-        "pairwise",
-        "--base-url",
-        server.base_url,
-    )
+    models = ("--model", "gen", "--judge-model", "judge", "--select", "pairwise")
+    run = cli("batch", src, "--out", out, *models, "--base-url", server.base_url)
     assert run.code == 0, run.err
     assert len(out.read_text().splitlines()) == 4
     assert builds == {"gen": 1, "other": 1, "judge": 1, "(judge decided)": 1}
