@@ -1,8 +1,12 @@
 """Chat-model plumbing: resolving model strings, the generation cap, and reading replies.
 
-`resolve_chat_model` is the one place a model string becomes a chat model, for the
-library (`create_refine_graph("...")`, `llm_judge("...")`), the command line and the
-server graphs, so the same string means the same model everywhere.
+`resolve_chat_model` is the one place a model string becomes a chat model, for every
+surface: the graph (`create_refine_graph("...")`, a ladder, `judge_model=`, `comparer=`, via
+`_loop._resolve.loop_models`), the agent's `RefineMiddleware` (the same), the evaluators
+(`llm_judge("...")`, `checklist("...")`), a run's context (`models`, `judge_model`), the
+command line and the server graphs. So the same string means the same model everywhere, and
+a string that names none fails with one message (`ModelStringError`): the option, the
+value, what was wrong and how to fix it.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 
+from langgraph_refine._errors import RefineError
 from langgraph_refine._kinds import kind_of
 
 OPENAI = "openai"
@@ -103,12 +108,61 @@ def model_route(name: str) -> tuple[str, str]:
     return OPENAI, text
 
 
+class ModelStringError(RefineError, ValueError):
+    """A model string that names no chat model this process can build.
+
+    Every surface (`create_refine_graph`, `RefineMiddleware`, `llm_judge`, a comparer, the
+    command line, the server) gets this error from `resolve_chat_model`, so one message
+    says what was wrong, the value and how to fix it.
+
+    Attributes:
+        option: The option or flag that named the model (`generator`, `--judge-model`).
+        value: The value it was given.
+        reason: What was wrong and how to fix it, without the option and the value.
+    """
+
+    def __init__(self, option: str, value: object, reason: str) -> None:
+        self.option, self.value, self.reason = option, value, reason
+        super().__init__(f"{option_value(option, value)}: {reason}")
+
+    def unusable(self, error: type[ValueError] = ValueError) -> ValueError:
+        """This error as a run's context reports a model it names (`models`, `judge_model`).
+
+        Args:
+            error: The `ValueError` subclass the caller raises.
+
+        Returns:
+            "{option} {value!r} cannot be used: " and the reason, as an `error`.
+        """
+        return error(f"{self.option} {self.value!r} cannot be used: {self.reason}")
+
+
+class ModelPackageError(ModelStringError, ImportError):
+    """A model string whose provider's package (or LangChain's `init_chat_model`) is missing."""
+
+
+def option_value(option: str, value: object) -> str:
+    """An option and its value as the user wrote them: `generator='x'`, `--model 'x'`.
+
+    A keyword argument is written as Python writes it; a command-line flag (`--model`) or
+    a batch line's key (`'model'`) with the value after a space, as on the command line.
+
+    Example:
+        >>> option_value("generator", "gpt-4o"), option_value("--model", "gpt-4o")
+        ("generator='gpt-4o'", "--model 'gpt-4o'")
+    """
+    if option.startswith(("-", "'")):
+        return f"{option} {value!r}"
+    return f"{option}={value!r}"
+
+
 def resolve_chat_model(model: BaseChatModel | str, *, option: str, **kwargs: Any) -> BaseChatModel:
     """Return `model` itself, or the chat model a model string names (see `model_route`).
 
-    Strings are built with LangChain's `init_chat_model`, with client-side retries off
-    (`max_retries=0`, unless given): the loop's own retry policy handles transient errors,
-    and client retries would multiply with it.
+    The one place a model string becomes a chat model. Strings are built with LangChain's
+    `init_chat_model`, with client-side retries off (`max_retries=0`, unless given): the
+    loop's own retry policy handles transient errors, and client retries would multiply
+    with it.
 
     Args:
         model: A chat model (returned unchanged) or a model string.
@@ -120,8 +174,10 @@ def resolve_chat_model(model: BaseChatModel | str, *, option: str, **kwargs: Any
         The chat model.
 
     Raises:
-        ImportError: If `init_chat_model` or the provider's package is not installed.
-        ValueError: If the string is empty, or the provider's client rejects its settings.
+        ModelPackageError: An `ImportError`: `init_chat_model` or the provider's package
+            is not installed.
+        ModelStringError: A `ValueError`: the string is empty, or the provider's client
+            rejects its settings (no API key, say).
 
     Example:
         >>> model = resolve_chat_model(
@@ -138,23 +194,62 @@ def resolve_chat_model(model: BaseChatModel | str, *, option: str, **kwargs: Any
         )
     try:
         from langchain.chat_models import init_chat_model
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            f"{option}={model!r} needs LangChain's init_chat_model: "
-            "pip install 'langgraph-refine[providers]' (and the provider's package, "
-            "e.g. 'langgraph-refine[openai]')"
-        ) from exc
+    except ImportError:  # pragma: no cover - depends on the environment
+        raise ModelPackageError(
+            option,
+            model,
+            "needs LangChain's init_chat_model: pip install 'langgraph-refine[providers]' (and "
+            "the provider's package, e.g. 'langgraph-refine[openai]')",
+        ) from None
     provider, name = model_route(model)
     kwargs.setdefault("max_retries", 0)
     try:
         chat_model: BaseChatModel = init_chat_model(name, model_provider=provider, **kwargs)
     except ImportError as exc:
         extra = " (pip install 'langgraph-refine[openai]')" if provider == OPENAI else ""
-        raise ImportError(
-            f"{option}={model!r}: model provider {provider!r} needs its package{extra}: "
-            f"{_one_line(exc)}"
+        raise ModelPackageError(
+            option,
+            model,
+            f"model provider {provider!r} needs its package{extra}: {one_line(exc)}",
+        ) from exc
+    except Exception as exc:  # the provider's client refuses its settings (a missing key)
+        raise ModelStringError(
+            option,
+            model,
+            f"the {provider} client refuses its settings: {one_line(exc)} (set what it asks "
+            "for in the environment, or pass a chat model built with your own settings)",
         ) from exc
     return chat_model
+
+
+def as_chat_model(model: Any, option: str) -> BaseChatModel | None:
+    """`model` as a chat model (a model string resolved), or None if it is no chat model.
+
+    For values that may also be another kind of thing (a generator function, an evaluator).
+
+    Raises:
+        ModelStringError: If `model` is a string that names no usable chat model.
+    """
+    if isinstance(model, str):
+        return resolve_chat_model(model, option=option)
+    return model if kind_of(model) == "chat" else None
+
+
+def resolve_generator(generator: Any, option: str) -> Any:
+    """A generator or a ladder of them, its model strings as chat models, the rest as given.
+
+    Args:
+        generator: One generator, or a list or tuple of them (a ladder, cheapest first).
+        option: The option that named it; a rung is named `option[i]`.
+
+    Raises:
+        ModelStringError: Naming the first model string that names no usable chat model.
+    """
+    if isinstance(generator, str):
+        return resolve_chat_model(generator, option=option)
+    if isinstance(generator, list | tuple):
+        return [resolve_generator(g, f"{option}[{i}]") for i, g in enumerate(generator)]
+    return generator
 
 
 def parse_max_tokens(value: object, *, source: str) -> int:
@@ -208,5 +303,6 @@ def message_text(message: Any) -> str:
     raise TypeError(f"expected a string or a chat message, got {type(message).__name__}")
 
 
-def _one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
+    """An error's message on one line (its type's name if it has none), for a one-line report."""
     return " ".join(str(exc).split()) or type(exc).__name__

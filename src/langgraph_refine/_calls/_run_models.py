@@ -17,7 +17,11 @@ import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from langgraph_refine._calls._models import max_tokens_setting, resolve_chat_model
+from langgraph_refine._calls._models import (
+    ModelStringError,
+    max_tokens_setting,
+    resolve_chat_model,
+)
 from langgraph_refine._calls._specs import check_allowed_model
 from langgraph_refine._kinds import model_name
 
@@ -92,6 +96,6 @@ def climbing(models: tuple[str, ...] | None, default: Sequence[str]) -> list[str
 @functools.lru_cache(maxsize=32)
 def _model(name: str, max_tokens: int) -> Any:
     try:
-        return resolve_chat_model(name, option="models", max_tokens=max_tokens)
-    except (ImportError, ValueError) as exc:
-        raise ValueError(f"models: {name!r} cannot be used: {exc}") from None
+        return resolve_chat_model(name, option="models:", max_tokens=max_tokens)
+    except ModelStringError as exc:
+        raise exc.unusable() from None

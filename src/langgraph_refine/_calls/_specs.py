@@ -360,11 +360,15 @@ def run_judge_model(name: str, max_tokens: int | None) -> Any:
     Raises:
         SpecError: If the model string cannot be resolved (unknown provider package, ...).
     """
-    from langgraph_refine._calls._models import max_tokens_setting, resolve_chat_model
+    from langgraph_refine._calls._models import (
+        ModelStringError,
+        max_tokens_setting,
+        resolve_chat_model,
+    )
 
     try:
         return resolve_chat_model(
             name, option="judge_model", max_tokens=max_tokens or max_tokens_setting()
         )
-    except (ImportError, ValueError) as exc:
-        raise SpecError(f"judge_model {name!r} cannot be used: {exc}") from None
+    except ModelStringError as exc:
+        raise exc.unusable(SpecError) from None

@@ -16,8 +16,8 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
-from langgraph_refine._calls._models import resolve_chat_model
-from langgraph_refine._kinds import kind_of, model_name
+from langgraph_refine._calls._models import as_chat_model, resolve_generator
+from langgraph_refine._kinds import model_name
 from langgraph_refine._loop._adapters import GeneratorAdapter, adapt_ladder
 from langgraph_refine._loop._select import Comparer, as_comparer, judge_model_in
 from langgraph_refine._state import ComparerLike
@@ -69,12 +69,14 @@ def loop_models(
         option: The option that named the generator, for error messages.
 
     Raises:
-        ValueError: If both an evaluator and `judge_model` are given, or a model string
-            or generator is not one.
+        ValueError: If both an evaluator and `judge_model` are given, or a generator is
+            not one.
+        ModelStringError: A `ValueError`: a model string names no usable chat model
+            (resolved by `_calls._models`, the one place for every surface).
     """
-    rungs = [] if generator is None else adapt_ladder(_resolved(generator, option), option)
-    judge_chat = _chat(judge_model, "judge_model")
-    first = None if own_model or not rungs else _chat(rungs[0].generator, option)
+    rungs = [] if generator is None else adapt_ladder(resolve_generator(generator, option), option)
+    judge_chat = as_chat_model(judge_model, "judge_model")
+    first = None if own_model or not rungs else as_chat_model(rungs[0].generator, option)
     judge: BaseEvaluator | None
     if evaluator is None:
         model = judge_chat or first
@@ -89,22 +91,6 @@ def loop_models(
         comparer=_comparer(comparer, judge, judge_chat, first),
         judge_model=judge_chat or first,
     )
-
-
-def _resolved(generator: Any, option: str) -> Any:
-    """Model strings (alone or in a ladder) as their chat models; other generators as given."""
-    if isinstance(generator, str):
-        return resolve_chat_model(generator, option=option)
-    if isinstance(generator, list | tuple):
-        return [_resolved(g, f"{option}[{i}]") for i, g in enumerate(generator)]
-    return generator
-
-
-def _chat(model: Any, option: str) -> BaseChatModel | None:
-    """`model` as a chat model (a string resolved), or None if it is no chat model."""
-    if isinstance(model, str):
-        return resolve_chat_model(model, option=option)
-    return model if kind_of(model) == "chat" else None
 
 
 def _comparer(
@@ -134,7 +120,7 @@ def chat_rungs(rungs: Sequence[GeneratorAdapter], option: str) -> list[BaseChatM
     """
     models = []
     for i, rung in enumerate(rungs):
-        model = _chat(rung.generator, option)
+        model = as_chat_model(rung.generator, option)
         if model is None:
             raise ValueError(
                 f"{option}[{i}] must be a chat model or a 'provider:model' string, got "

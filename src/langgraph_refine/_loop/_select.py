@@ -31,7 +31,7 @@ from langgraph.errors import GraphBubbleUp
 
 from langgraph_refine._calls._budget import Budget, BudgetStop, model_invocation
 from langgraph_refine._calls._clients import held
-from langgraph_refine._calls._models import message_text, resolve_chat_model
+from langgraph_refine._calls._models import as_chat_model, message_text
 from langgraph_refine._decisions._end import compares_at_end
 from langgraph_refine._decisions._options import DEFAULTS, LoopOptions
 from langgraph_refine._decisions._prompts import PAIRWISE_INSTRUCTIONS, PAIRWISE_SYSTEM
@@ -148,12 +148,10 @@ def as_comparer(comparer: ComparerLike) -> Comparer:
     """
     if isinstance(comparer, Comparer):
         return comparer
-    if isinstance(comparer, str):
-        return ModelComparer(resolve_chat_model(comparer, option="comparer"))
-    kind = kind_of(comparer)
-    if kind == "chat":
-        return ModelComparer(comparer)
-    if kind == "callable":
+    model = as_chat_model(comparer, "comparer")
+    if model is not None:
+        return ModelComparer(model)
+    if kind_of(comparer) == "callable":
         return CallableComparer(comparer)
     raise ValueError(
         "comparer must be a chat model, a model string or a callable (task, first, second) -> "

@@ -698,8 +698,8 @@ class _Loops:
 
     Building and compiling a loop costs about as much CPU as a model call. Every line
     without options of its own shares the batch's defaults (one object), so a batch
-    compiles its loop once; a line with its own options gets its own loop. The judge's
-    model is built once too, when a loop first needs it.
+    compiles its loop once; a line with its own options gets its own loop. The models are
+    built once for the batch, by `ModelSettings`, when a loop first needs them.
     """
 
     KEEP = 16
@@ -717,15 +717,8 @@ class _Loops:
         self.generators = LineGenerators(settings, model)  # a line's own `model`, else this
         self.settings = settings
         self.store = store
-        self._judge: BaseChatModel | None = None
         # By the options object's id; the object is kept with its loop, so the id stays its.
         self._loops: dict[int, tuple[CommandOptions, CompiledLoop]] = {}
-
-    def judge_model(self) -> BaseChatModel:
-        """The judge's model, built on first use and shared."""
-        if self._judge is None:
-            self._judge = self.settings.judge()
-        return self._judge
 
     def get(self, options: CommandOptions) -> CompiledLoop:
         """The compiled loop for `options` (compiled on first use)."""
@@ -733,7 +726,7 @@ class _Loops:
         if found is not None:
             return found[1]
         generator = self.generators(options.models)
-        judge = self.judge_model
+        judge = self.settings.judge  # built on first use, once for the batch
         if self.model is None and not self.settings.judge_model:
             # No --model: the judge runs on the line's own first model (as `run` judges
             # with its first rung).

@@ -134,28 +134,24 @@ def _int(value: Any) -> int:
 
 
 class LineGenerators:
-    """The generator of each batch line: its own `model` (built once per ladder), else the batch's.
+    """The generator of each batch line: its own `model`, else the batch's.
 
     Args:
-        settings: How the batch builds models (`cli._models.ModelSettings`).
+        settings: How the batch builds models (`cli._models.ModelSettings`, which builds
+            each model once for the batch, whichever lines name it).
         default: The batch's generator (`--model`), a chat model or a ladder of them.
     """
 
     def __init__(self, settings: Any, default: Any) -> None:
         self.settings = settings
         self.default = default
-        self._built: dict[tuple[str, ...], Any] = {}
 
     def __call__(self, models: tuple[str, ...] | None) -> Any:
         """The generator for a line whose `model` is `models` (None: the batch's)."""
         if not models:
             return self.default
-        if models not in self._built:
-            from langgraph_refine.cli._models import build_chat_model
-
-            rungs = [build_chat_model(name, self.settings, option="'model'") for name in models]
-            self._built[models] = rungs[0] if len(rungs) == 1 else rungs
-        return self._built[models]
+        rungs = [self.settings.chat_model(name, option="'model'") for name in models]
+        return rungs[0] if len(rungs) == 1 else rungs
 
 
 DEFAULT_COLOR = "#3949ab"

@@ -1,10 +1,14 @@
 """Chat models for the command line: `--model` / `--base-url`, or the environment.
 
-Model strings are resolved by the library's `resolve_chat_model` (the same rule as
-`create_refine_graph` and the server graphs): a `"provider:model"` string names a LangChain
-provider; a bare name, or a name whose prefix is not a provider (such as `qwen2.5:7b`), is
-served over the OpenAI protocol, so `--base-url` / `OPENAI_BASE_URL` can point it at any
-OpenAI-compatible server. Every model gets the generation cap (`--max-tokens`).
+Model strings are resolved by the library's `resolve_chat_model` (the same rule and the
+same messages as `create_refine_graph` and the server graphs): a `"provider:model"` string
+names a LangChain provider; a bare name, or a name whose prefix is not a provider (such as
+`qwen2.5:7b`), is served over the OpenAI protocol, so `--base-url` / `OPENAI_BASE_URL` can
+point it at any OpenAI-compatible server. Every model gets the generation cap
+(`--max-tokens`).
+
+A command builds each model once: `ModelSettings` keeps what it built, so the generator,
+the judge, a comparer and every batch line that names the same model share one client.
 
 Every OpenAI-protocol model of one command shares one pair of HTTP clients (`HttpClients`,
 see `_http`): one connection pool and one SSL context for the generator and the judge of
@@ -25,6 +29,7 @@ from langgraph_refine._calls._models import (
     OPENAI,
     max_tokens_setting,
     model_route,
+    one_line,
     resolve_chat_model,
 )
 from langgraph_refine._loop._resolve import loop_models
@@ -52,6 +57,9 @@ class ModelSettings:
         http: The HTTP clients every OpenAI-protocol model of the command shares.
         ladder: The models after `model` when `--model` was repeated: a ladder of
             models, cheapest first (see `cli._ladder_view`).
+
+    The settings belong to one command, and keep the models it built (`chat_model`,
+    `judge`): the command builds each once, however many of its parts ask.
     """
 
     model: str | None
@@ -62,6 +70,10 @@ class ModelSettings:
     cache: BaseCache | None = None
     http: HttpClients = field(default_factory=HttpClients, compare=False, repr=False)
     ladder: tuple[str, ...] = ()
+    # What the command built: ("model", name) for a model, ("judge", "") for the judge.
+    _built: dict[tuple[str, str], BaseChatModel] = field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
 
     @classmethod
     def from_options(
@@ -96,6 +108,21 @@ class ModelSettings:
         """Where OpenAI-protocol requests go, for error messages."""
         return self.base_url or "the provider's default endpoint"
 
+    def chat_model(self, name: str, *, option: str) -> BaseChatModel:
+        """The chat model `name` names, built on first use and kept for the command.
+
+        Args:
+            name: A `"provider:model"` string or a model name (OpenAI protocol).
+            option: The option that named it, for error messages.
+
+        Raises:
+            CliError: If it cannot be built (see `build_chat_model`).
+        """
+        key = ("model", name)
+        if key not in self._built:
+            self._built[key] = build_chat_model(name, self, option=option)
+        return self._built[key]
+
     def generator(self) -> BaseChatModel | list[BaseChatModel]:
         """The generator's chat model, or the ladder's models (cheapest first).
 
@@ -105,20 +132,24 @@ class ModelSettings:
         first = self._first()
         if not self.ladder:
             return first
-        return [first, *(build_chat_model(name, self, option="--model") for name in self.ladder)]
+        return [first, *(self.chat_model(name, option="--model") for name in self.ladder)]
 
     def judge(self) -> BaseChatModel:
         """The LLM judge's chat model: `--judge-model`, else the library's default judge model.
 
         The default is decided by the loop's own rule (`loop_models`: the generator's, the
-        first rung's in a ladder), the one the graph and the agent use.
+        first rung's in a ladder), the one the graph and the agent use. Decided once per
+        command: every check, comparer and batch line that asks gets the same model.
         """
-        given = (
-            build_chat_model(self.judge_model, self, option="--judge-model")
-            if self.judge_model
-            else None
-        )
-        model = loop_models(self.generator(), None, judge_model=given).judge_model
+        key = ("judge", "")
+        if key not in self._built:
+            self._built[key] = self._decide_judge()
+        return self._built[key]
+
+    def _decide_judge(self) -> BaseChatModel:
+        if self.judge_model:  # named: no generator needed (a batch whose lines name theirs)
+            return self.chat_model(self.judge_model, option="--judge-model")
+        model = loop_models(self.generator(), None).judge_model
         if model is None:  # a chat model generator always gives one
             raise CliError("no judge model: pass --judge-model NAME", exit_code=USAGE)
         return model
@@ -130,7 +161,7 @@ class ModelSettings:
                 f"served over the OpenAI protocol) or set {MODEL_ENV}",
                 exit_code=USAGE,
             )
-        return build_chat_model(self.model, self, option="--model")
+        return self.chat_model(self.model, option="--model")
 
 
 def _clean(value: str | None) -> str | None:
@@ -140,19 +171,21 @@ def _clean(value: str | None) -> str | None:
 def build_chat_model(name: str, settings: ModelSettings, *, option: str) -> BaseChatModel:
     """Build one chat model by name, with the library's resolver (`resolve_chat_model`).
 
+    A command asks `ModelSettings.chat_model`, which builds each model once with this.
+
     Args:
         name: A `"provider:model"` string or a model name (OpenAI protocol).
         settings: Base URL, timeout, generation cap and cache.
         option: The option that named the model, for error messages.
 
     Raises:
-        CliError: If the provider's package is missing or the client rejects its settings
-            (e.g. no API key).
+        CliError: The resolver's message (`--model 'name': ...`): the provider's package
+            is missing or the client rejects its settings (e.g. no API key).
     """
     try:
         return resolve_chat_model(name, option=option, **model_kwargs(name, settings))
-    except Exception as exc:
-        raise CliError(f"{option} {name!r}: {_one_line(exc)}", exit_code=USAGE) from None
+    except ValueError as exc:  # ModelStringError: it names the option, the value, the fix
+        raise CliError(one_line(exc), exit_code=USAGE) from None
 
 
 def model_kwargs(name: str, settings: ModelSettings) -> dict[str, Any]:
@@ -172,8 +205,3 @@ def model_kwargs(name: str, settings: ModelSettings) -> dict[str, Any]:
         if settings.base_url and not os.environ.get(API_KEY_ENV):
             kwargs["api_key"] = "unused"
     return kwargs
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text or type(exc).__name__

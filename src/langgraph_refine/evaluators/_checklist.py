@@ -26,7 +26,6 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
-from langgraph_refine._calls._budget import model_invocation
 from langgraph_refine._calls._clients import held
 from langgraph_refine._calls._models import message_text, resolve_chat_model
 from langgraph_refine._errors import Unjudged
@@ -37,7 +36,10 @@ from langgraph_refine._typed import pretty_json, structured_parts
 from langgraph_refine.evaluators._base import BaseEvaluator, request_criteria
 from langgraph_refine.evaluators._judge import (
     DEFAULT_MAX_EVAL_CHARS,
-    reply_outcome,
+    aask,
+    ask,
+    criteria_items,
+    too_long_evaluation,
     unreadable_reply,
 )
 from langgraph_refine.evaluators._tags import sandbox, strip_tags
@@ -332,16 +334,11 @@ class _Run:
 
     def too_long(self, exc: Exception) -> Evaluation:
         """FAIL with score 0: with this response, the grader's prompt overflowed its context."""
-        return Evaluation(
-            score=0.0,
-            verdict="FAIL",
-            feedback=(
-                "The response is too long to be checked: with it, the request exceeded the "
-                "grader model's context size. Write a much shorter response that still does "
-                "the task."
-            ),
+        return too_long_evaluation(
+            exc,
+            checked="checked",
+            who="grader",
             details={
-                "context_length_error": f"{type(exc).__name__}: {str(exc)[:500]}",
                 "judge_calls": self.calls,
                 "note": "a lower checklist(max_eval_chars=...) cuts long responses first",
             },
@@ -424,27 +421,17 @@ class ChecklistEvaluator(BaseEvaluator):
 
     def evaluate(self, response: str, state: Mapping[str, Any]) -> Evaluation:
         run = self._run(response, state)
-        while (messages := run.next_messages()) is not None:
-            try:
-                with model_invocation() as done:
-                    output = done(self._grader.invoke(messages))
-            except Exception as exc:
-                output = exc
-            if (evaluation := reply_outcome(run, output)) is not None:
-                return evaluation
-        raise run.unjudged()
+        evaluation = ask(run, self._grader)
+        if evaluation is None:
+            raise run.unjudged()
+        return evaluation
 
     async def aevaluate(self, response: str, state: Mapping[str, Any]) -> Evaluation:
         run = self._run(response, state)
-        while (messages := run.next_messages()) is not None:
-            try:
-                with model_invocation() as done:
-                    output = done(await self._grader.ainvoke(messages))
-            except Exception as exc:
-                output = exc
-            if (evaluation := reply_outcome(run, output)) is not None:
-                return evaluation
-        raise run.unjudged()
+        evaluation = await aask(run, self._grader)
+        if evaluation is None:
+            raise run.unjudged()
+        return evaluation
 
 
 def checklist(
@@ -506,24 +493,7 @@ def checklist(
         1 of 2 criteria not met:
         - Gives a year: No year is given.
     """
-    if (
-        not isinstance(max_eval_chars, int)
-        or isinstance(max_eval_chars, bool)
-        or max_eval_chars < 1
-    ):
-        raise ValueError(
-            f"checklist: max_eval_chars must be an integer >= 1, got {max_eval_chars!r}"
-        )
-    if criteria is None:
-        items: list[str] = []
-    elif isinstance(criteria, str):
-        items = [criteria]
-    elif isinstance(criteria, Sequence) and all(isinstance(c, str) for c in criteria):
-        items = list(criteria)
-    else:
-        raise ValueError(
-            f"checklist: criteria must be a string or a list of strings, got {criteria!r:.100}"
-        )
+    items = criteria_items("checklist", criteria, max_eval_chars)
     return ChecklistEvaluator(
         resolve_chat_model(model, option="checklist model"),
         [c.strip() for c in items if c.strip()],

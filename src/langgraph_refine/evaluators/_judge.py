@@ -22,13 +22,14 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from langchain_core.exceptions import OutputParserException
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.runnables import Runnable
 from pydantic import BaseModel, Field, ValidationError
 
 from langgraph_refine._calls._budget import model_invocation
@@ -417,6 +418,8 @@ def _scored(reading: _Reading, how: str) -> _Scored:
 class ReplyReader(Protocol):
     """A judging run that reads each model call's reply (`_JudgeRun`, the checklist's)."""
 
+    def next_messages(self) -> list[BaseMessage] | None: ...
+
     def read(self, output: Any) -> Evaluation | None: ...
 
     def too_long(self, exc: Exception) -> Evaluation: ...
@@ -438,6 +441,43 @@ def reply_outcome(run: ReplyReader, output: Any) -> Evaluation | None:
     if run.unreadable(output):
         return None
     raise output
+
+
+def ask(run: ReplyReader, model: Runnable[Any, Any]) -> Evaluation | None:
+    """Ask `model` until `run` has an outcome; None when its calls are spent unread.
+
+    The judge's and the checklist's one flow (`aask` drives it on the async path): each
+    call is one `model_invocation`, counted against the budget.
+
+    Raises:
+        Exception: A call's error that is not about the reply (see `reply_outcome`).
+    """
+    while (messages := run.next_messages()) is not None:
+        if (evaluation := reply_outcome(run, _called(model.invoke, messages))) is not None:
+            return evaluation
+    return None
+
+
+async def aask(run: ReplyReader, model: Runnable[Any, Any]) -> Evaluation | None:
+    """`ask` on the async path (`model.ainvoke`)."""
+    while (messages := run.next_messages()) is not None:
+        try:
+            with model_invocation() as done:
+                output = done(await model.ainvoke(messages))
+        except Exception as exc:  # `reply_outcome` says whether it is about the reply
+            output = exc
+        if (evaluation := reply_outcome(run, output)) is not None:
+            return evaluation
+    return None
+
+
+def _called(invoke: Callable[[Any], Any], messages: list[BaseMessage]) -> Any:
+    """What one call gave: its reply, or the error it raised (`reply_outcome` reads both)."""
+    try:
+        with model_invocation() as done:
+            return done(invoke(messages))
+    except Exception as exc:
+        return exc
 
 
 @dataclass
@@ -564,16 +604,11 @@ class _JudgeRun:
 
     def too_long(self, exc: Exception) -> Evaluation:
         """FAIL with score 0: the judge's prompt, with this response, overflowed its context."""
-        return Evaluation(
-            score=0.0,
-            verdict="FAIL",
-            feedback=(
-                "The response is too long to be evaluated: with it, the request exceeded the "
-                "judge model's context size. Write a much shorter response that still does "
-                "the task."
-            ),
+        return too_long_evaluation(
+            exc,
+            checked="evaluated",
+            who="judge",
             details={
-                "context_length_error": f"{type(exc).__name__}: {str(exc)[:500]}",
                 "judge_calls": self.calls,
                 "truncated": self.prompt.truncated,
                 "tags_removed": self.prompt.tags_removed,
@@ -669,27 +704,67 @@ class LLMJudge(BaseEvaluator):
 
     def evaluate(self, response: str, state: Mapping[str, Any]) -> Evaluation:
         run = _JudgeRun(self._prompt(response, state), self._shown(response))
-        while (messages := run.next_messages()) is not None:
-            try:
-                with model_invocation() as done:
-                    output = done((self._structured or self.model).invoke(messages))
-            except Exception as exc:  # `reply_outcome` says whether it is about the reply
-                output = exc
-            if (evaluation := reply_outcome(run, output)) is not None:
-                return evaluation
-        return run.finish()
+        evaluation = ask(run, self._structured or self.model)
+        return run.finish() if evaluation is None else evaluation
 
     async def aevaluate(self, response: str, state: Mapping[str, Any]) -> Evaluation:
         run = _JudgeRun(self._prompt(response, state), self._shown(response))
-        while (messages := run.next_messages()) is not None:
-            try:
-                with model_invocation() as done:
-                    output = done(await (self._structured or self.model).ainvoke(messages))
-            except Exception as exc:  # `reply_outcome` says whether it is about the reply
-                output = exc
-            if (evaluation := reply_outcome(run, output)) is not None:
-                return evaluation
-        return run.finish()
+        evaluation = await aask(run, self._structured or self.model)
+        return run.finish() if evaluation is None else evaluation
+
+
+def criteria_items(who: str, criteria: object, max_eval_chars: object) -> list[str]:
+    """Check a judging factory's `criteria` and `max_eval_chars`; the criteria as a list.
+
+    Args:
+        who: The factory (`llm_judge`, `checklist`), for messages.
+        criteria: None, one criterion as text, or a list of them.
+        max_eval_chars: Longest response text shown to the model.
+
+    Returns:
+        The criteria given (none for None, one for a string), as given.
+
+    Raises:
+        ValueError: Naming the factory, the argument, the value and what it takes.
+    """
+    if (
+        not isinstance(max_eval_chars, int)
+        or isinstance(max_eval_chars, bool)
+        or max_eval_chars < 1
+    ):
+        raise ValueError(f"{who}: max_eval_chars must be an integer >= 1, got {max_eval_chars!r}")
+    if criteria is None:
+        return []
+    if isinstance(criteria, str):
+        return [criteria]
+    if isinstance(criteria, Sequence) and all(isinstance(c, str) for c in criteria):
+        return list(criteria)
+    raise ValueError(
+        f"{who}: criteria must be a string or a list of strings, got {criteria!r:.100}"
+    )
+
+
+def too_long_evaluation(
+    exc: Exception, *, checked: str, who: str, details: Mapping[str, Any]
+) -> Evaluation:
+    """FAIL with score 0: with this response, the model's prompt overflowed its context.
+
+    Args:
+        exc: The provider's context-length error.
+        checked: What the response could not be (`evaluated`, `checked`).
+        who: The model that judges (`judge`, `grader`).
+        details: What else the evaluation's `details` hold.
+    """
+    return Evaluation(
+        score=0.0,
+        verdict="FAIL",
+        feedback=(
+            f"The response is too long to be {checked}: with it, the request exceeded the "
+            f"{who} model's context size. Write a much shorter response that still does "
+            "the task."
+        ),
+        details={"context_length_error": f"{type(exc).__name__}: {str(exc)[:500]}", **details},
+    )
 
 
 def llm_judge(
@@ -748,6 +823,8 @@ def llm_judge(
     Raises:
         ValueError: If `max_eval_chars` is not a positive integer or `criteria` is not
             text or a list of text.
+        ModelStringError: A `ValueError`: `model` is a string that names no usable chat
+            model (see `resolve_chat_model`, the one resolver of every surface).
 
     Example:
         >>> from langchain_core.language_models import GenericFakeChatModel
@@ -758,23 +835,12 @@ def llm_judge(
         >>> result.verdict, result.score, result.feedback
         ('PASS', 0.8, 'Name a source.')
     """
-    if (
-        not isinstance(max_eval_chars, int)
-        or isinstance(max_eval_chars, bool)
-        or max_eval_chars < 1
-    ):
-        raise ValueError(
-            f"llm_judge: max_eval_chars must be an integer >= 1, got {max_eval_chars!r}"
-        )
+    items = criteria_items("llm_judge", criteria, max_eval_chars)
     text_criteria: str | None
     if criteria is None or isinstance(criteria, str):
         text_criteria = criteria.strip() if criteria else None
-    elif isinstance(criteria, Sequence) and all(isinstance(c, str) for c in criteria):
-        text_criteria = "\n".join(f"- {c.strip()}" for c in criteria if c.strip()) or None
     else:
-        raise ValueError(
-            f"llm_judge: criteria must be a string or a list of strings, got {criteria!r:.100}"
-        )
+        text_criteria = "\n".join(f"- {c.strip()}" for c in items if c.strip()) or None
     return LLMJudge(
         resolve_chat_model(model, option="llm_judge model"),
         criteria=text_criteria,
