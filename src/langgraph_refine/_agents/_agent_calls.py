@@ -14,7 +14,7 @@ on the middleware, so one instance shared by two agents judges each with its own
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, NamedTuple, TypeVar
 
 from langchain.agents.middleware import ExtendedModelResponse, ModelRequest
@@ -54,10 +54,8 @@ from langgraph_refine._decisions._round import (
     with_criteria,
 )
 from langgraph_refine._events import StopEvent
-from langgraph_refine._kinds import kind_of
 from langgraph_refine._loop._comparisons import ComparisonLedger
 from langgraph_refine._loop._judging import RoundCalls
-from langgraph_refine._loop._resolve import LoopModels, chat_rungs, loop_models
 from langgraph_refine._loop._select import (
     Comparer,
     Selection,
@@ -68,9 +66,9 @@ from langgraph_refine._loop._select import (
 from langgraph_refine._loop._step import Step, child_config
 from langgraph_refine._loop._thread import run_of
 from langgraph_refine._records._record import RecordUpdate, record_store
-from langgraph_refine._state import Attempt, ComparerLike, Usage
+from langgraph_refine._state import Attempt, Usage
 from langgraph_refine.evaluators import llm_judge
-from langgraph_refine.evaluators._base import BaseEvaluator, EvaluatorLike
+from langgraph_refine.evaluators._base import BaseEvaluator
 
 R = TypeVar("R")
 
@@ -323,38 +321,6 @@ class Unsaved:
         for message in (state.get("messages") or [])[-2:]:
             found = self._spent.pop(message.id, None) or found
         return found
-
-
-def agent_models(
-    models: Sequence[BaseChatModel | str] | None,
-    evaluator: EvaluatorLike,
-    judge_model: BaseChatModel | str | None,
-    comparer: ComparerLike,
-) -> tuple[list[BaseChatModel], LoopModels]:
-    """The agent's ladder (cheapest first, model strings resolved) and its loop's models.
-
-    Resolved as the graph's are (`loop_models`), except that the agent's own model,
-    known when it runs, judges and compares when nothing else is named.
-
-    Raises:
-        ValueError: If `models` is not a non-empty list of chat models or model strings,
-            or names one model twice; if both an evaluator and `judge_model` are given.
-    """
-    one = isinstance(models, str) or kind_of(models) in ("chat", "runnable")
-    if models is not None and (one or not isinstance(models, Sequence) or not models):
-        raise ValueError(
-            f"models must be a non-empty list of chat models or 'provider:model' strings, "
-            f"cheapest first, got {models!r}"
-        )
-    resolved = loop_models(
-        list(models) if models is not None else None,
-        evaluator,
-        judge_model=judge_model,
-        comparer=comparer,
-        own_model=True,
-        option="models",
-    )
-    return chat_rungs(resolved.rungs, "models"), resolved
 
 
 StepDone = tuple[ExtendedModelResponse[Any], Card | None, StopEvent | None]

@@ -64,7 +64,6 @@ from langgraph_refine._agents._agent_calls import (
     Round,
     Unsaved,
     afulfil,
-    agent_models,
     draft_step,
     fulfil,
     judge_step,
@@ -102,7 +101,7 @@ from langgraph_refine._decisions._reviewed import ReviewAnswer
 from langgraph_refine._decisions._round import with_criteria
 from langgraph_refine._events import ReviewPayload, StopEvent
 from langgraph_refine._kinds import model_name
-from langgraph_refine._loop._resolve import check_binds
+from langgraph_refine._loop._resolve import agent_models, check_binds
 from langgraph_refine._loop._review import ReviewNode, require_checkpointer
 from langgraph_refine._loop._review_schema import ask_review
 from langgraph_refine._loop._step import emit

@@ -17,7 +17,7 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 
 from langgraph_refine._calls._models import as_chat_model, resolve_generator
-from langgraph_refine._kinds import model_name
+from langgraph_refine._kinds import kind_of, model_name
 from langgraph_refine._loop._adapters import GeneratorAdapter, adapt_ladder
 from langgraph_refine._loop._select import Comparer, as_comparer, judge_model_in
 from langgraph_refine._state import ComparerLike
@@ -147,3 +147,35 @@ def check_binds(rungs: Sequence[BaseChatModel], tools: Sequence[Any]) -> None:
                 f"{type(exc).__name__}: {exc}; use a chat model that supports tool calling "
                 "for every rung, or an agent without tools"
             ) from exc
+
+
+def agent_models(
+    models: Sequence[BaseChatModel | str] | None,
+    evaluator: EvaluatorLike,
+    judge_model: BaseChatModel | str | None,
+    comparer: ComparerLike,
+) -> tuple[list[BaseChatModel], LoopModels]:
+    """The agent's ladder (cheapest first, model strings resolved) and its loop's models.
+
+    Resolved as the graph's are (`loop_models`), except that the agent's own model,
+    known when it runs, judges and compares when nothing else is named.
+
+    Raises:
+        ValueError: If `models` is not a non-empty list of chat models or model strings,
+            or names one model twice; if both an evaluator and `judge_model` are given.
+    """
+    one = isinstance(models, str) or kind_of(models) in ("chat", "runnable")
+    if models is not None and (one or not isinstance(models, Sequence) or not models):
+        raise ValueError(
+            f"models must be a non-empty list of chat models or 'provider:model' strings, "
+            f"cheapest first, got {models!r}"
+        )
+    resolved = loop_models(
+        list(models) if models is not None else None,
+        evaluator,
+        judge_model=judge_model,
+        comparer=comparer,
+        own_model=True,
+        option="models",
+    )
+    return chat_rungs(resolved.rungs, "models"), resolved
