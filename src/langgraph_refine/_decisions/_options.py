@@ -102,14 +102,8 @@ def criteria_list(value: object, *, option: str = "criteria") -> list[str]:
     )
 
 
-class RefineOptions(TypedDict, total=False):
-    """The keyword options of `create_refine_graph` and `refine` / `arefine`.
-
-    Typed so editors complete them and type checkers check them:
-    `refine(model, task, evaluator, **options)` with `options: RefineOptions`, or the
-    keywords written out. Each is a field of `LoopOptions`, which gives its meaning and
-    default; a test keeps the two in step.
-    """
+class _EveryLoopOptions(TypedDict, total=False):
+    """The keyword options every surface takes: the judge and the stop rules."""
 
     judge_model: BaseChatModel | str | None
     target_score: float
@@ -120,6 +114,17 @@ class RefineOptions(TypedDict, total=False):
     on_budget_exhausted: OnBudgetExhausted
     criteria: str | Sequence[str]
     on_evaluator_error: OnEvaluatorError
+
+
+class RefineOptions(_EveryLoopOptions, total=False):
+    """The keyword options of `create_refine_graph` and `refine` / `arefine`.
+
+    Typed so editors complete them and type checkers check them:
+    `refine(model, task, evaluator, **options)` with `options: RefineOptions`, or the
+    keywords written out. Each is a field of `LoopOptions`, which gives its meaning and
+    default; a test keeps the two in step.
+    """
+
     memory: MemoryPolicy
     human_review: HumanReview | None
     strategy: Strategy
@@ -191,22 +196,13 @@ class RefineContext(TypedDict, total=False):
     models: list[str]
 
 
-class AgentOptions(TypedDict, total=False):
+class AgentOptions(_EveryLoopOptions, total=False):
     """The keyword options of `RefineMiddleware`: the `LoopOptions` fields an agent takes.
 
     The others (`candidates`, `prompt_form`, ...) have no meaning in an agent, and
     `RefineMiddleware` refuses them; `LoopOptions`'s declaration says why for each.
     """
 
-    judge_model: BaseChatModel | str | None
-    target_score: float
-    max_iterations: int
-    patience: int | None
-    min_delta: float
-    budget: Budget | None
-    on_budget_exhausted: OnBudgetExhausted
-    criteria: str | Sequence[str]
-    on_evaluator_error: OnEvaluatorError
     human_review: HumanReview | None
     strategy: Strategy
     record_key: str | None

@@ -16,8 +16,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Generator, Iterator, Mapping
+from typing import Any, NamedTuple
 
 from langchain_core.runnables import Runnable, RunnableLambda
 
@@ -57,6 +57,14 @@ def traced_evaluation(
         return await evaluator.aevaluate(response, state)
 
     return RunnableLambda(lambda response: evaluator.evaluate(response, state), aevaluate)
+
+
+class _Call(NamedTuple):
+    """A judge's call: its sync and async forms and their arguments."""
+
+    sync: Callable[..., Any]
+    async_: Callable[..., Any]
+    args: tuple[Any, ...]
 
 
 class RoundCalls:
@@ -133,22 +141,32 @@ class RoundCalls:
         return made, self.step.meter.delta()
 
     def _judge(self, response: str) -> Judgment | None:
-        """One judgment (or why none was made), or None when the budget refuses it."""
-        step, judge = self.step, self.judge
+        """One judgment (or why none was made), or None when the budget refuses it (sync)."""
+        return drive(self._judgment(response), self._call)
+
+    def _call(self, call: _Call) -> Any:
+        return self.step.call(call.sync, *call.args, model_call=self.judge)
+
+    def _judgment(self, response: str) -> Generator[_Call, Any, Judgment | None]:
+        """One judgment as a flow: it yields the judge's call, whichever driver makes it."""
         spent = self._spent(response)
         if spent is not None:
             return spent
         with self._tries(response):
             try:
-                if self.traced is None:
-                    return step.call(
-                        self.evaluator.evaluate, response, self.state, model_call=judge
-                    )
-                return step.call(self.traced.invoke, response, step.config, model_call=judge)
+                judged: Judgment = yield self._judge_call(response)
+                return judged
             except BudgetStop:
                 return None
             except Exception as exc:
                 return self._unjudged(response, exc)
+
+    def _judge_call(self, response: str) -> _Call:
+        """The judge's call for `response`: the evaluator's, or its traced runnable's."""
+        if self.traced is None:
+            evaluator = self.evaluator
+            return _Call(evaluator.evaluate, evaluator.aevaluate, (response, self.state))
+        return _Call(self.traced.invoke, self.traced.ainvoke, (response, self.step.config))
 
     def _spent(self, response: str) -> NoJudgment | None:
         """Why `response` stays unjudged when its judgment has no try left, else None."""
@@ -202,20 +220,7 @@ class RoundCalls:
 
     async def _ajudge(self, response: str) -> Judgment | None:
         """Async twin of `_judge`."""
-        step, judge = self.step, self.judge
-        spent = self._spent(response)
-        if spent is not None:
-            return spent
-        with self._tries(response):
-            try:
-                if self.traced is None:
-                    return await step.acall(
-                        self.evaluator.aevaluate, response, self.state, model_call=judge
-                    )
-                return await step.acall(
-                    self.traced.ainvoke, response, step.config, model_call=judge
-                )
-            except BudgetStop:
-                return None
-            except Exception as exc:
-                return self._unjudged(response, exc)
+        return await adrive(self._judgment(response), self._acall)
+
+    async def _acall(self, call: _Call) -> Any:
+        return await self.step.acall(call.async_, *call.args, model_call=self.judge)
