@@ -49,9 +49,7 @@ from langgraph_refine._calls._budget import BudgetMeter
 from langgraph_refine._decisions._end import Ended, regenerates
 from langgraph_refine._decisions._next import next_attempt
 from langgraph_refine._decisions._options import LoopOptions
-from langgraph_refine._decisions._prompts import (
-    scaffolding,
-)
+from langgraph_refine._decisions._prompts import scaffolding
 from langgraph_refine._decisions._reviewed import ReviewAnswer, review_due
 from langgraph_refine._decisions._round import Outcome
 from langgraph_refine._decisions._view import LoopView
@@ -92,11 +90,6 @@ def minus(total: Usage, earlier: Usage) -> Usage:
     )
 
 
-def spent_in(request: ModelRequest[Any], meter: BudgetMeter) -> Usage:
-    """What the loop spent so far, this model step's calls included."""
-    return meter.spent_before + meter.delta()
-
-
 def counted_usage(request: ModelRequest[Any], meter: BudgetMeter) -> Usage:
     """Keep what the model step of `request` spent in its state, for a retry of it.
 
@@ -106,7 +99,7 @@ def counted_usage(request: ModelRequest[Any], meter: BudgetMeter) -> Usage:
     when the retry succeeds, writes the total.
     """
     state: dict[str, Any] = request.state  # type: ignore[assignment]  # the agent's own keys
-    total = spent_in(request, meter)
+    total = meter.total()
     state.update(loop_state(state).update(usage=total))
     return total
 
@@ -127,11 +120,8 @@ def refused(
     The agent ends its turn without an answer; the loop stops with `stop_reason`
     (`model_error`: a failure a middleware turned into a reply) and its best answer.
     """
-    record = loop_state(state).with_(usage=meter.spent_before + meter.delta())
-    update = ended_loop(record, run, stop_reason)
-    return ExtendedModelResponse(
-        model_response=ModelResponse(result=[]), command=Command(update=update)
-    )
+    record = loop_state(state).with_(usage=meter.total())
+    return judged(ended_loop(record, run, stop_reason))
 
 
 def judged(update: dict[str, Any]) -> ExtendedModelResponse[Any]:
@@ -229,7 +219,7 @@ class AgentLoop:
         one replaces it (the loop's views leave it out: `shown_drafts`).
         """
         record = loop_state(state)
-        fields: dict[str, Any] = {"usage": meter.spent_before + meter.delta()}
+        fields: dict[str, Any] = {"usage": meter.total()}
         if model is not None:
             fields["model"] = model
         messages = list(response.result)
