@@ -41,6 +41,11 @@ def test_after_an_edit_the_card_describes_the_edit_the_chat_shows() -> None:
     assert card["title"] == "Edited by the reviewer"
 
 
+def test_an_edit_that_ended_the_loop_is_the_answer_unless_another_is_named() -> None:
+    assert progress_card(EDITED, "edited", done=True)["score"] == 0.4
+    assert progress_card(EDITED, "edited", done=True, answer=1)["score"] == 0.95
+
+
 def test_the_edit_being_judged_is_named_as_the_reviewers() -> None:
     card = progress_card(GENERATED, None, "edit", judging=True)
     assert card["summary"] == "the reviewer's edit: judging…"

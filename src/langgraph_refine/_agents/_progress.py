@@ -98,7 +98,7 @@ def progress_card(
         judging: The next answer (round `len(attempts) + 1`) is written and being judged.
         answer: The index of the attempt the chat shows at the end
             (`RefineResult.best_index`: the best, or the approved or edited one);
-            None: the best attempt.
+            None: the reviewer's edit after an `"edited"` stop, else the best attempt.
 
     Example:
         >>> from langgraph_refine import Attempt, Evaluation
@@ -116,7 +116,7 @@ def progress_card(
     ]
     lines = [item["line"] for item in rounds]
     best = best_attempt(attempts)
-    shown = _shown(attempts, answer, best)
+    shown = _shown(attempts, answer, best, stop_reason)
     if done:
         summary = _outcome(attempts, shown, best, stop_reason)
     elif judging:
@@ -176,8 +176,15 @@ def _written(attempts: Sequence[Attempt]) -> int:
     return sum(1 for attempt in attempts if attempt.move != "edit")
 
 
-def _shown(attempts: Sequence[Attempt], answer: int | None, best: Attempt | None) -> Attempt | None:
-    """The attempt the chat shows: the one at index `answer`, else the best."""
+def _shown(
+    attempts: Sequence[Attempt], answer: int | None, best: Attempt | None, stop: StopReason | None
+) -> Attempt | None:
+    """The attempt the chat shows: the one at index `answer`, else the best.
+
+    Unnamed, an edit that ended the loop is the answer (an edit always ends it).
+    """
+    if answer is None and stop == "edited":
+        answer = next((a.index for a in reversed(attempts) if a.move == "edit"), None)
     if answer is None:
         return best
     return next((a for a in attempts if a.index == answer), best)
