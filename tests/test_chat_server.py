@@ -13,6 +13,8 @@ server here runs it offline; without Node.js or that cache the server is given t
 configuration without its `"ui"` key, and the one test of the served component skips,
 saying why (the cards themselves are the loop's and are tested either way). CI's machines
 have Node.js: `.ci/run` fetches the bundler and requires it (`REQUIRE_BUNDLER_ENV`).
+One test mounts the card's script in headless Chromium as agent-chat-ui mounts it
+(`tests/browser.py`); it skips, saying why, where Chromium is missing.
 """
 
 from __future__ import annotations
@@ -406,7 +408,7 @@ def test_the_server_serves_the_cards_component(chat_server: str, ui_missing: str
         script = re.search(r'src="([^"]+\.js)"', html.text)
         assert script is not None, html.text
         assert script.group(1) == f"{url}/ui/{graph}/entrypoint.js"
-        assert f"render(&quot;{CARD}&quot;" in html.text
+        assert f"(&quot;{CARD}&quot;, " in html.text and ".render(name,id)" in html.text
         bundle = httpx.get(script.group(1), timeout=30).text
         assert "data-refine-progress" in bundle and CARD in bundle
 
@@ -506,3 +508,65 @@ def test_a_review_answered_on_the_server_is_kept_as_a_label(chat_server: str) ->
     assert [(v["task"], v["response"], v["passed"], v["action"]) for v in mine] == [
         (TASK, "Answer 2.", False, "revise")
     ]
+
+
+# -- the card's component in a browser, mounted as agent-chat-ui mounts it -------------------
+
+MOUNT = """
+(async ([graph, name]) => {
+  // LoadExternalComponent (@langchain/langgraph-sdk/react-ui): a div with a shadow root,
+  // the server's HTML put in it, its script's onload calling the bundle's render. React
+  // is the chat's own: a stub here, as the component itself is not drawn.
+  const rendered = [];
+  window[Symbol.for("LGUI_EXT_STORE")] = {respond: (id) => rendered.push(id)};
+  const stub = new Proxy(function () {}, {get: () => stub, apply: () => null});
+  window[Symbol.for("LGUI_REQUIRE")] = () => stub;
+  const answer = await fetch(`/ui/${graph}`, {
+    method: "POST", headers: {"content-type": "application/json"}, body: JSON.stringify({name}),
+  });
+  const html = await answer.text();
+  const loaded = [];
+  const mount = (id) => {
+    const dom = document.createElement("div");
+    dom.id = id;
+    document.body.appendChild(dom);
+    const fragment = document.createRange().createContextualFragment(
+      html.replace("{{shadowRootId}}", id));
+    const script = fragment.querySelector("script");
+    loaded.push(new Promise((done) => script.addEventListener("load", done)));
+    dom.attachShadow({mode: "open"}).appendChild(fragment);
+    return dom;
+  };
+  mount("child-shadow-kept");
+  // Unmounted before its script has loaded: a Refresh, or the card moving to the answer.
+  mount("child-shadow-gone").remove();
+  await Promise.all(loaded);
+  await new Promise((done) => setTimeout(done, 200));
+  return rendered;
+})
+"""
+
+
+def test_a_card_unmounted_while_its_script_loads_throws_nothing(
+    chat_server: str, ui_missing: str | None
+) -> None:
+    from tests import browser
+
+    skip_without(ui_missing)
+    if (why := browser.missing()) is not None:
+        pytest.skip(why)
+    with browser.chromium() as page:
+        page.open(f"{chat_server}/info")
+        rendered = page.evaluate(f"{MOUNT}({json.dumps(['chat_agent', CARD])})")
+        assert page.errors == [], "the page threw (agent-chat-ui's console shows it)"
+    assert rendered == ["child-shadow-kept"], "the mounted card renders, the gone one does not"
+
+
+def test_without_chromium_the_browser_test_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests import browser
+
+    monkeypatch.setattr(browser.shutil, "which", lambda name: None)
+    assert browser.missing() == (
+        "no Chromium on PATH (looked for chromium, chromium-browser, google-chrome, chrome): "
+        "install chromium"
+    )
