@@ -102,3 +102,47 @@ def test_while_running_or_reviewing_the_title_says_so() -> None:
     assert progress_card(GENERATED[:1], None, "refine")["title"] == "Refining the answer…"
     reviewing = progress_card(GENERATED, "passed", reviewing=True)
     assert reviewing["title"] == "Awaiting your review"
+
+
+def reviewed_agent() -> tuple[Any, Any]:
+    """An agent whose answers score 0.6, 0.4, then 0.3, paused for a final review."""
+    from langchain.agents import create_agent
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from langgraph_refine import RefineMiddleware
+    from tests.fakes import AgentModel
+
+    scores = {"a": 0.6, "b": 0.4}
+
+    def judged(response: str, state: Any) -> Evaluation:
+        return Evaluation(score=scores.get(response, 0.3), feedback="more")
+
+    refine = RefineMiddleware(
+        judged, human_review="final", max_iterations=1, patience=None, progress_ui="card"
+    )
+    agent = create_agent(
+        AgentModel(replies=["a", "b", "c"]),
+        tools=[],
+        middleware=[refine],
+        checkpointer=InMemorySaver(),
+    )
+    return agent, {"configurable": {"thread_id": "t"}}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="ProgressUI.at_end must pass progress_card(..., answer=result.best_index)",
+)
+def test_an_approved_revision_is_what_the_agents_card_describes() -> None:
+    from langchain_core.messages import HumanMessage
+    from langgraph.types import Command
+
+    agent, config = reviewed_agent()
+    agent.invoke({"messages": [HumanMessage("Write a tagline.")]}, config)
+    agent.invoke(Command(resume={"action": "revise", "feedback": "Shorter."}), config)
+    agent.invoke(Command(resume={"action": "approve"}), config)
+    values = agent.get_state(config).values
+    assert values["messages"][-1].text == "c"
+    (card,) = values["ui"]
+    assert card["props"]["summary"] == "done after 3 rounds: round 3, score 0.3, approved"
+    assert card["props"]["score"] == 0.3
