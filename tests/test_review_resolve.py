@@ -145,3 +145,20 @@ def test_an_async_agent_on_an_async_saver_is_resolved(tmp_path: Any) -> None:
     state = asyncio.run(run())
     assert state.interrupts == ()
     assert state.values["refine_stop_reason"] == "rejected"
+
+
+def test_an_async_graph_on_an_async_saver_is_resolved(tmp_path: Any) -> None:
+    # The graph's review is a sync node: under `ainvoke` it runs in a worker thread,
+    # where an async saver answers a sync read.
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    async def run() -> Any:
+        async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "g.sqlite")) as saver:
+            graph, cfg = reviewed_graph(saver), config()
+            await graph.ainvoke({"task": "Write a tagline."}, cfg)
+            await graph.ainvoke(RESOLVE, cfg)
+            return await graph.aget_state(cfg)
+
+    state = asyncio.run(run())
+    assert state.interrupts == ()
+    assert RefineResult.from_state(state.values).stop_reason == "rejected"
