@@ -250,7 +250,7 @@ def test_the_cards_words_name_each_round_its_score_and_what_followed() -> None:
         "the reviewer's edit: score 0.9, edited by the reviewer",
     ]
     assert done["summary"] == (
-        "done after 4 rounds: best score 0.9 (round 4), edited by the reviewer"
+        "done after 3 rounds: the reviewer's edit, score 0.9, edited by the reviewer"
     )
     judging = progress_card(attempts, None, "refine", judging=True)
     assert (judging["lines"], judging["judging"]) == (running["lines"], 4)

@@ -203,7 +203,8 @@ def test_the_description_offers_only_what_a_chat_can_send(host: Any, mode: str) 
     payload = host(mode).start()
     description = payload["action_requests"][0]["description"]
     assert "without" not in description, "a chat cannot send a rejection without a message"
-    assert 'reject with the message "stop" to end with the best answer so far' in description
+    stop = 'reject with the message "stop" (or mark the thread resolved) to end with the best'
+    assert stop in description
     assert "Reject with a message saying what to change" in description
     assert "Approve to end with this answer" in description
 

@@ -7,7 +7,8 @@ LangGraph API (LangChain's agent-chat-ui, LangGraph Studio, the SDK):
 
 The graph ids are `chat_agent` (the best answer reaches the chat once),
 `chat_agent_drafts` (every draft streams, tagged with its attempt) and
-`chat_agent_reviewed` (a person approves, edits, rejects or asks for a revision first).
+`chat_agent_reviewed` (a person approves, edits, rejects or asks for a revision first;
+agent-chat-ui's "Mark as Resolved" ends with the best answer, as a rejection does).
 `REFINE_MODEL` is a `"provider:model"` string or a model name served over the OpenAI protocol
 (`OPENAI_BASE_URL` / `OPENAI_API_KEY` point at any OpenAI-compatible server); the same
 model answers and judges (the middleware's evaluator is None: the agent's own model).
@@ -23,7 +24,8 @@ stream_mode=["messages-tuple", "custom", "values"])`.
 
 The progress a chat renders: `progress_ui="refine_progress"` shows the rounds as one
 generative-UI card ("round 1: score 0.4, refining", "round 2: judging…" while the judge
-works, "round 2: score 0.95, passed"), updated in place and kept in the state key `ui`;
+works, "round 2: score 0.95, passed"), updated in place and kept in the state key `ui`; its
+title says what the answer shown is ("Passed", "Best of 2 answers: no rounds left");
 agent-chat-ui shows it where the loading dots were, and under the answer at the end. Its
 component is `progress.tsx`, registered for the three graphs under `"ui"` in
 `langgraph.json`: `langgraph dev` bundles it with Node.js (20.16 or later, with npm: it

@@ -20,10 +20,12 @@ type ProgressRound = {
 
 type ProgressCard = {
   status: "running" | "done";
+  title?: string; // absent from cards written before it was added
   judging: number | null;
   rounds: ProgressRound[];
   lines: string[];
   summary: string;
+  score?: number | null;
   best_score: number | null;
   stop_reason: string | null;
 };
@@ -45,7 +47,7 @@ function RefineProgress(props: ProgressCard) {
   return (
     <div style={box} data-refine-progress={props.status}>
       <div style={{ fontWeight: 600, marginBottom: "4px" }}>
-        {running ? "Refining the answer…" : "Refined"}
+        {props.title ?? (running ? "Refining the answer…" : "Done")}
       </div>
       <ol style={{ margin: 0, paddingLeft: "1.2em" }}>
         {props.rounds.map((item) => (

@@ -8,6 +8,14 @@ agent-chat-ui on its own port, its hosted copy) then asks itself for the script,
 404, and shows an empty card. This middleware gives those paths the address the request
 came to, so the browser fetches the script from this server (a `<script>` needs no CORS).
 
+The snippet's script renders the component when it has loaded (its `onload` calls the
+bundle's `render(name, shadowRootId)`), into the element the chat made for it. A chat
+that removes that element first (agent-chat-ui does when a Refresh replaces the answer,
+or when the card moves to the answer at the end) leaves the script loading; the bundle's
+`render` then finds no element and throws `TypeError: Cannot read properties of null
+(reading 'shadowRoot')`. So the middleware also makes the `onload` render only into an
+element still in the page (`guarded_render`).
+
 It is LangGraph Server's own extension point: `langgraph.json` names this app under
 `"http": {"app": ...}`, and the server runs its middleware around every request; this one
 touches only the answers of `POST /ui/<graph>`.
@@ -28,6 +36,18 @@ COMPONENT_REQUEST = re.compile(r"/ui/[^/]+")
 
 RELATIVE_ASSET = re.compile(rb'(src|href)="/ui/')
 
+RENDER_CALL = re.compile(
+    rb"onload='(?P<bundle>__LGUI_\w+)\.render\("
+    rb"(?P<name>[^']*?), (?P<id>\"\{\{shadowRootId\}\}\")\)'"
+)
+"""The script's `onload`: `__LGUI_<graph>.render(<name>, "{{shadowRootId}}")`. The chat
+fills the placeholder once (its first occurrence only), so a guard must not repeat it."""
+
+GUARDED_RENDER = (
+    rb"onload='(function(name,id){document.getElementById(id)&&\g<bundle>.render(name,id)})"
+    rb"(\g<name>, \g<id>)'"
+)
+
 
 def absolute_assets(html: bytes, origin: str) -> bytes:
     """`html` with its `/ui/...` script and stylesheet paths prefixed with `origin`.
@@ -39,8 +59,20 @@ def absolute_assets(html: bytes, origin: str) -> bytes:
     return RELATIVE_ASSET.sub(rb'\1="' + origin.rstrip("/").encode() + rb"/ui/", html)
 
 
+def guarded_render(html: bytes) -> bytes:
+    """`html` whose script renders only into an element still in the page.
+
+    Example:
+        >>> call = b"__LGUI_g.render(&quot;card&quot;, " + b'"{{shadowRootId}}")'
+        >>> guarded = guarded_render(b"<script onload='" + call + b"'>").decode()
+        >>> guarded.count("{{shadowRootId}}"), "getElementById(id)&&__LGUI_g.render(" in guarded
+        (1, True)
+    """
+    return RENDER_CALL.sub(GUARDED_RENDER, html)
+
+
 class AbsoluteComponentAssets:
-    """ASGI middleware: answers to `POST /ui/<graph>` name their assets by full address."""
+    """ASGI middleware: rewrites the answers to `POST /ui/<graph>` (see the module)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -68,7 +100,7 @@ class AbsoluteComponentAssets:
             body.extend(message.get("body", b""))
             if message.get("more_body"):
                 return
-            html = absolute_assets(bytes(body), origin)
+            html = guarded_render(absolute_assets(bytes(body), origin))
             headers = [(k, v) for k, v in start["headers"] if k.lower() != b"content-length"]
             headers.append((b"content-length", str(len(html)).encode()))
             await send({**start, "headers": headers})

@@ -193,21 +193,31 @@ class ProgressCard(TypedDict):
 
     Attributes:
         status: `"running"` while the loop goes on, `"done"` once it has ended.
+        title: The card's heading: `"Refining the answer…"`, `"Awaiting your review"`,
+            and at the end what the answer shown is: its stop in words when it was
+            accepted (`"Passed"`, `"Edited by the reviewer"`), `"Best of 3 answers: no
+            rounds left"` when none was, `"Stopped: ..."` when the loop failed.
         judging: While an answer is being judged, its round (counted from 1), else None.
         rounds: Every evaluated answer so far, in order.
         lines: Each round's `line`, in order.
         summary: The latest line while running (`"round 2: judging…"` while an answer is
-            being judged); at the end, the outcome
-            (`"done after 2 rounds: best score 0.95 (round 2), passed"`).
-        best_score: The best score so far.
+            being judged); at the end, the rounds run (the answers the model wrote) and
+            the answer the chat shows (`"done after 2 rounds: best score 0.95 (round 2),
+            passed"`, `"done after 2 rounds: the reviewer's edit, score 0.4, edited by
+            the reviewer"`).
+        score: The score of the answer the chat shows at the end (the best so far while
+            running); None when it was not judged.
+        best_score: The best score among the judged answers.
         stop_reason: Why the loop stopped (None while it runs).
     """
 
     status: Literal["running", "done"]
+    title: str
     judging: int | None
     rounds: list[ProgressRound]
     lines: list[str]
     summary: str
+    score: float | None
     best_score: float | None
     stop_reason: StopReason | None
 

@@ -16,6 +16,12 @@ a client renders; its description offers only what a chat can send: agent-chat-u
 refuses a rejection without a reason and, with its reason box left empty, sends
 `approve`, so a chat user stops by rejecting with `stop`.
 
+A chat may also end the thread without answering: agent-chat-ui's "Mark as Resolved"
+resumes it with `Command(goto=END)` and no resume value. LangGraph has no channel for
+that write (it logs "wrote to unknown channel branch:to:__end__, ignoring it") and runs
+the paused review again, which would pause again. `ask_review` reads it as what it
+means, the loop's `reject`: stop with the best answer (`resolve_requested`).
+
 A client that can only send text (an A2A client replying to a task that asks for input)
 answers in words, read by `from_text`: an action's name (`approve`, `reject`; `stop`
 is a reject), `edit:`
@@ -25,12 +31,16 @@ request for one more answer (a revision).
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from typing import Annotated, Any, Literal, TypeVar, Union
 
+from langgraph.config import get_config
+from langgraph.constants import CONFIG_KEY_CHECKPOINTER, END
+from langgraph.errors import GraphInterrupt
 from langgraph.types import interrupt
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -333,7 +343,8 @@ def hitl_request(payload: Mapping[str, Any]) -> dict[str, Any]:
 REVIEW_CHOICES = (
     "Approve to end with this answer, or edit the response to end with your text. "
     "Reject with a message saying what to change to get one more answer that follows it; "
-    'reject with the message "stop" to end with the best answer so far.'
+    'reject with the message "stop" (or mark the thread resolved) to end with the best '
+    "answer so far."
 )
 """What each decision does, as a chat can send it (a rejection there needs a message)."""
 
@@ -373,6 +384,8 @@ def ask_review(
     payload: Mapping[str, Any],
     apply: Callable[[Mapping[str, Any], Any], T],
     actions: Sequence[str],
+    *,
+    resolve: bool | None = None,
 ) -> T:
     """Pause with `interrupt(payload, response_schema=...)` until `apply` accepts the answer.
 
@@ -382,11 +395,18 @@ def ask_review(
     was wrong. Each `interrupt()` here has its own resume slot, so the bad value is never
     replayed into the next answer.
 
+    A run that resumes the review with no answer but a client's resolve
+    (`Command(goto=END)`, agent-chat-ui's "Mark as Resolved") gets `RESOLVED`, the
+    loop's `reject`: the loop ends with the best answer instead of pausing again.
+
     Args:
         payload: What the reviewer is shown.
         apply: Turns an answer into the caller's update; raises `ReviewInputError` for a
             malformed answer.
         actions: The actions offered, for the schema.
+        resolve: Whether this run resolves the thread (`aresolve_requested`, read
+            before by an async caller); None: read here, only when the review has no
+            answer (`resolve_requested`).
 
     Returns:
         What `apply` returned for the first well-formed answer.
@@ -395,7 +415,73 @@ def ask_review(
     shown = payload
     while True:
         try:
-            return apply(payload, interrupt(shown, response_schema=schema))
+            value = interrupt(shown, response_schema=schema)
+        except GraphInterrupt:
+            if not (resolve if resolve is not None else resolve_requested()):
+                raise
+            logger.info("%s: the thread was resolved: ending with the best answer", shown["name"])
+            value = dict(RESOLVED)
+        try:
+            return apply(payload, value)
         except ReviewInputError as exc:
             logger.info("%s: review answer rejected: %s", payload.get("name"), exc)
             shown = {**payload, "error": str(exc)}
+
+
+RESOLVED: Mapping[str, str] = {"action": "reject"}
+"""The answer a client's resolve stands for: stop with the best answer, as `reject` does."""
+
+RESOLVE_WRITE = f"branch:to:{END}"
+"""The write LangGraph makes of `Command(goto=END)`: no graph has that channel, so it stays
+a pending write on the checkpoint the run resumes, where `resolve_requested` reads it."""
+
+
+def resolve_requested() -> bool:
+    """Whether this run resumes the thread with a client's resolve (`Command(goto=END)`).
+
+    Read from the pending writes of the thread's checkpoint the run resumes (the root
+    graph's, where a run's command is written), with the run's checkpointer. False
+    outside a graph run, without a checkpointer, or when the checkpointer cannot be read
+    synchronously here (an async saver on its event loop: use `aresolve_requested`).
+    """
+    found = _resolve_lookup()
+    if found is None:
+        return False
+    saver, config = found
+    try:
+        checkpoint = saver.get_tuple(config)
+    except (asyncio.InvalidStateError, NotImplementedError) as exc:  # an async-only saver
+        logger.debug("the thread's checkpoint cannot be read synchronously here: %s", exc)
+        return False
+    return _resolves(checkpoint)
+
+
+async def aresolve_requested() -> bool:
+    """`resolve_requested` for code on an event loop (a served agent's async hook)."""
+    found = _resolve_lookup()
+    if found is None:
+        return False
+    saver, config = found
+    return _resolves(await saver.aget_tuple(config))
+
+
+def _resolve_lookup() -> tuple[Any, dict[str, Any]] | None:
+    """The run's checkpointer and the config of the root checkpoint it resumes, or None."""
+    try:
+        configurable = get_config().get("configurable") or {}
+    except RuntimeError:  # outside a graph run
+        return None
+    saver = configurable.get(CONFIG_KEY_CHECKPOINTER)
+    thread = configurable.get("thread_id")
+    if saver is None or thread is None:
+        return None
+    root: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ""}
+    checkpoint_id = (configurable.get("checkpoint_map") or {}).get("")
+    if checkpoint_id is not None:
+        root["checkpoint_id"] = checkpoint_id
+    return saver, {"configurable": root}
+
+
+def _resolves(checkpoint: Any) -> bool:
+    writes = getattr(checkpoint, "pending_writes", None) or []
+    return any(channel == RESOLVE_WRITE for _, channel, _ in writes)
