@@ -129,10 +129,6 @@ def reviewed_agent() -> tuple[Any, Any]:
     return agent, {"configurable": {"thread_id": "t"}}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ProgressUI.at_end must pass progress_card(..., answer=result.best_index)",
-)
 def test_an_approved_revision_is_what_the_agents_card_describes() -> None:
     from langchain_core.messages import HumanMessage
     from langgraph.types import Command

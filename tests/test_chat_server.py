@@ -572,11 +572,6 @@ def test_without_chromium_the_browser_test_says_why(monkeypatch: pytest.MonkeyPa
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 60 item 7(e), the integrator's: a values update while a draft is judged "
-    "leaves it out, and a chat (useStream) drops the draft it showed",
-)
 def test_with_drafts_each_draft_stays_in_the_chat_while_it_is_judged(drafts_chat: Chat) -> None:
     shown: str | None = None  # the draft on screen, from its first chunk to the next draft
     for part in drafts_chat.parts:

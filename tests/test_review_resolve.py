@@ -12,7 +12,6 @@ import asyncio
 import uuid
 from typing import Any, TypedDict
 
-import pytest
 from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
@@ -126,12 +125,6 @@ def test_an_async_agent_is_resolved_too() -> None:
     assert state.values["refine_stop_reason"] == "rejected"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the agent's async hook must read the resolve with `await aresolve_requested()` "
-    "and pass it to `ask_review(..., resolve=...)`: an async saver refuses a sync read on "
-    "its event loop",
-)
 def test_an_async_agent_on_an_async_saver_is_resolved(tmp_path: Any) -> None:
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 

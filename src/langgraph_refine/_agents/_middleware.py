@@ -103,7 +103,7 @@ from langgraph_refine._events import ReviewPayload, StopEvent
 from langgraph_refine._kinds import model_name
 from langgraph_refine._loop._resolve import agent_models, check_binds
 from langgraph_refine._loop._review import ReviewNode, require_checkpointer
-from langgraph_refine._loop._review_schema import ask_review
+from langgraph_refine._loop._review_schema import aresolve_requested, ask_review
 from langgraph_refine._loop._step import emit
 from langgraph_refine._loop._thread import run_of
 from langgraph_refine._records._reviews import arecord_review, record_review
@@ -321,7 +321,8 @@ class RefineMiddleware(AgentMiddleware[RefineAgentState, Any, Any]):
         An async agent runs this hook on its event loop, where a server's store refuses
         sync calls (`langgraph dev`'s "Synchronous calls to BatchedStore").
         """
-        payload, answer, restart = review_of(self.loop, state, runtime)
+        resolve = await aresolve_requested() if self.loop.review_asked(state) else None
+        payload, answer, restart = review_of(self.loop, state, runtime, resolve)
         if restart is not None:
             return restart
         if payload is not None and answer is not None:
@@ -376,14 +377,18 @@ def shown(loop: AgentLoop, reply: R, card: Card | None, event: StopEvent | None 
 
 
 def review_of(
-    loop: AgentLoop, state: RefineAgentState, runtime: Runtime[Any]
+    loop: AgentLoop, state: RefineAgentState, runtime: Runtime[Any], resolve: bool | None = None
 ) -> tuple[ReviewPayload | None, ReviewAnswer | None, dict[str, Any] | None]:
-    """The review asked and its answer (the run pauses for it), or a Refresh's restart."""
+    """The review asked and its answer (the run pauses for it), or a Refresh's restart.
+
+    `resolve`: whether a client resolved the thread (`Command(goto=END)`), read by an
+    async hook (`aresolve_requested`); None: `ask_review` reads it.
+    """
     payload = loop.review_asked(state)
     if payload is None and regenerating(state, run_of(runtime)):  # a chat's Refresh
         update, card = restarted(state, loop.progress)
         return None, None, shown(loop, update | {"jump_to": "model"}, card)
-    return payload, reviewed(loop, payload), None
+    return payload, reviewed(loop, payload, resolve), None
 
 
 def after_review(
@@ -417,11 +422,13 @@ def judge_identity(loop: AgentLoop, state: Mapping[str, Any]) -> dict[str, Any] 
     return review.identity(state, loop.evaluator) if review is not None else None
 
 
-def reviewed(loop: AgentLoop, payload: ReviewPayload | None) -> ReviewAnswer | None:
+def reviewed(
+    loop: AgentLoop, payload: ReviewPayload | None, resolve: bool | None = None
+) -> ReviewAnswer | None:
     """The reviewer's answer to `payload` (the run pauses until there is one), or None."""
     if payload is None or loop.review is None:
         return None
-    return ask_review(payload, loop.review.answer, loop.review.actions)
+    return ask_review(payload, loop.review.answer, loop.review.actions, resolve=resolve)
 
 
 def progress_for(component: object) -> ProgressUI | None:

@@ -336,7 +336,9 @@ class ProgressUI:
             answer = answer.model_copy(update={"id": str(uuid.uuid4())})
             messages = [*messages[:-1], answer]
         card = Card(
-            record.card_id, progress_card(result.attempts, result.stop_reason, done=True), answer
+            record.card_id,
+            progress_card(result.attempts, result.stop_reason, done=True, answer=result.best_index),
+            answer,
         )
         hosted = record.card_id
         if rewritten or not any(m.id == hosted for m in state.get("messages") or []):
