@@ -19,7 +19,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from langgraph_refine import Attempt, Evaluation, RefineMiddleware
 from langgraph_refine._agents._agent_state import JudgingAnswer
-from langgraph_refine._agents._progress import MOVE_WORDS, STOP_WORDS, progress_card
+from langgraph_refine._decisions._card import MOVE_WORDS, STOP_WORDS, progress_card
 from langgraph_refine._state import MoveKind, StopReason
 from tests.fakes import AgentModel, call_tool, lookup
 

@@ -12,7 +12,7 @@ from typing import Any, get_args
 import pytest
 
 from langgraph_refine import Attempt, Evaluation
-from langgraph_refine._agents._progress import ANSWER_STOPS, STOP_WORDS, progress_card
+from langgraph_refine._decisions._card import ANSWER_STOPS, STOP_WORDS, progress_card
 from langgraph_refine._state import MoveKind, StopReason
 
 
