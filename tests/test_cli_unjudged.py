@@ -147,10 +147,10 @@ def unjudged_result() -> Any:
 
 
 async def test_a_result_stopped_unjudged_is_a_failed_row(tmp_path: Path) -> None:
-    """The batch's own rule, on a result the loop stopped so (a fast test of `drive`)."""
+    """The batch's own rule, on a result the loop stopped so (a fast test of `run_rows`)."""
     from rich.console import Console
 
-    from langgraph_refine.cli._batch import LineProgress, LineWriter, drive, read_input
+    from langgraph_refine.cli._batch import LineProgress, LineWriter, read_input, run_rows
     from langgraph_refine.cli._options import CommandOptions
 
     src = write_jsonl(tmp_path / "in.jsonl", tasks(2))
@@ -164,7 +164,7 @@ async def test_a_result_stopped_unjudged_is_a_failed_row(tmp_path: Path) -> None
             else unjudged_result().model_copy(update={"stop_reason": "max_iterations"})
         )
 
-    stats = await drive(items, run_one, writer, concurrency=2, progress=LineProgress(Console()))
+    stats = await run_rows(items, run_one, writer, concurrency=2, progress=LineProgress(Console()))
     writer.close()
     rows = {row["id"]: row for row in read_jsonl(tmp_path / "out.jsonl")}
     assert (stats.done, stats.failed) == (1, 1)

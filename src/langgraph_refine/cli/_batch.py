@@ -615,7 +615,7 @@ async def run_items(
     store: BaseStore | None = None,
     checkpointer: BaseCheckpointSaver[Any] | None = None,
 ) -> BatchStats:
-    """Refine `items` locally with at most `concurrency` loops at a time (see `drive`).
+    """Refine `items` locally with at most `concurrency` loops at a time (see `run_rows`).
 
     With a `checkpointer`, each task runs on a thread of its own (`task_thread`), so a
     batch killed and rerun continues its unfinished tasks from their last completed call.
@@ -635,7 +635,7 @@ async def run_items(
             written by another process (after the running tasks end).
     """
     if not items:
-        return await drive(items, _never, writer, concurrency=concurrency, progress=progress)
+        return await run_rows(items, _never, writer, concurrency=concurrency, progress=progress)
     loops = _Loops(generator or batch_generator(items, settings), settings, store, checkpointer)
 
     async def run_one(item: BatchItem) -> RefineResult:
@@ -660,7 +660,7 @@ async def run_items(
         return describe_error(exc, settings.describe_endpoint(), settings.timeout)
 
     try:
-        return await drive(
+        return await run_rows(
             items, run_one, writer, concurrency=concurrency, progress=progress, fatal=fatal
         )
     finally:
@@ -748,7 +748,7 @@ async def _never(item: BatchItem) -> RefineResult:  # pragma: no cover - no item
     raise AssertionError(item)
 
 
-async def drive(
+async def run_rows(
     items: list[BatchItem],
     run_one: RunOne,
     writer: LineWriter,

@@ -25,7 +25,14 @@ from typing import Any
 
 from langgraph_refine._decisions._options import CONTEXT, LINE, declared, line_key
 from langgraph_refine._result import RefineResult
-from langgraph_refine.cli._batch import BatchItem, BatchStats, LineWriter, Progress, drive, id_key
+from langgraph_refine.cli._batch import (
+    BatchItem,
+    BatchStats,
+    LineWriter,
+    Progress,
+    id_key,
+    run_rows,
+)
 from langgraph_refine.cli._errors import USAGE, CliError, cause_text, is_unreachable, one_line
 
 RUN_CONTEXT_KEYS: tuple[str, ...] = tuple(
@@ -245,7 +252,7 @@ async def run_on_server(
     writer = LineWriter(batch.out)
     try:
         with progress() as shown:
-            return await drive(
+            return await run_rows(
                 items,
                 batch.run_one,
                 writer,

@@ -353,7 +353,7 @@ async def _arun(
                 if not request.restart:
                     await _check_pending_review(graph, config, request)
                 try:
-                    return await _drive(
+                    return await _run_in_task(
                         request, graph, config, kept, evaluator, view, reviewer, notes
                     )
                 except (asyncio.CancelledError, KeyboardInterrupt):
@@ -365,7 +365,7 @@ async def _arun(
         await settings.http.aclose()
 
 
-async def _drive(
+async def _run_in_task(
     request: RunRequest,
     graph: Graph,
     config: RunnableConfig,
