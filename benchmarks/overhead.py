@@ -8,6 +8,11 @@ a short and a long run, which removes the fixed cost of starting a run; the whol
 ratio at the default 5 generations is reported beside it. Each sample is the fastest of
 10 back-to-back runs (other processes only ever add time); variants are interleaved.
 
+A `floor` variant is the refine graph's state and steps with trivial node bodies: the
+same channels, the same entry (`route_start`), the same writes (models dumped once, ahead
+of the runs) and a `Command` route per round, so it costs what LangGraph's side of the
+refine loop costs and nothing of the library's own work.
+
 A third variant puts the library's own `GeneratorNode` and `EvaluatorNode` in a custom
 topology with a conditional edge per round (`route_after_evaluation`), as the
 hand-written loop has. The factory's evaluate node routes itself with a `Command`
@@ -26,6 +31,7 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, Overwrite
 from typing_extensions import TypedDict
 
 from benchmarks._harness import (
@@ -38,13 +44,18 @@ from benchmarks._harness import (
     tutorial_graph,
 )
 from langgraph_refine import (
+    Attempt,
+    Evaluation,
     EvaluatorNode,
     GeneratorNode,
     RefineState,
+    Usage,
     create_refine_graph,
     route_after_evaluation,
 )
 from langgraph_refine._inline import Inline
+from langgraph_refine._loop._ends import route_start
+from langgraph_refine._state import RefineInput, RefineOutput, dumped
 
 TARGET = 1.1
 """The goal for the per-round time ratio (refine / minimal), sync and async."""
@@ -141,9 +152,55 @@ def one_route_loop(rounds: int, *, is_async: bool) -> Any:
     return builder.compile()
 
 
+def floor_loop(rounds: int, *, is_async: bool) -> Any:
+    """The refine graph's state, entry, steps and writes, with trivial node bodies."""
+    pending = [dumped(Attempt(index=i, response=RESPONSE)) for i in range(rounds)]
+    judged = [
+        dumped(Attempt(index=i, response=RESPONSE, evaluation=Evaluation(score=0.5)))
+        for i in range(rounds)
+    ]
+    usage = dumped(Usage())
+
+    def generate_step(state: Any) -> dict[str, Any]:
+        update: dict[str, Any] = {"pending": pending[len(state["attempts"])]}
+        if state.get("loop_id") is None:  # the run's start, as the refine graph's
+            update |= {"usage": Overwrite(usage), "from_messages": False, "loop_id": "run"}
+        return update
+
+    def evaluate_step(state: Any) -> Command[str]:
+        done = len(state["attempts"]) + 1
+        update = {"attempts": [judged[done - 1]], "pending": None, "usage": usage}
+        if done < rounds:
+            more = {"refine_from": done - 1, "next_move": "refine"}
+            return Command(update=update | more, goto="generate")
+        return Command(
+            update=update | {"stop_reason": "max_iterations", "response": RESPONSE}, goto=END
+        )
+
+    async def agenerate_step(state: Any) -> dict[str, Any]:
+        return generate_step(state)
+
+    async def aevaluate_step(state: Any) -> Command[str]:
+        return evaluate_step(state)
+
+    builder = StateGraph(RefineState, input_schema=RefineInput, output_schema=RefineOutput)
+    builder.add_node("generate", agenerate_step if is_async else generate_step)
+    builder.add_node(
+        "evaluate", aevaluate_step if is_async else evaluate_step, destinations=("generate", END)
+    )
+    builder.add_node("prepare", lambda state: {})
+    builder.add_conditional_edges(
+        START, Inline(route_start), {"generate": "generate", "prepare": "prepare"}
+    )
+    builder.add_edge("prepare", "generate")
+    builder.add_edge("generate", "evaluate")
+    return builder.compile()
+
+
 KINDS: dict[str, Callable[..., Any]] = {
     "refine": refine_loop,
     "custom topology (conditional edge)": one_route_loop,
+    "floor (refine's state and steps, trivial nodes)": floor_loop,
     "minimal": minimal_loop,
 }
 
