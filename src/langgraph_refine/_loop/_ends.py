@@ -14,7 +14,7 @@ import logging
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass
-from typing import Any, Literal, get_type_hints
+from typing import Any, Literal, cast, get_type_hints
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langchain_core.runnables import Runnable, RunnableConfig
@@ -97,7 +97,7 @@ class Prepare:
         Raises:
             ValueError: As `Prepare` does.
         """
-        update = self(state)  # type: ignore[arg-type]  # the graph's whole state
+        update = self(cast(RefineState, state))  # a state extending `RefineState`
         # `usage` and `attempts` are written as `Overwrite`s: what they leave is read here.
         return update, {**state, **update, "attempts": [], "usage": Usage()}
 
