@@ -58,12 +58,13 @@ def test_the_spinner_names_each_phase_and_nothing_after_the_stop(
     options = CommandOptions(settings={"max_iterations": 1, "patience": 5})
     db = tmp_path / "runs.sqlite"
     view = run_view(server, RunRequest("Write.", options, checkpoint=db, thread="new-thread"))
-    assert view.shown == [  # a new --thread starts: it resumes nothing
+    # A new --thread starts: it resumes nothing. The result is chosen in the last
+    # judging step (no comparisons: no step of its own, so no phase of its own).
+    assert view.shown == [
         "round 0: generating…",
         "round 0: judging…",
         "round 1: generating a refinement…",
         "round 1: judging…",
-        "choosing the result…",
     ]
 
 

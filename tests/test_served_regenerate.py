@@ -100,7 +100,8 @@ def test_a_review_answered_in_a_new_run_is_the_reviews_answer() -> None:
 
 def test_the_librarys_own_graph_has_no_run_key_and_ends_as_it_was() -> None:
     # The library's state has no `ended_in` (each channel costs every step): a new run
-    # from before its end ends the loop as it was, as before.
+    # from before its end ends the loop as it was, as before. Its end is made in the
+    # evaluate step that stops the loop (no finalize step of its own).
     from langgraph_refine import create_refine_graph
 
     model = ScriptedChatModel(replies=[f"draft {i}" for i in range(10)])
@@ -109,7 +110,7 @@ def test_the_librarys_own_graph_has_no_run_key_and_ends_as_it_was() -> None:
     config: dict[str, Any] = {"configurable": {"thread_id": str(uuid.uuid4())}}
     graph.invoke({"task": REQUEST}, run(config, R1))
     assert "ended_in" not in graph.get_state(config).values
-    before_end = next(s for s in graph.get_state_history(config) if s.next == ("finalize",))
+    before_end = next(s for s in graph.get_state_history(config) if s.next == ("evaluate",))
     calls = len(model.calls)
     assert graph.invoke(None, run(before_end.config, R2))["response"] == "draft 1"
     assert len(model.calls) == calls

@@ -231,7 +231,10 @@ class ExplainError:
             exc.__cause__ = error.error
         if not isinstance(exc, Exception) or not names_by_message(get_config()):
             raise exc
-        if self.needs_person and error.node == "prepare" and not has_checkpointer():
+        # A run is prepared by its first step: `generate`, or `prepare` on a thread
+        # holding an unfinished run (`_ends.route_start`).
+        starting = error.node in ("prepare", "generate")
+        if self.needs_person and starting and not has_checkpointer():
             raise readable_error(self._call_refine()) from exc
         raise readable_error(describe(exc)) from exc
 

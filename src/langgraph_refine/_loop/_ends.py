@@ -1,4 +1,12 @@
-"""The loop's two ends: `prepare` (take the task, reset loop state) and `FinalizeNode`."""
+"""The loop's two ends: `prepare` (take the task, reset loop state) and `FinalizeNode`.
+
+Neither needs a step of its own in most runs. The generate step prepares the run it
+starts (`Prepare.start`, `starts_run`); a run enters through a `prepare` step only on a
+thread holding an unfinished earlier run (`route_start`). The step that decides the
+stop ends the run itself (`FinalizeNode.end_in_step`) unless the end compares attempts
+(each comparison a durable task), raises a budget error, or restarts for a chat's
+Refresh: then the `finalize` step ends it.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +14,7 @@ import logging
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass
-from typing import Any, get_type_hints
+from typing import Any, Literal, cast, get_type_hints
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langchain_core.runnables import Runnable, RunnableConfig
@@ -16,6 +24,7 @@ from langgraph_refine._decisions._end import Ended, EndFlow, end_flow, regenerat
 from langgraph_refine._decisions._flows import adrive, drive
 from langgraph_refine._decisions._options import CONTEXT_KEYS, LoopOptions, criteria_list
 from langgraph_refine._decisions._round import with_criteria
+from langgraph_refine._errors import BudgetExhaustedError
 from langgraph_refine._loop._comparisons import ComparisonLedger
 from langgraph_refine._loop._review import require_checkpointer
 from langgraph_refine._loop._select import (
@@ -77,6 +86,49 @@ class Prepare:
         if not self.keeps_input_options:  # a state without option keys: nothing to keep
             return prepare(state)
         return {**prepare(state), "input_options": given}
+
+    def start(self, state: Mapping[str, Any]) -> tuple[dict[str, Any], Mapping[str, Any]]:
+        """Prepare the run a step starts: the update, and the state the step then reads.
+
+        The step that starts a run (the generate step) prepares it itself, so a run
+        needs no step of its own for it; an invalid input still fails here, before any
+        model call.
+
+        Raises:
+            ValueError: As `Prepare` does.
+        """
+        update = self(cast(RefineState, state))  # a state extending `RefineState`
+        # `usage` and `attempts` are written as `Overwrite`s: what they leave is read here.
+        return update, {**state, **update, "attempts": [], "usage": Usage()}
+
+
+def starts_run(state: Mapping[str, Any]) -> bool:
+    """Whether a generate step reading `state` starts a run (and so prepares it).
+
+    Within a run, the loop reaches the generate step with the run's `loop_id` set and
+    no stop reason (the evaluate or review step going on, or `FinalizeNode.again` having
+    prepared the run again). A run starts on a thread without a loop (no `loop_id`) or
+    at the end of an earlier run (its stop reason set).
+
+    Example:
+        >>> starts_run({"task": "t"}), starts_run({"loop_id": "a", "stop_reason": None})
+        (True, False)
+    """
+    return state.get("loop_id") is None or state.get("stop_reason") is not None
+
+
+def route_start(state: Mapping[str, Any]) -> Literal["generate", "prepare"]:
+    """Where a run enters the loop: the generate step, which prepares the run itself.
+
+    A thread holding an unfinished earlier run (stopped by an error, or left at an
+    every-round review) looks like a run in progress to the generate step
+    (`starts_run`), so a new run there enters through a `prepare` step of its own.
+
+    Example:
+        >>> route_start({"task": "t"}), route_start({"task": "t", "loop_id": "a"})
+        ('generate', 'prepare')
+    """
+    return "generate" if starts_run(state) else "prepare"
 
 
 INPUT_OPTION_KEYS = CONTEXT_KEYS - get_type_hints(RefineInput).keys()
@@ -207,6 +259,29 @@ class FinalizeNode(Runnable[Any, Any]):
 
         return self._finish(state, options, await adrive(flow, compare))
 
+    def end_in_step(
+        self, state: Mapping[str, Any], config: RunnableConfig | None
+    ) -> dict[str, Any] | None:
+        """The update that ends the run in the step that decided its end, or None.
+
+        The same end (`_end.end_flow`) as `invoke`'s, made where the stop was decided:
+        a run then takes no step more than the loop's rounds. None when the end needs a
+        step of its own: comparisons to pay (each a durable task, after the round is
+        checkpointed), a budget error to raise (a resumed run raises it again without
+        judging the round again), or `regenerates` (a chat's Refresh reruns that step).
+
+        Args:
+            state: The loop's state once the deciding step's update is applied.
+            config: The deciding step's config.
+        """
+        if self.regenerates:
+            return None
+        state, options, flow = self._flow(state, config)
+        try:
+            return self._finish(state, options, drive(flow, _needs_step))
+        except (_NeedsStep, BudgetExhaustedError):
+            return None
+
     def again(self, state: Any) -> Command[str] | None:
         """With `regenerates`, when another run reaches the end: the loop again, else None.
 
@@ -265,3 +340,11 @@ class FinalizeNode(Runnable[Any, Any]):
             update["messages"] = [AIMessage(result.value)]
         emit(ended.event)
         return update
+
+
+class _NeedsStep(Exception):
+    """The end asked for comparisons: it is made in a step of its own."""
+
+
+def _needs_step(selection: Selection) -> Any:
+    raise _NeedsStep

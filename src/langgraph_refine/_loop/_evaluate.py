@@ -13,6 +13,7 @@ from typing import Any, Generic, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable, RunnableConfig
+from langgraph.graph import END
 from langgraph.types import Command, RetryPolicy
 
 from langgraph_refine._calls._run_models import climbing, ladder_names
@@ -28,6 +29,7 @@ from langgraph_refine._decisions._round import (
     with_criteria,
 )
 from langgraph_refine._errors import RefineError, Unjudged
+from langgraph_refine._loop._ends import FinalizeNode
 from langgraph_refine._loop._judging import RoundCalls
 from langgraph_refine._loop._step import Step, run_options
 from langgraph_refine._loop._thread import current_run
@@ -39,6 +41,8 @@ from langgraph_refine._records._record import (
 from langgraph_refine._state import (
     Attempt,
     RefineState,
+    Usage,
+    add_usage,
     plain_writes,
     revive_state,
 )
@@ -79,6 +83,10 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
             node then writes `rung`, the rung of the next attempt (see `_ladder`).
         records_run: The state has `ended_in` (`ServedKeys`): the run that stops the loop
             is written there.
+        end: With `routes`, the loop's end: the node then ends the run itself when it
+            stops the loop and the end needs no step of its own
+            (`FinalizeNode.end_in_step`), and goes to `END`; else it goes to the
+            `"stop"` route (the end's own step).
         **settings: Shorthand for `LoopOptions` and `StopRules` fields
             (`target_score=1.0, max_iterations=3`, ...).
 
@@ -102,8 +110,10 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         record_model: str | None = None,
         ladder: Sequence[str] = (),
         records_run: bool = False,
+        end: FinalizeNode | None = None,
         **settings: Any,
     ) -> None:
+        self.end = end
         self.evaluator: BaseEvaluator = as_evaluator(evaluator)
         self.record_model = record_model
         self.ladder = list(ladder)
@@ -160,14 +170,29 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
             )
         return self.judge_model
 
-    def _route(self, state: Mapping[str, Any], update: dict[str, Any]) -> Any:
-        """The update, or with `routes` a `Command` that also goes where the loop goes next."""
+    def _route(
+        self,
+        state: Mapping[str, Any],
+        config: RunnableConfig | None,
+        outcome: Outcome | None = None,
+    ) -> Any:
+        """The update, or with `routes` a `Command` that also goes where the loop goes next.
+
+        With an `end`, a stop ends the run in this step when its end needs no step of
+        its own (`FinalizeNode.end_in_step`).
+        """
+        update = outcome.update if outcome is not None else {}
         stop = update.get("stop_reason", state.get("stop_reason"))
+        ended = None
+        if stop and self.end is not None and self.routes is not None:
+            ended = self.end.end_in_step(_after(state, outcome), config)
         update = plain_writes(update)
         if stop and self.records_run:
             update["ended_in"] = current_run()
         if self.routes is None:
             return update
+        if ended is not None:
+            return Command(update=update | ended, goto=END)
         return Command(update=update, goto=self.routes["stop" if stop else "refine"])
 
     def _begin(self, state: Mapping[str, Any], config: RunnableConfig | None) -> _Calls:
@@ -194,14 +219,14 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         """Evaluate the pending attempt (sync): a state update, or a `Command` with routes."""
         state = revive_state(input)
         if state.get("pending") is None and state.get("stop_reason"):
-            return self._route(state, {})
+            return self._route(state, config)
         calls = self._begin(state, config)
         try:
             outcome = drive(calls.flow(), calls.answer)
         except Unjudged as exc:  # on_evaluator_error="raise"
             calls.step.on_error(exc, "evaluator")
             raise
-        return self._route(state, calls.finish(outcome))
+        return self._route(state, config, calls.sent(outcome))
 
     async def ainvoke(
         self, input: StateT, config: RunnableConfig | None = None, **kwargs: Any
@@ -209,14 +234,23 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         """Evaluate the pending attempt (async): a state update, or a `Command` with routes."""
         state = revive_state(input)
         if state.get("pending") is None and state.get("stop_reason"):
-            return self._route(state, {})
+            return self._route(state, config)
         calls = self._begin(state, config)
         try:
             outcome = await adrive(calls.flow(), calls.aanswer)
         except Unjudged as exc:  # on_evaluator_error="raise"
             calls.step.on_error(exc, "evaluator")
             raise
-        return self._route(state, calls.finish(outcome))
+        return self._route(state, config, calls.sent(outcome))
+
+
+def _after(state: Mapping[str, Any], outcome: Outcome | None) -> dict[str, Any]:
+    """The loop's state once the round's update is applied (its reducers' work done here)."""
+    if outcome is None:  # a step passing a budget stop through: nothing changed
+        return dict(state)
+    update = outcome.update
+    usage = add_usage(state.get("usage"), update.get("usage") or Usage())
+    return {**state, **update, "attempts": outcome.attempts, "usage": usage}
 
 
 class _Calls(RoundCalls):
@@ -238,9 +272,6 @@ class _Calls(RoundCalls):
     def flow(self) -> Flow:
         ladder = climbing(self.options.models, self.node.ladder)  # a run's own, else the graph's
         return evaluate_round(self.state, self.pending, self.options, ladder)
-
-    def finish(self, outcome: Outcome) -> dict[str, Any]:
-        return self.sent(outcome).update
 
     def record(self, request: Exchange) -> tuple[Any, RecordUpdate] | None:
         """The store and this round's record update, when the run keeps a record."""

@@ -17,7 +17,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.runnables import Runnable, RunnableConfig
-from langgraph.types import RetryPolicy
+from langgraph.types import Overwrite, RetryPolicy
 
 from langgraph_refine._calls._budget import BudgetStop, check_rungs_priced
 from langgraph_refine._calls._models import message_text
@@ -38,6 +38,7 @@ from langgraph_refine._decisions._prompts import (
 from langgraph_refine._decisions._view import graph_view
 from langgraph_refine._errors import ContextLengthError
 from langgraph_refine._loop._adapters import GeneratorAdapter, OneGenerator, adapt, adapt_ladder
+from langgraph_refine._loop._ends import Prepare, starts_run
 from langgraph_refine._loop._step import Step, run_options
 from langgraph_refine._result import RefineResult
 from langgraph_refine._state import Attempt, RefineState, plain_writes, revive_state
@@ -99,6 +100,9 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             model), or a function of the run's options giving them (a run may bring its
             own evaluator): a generation starts only when `max_calls` leaves room for
             them too, so the budget never pays for an answer no one can judge.
+        prepare: Prepares the run this step starts (`_ends.starts_run`), in the same
+            step: the factory's graph has no step before the first generation. None:
+            an earlier step prepares the run (a custom topology's own).
         **settings: Shorthand for `LoopOptions` fields (`memory="last"`, ...).
 
     Example:
@@ -114,9 +118,11 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         *,
         retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
         judge_calls: int | Callable[[LoopOptions], int] = 0,
+        prepare: Prepare | None = None,
         **settings: Any,
     ) -> None:
         self.judge_calls = judge_calls
+        self.prepare = prepare
         self.rungs: list[GeneratorAdapter] = adapt_ladder(generator)
         self.adapter = self.rungs[0]
         self.generator = self.adapter.generator
@@ -192,20 +198,20 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         self, input: StateT, config: RunnableConfig | None = None, **kwargs: Any
     ) -> dict[str, Any]:
         """Generate the next attempt (sync)."""
-        state = revive_state(input)
+        started, state = self._start(revive_state(input))
         turn = self._begin(state, config)
         step, call = turn.step, turn.adapter.invoke
 
         def outputs(ask: _Ask) -> list[Any]:
             return [step.call(call, ask.prompt, state, step) for _ in range(ask.times)]
 
-        return drive(self._generation(state, turn), outputs)
+        return _joined(started, drive(self._generation(state, turn), outputs))
 
     async def ainvoke(
         self, input: StateT, config: RunnableConfig | None = None, **kwargs: Any
     ) -> dict[str, Any]:
         """Generate the next attempt (async): the candidates concurrently."""
-        state = revive_state(input)
+        started, state = self._start(revive_state(input))
         turn = self._begin(state, config)
         step, call = turn.step, turn.adapter.ainvoke
 
@@ -215,7 +221,13 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
             calls = (step.acall(call, ask.prompt, state, step) for _ in range(ask.times))
             return list(await asyncio.gather(*calls))
 
-        return await adrive(self._generation(state, turn), outputs)
+        return _joined(started, await adrive(self._generation(state, turn), outputs))
+
+    def _start(self, state: Mapping[str, Any]) -> tuple[dict[str, Any], Mapping[str, Any]]:
+        """The update preparing the run this step starts ({} if none) and the state to read."""
+        if self.prepare is None or not starts_run(state):
+            return {}, state
+        return self.prepare.start(state)
 
     def _generation(self, state: Mapping[str, Any], turn: _Round) -> _Flow:
         """The round's generator calls as a flow, written once for `invoke` and `ainvoke`.
@@ -292,6 +304,19 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
         if state.get("reviewer_feedback"):
             update["reviewer_feedback"] = None
         return plain_writes(update)
+
+
+def _joined(started: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    """The generation's update after the run's start (`Prepare.start`) in one step.
+
+    The start resets `usage`; what the generation spent (a budget stop writes it) then
+    replaces it rather than adding to the earlier run's total.
+    """
+    if not started:
+        return update
+    if "usage" in update:
+        update = {**update, "usage": Overwrite(update["usage"])}
+    return started | update
 
 
 def _prompt_lines(state: Mapping[str, Any], prompt: list[BaseMessage]) -> frozenset[str]:

@@ -4,6 +4,13 @@ One round is two steps and one route: `generate` -> `evaluate` (a plain edge), t
 evaluate node itself goes back to `generate` or on to the end (through `review` with
 human review), with a `Command`. The decisions live in the nodes: the stop rules and the
 strategy run in `evaluate`, a budget stop in either step sets the stop reason.
+
+A run takes the steps of its rounds and no more: the first generate step prepares the
+run (`Prepare.start`), and the evaluate step that stops the loop ends it
+(`FinalizeNode.end_in_step`, then `END`). The `prepare` and `finalize` steps run only
+when a run needs them: `prepare` when the thread holds an unfinished earlier run
+(`route_start`), `finalize` after a review, for a pairwise selection's comparisons, a
+budget error, or in a served graph, whose chat Refresh reruns the end's step.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from langgraph_refine._decisions._options import (
 )
 from langgraph_refine._inline import Inline
 from langgraph_refine._loop._adapters import GeneratorLike
-from langgraph_refine._loop._ends import FinalizeNode, Prepare
+from langgraph_refine._loop._ends import FinalizeNode, Prepare, route_start
 from langgraph_refine._loop._evaluate import EvaluatorNode
 from langgraph_refine._loop._generate import GeneratorNode
 from langgraph_refine._loop._resolve import loop_models
@@ -76,7 +83,10 @@ def create_refine_graph(
 
     Returns:
         The uncompiled graph, with nodes `prepare`, `generate`, `evaluate`, `finalize`
-        (and `review` with human review).
+        (and `review` with human review). A plain run steps through `generate` and
+        `evaluate` only: the first generation prepares the run and the evaluation that
+        stops the loop ends it; `prepare` runs when the thread holds an unfinished
+        earlier run, `finalize` after a review or for a pairwise selection's comparisons.
 
     Raises:
         ValueError: If an option is unknown, or outside its allowed range (the message
@@ -144,25 +154,32 @@ def loop_builder(
         input_schema=schemas.input,
         output_schema=schemas.output,
     )
+    start = Prepare(
+        options,
+        review=human_review is not None,
+        can_compare=compare is not None,
+        keeps_input_options="input_options" in served,
+        judge=judge,
+    )
     # The instant steps run inline: no worker thread per step under ainvoke (see _inline).
-    builder.add_node(
-        "prepare",
-        Inline(
-            Prepare(
-                options,
-                review=human_review is not None,
-                can_compare=compare is not None,
-                keeps_input_options="input_options" in served,
-                judge=judge,
-            ),
-            name="prepare",
-        ),
+    builder.add_node("prepare", Inline(start, name="prepare"))
+    regenerates = "ended_in" in served
+    finalize = FinalizeNode(
+        options,
+        compare,
+        retry_policy=retry_policy,
+        keeps_result="score" in served,
+        regenerates=regenerates,
     )
     # The model-calling nodes retry their calls themselves (`Step.call`), under the
     # step's meter: no LangGraph retry policy on them, which would retry twice.
     # The evaluate node routes the loop itself (a `Command`): one route per round, and
     # no conditional edge re-reading the whole state after every evaluation.
     stop = "finalize" if human_review is None else "review"
+    # The evaluation that stops the loop ends the run, unless a review comes first or a
+    # chat's Refresh needs the end as a step of its own to run again.
+    ends_in_evaluate = human_review is None and not regenerates
+    ends = (END,) if ends_in_evaluate else ()
     after_evaluation = "review" if human_review == "every_round" else None
     evaluate = EvaluatorNode[RefineState](
         judge,
@@ -173,6 +190,7 @@ def loop_builder(
         record_model=">".join(rung.name for rung in rungs),
         ladder=[rung.name for rung in rungs] if len(rungs) > 1 else (),
         records_run="ended_in" in served,
+        end=finalize if ends_in_evaluate else None,
     )
     builder.add_node(
         "generate",
@@ -183,6 +201,7 @@ def loop_builder(
             # A generation starts only when the budget can also pay its judgment (by the
             # run's own evaluator, which a run's context may name).
             judge_calls=lambda run: int(evaluate.evaluator_for(run).calls_model),
+            prepare=start,
         ),
         metadata={"refine_loop": name},
     )
@@ -190,20 +209,15 @@ def loop_builder(
         "evaluate",
         evaluate,
         metadata={"refine_loop": name},
-        destinations=() if after_evaluation else ("generate", stop),
+        destinations=() if after_evaluation else ("generate", stop, *ends),
     )
-    builder.add_node(
-        "finalize",
-        FinalizeNode(
-            options,
-            compare,
-            retry_policy=retry_policy,
-            keeps_result="score" in served,
-            regenerates="ended_in" in served,
-        ),
-    )
+    builder.add_node("finalize", finalize)
 
-    builder.add_edge(START, "prepare")
+    # A run enters at the generate step, which prepares it, or through `prepare` on a
+    # thread left with an unfinished run (the routing costs no step: START's own).
+    builder.add_conditional_edges(
+        START, Inline(route_start), {"generate": "generate", "prepare": "prepare"}
+    )
     builder.add_edge("prepare", "generate")
     builder.add_edge("generate", "evaluate")
     if human_review is not None:
