@@ -153,7 +153,7 @@ def test_the_driver_builds_the_result_finalize_decided_from_the_final_state() ->
     # variable could carry a result across: the driver reads the final state, and its
     # result is the one the finalize step announced.
     from langgraph_refine import create_refine_graph
-    from langgraph_refine._loop._driver import Driver, drive, run_config, run_flow
+    from langgraph_refine._loop._driver import Driver, run_config, run_flow, run_through
 
     class FreshContext:
         def __init__(self, graph: Any) -> None:
@@ -169,7 +169,7 @@ def test_the_driver_builds_the_result_finalize_decided_from_the_final_state() ->
     ).compile()
     config = run_config(None, durable=False, thread_id=None, max_iterations=1)
     driver = Driver(FreshContext(graph), config, on_event=events.append)
-    result = drive(run_flow("t", durable=False), driver)
+    result = run_through(run_flow("t", durable=False), driver)
     [stop] = [e for e in events if e["type"] == "stop"]
     assert (result.value, result.score, result.stop_reason, result.iterations) == (
         stop["response"],

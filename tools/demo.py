@@ -31,7 +31,7 @@ from langchain_core.language_models import BaseChatModel
 from langgraph_refine import Attempt, RefineResult, create_refine_graph
 from langgraph_refine._calls._models import max_tokens_setting, resolve_chat_model
 from langgraph_refine._display import shorten, usage_text
-from langgraph_refine._loop._driver import Driver, drive, run_config, run_flow
+from langgraph_refine._loop._driver import Driver, run_config, run_flow, run_through
 from langgraph_refine.evaluators import combine, contains_all, no_repetition, word_count
 
 TASK = (
@@ -125,7 +125,7 @@ def run_demo(model: BaseChatModel, *, max_iterations: int = 4) -> RefineResult:
         name="demo",
     ).compile()
     config = run_config(None, durable=False, thread_id=None, max_iterations=max_iterations)
-    return drive(run_flow(TASK, durable=False), Driver(graph, config, on_event=_print_round))
+    return run_through(run_flow(TASK, durable=False), Driver(graph, config, on_event=_print_round))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

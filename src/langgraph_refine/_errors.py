@@ -122,7 +122,7 @@ class UnknownPriceError(RefineError, ValueError):
     """
 
 
-def carry_result(exc: BaseException, result: RefineResult | None) -> None:
+def attach_result(exc: BaseException, result: RefineResult | None) -> None:
     """Give `exc` the best result so far as `.result`, unless it already carries one.
 
     Every error a loop raises after its first model call carries what that call and the

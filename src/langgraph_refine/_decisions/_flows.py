@@ -20,8 +20,8 @@ CallFlow = Generator[AskT, Any, DoneT]
 """A flow yielding asks of type `AskT`, returning `DoneT`."""
 
 
-def drive(flow: CallFlow[AskT, DoneT], carry_out: Callable[[AskT], Any]) -> DoneT:
-    """Carry out a flow: each ask answered by `carry_out`, or its error thrown in."""
+def drive(flow: CallFlow[AskT, DoneT], do: Callable[[AskT], Any]) -> DoneT:
+    """Carry out a flow: each ask done by `do`, or its error thrown in."""
     reply: Any = None
     error: Exception | None = None
     while True:  # a round's hot path: no allocation or call per ask beyond the flow's own
@@ -31,13 +31,13 @@ def drive(flow: CallFlow[AskT, DoneT], carry_out: Callable[[AskT], Any]) -> Done
             value: DoneT = done.value
             return value
         try:
-            reply, error = carry_out(ask), None
+            reply, error = do(ask), None
         except Exception as exc:  # the flow decides what an error means
             reply, error = None, exc
 
 
-async def adrive(flow: CallFlow[AskT, DoneT], carry_out: Callable[[AskT], Awaitable[Any]]) -> DoneT:
-    """Async twin of `drive`: `carry_out` returns an awaitable."""
+async def adrive(flow: CallFlow[AskT, DoneT], do: Callable[[AskT], Awaitable[Any]]) -> DoneT:
+    """Async twin of `drive`: `do` returns an awaitable."""
     reply: Any = None
     error: Exception | None = None
     while True:
@@ -47,6 +47,6 @@ async def adrive(flow: CallFlow[AskT, DoneT], carry_out: Callable[[AskT], Awaita
             value: DoneT = done.value
             return value
         try:
-            reply, error = await carry_out(ask), None
+            reply, error = await do(ask), None
         except Exception as exc:
             reply, error = None, exc

@@ -2,7 +2,7 @@
 
 `run_flow` is a generator that says what to do next: run the graph (`Run`), read the
 thread's state (`ReadState`), or ask the reviewer (`AskReviewer`), and receives each
-answer. `drive` and `adrive` carry the steps out (`Driver.carry_out`) with the one flow
+answer. `run_through` and `arun_through` carry the steps out (`Driver.do`) with the one flow
 driver (`_decisions._flows`), as httpx drives one auth flow from both its sync and async
 clients. `refine`, `arefine` and the command line all run
 through them, so continuing an unfinished thread, answering reviews and reading the
@@ -24,9 +24,8 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
-from langgraph_refine._decisions._flows import adrive as adrive_flow
-from langgraph_refine._decisions._flows import drive as drive_flow
-from langgraph_refine._errors import ReviewInputError, carry_result
+from langgraph_refine._decisions._flows import adrive, drive
+from langgraph_refine._errors import ReviewInputError, attach_result
 from langgraph_refine._loop._claim import aclaim_thread, claim_thread
 from langgraph_refine._loop._thread import check_same_run, settings_metadata
 from langgraph_refine._result import RESULT_KEYS, RefineResult, loop_schema
@@ -204,7 +203,7 @@ class Driver:
             self.on_event(data)
         return values
 
-    def carry(self, exc: BaseException, values: Any) -> None:
+    def attach(self, exc: BaseException, values: Any) -> None:
         """Attach the best result so far, read from the run's last `values`, to `exc`."""
         if not isinstance(values, Mapping) or not (values.get("attempts") or values.get("pending")):
             return
@@ -213,20 +212,20 @@ class Driver:
             result = RefineResult.from_state(state, output_schema=loop_schema(self.graph))
         except Exception:  # never hide the run's own error behind this one
             return
-        carry_result(exc, result)
+        attach_result(exc, result)
 
     def stream(self, input: Any) -> Any:
         """Run the graph on `input`; the last values it wrote (None if none).
 
         Raises:
-            Exception: The run's error, carrying the work paid for so far (`carry`).
+            Exception: The run's error, carrying the work paid for so far (`attach`).
         """
         reply = None
         try:
             for chunk in self.graph.stream(input, self.config, **self._kwargs()):
                 reply = self._take(chunk, reply)
         except Exception as exc:  # the work paid for so far goes with the error
-            self.carry(exc, reply if reply is not None else self.saved())
+            self.attach(exc, reply if reply is not None else self.saved())
             raise
         return reply
 
@@ -237,7 +236,7 @@ class Driver:
             async for chunk in self.graph.astream(input, self.config, **self._kwargs()):
                 reply = self._take(chunk, reply)
         except Exception as exc:
-            self.carry(exc, reply if reply is not None else await self.asaved())
+            self.attach(exc, reply if reply is not None else await self.asaved())
             raise
         return reply
 
@@ -255,7 +254,7 @@ class Driver:
                 return (await self.graph.aget_state(self.config)).values
         return None
 
-    def carry_out(self, step: FlowStep) -> Any:
+    def do(self, step: FlowStep) -> Any:
         """The reply to one of a run flow's steps (sync)."""
         if isinstance(step, Run):
             return self.stream(step.input)
@@ -263,7 +262,7 @@ class Driver:
             return self.graph.get_state(self.config)
         return self._reviewer()(step.payload)
 
-    async def acarry_out(self, step: FlowStep) -> Any:
+    async def ado(self, step: FlowStep) -> Any:
         """The reply to one of a run flow's steps (async; the reviewer may be async too)."""
         if isinstance(step, Run):
             return await self.astream(step.input)
@@ -281,20 +280,22 @@ class Driver:
         return self.reviewer
 
 
-def drive(flow: Generator[FlowStep, Any, RefineResult], driver: Driver) -> RefineResult:
+def run_through(flow: Generator[FlowStep, Any, RefineResult], driver: Driver) -> RefineResult:
     """Carry out a flow's steps synchronously and return its result.
 
     The run holds its checkpoint thread throughout (`_claim`): a second run on it is
     refused with `ThreadBusyError` before any step.
     """
     with claim_thread(driver.graph.checkpointer, driver.config):
-        return drive_flow(flow, driver.carry_out)
+        return drive(flow, driver.do)
 
 
-async def adrive(flow: Generator[FlowStep, Any, RefineResult], driver: Driver) -> RefineResult:
+async def arun_through(
+    flow: Generator[FlowStep, Any, RefineResult], driver: Driver
+) -> RefineResult:
     """Carry out a flow's steps asynchronously (the reviewer may be async too)."""
     async with aclaim_thread(driver.graph.checkpointer, driver.config):
-        return await adrive_flow(flow, driver.acarry_out)
+        return await adrive(flow, driver.ado)
 
 
 def run_config(

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass
 from typing import Any, Literal, cast, get_type_hints
 
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langchain_core.messages import AIMessage, AnyMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.types import Command, Overwrite, RetryPolicy
 
@@ -24,6 +24,7 @@ from langgraph_refine._decisions._end import Ended, EndFlow, end_flow, regenerat
 from langgraph_refine._decisions._flows import adrive, drive
 from langgraph_refine._decisions._options import CONTEXT_KEYS, LoopOptions, criteria_list
 from langgraph_refine._decisions._round import with_criteria
+from langgraph_refine._decisions._view import request_in
 from langgraph_refine._errors import BudgetExhaustedError
 from langgraph_refine._loop._comparisons import ComparisonLedger
 from langgraph_refine._loop._review import require_checkpointer
@@ -158,9 +159,9 @@ def prepare(state: RefineState) -> dict[str, Any]:
     # A finished loop on the same thread that took its task from messages takes the
     # next one from messages too; otherwise an explicit task wins.
     if (not isinstance(task, str) or not task.strip() or state.get("from_messages")) and messages:
-        human = [m for m in messages if isinstance(m, HumanMessage)]
-        if human:
-            task, from_messages = human[-1].text, True
+        asked = request_in(messages)
+        if asked is not None:
+            task, from_messages = asked, True
     if not isinstance(task, str) or not task.strip():
         raise ValueError(
             f"task must be a non-empty string, got {task!r}; pass {{'task': '...'}} "

@@ -18,7 +18,6 @@ from langgraph.types import Command, RetryPolicy
 
 from langgraph_refine._calls._run_models import climbing, ladder_names
 from langgraph_refine._calls._specs import SpecError, run_judge_model
-from langgraph_refine._decisions._flows import adrive, drive
 from langgraph_refine._decisions._options import LoopOptions
 from langgraph_refine._decisions._round import (
     Exchange,
@@ -28,7 +27,7 @@ from langgraph_refine._decisions._round import (
     read_as_object,
     with_criteria,
 )
-from langgraph_refine._errors import RefineError, Unjudged
+from langgraph_refine._errors import RefineError
 from langgraph_refine._loop._ends import FinalizeNode
 from langgraph_refine._loop._judging import RoundCalls
 from langgraph_refine._loop._step import Step, run_options
@@ -221,11 +220,7 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         if state.get("pending") is None and state.get("stop_reason"):
             return self._route(state, config)
         calls = self._begin(state, config)
-        try:
-            outcome = drive(calls.flow(), calls.answer)
-        except Unjudged as exc:  # on_evaluator_error="raise"
-            calls.step.on_error(exc, "evaluator")
-            raise
+        outcome = calls.carry_round(calls.flow())
         return self._route(state, config, calls.sent(outcome))
 
     async def ainvoke(
@@ -236,11 +231,7 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         if state.get("pending") is None and state.get("stop_reason"):
             return self._route(state, config)
         calls = self._begin(state, config)
-        try:
-            outcome = await adrive(calls.flow(), calls.aanswer)
-        except Unjudged as exc:  # on_evaluator_error="raise"
-            calls.step.on_error(exc, "evaluator")
-            raise
+        outcome = await calls.acarry_round(calls.flow())
         return self._route(state, config, calls.sent(outcome))
 
 

@@ -23,13 +23,12 @@ from langgraph_refine._calls._budget import BudgetStop, check_rungs_priced
 from langgraph_refine._calls._models import message_text
 from langgraph_refine._calls._retry import is_context_length_error
 from langgraph_refine._calls._run_models import run_models
-from langgraph_refine._decisions._edits import edit_text, read_edits
+from langgraph_refine._decisions._edits import edit_text
 from langgraph_refine._decisions._flows import CallFlow, adrive, drive
 from langgraph_refine._decisions._memory import select_attempts
 from langgraph_refine._decisions._next import NextAttempt, next_attempt
 from langgraph_refine._decisions._options import LoopOptions
 from langgraph_refine._decisions._prompts import (
-    clean_reply,
     guided_prompt,
     refinement_messages,
     scaffolding,
@@ -277,19 +276,13 @@ class GeneratorNode(Runnable[StateT, dict[str, Any]], Generic[StateT]):
 
     def _finish(self, state: Mapping[str, Any], outputs: list[Any], turn: _Round) -> dict[str, Any]:
         step, upcoming = turn.step, turn.next
-        typed, edited, adapter = turn.options.output_schema, upcoming.edited, turn.adapter
+        typed, adapter = turn.options.output_schema, turn.adapter
 
         def whole(output: Any) -> Reply:
             return adapter.read(output, step.index, typed)
 
         copied = _prompt_lines(state, turn.prompt)
-        replies = [
-            clean_reply(
-                whole(output) if edited is None else read_edits(output, edited, typed, whole),
-                copied,
-            )
-            for output in outputs
-        ]
+        replies = [upcoming.read(output, whole, typed, copied) for output in outputs]
         attempt = upcoming.attempt(
             replies[0],
             model=adapter.name,

@@ -18,10 +18,10 @@ from langgraph_refine._loop._driver import (
     AsyncReviewer,
     Driver,
     Reviewer,
-    adrive,
-    drive,
+    arun_through,
     run_config,
     run_flow,
+    run_through,
     strict_serde,
 )
 from langgraph_refine._loop._graph import GeneratorLike, create_refine_graph
@@ -140,7 +140,7 @@ class CompiledLoop:
         _check_task(task)
         driver = self._driver if thread_id is None else self._driver.on_thread(thread_id)
         driver = traced(driver, name=self._options.name, evaluator=self._evaluator)
-        return await adrive(_flow(task, driver, restart), driver)
+        return await arun_through(_flow(task, driver, restart), driver)
 
 
 def refine(
@@ -204,7 +204,7 @@ def refine(
     built = LoopOptions.build(options, surface=GRAPH, **settings)
     driver = _driver(generator, evaluator, built, checkpointer, thread_id, reviewer, config, store)
     driver = traced(driver, name=built.name, evaluator=evaluator)
-    return drive(_flow(task, driver, restart), driver)
+    return run_through(_flow(task, driver, restart), driver)
 
 
 async def arefine(
@@ -230,4 +230,4 @@ async def arefine(
     built = LoopOptions.build(options, surface=GRAPH, **settings)
     driver = _driver(generator, evaluator, built, checkpointer, thread_id, reviewer, config, store)
     driver = traced(driver, name=built.name, evaluator=evaluator)
-    return await adrive(_flow(task, driver, restart), driver)
+    return await arun_through(_flow(task, driver, restart), driver)

@@ -42,7 +42,7 @@ from langgraph_refine._calls._budget import (
 from langgraph_refine._calls._clients import deadline, interrupt, interruptible
 from langgraph_refine._calls._retry import describe_status, retry_follows, retry_wait
 from langgraph_refine._decisions._options import LoopOptions, with_input_options
-from langgraph_refine._errors import carry_result
+from langgraph_refine._errors import attach_result
 from langgraph_refine._result import RefineResult, best_attempt
 from langgraph_refine._state import StopReason, Usage
 
@@ -362,7 +362,7 @@ class Step:
         """
         add_context(exc, what, self.index, self.node)
         stop: StopReason | None = "model_error" if what == "generator" else None
-        carry_result(exc, self.result_so_far(stop))
+        attach_result(exc, self.result_so_far(stop))
 
     def result_so_far(self, stop_reason: StopReason | None = None) -> RefineResult | None:
         """The best result before this step failed, its calls counted (None if it cannot be read).

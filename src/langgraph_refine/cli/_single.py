@@ -37,7 +37,7 @@ from langgraph_refine._errors import (
 )
 from langgraph_refine._loop._driver import (
     Driver,
-    adrive,
+    arun_through,
     run_config,
     run_flow,
     strict_serde,
@@ -410,7 +410,7 @@ async def _run_in_task(
         restart=request.restart,
     )
     try:
-        return await adrive(flow, driver)
+        return await arun_through(flow, driver)
     except ThreadSettingsError as exc:
         raise CliError(_thread_refusal(config, exc), exit_code=2) from None
     except ThreadBusyError as exc:
