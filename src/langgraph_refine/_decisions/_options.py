@@ -102,8 +102,12 @@ def criteria_list(value: object, *, option: str = "criteria") -> list[str]:
     )
 
 
-class _EveryLoopOptions(TypedDict, total=False):
-    """The keyword options every surface takes: the judge and the stop rules."""
+class AgentOptions(TypedDict, total=False):
+    """The keyword options of `RefineMiddleware`: the `LoopOptions` fields an agent takes.
+
+    The others (`candidates`, `prompt_form`, ...) have no meaning in an agent, and
+    `RefineMiddleware` refuses them; `LoopOptions`'s declaration says why for each.
+    """
 
     judge_model: BaseChatModel | str | None
     target_score: float
@@ -114,27 +118,10 @@ class _EveryLoopOptions(TypedDict, total=False):
     on_budget_exhausted: OnBudgetExhausted
     criteria: str | Sequence[str]
     on_evaluator_error: OnEvaluatorError
-
-
-class RefineOptions(_EveryLoopOptions, total=False):
-    """The keyword options of `create_refine_graph` and `refine` / `arefine`.
-
-    Typed so editors complete them and type checkers check them:
-    `refine(model, task, evaluator, **options)` with `options: RefineOptions`, or the
-    keywords written out. Each is a field of `LoopOptions`, which gives its meaning and
-    default; a test keeps the two in step.
-    """
-
-    memory: MemoryPolicy
     human_review: HumanReview | None
     strategy: Strategy
-    max_attempt_chars: int
-    prompt_form: PromptForm
-    name: str
-    candidates: int
-    retry_policy: RetryPolicy | Sequence[RetryPolicy] | None
     record_key: str | None
-    output_schema: type[BaseModel] | Mapping[str, Any] | OutputSchema | None
+    memory: MemoryPolicy
     select: Select
     select_top: int
     select_margin: float
@@ -143,6 +130,24 @@ class RefineOptions(_EveryLoopOptions, total=False):
     require_calibration: bool
     edits: EditsMode
     stream_drafts: bool
+    retry_policy: RetryPolicy | Sequence[RetryPolicy] | None
+
+
+class RefineOptions(AgentOptions, total=False):
+    """The keyword options of `create_refine_graph` and `refine` / `arefine`.
+
+    Typed so editors complete them and type checkers check them:
+    `refine(model, task, evaluator, **options)` with `options: RefineOptions`, or the
+    keywords written out. Each is a field of `LoopOptions`, which gives its meaning and
+    default; a test keeps the two in step. Every option an agent takes (`AgentOptions`),
+    and the graph's own prompts and candidates:
+    """
+
+    max_attempt_chars: int
+    prompt_form: PromptForm
+    name: str
+    candidates: int
+    output_schema: type[BaseModel] | Mapping[str, Any] | OutputSchema | None
 
 
 class RefineContext(TypedDict, total=False):
@@ -194,28 +199,6 @@ class RefineContext(TypedDict, total=False):
     on_evaluator_error: OnEvaluatorError
     edits: EditsMode
     models: list[str]
-
-
-class AgentOptions(_EveryLoopOptions, total=False):
-    """The keyword options of `RefineMiddleware`: the `LoopOptions` fields an agent takes.
-
-    The others (`candidates`, `prompt_form`, ...) have no meaning in an agent, and
-    `RefineMiddleware` refuses them; `LoopOptions`'s declaration says why for each.
-    """
-
-    human_review: HumanReview | None
-    strategy: Strategy
-    record_key: str | None
-    memory: MemoryPolicy
-    select: Select
-    select_top: int
-    select_margin: float
-    comparer: ComparerLike
-    confirm_pass: bool
-    require_calibration: bool
-    edits: EditsMode
-    stream_drafts: bool
-    retry_policy: RetryPolicy | Sequence[RetryPolicy] | None
 
 
 AGENT_DEFAULTS: AgentOptions = {"strategy": "chain", "memory": "all", "stream_drafts": False}
