@@ -245,25 +245,15 @@ class Step:
         `what` names who failed (`"generator"`, `"evaluator"`); a budget stop and
         LangGraph's signals leave as they are.
         """
-        try:
+        with _Reported(self, what):
             return self.call(fn, *args, model_call=model_call)
-        except (BudgetStop, GraphBubbleUp):
-            raise
-        except Exception as exc:
-            self.on_error(exc, what)
-            raise
 
     async def arun(
         self, fn: Callable[..., Awaitable[T]], *args: Any, what: str, model_call: bool = True
     ) -> T:
         """Async twin of `run`."""
-        try:
+        with _Reported(self, what):
             return await self.acall(fn, *args, model_call=model_call)
-        except (BudgetStop, GraphBubbleUp):
-            raise
-        except Exception as exc:
-            self.on_error(exc, what)
-            raise
 
     async def acall(
         self, fn: Callable[..., Awaitable[T]], *args: Any, model_call: bool = True
@@ -451,3 +441,22 @@ times out at the same deadline) before the run goes on without it."""
 
 class _DeadlinePassed(Exception):
     """`max_seconds` ran out during a call (counted as sent, then a `BudgetStop`)."""
+
+
+class _Reported:
+    """Around a step's call: an error leaving it is reported (`Step.on_error`) as `what`'s.
+
+    A budget stop and LangGraph's signals leave as they are.
+    """
+
+    __slots__ = ("step", "what")
+
+    def __init__(self, step: Step, what: str) -> None:
+        self.step, self.what = step, what
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: Any, exc: BaseException | None, trace: Any) -> None:
+        if isinstance(exc, Exception) and not isinstance(exc, BudgetStop | GraphBubbleUp):
+            self.step.on_error(exc, self.what)
