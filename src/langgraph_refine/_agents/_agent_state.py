@@ -153,10 +153,6 @@ Job = Annotated[
 `Comparing`: where the run's judge and comparer are known) or asks the model
 (`Answering`); `after_agent` reviews and ends (`Deciding`)."""
 
-ModelJob = JudgingAnswer | JudgingEdit | Comparing
-"""The jobs a model step does without asking the model."""
-
-
 class LoopState(_Record):
     """The loop's record in the agent's state (`refine_state`).
 
