@@ -96,7 +96,7 @@ def chromium() -> Iterator[Page]:
 
     path = browser_path()
     assert path is not None, missing()
-    with tempfile.TemporaryDirectory() as profile:
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:
         process = subprocess.Popen(
             [
                 path,
