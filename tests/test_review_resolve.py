@@ -9,6 +9,7 @@ graph and in the agent, whatever the checkpointer. Served in `tests/test_chat_se
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from typing import Any, TypedDict
 
@@ -113,29 +114,37 @@ def test_the_resolve_write_is_the_one_langgraph_makes_of_goto_end() -> None:
     assert resolve_requested() is False  # outside a run: nothing to read
 
 
-def test_an_async_agent_is_resolved_too() -> None:
-    async def run() -> Any:
-        agent, cfg = reviewed_agent(InMemorySaver()), config()
-        await agent.ainvoke({"messages": [HumanMessage("Write a tagline.")]}, cfg)
-        await agent.ainvoke(RESOLVE, cfg)
-        return await agent.aget_state(cfg)
+def resolved_async(build: Any, first: dict[str, Any], saver_at: Any = None) -> Any:
+    """The thread's state after an async run paused at review and a client's resolve.
 
-    state = asyncio.run(run())
+    On an `AsyncSqliteSaver` at `saver_at`, else on an `InMemorySaver`.
+    """
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    async def run() -> Any:
+        opened = (
+            AsyncSqliteSaver.from_conn_string(str(saver_at))
+            if saver_at is not None
+            else contextlib.nullcontext(InMemorySaver())
+        )
+        async with opened as saver:
+            target, cfg = build(saver), config()
+            await target.ainvoke(first, cfg)
+            await target.ainvoke(RESOLVE, cfg)
+            return await target.aget_state(cfg)
+
+    return asyncio.run(run())
+
+
+def test_an_async_agent_is_resolved_too() -> None:
+    state = resolved_async(reviewed_agent, {"messages": [HumanMessage("Write a tagline.")]})
     assert state.interrupts == ()
     assert state.values["refine_stop_reason"] == "rejected"
 
 
 def test_an_async_agent_on_an_async_saver_is_resolved(tmp_path: Any) -> None:
-    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
-    async def run() -> Any:
-        async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "a.sqlite")) as saver:
-            agent, cfg = reviewed_agent(saver), config()
-            await agent.ainvoke({"messages": [HumanMessage("Write a tagline.")]}, cfg)
-            await agent.ainvoke(RESOLVE, cfg)
-            return await agent.aget_state(cfg)
-
-    state = asyncio.run(run())
+    asked = {"messages": [HumanMessage("Write a tagline.")]}
+    state = resolved_async(reviewed_agent, asked, tmp_path / "a.sqlite")
     assert state.interrupts == ()
     assert state.values["refine_stop_reason"] == "rejected"
 
@@ -143,15 +152,6 @@ def test_an_async_agent_on_an_async_saver_is_resolved(tmp_path: Any) -> None:
 def test_an_async_graph_on_an_async_saver_is_resolved(tmp_path: Any) -> None:
     # The graph's review is a sync node: under `ainvoke` it runs in a worker thread,
     # where an async saver answers a sync read.
-    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
-    async def run() -> Any:
-        async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "g.sqlite")) as saver:
-            graph, cfg = reviewed_graph(saver), config()
-            await graph.ainvoke({"task": "Write a tagline."}, cfg)
-            await graph.ainvoke(RESOLVE, cfg)
-            return await graph.aget_state(cfg)
-
-    state = asyncio.run(run())
+    state = resolved_async(reviewed_graph, {"task": "Write a tagline."}, tmp_path / "g.sqlite")
     assert state.interrupts == ()
     assert RefineResult.from_state(state.values).stop_reason == "rejected"
