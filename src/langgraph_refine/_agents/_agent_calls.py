@@ -2,14 +2,17 @@
 
 The decisions are the graph's (`_round.evaluate_round`, `_decisions`); this carries out
 their calls inside the agent exactly as the graph's steps do, under a `Step`: the agent's
-model call while the loop runs, the judgments (`_judging.RoundCalls`, the graph's own)
-and the end's comparisons (`_comparisons.ComparisonLedger`, durable tasks). So every
-call is metered and checked against the budget, retried under the retry policy
-(`Retry-After` honoured), cut off at the time budget's deadline, and an error leaving
-it carries the best result so far (`.result`). Who judges and compares is resolved for
-each model call (`judge_for`, `comparer_for`): the middleware's own evaluator and comparer, else the
-model of the agent being run, which only the model step sees. Nothing resolved is kept
-on the middleware, so one instance shared by two agents judges each with its own model.
+model call while the loop runs (`Draft`), the judgments (`Round`: `_judging.RoundCalls`,
+the graph's own) and the end's comparisons (`Compare`: `_comparisons.ComparisonLedger`,
+durable tasks), done by `fulfil`/`afulfil` for the model step's one flow. So every call
+is metered and checked against the budget, retried under the retry policy (`Retry-After`
+honoured), cut off at the time budget's deadline, and an error leaving it carries the
+best result so far (`.result`). A judging step (`judge_step`) judges the answer the
+model gave, or makes the end the loop handed it. Who judges and compares is resolved for
+each step (`judge_for`, `comparer_for`): the middleware's own evaluator and comparer,
+else the model of the agent being run, which only the model step sees. Nothing resolved
+is kept on the middleware, so one instance shared by two agents judges each with its own
+model.
 """
 
 from __future__ import annotations
