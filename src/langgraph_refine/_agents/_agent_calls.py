@@ -167,7 +167,7 @@ def fulfil(ask: Draft | Round | Compare) -> Any:
     if isinstance(ask, Draft):
         return ask.step.run(asked, ask.handler, ask.request, ask.step.meter, what="generator")
     if isinstance(ask, Round):
-        return ask.calls.carry_round(ask.flow)
+        return ask.calls.run_round(ask.flow)
     return ask.selection.run(ask.ledger.call), ask.ledger.spent
 
 
@@ -177,7 +177,7 @@ async def afulfil(options: LoopOptions, ask: Draft | Round | Compare) -> Any:
         meter = ask.step.meter
         return await ask.step.arun(aasked, ask.handler, ask.request, meter, what="generator")
     if isinstance(ask, Round):
-        return await ask.calls.acarry_round(ask.flow)
+        return await ask.calls.arun_round(ask.flow)
     concurrent = options.budget is None
     return await ask.selection.arun(ask.ledger.acall, concurrent=concurrent), ask.ledger.spent
 
@@ -273,7 +273,7 @@ def agent_calls(
 
 
 def judged_round(calls: AgentCalls, pending: Attempt) -> CallFlow[Round, Outcome]:
-    """The round of `pending`, carried out by its driver (`carry_round`); its events sent."""
+    """The round of `pending`, carried out by its driver (`run_round`); its events sent."""
     return calls.sent((yield Round(calls, calls.flow(pending))))
 
 

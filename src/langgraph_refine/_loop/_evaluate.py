@@ -220,7 +220,7 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         if state.get("pending") is None and state.get("stop_reason"):
             return self._route(state, config)
         calls = self._begin(state, config)
-        outcome = calls.carry_round(calls.flow())
+        outcome = calls.run_round(calls.flow())
         return self._route(state, config, calls.sent(outcome))
 
     async def ainvoke(
@@ -231,7 +231,7 @@ class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):
         if state.get("pending") is None and state.get("stop_reason"):
             return self._route(state, config)
         calls = self._begin(state, config)
-        outcome = await calls.acarry_round(calls.flow())
+        outcome = await calls.arun_round(calls.flow())
         return self._route(state, config, calls.sent(outcome))
 
 

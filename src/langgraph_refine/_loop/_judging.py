@@ -97,7 +97,7 @@ class RoundCalls:
         """The store and this round's record update, when the run keeps a record."""
         return None
 
-    def carry_round(self, flow: Flow) -> Outcome:
+    def run_round(self, flow: Flow) -> Outcome:
         """The round `flow`, its requests answered (sync); an error leaving it carries `.result`.
 
         Raises:
@@ -109,8 +109,8 @@ class RoundCalls:
             self.step.on_error(exc, "evaluator")
             raise
 
-    async def acarry_round(self, flow: Flow) -> Outcome:
-        """Async twin of `carry_round`."""
+    async def arun_round(self, flow: Flow) -> Outcome:
+        """Async twin of `run_round`."""
         try:
             return await adrive(flow, self.aanswer)
         except Unjudged as exc:
