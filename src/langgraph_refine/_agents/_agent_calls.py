@@ -23,7 +23,6 @@ from typing import Any, NamedTuple, TypeVar
 from langchain.agents.middleware import ExtendedModelResponse, ModelRequest
 from langchain_core.language_models import BaseChatModel
 from langgraph.config import get_config
-from langgraph.constants import TAG_NOSTREAM
 from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
 
@@ -66,7 +65,7 @@ from langgraph_refine._loop._select import (
     calls_left,
     selection_for,
 )
-from langgraph_refine._loop._step import Step, child_config
+from langgraph_refine._loop._step import Step
 from langgraph_refine._loop._thread import run_of
 from langgraph_refine._records._record import RecordUpdate, record_store
 from langgraph_refine._state import Attempt, Usage
@@ -281,19 +280,14 @@ def draft_step(loop: AgentLoop, request: ModelRequest[Any]) -> Step:
     """The executor of the agent's model call: a generate step for the next attempt.
 
     The calls judging its answer stay payable: the call is refused when the budget could
-    not also pay the judgment of what it answers. A chat sees the call hidden, or tagged
-    with the attempt it drafts (`stream_drafts`).
+    not also pay the judgment of what it answers. Its tokens reach a chat as the graph's
+    generate step's do (`Step`: tagged with the attempt, or kept out, by `stream_drafts`).
     """
-    options, state = loop.options, request.state
+    state = request.state
     index = len(attempts_of(state))
-    if options.stream_drafts:
-        shown = child_config(metadata={"refine_attempt": index})
-    else:
-        shown = child_config(tags=[TAG_NOSTREAM])
-    with shown:  # the step's config
-        return agent_step(
-            options, state, node="generate", index=index, reserved_calls=loop.judge_calls
-        )
+    return agent_step(
+        loop.options, state, node="generate", index=index, reserved_calls=loop.judge_calls
+    )
 
 
 class Unsaved:

@@ -153,6 +153,7 @@ Job = Annotated[
 `Comparing`: where the run's judge and comparer are known) or asks the model
 (`Answering`); `after_agent` reviews and ends (`Deciding`)."""
 
+
 class LoopState(_Record):
     """The loop's record in the agent's state (`refine_state`).
 
