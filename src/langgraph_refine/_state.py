@@ -663,6 +663,10 @@ class RefineState(TypedDict):
     selection: NotRequired[dict[str, Any] | None]
 
 
+StateT = TypeVar("StateT", bound=RefineState)
+"""A node's state type: `RefineState` or a user's extension of it."""
+
+
 class ServedKeys(TypedDict):
     """State keys the loop writes when its state schema has them (the served graphs' does).
 

@@ -59,32 +59,29 @@ def claim_thread(saver: Any, config: RunnableConfig) -> Iterator[None]:
         ThreadBusyError: If another run holds the thread.
     """
     thread = thread_of(config)
-    if saver is None or thread is None:
+    with contextlib.ExitStack() as held:
+        if saver is not None and thread is not None:
+            held.enter_context(_in_process(saver, thread))
+            if _is_postgres(saver):
+                held.enter_context(_postgres_claim(saver, thread))
+            else:
+                held.enter_context(_sqlite_claim(_sqlite_path(saver), thread))
         yield
-        return
-    with _in_process(saver, thread):
-        if _is_postgres(saver):
-            with _postgres_claim(saver, thread):
-                yield
-        else:
-            with _sqlite_claim(_sqlite_path(saver), thread):
-                yield
 
 
 @contextlib.asynccontextmanager
 async def aclaim_thread(saver: Any, config: RunnableConfig) -> AsyncIterator[None]:
     """Async `claim_thread` (async savers, or the in-memory one)."""
     thread = thread_of(config)
-    if saver is None or thread is None:
+    async with contextlib.AsyncExitStack() as held:
+        if saver is not None and thread is not None:
+            held.enter_context(_in_process(saver, thread))
+            if _is_postgres(saver):
+                await held.enter_async_context(_apostgres_claim(saver, thread))
+            else:
+                path = await _asqlite_path(saver)
+                await held.enter_async_context(_asqlite_claim(path, thread))
         yield
-        return
-    with _in_process(saver, thread):
-        if _is_postgres(saver):
-            async with _apostgres_claim(saver, thread):
-                yield
-        else:
-            async with _asqlite_claim(await _asqlite_path(saver), thread):
-                yield
 
 
 @contextlib.contextmanager

@@ -224,11 +224,8 @@ class FinalizeNode(Runnable[Any, Any]):
         keeps_result: bool = False,
         regenerates: bool = False,
     ) -> None:
-        self.options = options
-        self.comparer = comparer
-        self.retry_policy = retry_policy
-        self.keeps_result = keeps_result
-        self.regenerates = regenerates
+        self.options, self.comparer, self.retry_policy = options, comparer, retry_policy
+        self.keeps_result, self.regenerates = keeps_result, regenerates
         self.name = "finalize"
 
     def __call__(self, state: Mapping[str, Any]) -> dict[str, Any]:  # the graph's whole state

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable, RunnableConfig
@@ -39,7 +39,7 @@ from langgraph_refine._records._record import (
 )
 from langgraph_refine._state import (
     Attempt,
-    RefineState,
+    StateT,
     Usage,
     add_usage,
     plain_writes,
@@ -50,8 +50,6 @@ from langgraph_refine.evaluators._combine import as_evaluator
 from langgraph_refine.evaluators._from_specs import build_evaluators
 
 logger = logging.getLogger("langgraph_refine")
-
-StateT = TypeVar("StateT", bound=RefineState)
 
 
 class EvaluatorNode(Runnable[StateT, Any], Generic[StateT]):

@@ -13,7 +13,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any, Generic, NamedTuple
 
 from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.runnables import Runnable, RunnableConfig
@@ -40,13 +40,11 @@ from langgraph_refine._loop._adapters import GeneratorAdapter, OneGenerator, ada
 from langgraph_refine._loop._ends import Prepare, starts_run
 from langgraph_refine._loop._step import Step, run_options
 from langgraph_refine._result import RefineResult
-from langgraph_refine._state import Attempt, RefineState, plain_writes, revive_state
+from langgraph_refine._state import Attempt, StateT, plain_writes, revive_state
 from langgraph_refine._stop_rules import BUDGET_STOP
 from langgraph_refine._typed import OutputSchema, Reply
 
 logger = logging.getLogger("langgraph_refine")
-
-StateT = TypeVar("StateT", bound=RefineState)
 
 
 class _Ask(NamedTuple):
