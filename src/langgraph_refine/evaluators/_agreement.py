@@ -26,6 +26,7 @@ import math
 import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypedDict, Unpack
 
 
 @functools.lru_cache(maxsize=65536)
@@ -357,15 +358,21 @@ class Choice:
     held_out: bool = True
 
 
+class Folds(TypedDict, total=False):
+    """How `held_out` deals its folds (its keywords): how many, the seed, each label's task."""
+
+    folds: int
+    seed: int
+    groups: Sequence[str] | None
+
+
 def cross_validated(
     scores: Sequence[float],
     person: Sequence[bool],
     *,
     alpha: float,
     confidence: float,
-    folds: int = 5,
-    seed: int = 0,
-    groups: Sequence[str] | None = None,
+    **dealt: Unpack[Folds],
 ) -> Choice:
     """The threshold rule at the most lenient level whose held-out bound meets `alpha`.
 
@@ -391,15 +398,7 @@ def cross_validated(
         candidate = choose_threshold(scores, person, alpha=level, confidence=confidence)
         if candidate is None:
             break  # a tighter level cannot find one either
-        checked = held_out(
-            scores,
-            person,
-            alpha=level,
-            confidence=confidence,
-            folds=folds,
-            seed=seed,
-            groups=groups,
-        )
+        checked = held_out(scores, person, alpha=level, confidence=confidence, **dealt)
         chosen = max(t for t in (candidate, *checked.thresholds) if t is not None)
         if checked.bound <= alpha:
             return Choice(chosen, checked.bound, level, candidate, chosen)
